@@ -1,0 +1,1 @@
+//! nocloud: placeholder, filled by its issue.

@@ -1,0 +1,1 @@
+//! pve: placeholder, filled by its issue.

@@ -1,0 +1,1 @@
+//! pvesim: placeholder, filled by its issue.

@@ -1,0 +1,1 @@
+//! tfplugin: placeholder, filled by its issue.
