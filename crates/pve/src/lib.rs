@@ -1,1 +1,98 @@
-//! pve: placeholder, filled by its issue.
+//! A typed Proxmox VE 9 REST client that waits on tasks and classifies every error.
+//!
+//! It knows nothing of Terraform: the provider layer calls it, and `pvesim` stands in for a
+//! real PVE host in tests.
+//!
+//! # Module map (mirrors the REST tree below `/api2/json`)
+//!
+//! | module | paths | entry points |
+//! |---|---|---|
+//! | [`client`] | transport | [`Client::new`], [`ClientConfig`], [`ApiToken`], [`TlsTrust`], raw [`Client::get`]/`post`/`put`/`delete` |
+//! | [`version`] | `/version` | [`Client::version`] |
+//! | [`nodes`] | `/nodes`, `/nodes/{node}/status` | [`Client::nodes`], [`Client::node`] → [`nodes::Node::status`] |
+//! | [`cluster`] | `/cluster/resources?type=vm`, `/cluster/nextid` | [`Client::cluster`] → `vm_resources`, `next_id` |
+//! | [`qemu`] | `/nodes/{node}/qemu/{vmid}/…` | `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config` (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`, `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name` |
+//! | [`storage`] | `/nodes/{node}/storage/…` | `client.node(n).storages(..)`, `.storage(id)` → `status`, `content`, `volume`, `delete_volume`, `upload` |
+//! | [`tasks`] | `/nodes/{node}/tasks/{upid}/…` | [`Client::task_status`], [`Client::task_log_tail`], [`Client::wait_for_task`] |
+//! | [`access`] | `/access/permissions` | [`Client::permissions`], [`access::has_privilege`] |
+//! | [`pools`] | `/pools` | [`Client::pools`], [`Client::pool`] |
+//! | [`wire`] | — | [`wire::Form`] (0/1 booleans), [`wire::de`] (int-or-string), [`wire::Envelope`], [`wire::NetConfig`], [`wire::CdromDrive`], [`wire::DiskDrive`], [`wire::ByteSize`] |
+//! | [`upid`] | — | [`Upid`] (parse, display verbatim, `node()`) |
+//! | [`retry`] | — | [`retry::RetryPolicy`], [`retry::retry_idempotent`], [`retry::retry_with_check`] |
+//!
+//! # Transport
+//!
+//! reqwest on rustls (aws-lc-rs), HTTP/1.1 only, idle pooled connections dropped after 4 s
+//! (pveproxy closes idle keep-alive connections after 5 s, and a request racing that close
+//! fails), a timeout per request, redirects and proxies off, and
+//! `Authorization: PVEAPIToken=USER@REALM!TOKENID=SECRET` on every request. Trust is either a
+//! PEM CA, the platform roots, or — only when asked — nothing ([`TlsTrust::Insecure`]).
+//! Plain `http://` endpoints are refused.
+//!
+//! # Errors
+//!
+//! Every failure is an [`Error`] whose [`Error::kind`] is one of:
+//!
+//! | kind | from |
+//! |---|---|
+//! | `NotFound` | 404; 500 "… does not exist", "unable to find configuration file …"; 400 `errors.upid = "no such task"`, `errors.storage = "No such storage."` |
+//! | `AlreadyExists` | 400 `errors.vmid = "VM N already exists"`; 500 "… already exists on node …"; task "… File exists" |
+//! | `Locked` | "VM is locked (…)", "can't lock file '…' - got timeout" (HTTP or task exit status) |
+//! | `Transient` | connect/reset/timeout; 502/503/504/595/596/599; "got no worker upid"; "QEMU guest agent is not running"; other "got timeout" |
+//! | `Auth` | 401 ("Authentication failed!", "No ticket"), 403 ("Permission check failed (/path, Priv)") |
+//! | `Invalid` | other 400 "Parameter verification failed." with the per-parameter map in [`Error::param_errors`]; bad client configuration |
+//! | `Permanent` | everything else (e.g. "VM 100 not running", "shrinking disks is not supported") |
+//!
+//! A failed task is an `Error` too, classified from its exit status, carrying the exit status
+//! and a log tail ([`Error::task_failure`]). `WARNINGS: n` is success ([`tasks::TaskExit::Warnings`]).
+//!
+//! # Secrets
+//!
+//! The token secret never appears in `Debug` output of any type here, in any log line, or in
+//! any error: every server-provided text (message, parameter errors, status line, task exit
+//! status and log) is scrubbed of the secret and of the full header value before it is stored.
+//!
+//! # Retry rules
+//!
+//! Typed calls make exactly one HTTP request. Retrying is the caller's explicit choice:
+//! - [`retry::retry_idempotent`] for calls safe to repeat (reads, PUT config, overwriting
+//!   uploads, deletes);
+//! - [`retry::retry_with_check`] for calls that must not happen twice (clone, start,
+//!   POST config): when an attempt's outcome is unknown ([`Error::outcome_unknown`]), the
+//!   caller's state check decides whether it already took effect before anything is re-sent.
+//!
+//! Both retry `Transient` only, plus `Locked` with [`retry::RetryPolicy::with_locked`], with
+//! jittered exponential backoff and a bounded number of attempts.
+//!
+//! # Waiting for tasks
+//!
+//! [`Client::wait_for_task`] polls `GET /nodes/{upid node}/tasks/{upid}/status`: first after
+//! 5 ms, then ×1.5 up to 1 s. "no such task" right after dispatch is retried for a grace
+//! period; transient polling errors are retried. The caller owns the deadline: wrap the
+//! call in `tokio::time::timeout`.
+//!
+//! # Observability
+//!
+//! One `tracing::debug!` per API call (method, path, status, duration_ms, attempt) and one
+//! `tracing::info!` per waited task (task_type, node, id, outcome, duration_ms). Query
+//! strings and bodies are never logged.
+
+pub mod access;
+pub mod client;
+pub mod cluster;
+pub mod error;
+pub mod nodes;
+pub mod pools;
+pub mod qemu;
+pub mod retry;
+pub mod storage;
+pub mod tasks;
+pub mod upid;
+pub mod version;
+pub mod wire;
+
+pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
+pub use error::{Error, ErrorKind, Origin, Result, TaskFailure};
+pub use retry::{RetryPolicy, retry_idempotent, retry_with_check};
+pub use tasks::{TaskExit, TaskOutcome, TaskWait};
+pub use upid::Upid;

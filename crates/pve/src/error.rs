@@ -1,0 +1,642 @@
+//! One error type for every PVE call, classified into a small set of kinds that all
+//! retry and lifecycle decisions use.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::upid::Upid;
+
+/// What went wrong, as far as a caller deciding what to do next cares.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The object is not there: HTTP 404, or PVE's 500/400 "does not exist" texts.
+    NotFound,
+    /// The object (usually a VMID) is already taken.
+    AlreadyExists,
+    /// A VM lock (`lock: clone`, …) or a config-file lock timeout stood in the way.
+    Locked,
+    /// Worth trying again unchanged: connect/reset/timeout, 5xx from the proxy layer,
+    /// 595/596, "got no worker upid".
+    Transient,
+    /// 401, or 403 with the missing privilege named in the message.
+    Auth,
+    /// 400 "Parameter verification failed." with PVE's per-parameter `errors` map.
+    Invalid,
+    /// Everything else: retrying unchanged will not help.
+    Permanent,
+}
+
+impl ErrorKind {
+    /// A stable, machine-readable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "NotFound",
+            ErrorKind::AlreadyExists => "AlreadyExists",
+            ErrorKind::Locked => "Locked",
+            ErrorKind::Transient => "Transient",
+            ErrorKind::Auth => "Auth",
+            ErrorKind::Invalid => "Invalid",
+            ErrorKind::Permanent => "Permanent",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A task that ended with an error exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskFailure {
+    /// The task.
+    pub upid: Upid,
+    /// PVE's exit status: the `TASK ERROR:` text without the prefix.
+    pub exitstatus: String,
+    /// The last lines of the task log (possibly empty if the log could not be read).
+    pub log_tail: Vec<String>,
+}
+
+/// Where an error came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The request never got an HTTP response (connect, TLS, reset, timeout, body read).
+    Transport {
+        /// The connection could not be established, so the request was certainly not sent.
+        connect: bool,
+        /// The per-request timeout fired.
+        timeout: bool,
+    },
+    /// PVE answered with an error status.
+    Http {
+        /// HTTP status code (including PVE's pseudo codes 595/596).
+        status: u16,
+        /// Whether the body was PVE's JSON envelope, i.e. an API handler produced the error.
+        from_handler: bool,
+    },
+    /// A task was dispatched and ended in error.
+    Task,
+    /// The response arrived but could not be understood.
+    Decode,
+    /// The client could not be built or a request could not be formed (bad endpoint, CA, token).
+    Config,
+}
+
+/// An error from a PVE call. Every server-provided text in it has had the API token scrubbed.
+#[derive(Debug, Clone)]
+pub struct Error {
+    kind: ErrorKind,
+    origin: Origin,
+    method: Option<String>,
+    path: Option<String>,
+    message: String,
+    param_errors: BTreeMap<String, String>,
+    task: Option<Box<TaskFailure>>,
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The classification all retry decisions use.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// Where the error arose.
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    /// HTTP status, when PVE answered.
+    pub fn status(&self) -> Option<u16> {
+        match self.origin {
+            Origin::Http { status, .. } => Some(status),
+            _ => None,
+        }
+    }
+
+    /// PVE's message (or the transport error text), trimmed, secrets scrubbed.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// PVE's per-parameter error map of a 400 (empty otherwise).
+    pub fn param_errors(&self) -> &BTreeMap<String, String> {
+        &self.param_errors
+    }
+
+    /// The failed task, when the error is a task ending in error.
+    pub fn task_failure(&self) -> Option<&TaskFailure> {
+        self.task.as_deref()
+    }
+
+    /// HTTP method of the failed call, if any.
+    pub fn method(&self) -> Option<&str> {
+        self.method.as_deref()
+    }
+
+    /// API path of the failed call (below `/api2/json`), if any.
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+
+    /// True when a write may or may not have taken effect: the request may have reached PVE
+    /// but no trustworthy answer came back. A non-idempotent call that failed like this must
+    /// not be re-sent before checking state (see [`crate::retry::retry_with_check`]).
+    pub fn outcome_unknown(&self) -> bool {
+        match &self.origin {
+            Origin::Transport { connect, .. } => !connect,
+            // The handler ran and said no, except when it could not report the worker it
+            // forked (the worker may still be running).
+            Origin::Http {
+                status,
+                from_handler,
+            } => {
+                if *from_handler {
+                    self.message.contains("got no worker upid")
+                } else {
+                    // 595 means pveproxy could not reach the node at all; anything else
+                    // without PVE's envelope may have been cut off after dispatch.
+                    *status >= 500 && *status != 595
+                }
+            }
+            Origin::Task | Origin::Decode | Origin::Config => false,
+        }
+    }
+
+    /// Whether this error is the guest agent not (yet) answering — useful while waiting for boot.
+    pub fn is_agent_not_running(&self) -> bool {
+        self.message.contains("QEMU guest agent is not running")
+            || (self.message.contains("qga command") && self.message.contains("got timeout"))
+    }
+
+    pub(crate) fn http(
+        method: &str,
+        path: &str,
+        status: u16,
+        from_handler: bool,
+        message: String,
+        param_errors: BTreeMap<String, String>,
+    ) -> Error {
+        let kind = classify_http(status, &message, &param_errors);
+        Error {
+            kind,
+            origin: Origin::Http {
+                status,
+                from_handler,
+            },
+            method: Some(method.to_owned()),
+            path: Some(path.to_owned()),
+            message,
+            param_errors,
+            task: None,
+        }
+    }
+
+    pub(crate) fn transport(
+        method: &str,
+        path: &str,
+        connect: bool,
+        timeout: bool,
+        message: String,
+    ) -> Error {
+        Error {
+            kind: ErrorKind::Transient,
+            origin: Origin::Transport { connect, timeout },
+            method: Some(method.to_owned()),
+            path: Some(path.to_owned()),
+            message,
+            param_errors: BTreeMap::new(),
+            task: None,
+        }
+    }
+
+    pub(crate) fn decode(method: &str, path: &str, message: String) -> Error {
+        Error {
+            kind: ErrorKind::Permanent,
+            origin: Origin::Decode,
+            method: Some(method.to_owned()),
+            path: Some(path.to_owned()),
+            message,
+            param_errors: BTreeMap::new(),
+            task: None,
+        }
+    }
+
+    pub(crate) fn config(message: impl Into<String>) -> Error {
+        Error {
+            kind: ErrorKind::Invalid,
+            origin: Origin::Config,
+            method: None,
+            path: None,
+            message: message.into(),
+            param_errors: BTreeMap::new(),
+            task: None,
+        }
+    }
+
+    pub(crate) fn task(failure: TaskFailure) -> Error {
+        Error {
+            kind: classify_task_exit(&failure.exitstatus),
+            origin: Origin::Task,
+            method: None,
+            path: None,
+            message: failure.exitstatus.clone(),
+            param_errors: BTreeMap::new(),
+            task: Some(Box::new(failure)),
+        }
+    }
+
+    /// A task that could not be found on its node long after it was dispatched.
+    pub(crate) fn task_vanished(upid: &Upid, last: Error) -> Error {
+        Error {
+            message: format!("task {upid} is not visible on node {}", upid.node()),
+            ..last
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(task) = &self.task {
+            write!(
+                f,
+                "task {} ({}) on node {} failed: {}",
+                task.upid.task_type(),
+                task.upid,
+                task.upid.node(),
+                task.exitstatus
+            )?;
+        } else {
+            if let (Some(m), Some(p)) = (&self.method, &self.path) {
+                write!(f, "{m} {p}: ")?;
+            }
+            match self.origin {
+                Origin::Http { status, .. } => write!(f, "HTTP {status}: {}", self.message)?,
+                Origin::Transport { timeout: true, .. } => {
+                    write!(f, "request timed out: {}", self.message)?
+                }
+                Origin::Transport { .. } => write!(f, "connection error: {}", self.message)?,
+                Origin::Decode => write!(f, "unexpected response: {}", self.message)?,
+                Origin::Config | Origin::Task => f.write_str(&self.message)?,
+            }
+        }
+        for (param, msg) in &self.param_errors {
+            write!(f, "; {param}: {msg}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn contains_any(haystack: &str, needles: &[&str]) -> bool {
+    needles.iter().any(|n| haystack.contains(n))
+}
+
+/// PVE texts meaning "the thing is not there".
+const NOT_FOUND_TEXTS: &[&str] = &[
+    "does not exist",
+    "unable to find configuration file",
+    "no such task",
+    "No such storage",
+    "no such uri",
+    "no such VM",
+];
+
+const ALREADY_EXISTS_TEXTS: &[&str] = &["already exists", "File exists"];
+
+const LOCKED_TEXTS: &[&str] = &["VM is locked (", "can't lock file"];
+
+const TRANSIENT_TEXTS: &[&str] = &[
+    "got no worker upid",
+    "QEMU guest agent is not running",
+    "got timeout",
+    "Connection refused",
+    "No route to host",
+    "Connection reset",
+    "Broken pipe",
+];
+
+/// Classify an HTTP error response from PVE's status and texts.
+pub(crate) fn classify_http(
+    status: u16,
+    message: &str,
+    param_errors: &BTreeMap<String, String>,
+) -> ErrorKind {
+    let all_params = || param_errors.values().map(String::as_str);
+    match status {
+        401 | 403 => ErrorKind::Auth,
+        404 => ErrorKind::NotFound,
+        400 => {
+            if all_params().any(|m| contains_any(m, NOT_FOUND_TEXTS)) {
+                ErrorKind::NotFound
+            } else if all_params().any(|m| contains_any(m, ALREADY_EXISTS_TEXTS)) {
+                ErrorKind::AlreadyExists
+            } else {
+                ErrorKind::Invalid
+            }
+        }
+        // PVE's proxy pseudo codes: the target node could not be reached or the proxied
+        // connection broke.
+        595 | 596 | 599 | 502 | 503 | 504 => ErrorKind::Transient,
+        500 => classify_text(message).unwrap_or(ErrorKind::Permanent),
+        _ => ErrorKind::Permanent,
+    }
+}
+
+/// Classify by the message text alone, order matters: a lock-timeout text also says "got
+/// timeout" but is a lock problem.
+fn classify_text(message: &str) -> Option<ErrorKind> {
+    if contains_any(message, LOCKED_TEXTS) {
+        Some(ErrorKind::Locked)
+    } else if contains_any(message, ALREADY_EXISTS_TEXTS) {
+        Some(ErrorKind::AlreadyExists)
+    } else if contains_any(message, NOT_FOUND_TEXTS) {
+        Some(ErrorKind::NotFound)
+    } else if contains_any(message, TRANSIENT_TEXTS) {
+        Some(ErrorKind::Transient)
+    } else {
+        None
+    }
+}
+
+/// Classify a failed task's exit status.
+pub(crate) fn classify_task_exit(exitstatus: &str) -> ErrorKind {
+    classify_text(exitstatus).unwrap_or(ErrorKind::Permanent)
+}
+
+/// Removes secrets from texts that came from the server before they enter an [`Error`].
+#[derive(Clone)]
+pub(crate) struct Scrubber {
+    needles: Vec<String>,
+}
+
+pub(crate) const REDACTED: &str = "<redacted>";
+
+impl Scrubber {
+    pub(crate) fn new(secrets: &[&str]) -> Scrubber {
+        let mut needles: Vec<String> = Vec::new();
+        for s in secrets.iter().filter(|s| !s.is_empty()) {
+            needles.push((*s).to_owned());
+            // PVE URI-unescapes the header value and may echo either form.
+            let encoded: String = url::form_urlencoded::byte_serialize(s.as_bytes()).collect();
+            if encoded != *s {
+                needles.push(encoded);
+            }
+        }
+        // Longest first so a secret inside a longer needle is not half-replaced.
+        needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        Scrubber { needles }
+    }
+
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for n in &self.needles {
+            if out.contains(n.as_str()) {
+                out = out.replace(n.as_str(), REDACTED);
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Scrubber")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn http(status: u16, msg: &str) -> ErrorKind {
+        classify_http(status, msg, &BTreeMap::new())
+    }
+
+    #[test]
+    fn not_found_texts_from_facts() {
+        assert_eq!(
+            http(
+                500,
+                "Configuration file 'nodes/pve1/qemu-server/100.conf' does not exist\n"
+            ),
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            http(
+                500,
+                "unable to find configuration file for VM 100 on node 'pve1'\n"
+            ),
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            http(500, "storage 'nope' does not exist\n"),
+            ErrorKind::NotFound
+        );
+        assert_eq!(http(500, "pool 'x' does not exist\n"), ErrorKind::NotFound);
+        assert_eq!(http(404, ""), ErrorKind::NotFound);
+        assert_eq!(
+            classify_http(
+                400,
+                "Parameter verification failed.\n",
+                &params(&[("upid", "no such task")])
+            ),
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            classify_http(
+                400,
+                "Parameter verification failed.\n",
+                &params(&[("storage", "No such storage.")])
+            ),
+            ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn already_exists_texts_from_facts() {
+        assert_eq!(
+            classify_http(
+                400,
+                "Parameter verification failed.\n",
+                &params(&[("vmid", "VM 100 already exists")])
+            ),
+            ErrorKind::AlreadyExists
+        );
+        assert_eq!(
+            http(
+                500,
+                "unable to create VM 100 - VM 100 already exists on node 'pve2'\n"
+            ),
+            ErrorKind::AlreadyExists
+        );
+        assert_eq!(
+            classify_task_exit(
+                "clone failed: close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/101.conf' failed: File exists"
+            ),
+            ErrorKind::AlreadyExists
+        );
+    }
+
+    #[test]
+    fn locked_texts_from_facts() {
+        assert_eq!(http(500, "VM is locked (clone)\n"), ErrorKind::Locked);
+        assert_eq!(
+            http(
+                500,
+                "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout\n"
+            ),
+            ErrorKind::Locked
+        );
+        assert_eq!(
+            classify_task_exit("VM is locked (backup)"),
+            ErrorKind::Locked
+        );
+        assert_eq!(
+            classify_task_exit(
+                "clone failed: can't lock file '/var/lock/qemu-server/lock-9000.conf' - got timeout"
+            ),
+            ErrorKind::Locked
+        );
+    }
+
+    #[test]
+    fn transient_statuses_and_texts() {
+        assert_eq!(http(595, "No route to host"), ErrorKind::Transient);
+        assert_eq!(http(595, "Connection refused"), ErrorKind::Transient);
+        assert_eq!(http(596, "Broken pipe"), ErrorKind::Transient);
+        assert_eq!(http(503, ""), ErrorKind::Transient);
+        assert_eq!(http(500, "got no worker upid\n"), ErrorKind::Transient);
+        assert_eq!(
+            http(500, "QEMU guest agent is not running\n"),
+            ErrorKind::Transient
+        );
+        assert_eq!(
+            http(
+                500,
+                "VM 100 qga command 'guest-network-get-interfaces' failed - got timeout\n"
+            ),
+            ErrorKind::Transient
+        );
+    }
+
+    #[test]
+    fn auth_and_invalid() {
+        assert_eq!(http(401, "Authentication failed!"), ErrorKind::Auth);
+        assert_eq!(http(401, "No ticket"), ErrorKind::Auth);
+        assert_eq!(
+            http(403, "Permission check failed (/vms/100, VM.Audit)\n"),
+            ErrorKind::Auth
+        );
+        assert_eq!(
+            classify_http(
+                400,
+                "Parameter verification failed.\n",
+                &params(&[("ide2", "explicit 'media=cdrom' is required for iso images")])
+            ),
+            ErrorKind::Invalid
+        );
+        assert_eq!(
+            classify_http(
+                400,
+                "Parameter verification failed.\n",
+                &params(&[("filename", "wrong file extension")])
+            ),
+            ErrorKind::Invalid
+        );
+    }
+
+    #[test]
+    fn permanent_defaults() {
+        assert_eq!(http(500, "VM 100 not running\n"), ErrorKind::Permanent);
+        assert_eq!(
+            http(500, "No QEMU guest agent configured\n"),
+            ErrorKind::Permanent
+        );
+        assert_eq!(
+            http(500, "can't remove VM 100 - protection mode enabled\n"),
+            ErrorKind::Permanent
+        );
+        assert_eq!(
+            http(501, "Method 'GET /foo' not implemented"),
+            ErrorKind::Permanent
+        );
+        assert_eq!(
+            classify_task_exit("shrinking disks is not supported"),
+            ErrorKind::Permanent
+        );
+        assert_eq!(
+            classify_task_exit("you can't start a vm if it's a template"),
+            ErrorKind::Permanent
+        );
+        assert_eq!(
+            http(500, "storage 'local' does not support 'iso' content\n"),
+            ErrorKind::Permanent
+        );
+    }
+
+    #[test]
+    fn outcome_unknown_rules() {
+        let handler_die = Error::http(
+            "POST",
+            "/x",
+            500,
+            true,
+            "VM 1 not running".into(),
+            BTreeMap::new(),
+        );
+        assert!(!handler_die.outcome_unknown());
+        let no_upid = Error::http(
+            "POST",
+            "/x",
+            500,
+            true,
+            "got no worker upid".into(),
+            BTreeMap::new(),
+        );
+        assert!(no_upid.outcome_unknown());
+        let proxy_broke = Error::http(
+            "POST",
+            "/x",
+            596,
+            false,
+            "Broken pipe".into(),
+            BTreeMap::new(),
+        );
+        assert!(proxy_broke.outcome_unknown());
+        let node_down = Error::http(
+            "POST",
+            "/x",
+            595,
+            false,
+            "No route to host".into(),
+            BTreeMap::new(),
+        );
+        assert!(!node_down.outcome_unknown());
+        assert!(!Error::transport("POST", "/x", true, false, "refused".into()).outcome_unknown());
+        assert!(Error::transport("POST", "/x", false, true, "timeout".into()).outcome_unknown());
+    }
+
+    #[test]
+    fn scrubber_removes_plain_and_encoded_secret() {
+        let s = Scrubber::new(&["root@pam!tf=ab cd", "ab cd"]);
+        assert_eq!(s.scrub("x ab cd y"), "x <redacted> y");
+        assert_eq!(s.scrub("x ab+cd y"), "x <redacted> y");
+        assert_eq!(
+            s.scrub("PVEAPIToken=root@pam!tf=ab cd"),
+            "PVEAPIToken=<redacted>"
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! `/nodes` and `/nodes/{node}/status`; the per-node handle that leads to `qemu` and `storage`.
+
+use serde::Deserialize;
+
+use crate::client::{Client, seg};
+use crate::error::Result;
+use crate::wire::{Form, de};
+
+/// A row of `GET /nodes`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct NodeSummary {
+    /// Node name.
+    pub node: String,
+    /// `online`, `offline` or `unknown`.
+    pub status: String,
+    /// CPU load 0..1 (absent without Sys.Audit).
+    #[serde(default, deserialize_with = "de::opt_float")]
+    pub cpu: Option<f64>,
+    /// Number of CPUs.
+    #[serde(default, deserialize_with = "de::opt_int")]
+    pub maxcpu: Option<u64>,
+    /// Memory in use, bytes.
+    #[serde(default, deserialize_with = "de::opt_int")]
+    pub mem: Option<u64>,
+    /// Memory total, bytes.
+    #[serde(default, deserialize_with = "de::opt_int")]
+    pub maxmem: Option<u64>,
+    /// Seconds up.
+    #[serde(default, deserialize_with = "de::opt_int")]
+    pub uptime: Option<u64>,
+}
+
+impl NodeSummary {
+    /// Whether PVE considers the node online.
+    pub fn is_online(&self) -> bool {
+        self.status == "online"
+    }
+}
+
+/// `GET /nodes/{node}/status` (the fields we use; needs Sys.Audit).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct NodeStatus {
+    /// Seconds up.
+    #[serde(default, deserialize_with = "de::opt_int")]
+    pub uptime: Option<u64>,
+    /// `pve-manager/<ver>/<repoid>`.
+    #[serde(default)]
+    pub pveversion: Option<String>,
+    /// Running kernel.
+    #[serde(default)]
+    pub kversion: Option<String>,
+    /// CPU load 0..1.
+    #[serde(default, deserialize_with = "de::opt_float")]
+    pub cpu: Option<f64>,
+}
+
+/// Calls under `/nodes/{node}`.
+#[derive(Debug, Clone, Copy)]
+pub struct Node<'a> {
+    pub(crate) client: &'a Client,
+    pub(crate) name: &'a str,
+}
+
+impl<'a> Node<'a> {
+    /// The node name.
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    pub(crate) fn path(&self) -> String {
+        format!("/nodes/{}", seg(self.name))
+    }
+
+    /// `GET /nodes/{node}/status`.
+    pub async fn status(&self) -> Result<NodeStatus> {
+        self.client
+            .get(&format!("{}/status", self.path()), &Form::new())
+            .await
+    }
+}
+
+impl Client {
+    /// `GET /nodes`.
+    pub async fn nodes(&self) -> Result<Vec<NodeSummary>> {
+        self.get("/nodes", &Form::new()).await
+    }
+
+    /// Calls under `/nodes/{name}`.
+    pub fn node<'a>(&'a self, name: &'a str) -> Node<'a> {
+        Node { client: self, name }
+    }
+}

@@ -1,0 +1,266 @@
+//! `/nodes/{node}/tasks/{upid}`: status, log, and waiting for a task to end.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde::Deserialize;
+
+use crate::client::{Body, Client, seg};
+use crate::error::{Error, ErrorKind, Result, TaskFailure};
+use crate::upid::Upid;
+use crate::wire::{Form, de};
+
+/// `GET /nodes/{node}/tasks/{upid}/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TaskStatus {
+    /// `running` or `stopped`.
+    pub status: String,
+    /// Only when stopped: `OK`, `WARNINGS: n`, or the error text.
+    #[serde(default)]
+    pub exitstatus: Option<String>,
+    /// Task type.
+    #[serde(default, rename = "type")]
+    pub task_type: Option<String>,
+    /// Task object id.
+    #[serde(default, deserialize_with = "de::opt_string")]
+    pub id: Option<String>,
+    /// Start time, Unix seconds.
+    #[serde(default, deserialize_with = "de::opt_int")]
+    pub starttime: Option<u64>,
+}
+
+impl TaskStatus {
+    /// Whether the task is still running.
+    pub fn is_running(&self) -> bool {
+        self.status == "running"
+    }
+}
+
+/// One task log line.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LogLine {
+    /// 1-based line number.
+    #[serde(deserialize_with = "de::int")]
+    pub n: u64,
+    /// The text.
+    pub t: String,
+}
+
+/// How a successful task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskExit {
+    /// `OK`.
+    Ok,
+    /// `WARNINGS: n`: done, with warnings worth showing (e.g. a disk that could not be freed).
+    Warnings(u32),
+}
+
+/// A task that ended successfully.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskOutcome {
+    /// The task.
+    pub upid: Upid,
+    /// How it ended.
+    pub exit: TaskExit,
+    /// Warning lines from the log tail (`WARN: …`), when there were warnings.
+    pub warnings: Vec<String>,
+    /// Time from the start of waiting until the end was noticed.
+    pub waited: Duration,
+    /// Status requests made while waiting.
+    pub polls: u32,
+}
+
+/// How [`Client::wait_for_task`] polls. The caller owns the deadline (wrap the call in
+/// `tokio::time::timeout`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskWait {
+    /// Delay before the first status request: short tasks end within milliseconds.
+    pub first_poll: Duration,
+    /// Each later delay is the previous one times this factor…
+    pub backoff: f64,
+    /// …up to this ceiling.
+    pub max_interval: Duration,
+    /// How long a UPID may stay invisible ("no such task") after dispatch before that counts
+    /// as an error: the task list on another node can lag behind the dispatch.
+    pub unknown_grace: Duration,
+    /// Log lines fetched into a failure (and scanned for warnings).
+    pub log_tail_lines: u32,
+}
+
+impl Default for TaskWait {
+    fn default() -> Self {
+        TaskWait {
+            first_poll: Duration::from_millis(5),
+            backoff: 1.5,
+            max_interval: Duration::from_secs(1),
+            unknown_grace: Duration::from_secs(10),
+            log_tail_lines: 20,
+        }
+    }
+}
+
+/// Parses `WARNINGS: n`.
+pub fn parse_warnings(exitstatus: &str) -> Option<u32> {
+    exitstatus.strip_prefix("WARNINGS: ")?.parse().ok()
+}
+
+fn task_path(upid: &Upid, leaf: &str) -> String {
+    format!(
+        "/nodes/{}/tasks/{}/{leaf}",
+        seg(upid.node()),
+        seg(upid.as_str())
+    )
+}
+
+impl Client {
+    /// Status of a task, asked of the node that runs it.
+    pub async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
+        self.get(&task_path(upid, "status"), &Form::new()).await
+    }
+
+    /// Log lines `start..start+limit` (0-based start) and the total line count.
+    pub async fn task_log(
+        &self,
+        upid: &Upid,
+        start: u64,
+        limit: u64,
+    ) -> Result<(Vec<LogLine>, u64)> {
+        let query = Form::new().int("start", start).int("limit", limit);
+        let env = self
+            .call_envelope::<Vec<LogLine>>(Method::GET, &task_path(upid, "log"), &query, Body::None)
+            .await?;
+        let total = env.total.unwrap_or(env.data.len() as u64);
+        Ok((env.data, total))
+    }
+
+    /// The last `lines` log lines (two requests: PVE has no "from the end" parameter).
+    pub async fn task_log_tail(&self, upid: &Upid, lines: u32) -> Result<Vec<String>> {
+        let (_, total) = self.task_log(upid, 0, 1).await?;
+        let start = total.saturating_sub(u64::from(lines));
+        let (tail, _) = self.task_log(upid, start, u64::from(lines)).await?;
+        Ok(tail.into_iter().map(|l| self.scrub(&l.t)).collect())
+    }
+
+    /// Waits until the task stops, polling its node with the client's [`TaskWait`].
+    /// Success with warnings is `Ok`; failure is an [`Error`] whose kind is classified from
+    /// the exit status and which carries the log tail ([`Error::task_failure`]).
+    pub async fn wait_for_task(&self, upid: &Upid) -> Result<TaskOutcome> {
+        let opts = self.config().task_wait.clone();
+        self.wait_for_task_with(upid, &opts).await
+    }
+
+    /// [`Client::wait_for_task`] with explicit polling options.
+    pub async fn wait_for_task_with(&self, upid: &Upid, opts: &TaskWait) -> Result<TaskOutcome> {
+        let started = Instant::now();
+        let mut interval = opts.first_poll;
+        let mut polls = 0u32;
+        let mut transient_in_a_row = 0u32;
+        loop {
+            tokio::time::sleep(interval).await;
+            interval = interval
+                .mul_f64(opts.backoff.max(1.0))
+                .min(opts.max_interval)
+                .max(opts.first_poll);
+            polls += 1;
+            let status = match self.task_status(upid).await {
+                Ok(s) => {
+                    transient_in_a_row = 0;
+                    s
+                }
+                Err(e)
+                    if e.kind() == ErrorKind::NotFound
+                        && started.elapsed() < opts.unknown_grace =>
+                {
+                    continue;
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    return Err(Error::task_vanished(upid, e));
+                }
+                // A blip while polling says nothing about the task; the caller's deadline
+                // bounds how long we keep trying. Persistent trouble still surfaces.
+                Err(e) if e.kind() == ErrorKind::Transient && transient_in_a_row < 20 => {
+                    transient_in_a_row += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if status.is_running() {
+                continue;
+            }
+            let exitstatus = status
+                .exitstatus
+                .unwrap_or_else(|| "unexpected status".to_owned());
+            let waited = started.elapsed();
+            if exitstatus == "OK" || parse_warnings(&exitstatus).is_some() {
+                let (exit, warnings) = match parse_warnings(&exitstatus) {
+                    Some(n) => {
+                        let tail = self
+                            .task_log_tail(upid, opts.log_tail_lines)
+                            .await
+                            .unwrap_or_default();
+                        let warns = tail.into_iter().filter(|l| l.starts_with("WARN")).collect();
+                        (TaskExit::Warnings(n), warns)
+                    }
+                    None => (TaskExit::Ok, Vec::new()),
+                };
+                tracing::info!(
+                    task_type = upid.task_type(),
+                    node = upid.node(),
+                    id = upid.id(),
+                    outcome = %exitstatus,
+                    duration_ms = waited.as_millis() as u64,
+                    "PVE task finished"
+                );
+                return Ok(TaskOutcome {
+                    upid: upid.clone(),
+                    exit,
+                    warnings,
+                    waited,
+                    polls,
+                });
+            }
+            let exitstatus = self.scrub(&exitstatus);
+            tracing::info!(
+                task_type = upid.task_type(),
+                node = upid.node(),
+                id = upid.id(),
+                outcome = "failed",
+                duration_ms = waited.as_millis() as u64,
+                "PVE task finished"
+            );
+            let log_tail = self
+                .task_log_tail(upid, opts.log_tail_lines)
+                .await
+                .unwrap_or_default();
+            return Err(Error::task(TaskFailure {
+                upid: upid.clone(),
+                exitstatus,
+                log_tail,
+            }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_parse() {
+        assert_eq!(parse_warnings("WARNINGS: 2"), Some(2));
+        assert_eq!(parse_warnings("OK"), None);
+        assert_eq!(parse_warnings("WARNINGS: x"), None);
+        assert_eq!(parse_warnings("VM is locked (clone)"), None);
+    }
+
+    #[test]
+    fn status_decodes_pve_shape() {
+        let s: TaskStatus = serde_json::from_str(
+            r#"{"upid":"UPID:pve1:000D6BDA:041E0A54:654A5A1D:qmclone:9000:terraform@pve!prov:","node":"pve1","pid":879578,"pstart":69077588,"starttime":1699371549,"type":"qmclone","id":"9000","user":"terraform@pve","tokenid":"prov","status":"stopped","exitstatus":"WARNINGS: 1"}"#,
+        )
+        .unwrap();
+        assert!(!s.is_running());
+        assert_eq!(s.exitstatus.as_deref(), Some("WARNINGS: 1"));
+        assert_eq!(s.task_type.as_deref(), Some("qmclone"));
+    }
+}
