@@ -1,0 +1,205 @@
+//! The seed files we write ourselves: `meta-data` and the guest-agent
+//! `vendor-data`.
+
+use sha2::{Digest, Sha256};
+
+/// The seed files other than `meta-data`, which the instance id covers.
+#[derive(Clone, Copy, Default)]
+pub struct SeedContent<'a> {
+    /// `user-data` bytes.
+    pub user_data: &'a [u8],
+    /// `network-config` bytes, if any.
+    pub network_config: Option<&'a [u8]>,
+    /// `vendor-data` bytes, if any.
+    pub vendor_data: Option<&'a [u8]>,
+}
+
+impl std::fmt::Debug for SeedContent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SeedContent")
+            .field("user_data_len", &self.user_data.len())
+            .field("network_config_len", &self.network_config.map(<[u8]>::len))
+            .field("vendor_data_len", &self.vendor_data.map(<[u8]>::len))
+            .finish()
+    }
+}
+
+/// Rendered `meta-data` and the instance id inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaData {
+    /// `iid-` and 32 hex digits.
+    pub instance_id: String,
+    /// The YAML file.
+    pub text: String,
+}
+
+/// Prefix of every instance id we make, so they are recognisable in a guest's
+/// `/var/lib/cloud/instances/`.
+pub const INSTANCE_ID_PREFIX: &str = "iid-";
+
+/// The cloud-init instance id for a VM and its seed content.
+///
+/// cloud-init runs its per-instance modules (users, packages, runcmd, ...)
+/// again whenever the instance id changes, and only then. Hashing the VM's
+/// identity keeps two VMs apart even with identical seeds; hashing the content
+/// makes a changed seed a new instance, so the new user-data really runs. The
+/// result is hex, safe as the directory name cloud-init makes of it.
+pub fn instance_id(name: &str, vm_identity: &str, content: &SeedContent<'_>) -> String {
+    let mut hash = Sha256::new();
+    // Versioned domain separation: changing the recipe must change the ids.
+    hash.update(b"proxyvm/proxmox nocloud instance-id v1\0");
+    // Length prefixes keep field boundaries unambiguous.
+    let mut field = |bytes: Option<&[u8]>| match bytes {
+        Some(bytes) => {
+            hash.update([1]);
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(bytes);
+        }
+        None => hash.update([0]),
+    };
+    field(Some(name.as_bytes()));
+    field(Some(vm_identity.as_bytes()));
+    field(Some(content.user_data));
+    field(content.network_config);
+    field(content.vendor_data);
+    let digest = hash.finalize();
+    let mut id = String::with_capacity(INSTANCE_ID_PREFIX.len() + 32);
+    id.push_str(INSTANCE_ID_PREFIX);
+    for byte in &digest[..16] {
+        id.push_str(&format!("{byte:02x}"));
+    }
+    id
+}
+
+/// Renders `meta-data`: the instance id (see [`instance_id`]) and
+/// `local-hostname`, which cloud-init sets as the guest's hostname.
+pub fn meta_data(name: &str, vm_identity: &str, content: &SeedContent<'_>) -> MetaData {
+    let instance_id = instance_id(name, vm_identity, content);
+    let text = format!(
+        "instance-id: {instance_id}\nlocal-hostname: {}\n",
+        yaml_double_quoted(name)
+    );
+    MetaData { instance_id, text }
+}
+
+/// A YAML double-quoted scalar: always a string, whatever the name looks like
+/// (`123`, `yes`, `null` would otherwise change type).
+fn yaml_double_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The vendor-data that installs, enables and starts `qemu-guest-agent`.
+///
+/// See the crate docs for how cloud-init combines it with user-data and what
+/// other distributions need.
+pub fn vendor_data_guest_agent() -> &'static str {
+    GUEST_AGENT_VENDOR_DATA
+}
+
+const GUEST_AGENT_VENDOR_DATA: &str = "\
+#cloud-config
+# Written by terraform-provider-proxmox: installs and starts the QEMU guest
+# agent, through which the provider reads the VM's addresses.
+#
+# cloud-init lets user-data keys replace vendor-data keys of the same name;
+# this merge_how makes our lists join user-data's `packages` and `runcmd`
+# instead, so the agent is installed whatever user-data says.
+merge_how:
+  - name: list
+    settings: [prepend]
+  - name: dict
+    settings: [no_replace, recurse_list]
+packages:
+  - qemu-guest-agent
+runcmd:
+  # Debian's unit is static (udev starts it at boot): enable is a no-op with a
+  # notice there, so start it explicitly as well.
+  - [systemctl, enable, --now, qemu-guest-agent]
+  - [systemctl, start, qemu-guest-agent]
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content(user_data: &[u8]) -> SeedContent<'_> {
+        SeedContent {
+            user_data,
+            network_config: None,
+            vendor_data: Some(vendor_data_guest_agent().as_bytes()),
+        }
+    }
+
+    #[test]
+    fn instance_id_changes_with_identity_and_every_file() {
+        let base = instance_id("edge-0", "vmid=101", &content(b"#cloud-config\n"));
+        assert!(base.starts_with("iid-") && base.len() == 36);
+        assert!(base[4..].bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(
+            base,
+            instance_id("edge-0", "vmid=101", &content(b"#cloud-config\n"))
+        );
+        let others = [
+            instance_id("edge-1", "vmid=101", &content(b"#cloud-config\n")),
+            instance_id("edge-0", "vmid=102", &content(b"#cloud-config\n")),
+            instance_id("edge-0", "vmid=101", &content(b"#cloud-config\n\n")),
+            instance_id(
+                "edge-0",
+                "vmid=101",
+                &SeedContent {
+                    network_config: Some(b"version: 2\n"),
+                    ..content(b"#cloud-config\n")
+                },
+            ),
+            instance_id(
+                "edge-0",
+                "vmid=101",
+                &SeedContent {
+                    vendor_data: None,
+                    ..content(b"#cloud-config\n")
+                },
+            ),
+            // Moving bytes between fields must not collide.
+            instance_id("edge-0v", "mid=101", &content(b"#cloud-config\n")),
+        ];
+        for other in &others {
+            assert_ne!(&base, other);
+        }
+    }
+
+    #[test]
+    fn meta_data_quotes_the_hostname() {
+        let meta = meta_data("123", "x", &content(b""));
+        assert_eq!(
+            meta.text,
+            format!(
+                "instance-id: {}\nlocal-hostname: \"123\"\n",
+                meta.instance_id
+            )
+        );
+        assert_eq!(yaml_double_quoted("a\"b\\c\n"), "\"a\\\"b\\\\c\\x0a\"");
+    }
+
+    #[test]
+    fn vendor_data_is_cloud_config_with_the_agent() {
+        let text = vendor_data_guest_agent();
+        assert!(text.starts_with("#cloud-config\n"));
+        assert!(text.contains("  - qemu-guest-agent\n"));
+        assert!(text.contains("[systemctl, enable, --now, qemu-guest-agent]"));
+        let check = crate::user_data::validate(text).unwrap();
+        assert_eq!(check.kind, crate::user_data::UserDataKind::CloudConfig);
+    }
+}
