@@ -1,1 +1,4 @@
 //! pvesim: placeholder, filled by its issue.
+
+pub mod iso;
+pub mod schema;
