@@ -1,0 +1,174 @@
+//! The admin API under `/_sim/`, outside PVE's tree: inspection and fault control for tests.
+//! Authenticated with the same token; a revoked token (fault) still works here so tests can
+//! undo the fault.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::Request;
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use crate::config::{Faults, Timings};
+use crate::server::{HttpResponse, Shared, json_response, plain_error, read_body};
+use crate::world::World;
+
+pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) -> HttpResponse {
+    let authorised = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| {
+            h.split_once("PVEAPIToken")
+                .and_then(|(_, rest)| rest.get(1..).map(str::to_string))
+        })
+        .is_some_and(|value| value == format!("{}={}", shared.token_id, shared.token_secret));
+    if !authorised {
+        return plain_error(401, "No ticket");
+    }
+    let method = req.method().as_str().to_string();
+    match (method.as_str(), path) {
+        ("GET", "state") => json_response(200, None, &state(&shared.lock())),
+        ("GET", "journal") => json_response(200, None, &json!(shared.lock().journal)),
+        ("GET", "faults") => json_response(200, None, &json!(shared.lock().faults)),
+        ("PUT", "faults") => {
+            let body = match read_body(req).await {
+                Ok(body) => body,
+                Err(resp) => return resp,
+            };
+            let faults: Faults = match serde_json::from_slice(&body) {
+                Ok(faults) => faults,
+                Err(err) => return plain_error(400, &format!("invalid faults: {err}")),
+            };
+            for fault in &faults.http {
+                if let Err(err) = regex::Regex::new(&fault.path_regex) {
+                    return plain_error(400, &format!("invalid path_regex: {err}"));
+                }
+            }
+            install_faults(shared, faults);
+            json_response(200, None, &json!(shared.lock().faults))
+        }
+        ("GET", "timings") => json_response(200, None, &json!(shared.lock().timings)),
+        ("PUT", "timings") => {
+            let body = match read_body(req).await {
+                Ok(body) => body,
+                Err(resp) => return resp,
+            };
+            match serde_json::from_slice::<Timings>(&body) {
+                Ok(timings) => {
+                    shared.lock().timings = timings;
+                    json_response(200, None, &json!(shared.lock().timings))
+                }
+                Err(err) => plain_error(400, &format!("invalid timings: {err}")),
+            }
+        }
+        ("GET", p) if p.starts_with("volume/") => volume(shared, &p["volume/".len()..]),
+        _ => plain_error(404, &format!("no admin endpoint {method} /_sim/{path}")),
+    }
+}
+
+/// Replaces the faults and starts the lock holders.
+pub fn install_faults(shared: &Arc<Shared>, faults: Faults) {
+    let held = faults.held_locks.clone();
+    {
+        let mut world = shared.lock();
+        world.set_faults(faults);
+        for hold in &held {
+            if let Some(vm) = world.vms.get_mut(&hold.vmid) {
+                vm.config.insert("lock".into(), hold.lock.clone());
+            }
+        }
+    }
+    for hold in held {
+        let shared = Arc::clone(shared);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs_f64(hold.seconds.max(0.0))).await;
+            let mut world = shared.lock();
+            if let Some(vm) = world.vms.get_mut(&hold.vmid)
+                && vm.config.get("lock") == Some(&hold.lock)
+            {
+                vm.config.remove("lock");
+            }
+        });
+    }
+}
+
+fn url_decode(text: &str) -> String {
+    url::form_urlencoded::parse(format!("v={}", text.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+fn volume(shared: &Shared, rest: &str) -> HttpResponse {
+    let mut parts = rest.splitn(3, '/');
+    let (Some(node), Some(storage), Some(volume)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return plain_error(404, "expected /_sim/volume/{node}/{storage}/{volid}");
+    };
+    let volume = url_decode(volume);
+    let volid = if volume.contains(':') {
+        volume
+    } else {
+        format!("{storage}:{volume}")
+    };
+    let world = shared.lock();
+    match world.volume(&volid, node).and_then(|v| v.data.clone()) {
+        Some(data) => {
+            let mut resp = hyper::Response::new(http_body_util::Full::new(Bytes::clone(&data)));
+            resp.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/octet-stream"),
+            );
+            resp
+        }
+        None => plain_error(
+            404,
+            &format!("no uploaded volume '{volid}' on node '{node}'"),
+        ),
+    }
+}
+
+pub fn state(world: &World) -> Value {
+    let nodes: Vec<Value> = world
+        .nodes
+        .iter()
+        .map(|n| json!({"name": n.name, "online": world.node_online(&n.name)}))
+        .collect();
+    let vms: Vec<Value> = world
+        .vms
+        .values()
+        .map(|vm| {
+            json!({
+                "node": vm.node,
+                "vmid": vm.vmid,
+                "name": vm.config.get("name"),
+                "status": if vm.running { if vm.paused { "paused" } else { "running" } } else { "stopped" },
+                "lock": vm.lock(),
+                "tags": vm.config.get("tags"),
+                "template": vm.is_template(),
+                "config": vm.config,
+                "pending": vm.pending,
+                "agent_ready": vm.agent.is_some(),
+            })
+        })
+        .collect();
+    let volumes: Vec<Value> = world
+        .volumes
+        .iter()
+        .flat_map(|(scope, vols)| {
+            vols.values().map(move |v| {
+                json!({
+                    "node": scope.node.clone().unwrap_or_else(|| v.origin_node.clone()),
+                    "storage": scope.storage,
+                    "shared": scope.node.is_none(),
+                    "volid": v.volid,
+                    "size": v.size,
+                    "content": v.content,
+                })
+            })
+        })
+        .collect();
+    json!({"nodes": nodes, "vms": vms, "volumes": volumes})
+}

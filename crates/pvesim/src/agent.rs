@@ -1,0 +1,353 @@
+//! The QEMU guest agent as a booted guest would run it.
+//!
+//! A guest runs the agent only when, at boot, `agent` is enabled in the config and a cdrom
+//! holds a NoCloud seed (ISO9660 volume label `cidata`, case-insensitive) whose `user-data`
+//! or `vendor-data` installs and starts `qemu-guest-agent` (see [`installs_and_starts_agent`]).
+//! It then answers `agent_boot_ms` after the start task finished.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::api::{ApiError, ApiResult, Call, Reply, load_vm, require, subdirs};
+use crate::world::{Drive, Net, Vm, World, agent_enabled};
+
+pub fn index(world: &World, call: &Call) -> ApiResult {
+    load_vm(world, call.node(), call.vmid())?;
+    Ok(Reply::data(subdirs(
+        "name",
+        &[
+            "fsfreeze-freeze",
+            "fsfreeze-status",
+            "fsfreeze-thaw",
+            "fstrim",
+            "get-fsinfo",
+            "get-host-name",
+            "get-memory-block-info",
+            "get-memory-blocks",
+            "get-osinfo",
+            "get-time",
+            "get-timezone",
+            "get-users",
+            "get-vcpus",
+            "info",
+            "network-get-interfaces",
+            "ping",
+            "shutdown",
+            "suspend-disk",
+            "suspend-hybrid",
+            "suspend-ram",
+        ],
+    )))
+}
+
+/// The hostname the guest will report, if this VM's boot would start the agent.
+pub fn evaluate_seed(world: &World, vm: &Vm) -> Option<String> {
+    if !vm.config.get("agent").is_some_and(|a| agent_enabled(a)) {
+        return None;
+    }
+    // ide2 first (where the provider attaches the seed), then any other cdrom.
+    let mut cdroms: Vec<(&String, Drive)> = vm
+        .config
+        .iter()
+        .filter(|(k, _)| crate::world::is_drive_key(k))
+        .map(|(k, v)| (k, Drive::parse(v)))
+        .filter(|(_, d)| d.is_cdrom())
+        .collect();
+    cdroms.sort_by_key(|(k, _)| k.as_str() != "ide2");
+    cdroms.into_iter().find_map(|(_, drive)| {
+        let data = world.volume(&drive.volid, &vm.node)?.data.clone()?;
+        let image = crate::iso::read_iso(&data).ok()?;
+        if !image.volume_id.trim().eq_ignore_ascii_case("cidata") {
+            return None;
+        }
+        let text = |name: &str| {
+            image
+                .files
+                .get(name)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        let user_data = text("user-data");
+        let vendor_data = text("vendor-data");
+        let installs = [&user_data, &vendor_data]
+            .into_iter()
+            .flatten()
+            .any(|t| installs_and_starts_agent(t));
+        installs.then(|| {
+            hostname_from_seed(text("meta-data").as_deref(), user_data.as_deref())
+                .unwrap_or_else(|| "localhost".to_string())
+        })
+    })
+}
+
+/// The rule for "this seed installs and starts qemu-guest-agent":
+/// - `#cloud-config`: `packages` lists `qemu-guest-agent`, and a `runcmd` or `bootcmd`
+///   entry mentions `qemu-guest-agent` together with `start` or `--now`;
+/// - a script (`#!`): one line installs it (`install` and `qemu-guest-agent`) and one
+///   starts it (`qemu-guest-agent` with `start` or `--now`).
+pub fn installs_and_starts_agent(text: &str) -> bool {
+    const AGENT: &str = "qemu-guest-agent";
+    let starts =
+        |line: &str| line.contains(AGENT) && (line.contains("start") || line.contains("--now"));
+    if text.starts_with("#!") {
+        let installs = text
+            .lines()
+            .any(|l| l.contains("install") && l.contains(AGENT));
+        return installs && text.lines().any(starts);
+    }
+    if !text.starts_with("#cloud-config") {
+        return false;
+    }
+    let sections = top_level_sections(text);
+    let packages = sections
+        .iter()
+        .filter(|(key, _)| key == "packages")
+        .any(|(_, body)| {
+            body.iter().any(|line| {
+                let item = line.trim().trim_start_matches('-').trim();
+                item == AGENT
+                    || item.trim_matches(['"', '\'']) == AGENT
+                    || (item.starts_with('[')
+                        && item
+                            .trim_matches(['[', ']'])
+                            .split(',')
+                            .any(|p| p.trim().trim_matches(['"', '\'']) == AGENT))
+            })
+        });
+    let started = sections
+        .iter()
+        .filter(|(key, _)| key == "runcmd" || key == "bootcmd")
+        .any(|(_, body)| body.iter().any(|l| starts(l)));
+    packages && started
+}
+
+/// `key:` at column 0 and the lines belonging to it (including an inline value).
+fn top_level_sections(text: &str) -> Vec<(String, Vec<String>)> {
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let top = !line.starts_with([' ', '\t', '-']);
+        if top && let Some((key, rest)) = line.split_once(':') {
+            let mut body = Vec::new();
+            if !rest.trim().is_empty() {
+                body.push(rest.trim().to_string());
+            }
+            sections.push((key.trim().to_string(), body));
+        } else if let Some((_, body)) = sections.last_mut() {
+            body.push(line.to_string());
+        }
+    }
+    sections
+}
+
+/// meta-data `local-hostname` (YAML or JSON), else user-data `hostname`/`fqdn`.
+fn hostname_from_seed(meta_data: Option<&str>, user_data: Option<&str>) -> Option<String> {
+    let find = |text: &str, key: &str| {
+        text.lines().find_map(|line| {
+            let line = line.trim().trim_end_matches(',');
+            let rest = line
+                .strip_prefix(key)
+                .or_else(|| line.strip_prefix(&format!("\"{key}\"")))?;
+            let value = rest.trim_start().strip_prefix(':')?.trim();
+            let value = value.trim_matches(['"', '\'']);
+            (!value.is_empty()).then(|| value.to_string())
+        })
+    };
+    if let Some(meta) = meta_data {
+        if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(meta)
+            && let Some(Value::String(name)) = map.get("local-hostname")
+        {
+            return Some(name.clone());
+        }
+        if let Some(name) = find(meta, "local-hostname") {
+            return Some(name);
+        }
+    }
+    let user = user_data?;
+    find(user, "hostname")
+        .or_else(|| find(user, "fqdn").map(|f| f.split('.').next().unwrap_or_default().to_string()))
+}
+
+/// EUI-64 link-local address from a MAC.
+fn link_local(mac: &str) -> String {
+    let bytes: Vec<u8> = mac
+        .split(':')
+        .filter_map(|b| u8::from_str_radix(b, 16).ok())
+        .collect();
+    if bytes.len() != 6 {
+        return "fe80::1".into();
+    }
+    let groups = [
+        u16::from_be_bytes([bytes[0] ^ 0x02, bytes[1]]),
+        u16::from_be_bytes([bytes[2], 0xff]),
+        u16::from_be_bytes([0xfe, bytes[3]]),
+        u16::from_be_bytes([bytes[4], bytes[5]]),
+    ];
+    format!(
+        "fe80::{:x}:{:x}:{:x}:{:x}",
+        groups[0], groups[1], groups[2], groups[3]
+    )
+}
+
+pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
+    let vmid = call.vmid();
+    let vm = load_vm(world, call.node(), vmid)?;
+    let vm_path = format!("/vms/{vmid}");
+    if matches!(
+        command,
+        "network-get-interfaces" | "ping" | "get-osinfo" | "get-host-name" | "info"
+    ) {
+        if !world.has_privilege(&vm_path, "VM.GuestAgent.Audit")
+            && !world.has_privilege(&vm_path, "VM.GuestAgent.Unrestricted")
+        {
+            return Err(ApiError::perm(format!(
+                "{vm_path}, VM.GuestAgent.Audit|VM.GuestAgent.Unrestricted"
+            )));
+        }
+    } else {
+        require(world, &vm_path, "VM.GuestAgent.Unrestricted")?;
+    }
+    if !vm.config.contains_key("agent") {
+        return Err(ApiError::die("No QEMU guest agent configured"));
+    }
+    if !vm.running {
+        return Err(ApiError::die(format!("VM {vmid} is not running")));
+    }
+    let ready = !vm.paused && vm.agent.as_ref().is_some_and(|a| call.now >= a.ready_at);
+    if !ready {
+        let timeout = Duration::from_millis(world.timings.agent_ping_timeout_ms);
+        return Err(ApiError::die("QEMU guest agent is not running").after(timeout));
+    }
+    let hostname = vm
+        .agent
+        .as_ref()
+        .map(|a| a.hostname.clone())
+        .unwrap_or_default();
+    let node = vm.node.clone();
+    let nets: Vec<(String, Net)> = vm
+        .config
+        .iter()
+        .filter(|(k, _)| crate::world::is_net_key(k))
+        .map(|(k, v)| (k.clone(), Net::parse(v)))
+        .collect();
+    let result = match command {
+        "ping" => json!({}),
+        "get-host-name" => json!({ "host-name": hostname }),
+        "get-osinfo" => json!({
+            "id": "debian",
+            "name": "Debian GNU/Linux",
+            "pretty-name": "Debian GNU/Linux 13 (trixie)",
+            "version": "13 (trixie)",
+            "version-id": "13",
+            "kernel-release": "6.12.43+deb13-cloud-amd64",
+            "kernel-version": "#1 SMP PREEMPT_DYNAMIC Debian 6.12.43-1 (2025-08-27)",
+            "machine": "x86_64",
+        }),
+        "info" => {
+            let commands: Vec<Value> = [
+                "guest-ping",
+                "guest-info",
+                "guest-get-host-name",
+                "guest-get-osinfo",
+                "guest-network-get-interfaces",
+                "guest-shutdown",
+            ]
+            .iter()
+            .map(|name| json!({"name": name, "enabled": true, "success-response": true}))
+            .collect();
+            json!({"version": "9.2.0", "supported_commands": commands})
+        }
+        "network-get-interfaces" => {
+            let mut interfaces = vec![json!({
+                "name": "lo",
+                "hardware-address": "00:00:00:00:00:00",
+                "ip-addresses": [
+                    {"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
+                    {"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
+                ],
+                "statistics": statistics(),
+            })];
+            for (index, (key, net)) in nets.into_iter().enumerate() {
+                let index_from_key: usize = key.trim_start_matches("net").parse().unwrap_or(index);
+                let mac = net.mac.clone().unwrap_or_default().to_lowercase();
+                let mut addresses = Vec::new();
+                if let Some(bridge) = net.bridge()
+                    && let Some(ip) = world.lease_ipv4(&node, bridge, net.tag(), &mac)
+                {
+                    addresses
+                        .push(json!({"ip-address": ip, "ip-address-type": "ipv4", "prefix": 24}));
+                }
+                addresses.push(json!({"ip-address": link_local(&mac), "ip-address-type": "ipv6", "prefix": 64}));
+                interfaces.push(json!({
+                    "name": format!("ens{}", 18 + index_from_key),
+                    "hardware-address": mac,
+                    "ip-addresses": addresses,
+                    "statistics": statistics(),
+                }));
+            }
+            Value::Array(interfaces)
+        }
+        other => {
+            return Err(ApiError::die(format!(
+                "VM {vmid} qga command 'guest-{other}' failed - unsupported by pve-sim"
+            )));
+        }
+    };
+    Ok(Reply::data(json!({ "result": result })))
+}
+
+fn statistics() -> Value {
+    json!({
+        "rx-bytes": 0, "rx-packets": 0, "rx-errs": 0, "rx-dropped": 0,
+        "tx-bytes": 0, "tx-packets": 0, "tx-errs": 0, "tx-dropped": 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloud_config_must_install_and_start_the_agent() {
+        let good = "#cloud-config\npackages:\n  - nginx\n  - qemu-guest-agent\nruncmd:\n  - systemctl enable --now qemu-guest-agent\n";
+        assert!(installs_and_starts_agent(good));
+        let inline = "#cloud-config\npackages: [qemu-guest-agent]\nbootcmd:\n  - [systemctl, start, qemu-guest-agent]\n";
+        assert!(installs_and_starts_agent(inline));
+        let not_started = "#cloud-config\npackages:\n  - qemu-guest-agent\n";
+        assert!(!installs_and_starts_agent(not_started));
+        let not_installed = "#cloud-config\nruncmd:\n  - systemctl start qemu-guest-agent\n";
+        assert!(!installs_and_starts_agent(not_installed));
+        let script =
+            "#!/bin/sh\napt-get install -y qemu-guest-agent\nsystemctl start qemu-guest-agent\n";
+        assert!(installs_and_starts_agent(script));
+        assert!(!installs_and_starts_agent(
+            "packages:\n - qemu-guest-agent\n"
+        ));
+    }
+
+    #[test]
+    fn hostname_comes_from_meta_data() {
+        assert_eq!(
+            hostname_from_seed(Some("instance-id: x\nlocal-hostname: edge-1\n"), None),
+            Some("edge-1".into())
+        );
+        assert_eq!(
+            hostname_from_seed(Some("{\"local-hostname\": \"edge-2\"}"), None),
+            Some("edge-2".into())
+        );
+        assert_eq!(
+            hostname_from_seed(
+                Some("instance-id: x\n"),
+                Some("#cloud-config\nhostname: h3\n")
+            ),
+            Some("h3".into())
+        );
+    }
+
+    #[test]
+    fn link_local_is_eui64() {
+        assert_eq!(link_local("bc:24:11:aa:bb:cc"), "fe80::be24:11ff:feaa:bbcc");
+    }
+}

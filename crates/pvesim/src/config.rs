@@ -1,0 +1,427 @@
+//! The simulator's configuration: the initial world, the token and its privileges, task
+//! timings and faults. Deserialised from the `--config` JSON file; `Default` is the default
+//! world described in the README.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything that shapes a simulated cluster. Every field has a default, so a config file
+/// only names what it changes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimConfig {
+    /// What `GET /version` reports.
+    pub version: VersionInfo,
+    pub nodes: Vec<NodeConfig>,
+    pub storages: Vec<StorageConfig>,
+    pub vms: Vec<VmSeed>,
+    pub pools: Vec<PoolConfig>,
+    /// The accepted API token id (`USER@REALM!TOKENID`).
+    pub token_id: String,
+    /// The token secret; `None` = a fresh random UUID per start.
+    pub token_secret: Option<String>,
+    /// ACL path -> privileges the token holds there (propagating to sub-paths).
+    pub privileges: BTreeMap<String, Vec<String>>,
+    pub timings: Timings,
+    pub faults: Faults,
+    /// datacenter.cfg `mac_prefix`.
+    pub mac_prefix: String,
+    /// datacenter.cfg `next-id`: lower (inclusive) and upper (exclusive) bounds.
+    pub next_id_lower: u32,
+    pub next_id_upper: u32,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VersionInfo {
+    pub version: String,
+    pub release: String,
+    pub repoid: String,
+}
+
+impl Default for VersionInfo {
+    fn default() -> Self {
+        VersionInfo {
+            version: "9.2.11".into(),
+            release: "9.2".into(),
+            repoid: "5a1c0e6b0d2f1c7e".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    pub name: String,
+    pub online: bool,
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    pub bridges: Vec<String>,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            name: "pve1".into(),
+            online: true,
+            cpus: 16,
+            memory_bytes: 64 << 30,
+            bridges: vec!["vmbr0".into()],
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    pub id: String,
+    /// Storage plugin type (`dir`, `nfs`, `rbd`, `lvmthin`, ...).
+    #[serde(rename = "type")]
+    pub plugin_type: String,
+    /// Content types (`iso`, `images`, `vztmpl`, `import`, ...).
+    pub content: Vec<String>,
+    pub shared: bool,
+    /// Nodes the storage is available on; `None` = all nodes.
+    pub nodes: Option<Vec<String>>,
+    pub enabled: bool,
+    pub total_bytes: u64,
+    /// Whether files can be uploaded (storages with a path, e.g. `dir`, `nfs`).
+    pub has_path: bool,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            id: "local".into(),
+            plugin_type: "dir".into(),
+            content: vec!["iso".into()],
+            shared: false,
+            nodes: None,
+            enabled: true,
+            total_bytes: 100 << 30,
+            has_path: true,
+        }
+    }
+}
+
+/// A VM present at start. `config` holds raw config-file values (`"cores": "2"`,
+/// `"scsi0": "vmdata:base-9000-disk-0,size=8G"`); disk volumes named in it are created.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VmSeed {
+    pub vmid: u32,
+    pub node: String,
+    pub running: bool,
+    pub config: BTreeMap<String, String>,
+}
+
+impl Default for VmSeed {
+    fn default() -> Self {
+        VmSeed {
+            vmid: 100,
+            node: "pve1".into(),
+            running: false,
+            config: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoolConfig {
+    pub poolid: String,
+    pub comment: Option<String>,
+}
+
+/// Durations of simulated work, in milliseconds.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timings {
+    /// Task type (`qmclone`, `qmconfig`, `resize`, `qmstart`, ...) -> run time.
+    pub task_ms: BTreeMap<String, u64>,
+    /// Time from `qmstart` finishing until a correctly seeded guest agent answers.
+    pub agent_boot_ms: u64,
+    /// How long the agent check waits before "QEMU guest agent is not running" (PVE: 3000).
+    pub agent_ping_timeout_ms: u64,
+    /// Delay before a 401 (PVE: 3000).
+    pub auth_fail_delay_ms: u64,
+    /// Time after a VM appears until `/cluster/resources` shows its name and status
+    /// (pvestatd's stats cycle).
+    pub cluster_resources_lag_ms: u64,
+}
+
+impl Timings {
+    pub fn task(&self, task_type: &str) -> u64 {
+        self.task_ms.get(task_type).copied().unwrap_or(20)
+    }
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        let task_ms = [
+            ("qmclone", 200),
+            ("qmconfig", 20),
+            ("resize", 20),
+            ("qmstart", 50),
+            ("qmstop", 20),
+            ("qmshutdown", 50),
+            ("qmreboot", 50),
+            ("qmdestroy", 50),
+            ("qmsuspend", 20),
+            ("qmresume", 20),
+            ("imgcopy", 20),
+            ("imgdel", 10),
+        ]
+        .into_iter()
+        .map(|(task_type, ms)| (task_type.to_string(), ms))
+        .collect();
+        Timings {
+            task_ms,
+            agent_boot_ms: 500,
+            agent_ping_timeout_ms: 100,
+            auth_fail_delay_ms: 0,
+            cluster_resources_lag_ms: 300,
+        }
+    }
+}
+
+/// Faults to inject; replaceable at runtime through `PUT /_sim/faults`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Faults {
+    /// Extra delay before every PVE API request is handled.
+    pub latency_ms: u64,
+    pub http: Vec<HttpFault>,
+    pub task_failures: Vec<TaskFailure>,
+    pub held_locks: Vec<HeldLock>,
+    /// Every token request fails with 401 (the admin API keeps working).
+    pub token_revoked: bool,
+    /// Nodes that answer 595 (in addition to nodes configured `online: false`).
+    pub offline_nodes: Vec<String>,
+}
+
+/// Fail matching requests with a status code or a dropped connection.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpFault {
+    /// HTTP method to match; `None` = any.
+    pub method: Option<String>,
+    /// Regex matched (unanchored) against the path after `/api2/json`.
+    pub path_regex: String,
+    /// Status to answer (e.g. 500, 503, 596); ignored when `reset`.
+    pub status: Option<u16>,
+    /// Drop the connection without a response.
+    pub reset: bool,
+    /// Fire at most this many times; `None` = unlimited.
+    pub count: Option<u64>,
+    /// Probability of firing for a matching request.
+    pub rate: f64,
+}
+
+impl Default for HttpFault {
+    fn default() -> Self {
+        HttpFault {
+            method: None,
+            path_regex: String::new(),
+            status: Some(500),
+            reset: false,
+            count: None,
+            rate: 1.0,
+        }
+    }
+}
+
+/// Make the `nth` task (1-based, counted from when the fault was installed) of a type fail.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaskFailure {
+    pub task_type: String,
+    pub nth: u64,
+    pub exitstatus: String,
+}
+
+impl Default for TaskFailure {
+    fn default() -> Self {
+        TaskFailure {
+            task_type: "qmstart".into(),
+            nth: 1,
+            exitstatus: "injected failure".into(),
+        }
+    }
+}
+
+/// Set the config `lock` of a VM for a while (as a backup job would).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HeldLock {
+    pub vmid: u32,
+    pub lock: String,
+    pub seconds: f64,
+}
+
+impl Default for HeldLock {
+    fn default() -> Self {
+        HeldLock {
+            vmid: 100,
+            lock: "backup".into(),
+            seconds: 5.0,
+        }
+    }
+}
+
+/// Privileges the default token holds on `/`: everything the provider uses.
+pub const DEFAULT_PRIVILEGES: &[&str] = &[
+    "Datastore.Allocate",
+    "Datastore.AllocateSpace",
+    "Datastore.AllocateTemplate",
+    "Datastore.Audit",
+    "Pool.Audit",
+    "SDN.Use",
+    "Sys.Audit",
+    "Sys.Modify",
+    "VM.Allocate",
+    "VM.Audit",
+    "VM.Clone",
+    "VM.Config.CDROM",
+    "VM.Config.CPU",
+    "VM.Config.Cloudinit",
+    "VM.Config.Disk",
+    "VM.Config.HWType",
+    "VM.Config.Memory",
+    "VM.Config.Network",
+    "VM.Config.Options",
+    "VM.GuestAgent.Audit",
+    "VM.GuestAgent.Unrestricted",
+    "VM.PowerMgmt",
+];
+
+fn cfg(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        let nodes = ["pve1", "pve2", "pve3"]
+            .into_iter()
+            .map(|name| NodeConfig {
+                name: name.into(),
+                ..NodeConfig::default()
+            })
+            .collect();
+        let storages = vec![
+            StorageConfig {
+                id: "proxy-seeds".into(),
+                plugin_type: "dir".into(),
+                content: vec!["iso".into()],
+                shared: false,
+                total_bytes: 50 << 30,
+                ..StorageConfig::default()
+            },
+            StorageConfig {
+                id: "vmdata".into(),
+                plugin_type: "nfs".into(),
+                content: vec!["images".into(), "rootdir".into()],
+                shared: true,
+                total_bytes: 2 << 40,
+                ..StorageConfig::default()
+            },
+            StorageConfig {
+                id: "local".into(),
+                plugin_type: "dir".into(),
+                content: vec!["iso".into(), "vztmpl".into(), "backup".into()],
+                shared: false,
+                total_bytes: 100 << 30,
+                ..StorageConfig::default()
+            },
+        ];
+        let template = VmSeed {
+            vmid: 9000,
+            node: "pve1".into(),
+            running: false,
+            config: cfg(&[
+                ("name", "debian-13-proxy"),
+                ("template", "1"),
+                (
+                    "description",
+                    "Debian 13 cloud image, cloud-init ready (NoCloud seed on ide2)",
+                ),
+                ("cores", "1"),
+                ("sockets", "1"),
+                ("memory", "1024"),
+                ("ostype", "l26"),
+                ("scsihw", "virtio-scsi-single"),
+                ("scsi0", "vmdata:base-9000-disk-0,iothread=1,size=4G"),
+                ("boot", "order=scsi0"),
+                ("net0", "virtio=BC:24:11:9A:00:01,bridge=vmbr0,firewall=1"),
+                ("serial0", "socket"),
+                ("vga", "serial0"),
+                ("smbios1", "uuid=6f1c2a9e-3c1b-4f7e-9a0d-2b9f0c1d9000"),
+                ("vmgenid", "0b6f3f2e-8d8c-4a43-9d4f-5f3a1e2c9000"),
+            ]),
+        };
+        let foreign = |vmid: u32, node: &str, name: &str, running: bool, tags: Option<&str>| {
+            let mut config = cfg(&[
+                ("name", name),
+                ("cores", "2"),
+                ("sockets", "1"),
+                ("memory", "4096"),
+                ("ostype", "l26"),
+                ("scsihw", "virtio-scsi-single"),
+                ("boot", "order=scsi0"),
+                ("agent", "1"),
+            ]);
+            config.insert(
+                "scsi0".into(),
+                format!("vmdata:vm-{vmid}-disk-0,iothread=1,size=32G"),
+            );
+            config.insert(
+                "net0".into(),
+                format!(
+                    "virtio=BC:24:11:5E:{:02X}:{:02X},bridge=vmbr0",
+                    vmid / 256 % 256,
+                    vmid % 256
+                ),
+            );
+            if let Some(tags) = tags {
+                config.insert("tags".into(), tags.into());
+            }
+            VmSeed {
+                vmid,
+                node: node.into(),
+                running,
+                config,
+            }
+        };
+        let vms = vec![
+            template,
+            foreign(100, "pve1", "dns1", true, Some("infra")),
+            foreign(101, "pve2", "gitlab", true, None),
+            foreign(102, "pve3", "backup-old", false, Some("legacy;storage")),
+        ];
+        SimConfig {
+            version: VersionInfo::default(),
+            nodes,
+            storages,
+            vms,
+            pools: vec![PoolConfig {
+                poolid: "proxies".into(),
+                comment: Some("proxy VMs".into()),
+            }],
+            token_id: "terraform@pve!provider".into(),
+            token_secret: None,
+            privileges: BTreeMap::from([(
+                "/".to_string(),
+                DEFAULT_PRIVILEGES.iter().map(|p| p.to_string()).collect(),
+            )]),
+            timings: Timings::default(),
+            faults: Faults::default(),
+            mac_prefix: "BC:24:11".into(),
+            next_id_lower: 100,
+            next_id_upper: 1_000_000,
+        }
+    }
+}

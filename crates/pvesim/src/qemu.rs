@@ -1,0 +1,1248 @@
+//! `/nodes/{node}/qemu/...`: VMs, clone, config, resize, power, destroy.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+
+use crate::api::{
+    ApiError, ApiResult, Call, Reply, TaskWait, check_lock, load_vm, require, subdirs,
+    value_as_string, vm_on_node,
+};
+use crate::server::Shared;
+use crate::tasks::{TaskLog, start_task};
+use crate::world::{
+    Drive, Net, Vm, World, config_digest, format_size, is_drive_key, is_net_key, normalise_tags,
+    parse_size, typed_config_value, vm_status_json,
+};
+
+fn upid_reply(upid: String) -> ApiResult {
+    Ok(Reply::data(json!(upid)))
+}
+
+pub fn list(world: &World, call: &Call) -> ApiResult {
+    let node = call.node();
+    let rows: Vec<Value> = world
+        .vms
+        .values()
+        .filter(|vm| vm.node == node)
+        .filter(|vm| world.has_privilege(&format!("/vms/{}", vm.vmid), "VM.Audit"))
+        .map(|vm| vm_status_json(vm, call.now, false))
+        .collect();
+    Ok(Reply::data(Value::Array(rows)))
+}
+
+pub fn index(world: &World, call: &Call) -> ApiResult {
+    load_vm(world, call.node(), call.vmid())?;
+    require(world, &format!("/vms/{}", call.vmid()), "VM.Audit")?;
+    Ok(Reply::data(subdirs(
+        "subdir",
+        &[
+            "config",
+            "pending",
+            "status",
+            "unlink",
+            "vncproxy",
+            "termproxy",
+            "migrate",
+            "resize",
+            "move",
+            "rrd",
+            "rrddata",
+            "monitor",
+            "agent",
+            "snapshot",
+            "spiceproxy",
+            "sendkey",
+            "firewall",
+            "mtunnel",
+            "remote_migrate",
+        ],
+    )))
+}
+
+/// New disks named `vm-<vmid>-disk-<n>` with the lowest free n on that storage.
+fn next_disk_name(
+    world: &World,
+    storage: &str,
+    node: &str,
+    vmid: u32,
+    taken: &BTreeSet<String>,
+) -> String {
+    let scope = world.scope_for(storage, node);
+    let existing = world.volumes.get(&scope);
+    (0..)
+        .map(|n| format!("{storage}:vm-{vmid}-disk-{n}"))
+        .find(|volid| {
+            !taken.contains(volid)
+                && existing.is_none_or(|vols| {
+                    !vols.keys().any(|k| {
+                        k == volid
+                            || k.ends_with(&format!(
+                                "/{}",
+                                volid.split_once(':').map(|x| x.1).unwrap_or_default()
+                            ))
+                    })
+                })
+        })
+        .unwrap_or_default()
+}
+
+pub fn create(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    let node = call.node().to_string();
+    let vmid = call.int("vmid").unwrap_or(0) as u32;
+    require(world, &format!("/vms/{vmid}"), "VM.Allocate")?;
+    if let Some(existing) = world.vms.get(&vmid) {
+        return Err(ApiError::die(format!(
+            "unable to create VM {vmid} - VM {vmid} already exists on node '{}'",
+            existing.node
+        )));
+    }
+    let mut config = BTreeMap::new();
+    let mut new_volumes = Vec::new();
+    let mut taken = BTreeSet::new();
+    for (key, value) in call.params {
+        if matches!(
+            key.as_str(),
+            "node"
+                | "vmid"
+                | "start"
+                | "pool"
+                | "unique"
+                | "force"
+                | "archive"
+                | "storage"
+                | "bwlimit"
+                | "live-restore"
+        ) {
+            continue;
+        }
+        let Some(mut text) = value_as_string(value) else {
+            continue;
+        };
+        if is_net_key(key) {
+            let mut net = Net::parse(&text);
+            if net.mac.is_none() {
+                net.mac = Some(world.random_mac());
+            }
+            text = net.print();
+        } else if is_drive_key(key) {
+            let mut drive = Drive::parse(&text);
+            if let Some((storage, gib)) = new_disk_spec(&drive) {
+                let volid = next_disk_name(world, &storage, &node, vmid, &taken);
+                taken.insert(volid.clone());
+                drive.volid = volid.clone();
+                drive.set_option("size", format_size(gib));
+                new_volumes.push((storage, volid, gib));
+                text = drive.print();
+            }
+        } else if key == "tags" {
+            text = normalise_tags(&text);
+        }
+        config.insert(key.clone(), text);
+    }
+    config.insert("lock".into(), "create".into());
+    let vm = new_vm(world, vmid, &node, config, call.now);
+    world.vms.insert(vmid, vm);
+    let pool = call.str("pool");
+    let start_after = call.bool("start").unwrap_or(false);
+    let body_node = node.clone();
+    let upid = start_task(
+        shared,
+        world,
+        &node,
+        "qmcreate",
+        &vmid.to_string(),
+        &call.token_user(),
+        Box::new(move |world, log, injected| {
+            if let Some(failure) = injected {
+                world.vms.remove(&vmid);
+                return Err(failure);
+            }
+            for (storage, volid, size) in new_volumes {
+                let scope = world.scope_for(&storage, &body_node);
+                world.put_volume(scope, &volid, size, "images", "raw", None, &body_node);
+                log.info(format!("created volume '{volid}'"));
+            }
+            if let Some(pool) = pool
+                && let Some(pool) = world.pools.get_mut(&pool)
+            {
+                pool.vms.insert(vmid);
+            }
+            if let Some(vm) = world.vms.get_mut(&vmid) {
+                vm.config.remove("lock");
+                if start_after {
+                    vm.running = true;
+                    vm.started_at = Some(Instant::now());
+                }
+            }
+            Ok(())
+        }),
+    );
+    upid_reply(upid)
+}
+
+/// `storage:SIZE_GIB` in a drive value asks PVE to allocate a new disk.
+fn new_disk_spec(drive: &Drive) -> Option<(String, u64)> {
+    if drive.is_cdrom() {
+        return None;
+    }
+    let (storage, size) = drive.volid.split_once(':')?;
+    let gib: f64 = size.parse().ok()?;
+    Some((storage.to_string(), (gib * (1u64 << 30) as f64) as u64))
+}
+
+fn new_vm(
+    world: &mut World,
+    vmid: u32,
+    node: &str,
+    config: BTreeMap<String, String>,
+    now: Instant,
+) -> Vm {
+    let lag = Duration::from_millis(world.timings.cluster_resources_lag_ms);
+    Vm {
+        vmid,
+        node: node.to_string(),
+        config,
+        pending: BTreeMap::new(),
+        pending_delete: BTreeSet::new(),
+        running: false,
+        paused: false,
+        started_at: None,
+        stats_from: now + lag,
+        agent: None,
+        pid: 0,
+    }
+}
+
+fn random_uuid() -> String {
+    let hex: String = (0..32)
+        .map(|_| format!("{:x}", fastrand::u8(0..16)))
+        .collect();
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    let node = call.node().to_string();
+    let vmid = call.vmid();
+    let newid = call.int("newid").unwrap_or(0) as u32;
+    require(world, &format!("/vms/{vmid}"), "VM.Clone")?;
+    require(world, &format!("/vms/{newid}"), "VM.Allocate")?;
+    let pool = call.str("pool");
+    if let Some(pool) = &pool {
+        if !world.pools.contains_key(pool) {
+            return Err(ApiError::perm(format!("pool '{pool}' does not exist")));
+        }
+        require(world, &format!("/pool/{pool}"), "VM.Allocate")?;
+    }
+    let target = call.str("target");
+    if let Some(target) = &target
+        && world.node(target).is_none()
+    {
+        return Err(ApiError::die(format!("no such cluster node '{target}'")));
+    }
+    let storage = call.str("storage");
+    if let Some(storage) = &storage {
+        require(
+            world,
+            &format!("/storage/{storage}"),
+            "Datastore.AllocateSpace",
+        )?;
+        match world.storage(storage) {
+            None => return Err(ApiError::die(format!("storage '{storage}' does not exist"))),
+            Some(s) if !s.content.iter().any(|c| c == "images") => {
+                return Err(ApiError::param(
+                    "storage",
+                    format!("storage '{storage}' does not support vm images"),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let source = load_vm(world, &node, vmid)?;
+    check_lock(source).map_err(ApiError::die)?;
+    if world.vms.get(&newid).is_some_and(|vm| vm.node == node) {
+        return Err(ApiError::die(format!(
+            "unable to create VM {newid}: config file already exists"
+        )));
+    }
+    let is_template = source.is_template();
+    let full = call.bool("full").unwrap_or(!is_template);
+    let disks: Vec<(String, Drive)> = source
+        .config
+        .iter()
+        .filter(|(k, _)| is_drive_key(k) && !k.starts_with("unused"))
+        .map(|(k, v)| (k.clone(), Drive::parse(v)))
+        .filter(|(_, d)| !d.is_cdrom() && d.volid != "none")
+        .collect();
+    if !full {
+        if !is_template {
+            let (key, drive) = disks.first().cloned().unwrap_or_default();
+            return Err(ApiError::die(format!(
+                "Linked clone feature is not supported for '{}' ({key})",
+                drive.volid
+            )));
+        }
+        for param in ["storage", "format"] {
+            if call.params.contains_key(param) {
+                return Err(ApiError::die(format!(
+                    "parameter '{param}' not allowed for linked clones"
+                )));
+            }
+        }
+    }
+    if let Some(target) = target.as_ref().filter(|t| **t != node) {
+        if let Some(storage) = &storage {
+            let shared_ok = world
+                .storage(storage)
+                .is_some_and(|s| s.shared && s.enabled && World::storage_on_node(s, target));
+            if !shared_ok {
+                return Err(ApiError::die(format!(
+                    "can't clone to non-shared storage '{storage}'"
+                )));
+            }
+        } else {
+            let local = disks.iter().any(|(_, d)| {
+                d.volid
+                    .split_once(':')
+                    .and_then(|(sid, _)| world.storage(sid))
+                    .is_none_or(|s| !s.shared)
+            });
+            if local {
+                return Err(ApiError::die(format!(
+                    "can't clone VM to node '{target}' (VM uses local storage)"
+                )));
+            }
+        }
+    }
+
+    let source_config = source.config.clone();
+    let source_pending = !source.pending.is_empty();
+    // The worker's first write of the temp config: pmxcfs refuses a VMID owned by another node.
+    let collides_elsewhere = world.vms.contains_key(&newid);
+    if !collides_elsewhere {
+        let temp = BTreeMap::from([("lock".to_string(), "clone".to_string())]);
+        let vm = new_vm(world, newid, &node, temp, call.now);
+        world.vms.insert(newid, vm);
+    }
+    let name = call.str("name");
+    let description = call.str("description");
+    let tags = call.str("tags");
+    let token_user = call.token_user();
+    let body_node = node.clone();
+    let upid = start_task(
+        shared,
+        world,
+        &node,
+        "qmclone",
+        &vmid.to_string(),
+        &token_user,
+        Box::new(move |world, log, injected| {
+            if collides_elsewhere {
+                return Err(format!(
+                    "close (rename) atomic file '/etc/pve/nodes/{body_node}/qemu-server/{newid}.conf' failed: File exists"
+                ));
+            }
+            if let Some(failure) = injected {
+                world.vms.remove(&newid);
+                return Err(failure);
+            }
+            if source_pending {
+                log.info("found pending changes, discarding for clone");
+            }
+            let mut config = BTreeMap::new();
+            let mut taken = BTreeSet::new();
+            let mut new_volumes = Vec::new();
+            for (key, value) in &source_config {
+                if matches!(
+                    key.as_str(),
+                    "snapshots"
+                        | "parent"
+                        | "snaptime"
+                        | "vmstate"
+                        | "snapstate"
+                        | "template"
+                        | "lock"
+                ) || key.starts_with("unused")
+                {
+                    continue;
+                }
+                if is_net_key(key) {
+                    let mut net = Net::parse(value);
+                    net.mac = Some(world.random_mac());
+                    config.insert(key.clone(), net.print());
+                } else if is_drive_key(key) {
+                    let mut drive = Drive::parse(value);
+                    if drive.is_cdrom() || drive.volid == "none" {
+                        config.insert(key.clone(), value.clone());
+                        continue;
+                    }
+                    let source_storage = drive
+                        .volid
+                        .split_once(':')
+                        .map(|x| x.0.to_string())
+                        .unwrap_or_default();
+                    let dest_storage = storage.clone().unwrap_or(source_storage);
+                    let size = drive.size().unwrap_or(0);
+                    let new_volid = next_disk_name(world, &dest_storage, &body_node, newid, &taken);
+                    taken.insert(new_volid.clone());
+                    let volid = if full {
+                        log.info(format!(
+                            "create full clone of drive {key} ({})",
+                            drive.volid
+                        ));
+                        new_volid.clone()
+                    } else {
+                        log.info(format!(
+                            "create linked clone of drive {key} ({})",
+                            drive.volid
+                        ));
+                        let base = drive.volid.split_once(':').map(|x| x.1).unwrap_or_default();
+                        let disk = new_volid.split_once(':').map(|x| x.1).unwrap_or_default();
+                        format!("{dest_storage}:{base}/{disk}")
+                    };
+                    new_volumes.push((dest_storage, volid.clone(), size));
+                    drive.volid = volid;
+                    config.insert(key.clone(), drive.print());
+                    let gib = size as f64 / (1u64 << 30) as f64;
+                    log.info(format!(
+                        "transferred {gib:.1} GiB of {gib:.1} GiB (100.00%)"
+                    ));
+                } else {
+                    config.insert(key.clone(), value.clone());
+                }
+            }
+            config.insert("smbios1".into(), format!("uuid={}", random_uuid()));
+            if config.contains_key("vmgenid") {
+                config.insert("vmgenid".into(), random_uuid());
+            }
+            let source_name = source_config
+                .get("name")
+                .cloned()
+                .unwrap_or_else(|| vmid.to_string());
+            config.insert(
+                "name".into(),
+                name.unwrap_or(format!("Copy-of-VM-{source_name}")),
+            );
+            if let Some(description) = description.filter(|d| !d.is_empty()) {
+                config.insert("description".into(), description.trim_end().to_string());
+            }
+            if let Some(tags) = tags {
+                config.insert("tags".into(), normalise_tags(&tags));
+            }
+            for (storage, volid, size) in new_volumes {
+                let scope = world.scope_for(&storage, &body_node);
+                world.put_volume(scope, &volid, size, "images", "raw", None, &body_node);
+            }
+            if let Some(pool) = &pool
+                && let Some(pool) = world.pools.get_mut(pool)
+            {
+                pool.vms.insert(newid);
+            }
+            let Some(vm) = world.vms.get_mut(&newid) else {
+                return Err(format!("clone failed: VM {newid} vanished"));
+            };
+            vm.config = config;
+            if let Some(target) = target {
+                vm.node = target;
+            }
+            Ok(())
+        }),
+    );
+    upid_reply(upid)
+}
+
+pub fn config_get(world: &World, call: &Call) -> ApiResult {
+    let vm = load_vm(world, call.node(), call.vmid())?;
+    require(world, &format!("/vms/{}", vm.vmid), "VM.Audit")?;
+    let current = call.bool("current").unwrap_or(false);
+    let mut effective = vm.config.clone();
+    if !current {
+        for (k, v) in &vm.pending {
+            effective.insert(k.clone(), v.clone());
+        }
+        for k in &vm.pending_delete {
+            effective.remove(k);
+        }
+    }
+    let mut out = Map::new();
+    for (k, v) in &effective {
+        let value = if k == "cipassword" {
+            json!("**********")
+        } else {
+            typed_config_value(k, v)
+        };
+        out.insert(k.clone(), value);
+    }
+    out.insert(
+        "digest".into(),
+        json!(config_digest(&vm.config, &vm.pending)),
+    );
+    Ok(Reply::data(Value::Object(out)))
+}
+
+pub fn pending(world: &World, call: &Call) -> ApiResult {
+    let vm = load_vm(world, call.node(), call.vmid())?;
+    require(world, &format!("/vms/{}", vm.vmid), "VM.Audit")?;
+    let keys: BTreeSet<&String> = vm
+        .config
+        .keys()
+        .chain(vm.pending.keys())
+        .chain(vm.pending_delete.iter())
+        .collect();
+    let rows: Vec<Value> = keys
+        .into_iter()
+        .map(|key| {
+            let mut row = Map::new();
+            row.insert("key".into(), json!(key));
+            if let Some(v) = vm.config.get(key) {
+                row.insert("value".into(), typed_config_value(key, v));
+            }
+            if let Some(v) = vm.pending.get(key) {
+                row.insert("pending".into(), typed_config_value(key, v));
+            }
+            if vm.pending_delete.contains(key) {
+                row.insert("delete".into(), json!(1));
+            }
+            Value::Object(row)
+        })
+        .collect();
+    Ok(Reply::data(Value::Array(rows)))
+}
+
+/// A validated config change, ready to apply.
+#[derive(Debug, Default)]
+struct ConfigChange {
+    set: Vec<(String, String)>,
+    delete: Vec<String>,
+    revert: Vec<String>,
+    new_volumes: Vec<(String, String, u64)>,
+}
+
+const CONFIG_CONTROL_PARAMS: &[&str] = &[
+    "node",
+    "vmid",
+    "digest",
+    "delete",
+    "revert",
+    "skiplock",
+    "force",
+    "background_delay",
+];
+
+fn config_privilege(key: &str) -> &'static str {
+    match key {
+        "cores" | "sockets" | "cpu" | "vcpus" | "cpulimit" | "cpuunits" | "affinity" | "numa" => {
+            "VM.Config.CPU"
+        }
+        "memory" | "balloon" | "shares" => "VM.Config.Memory",
+        k if is_net_key(k) => "VM.Config.Network",
+        k if is_drive_key(k) => "VM.Config.Disk",
+        k if k.starts_with("ipconfig")
+            || matches!(
+                k,
+                "ciuser"
+                    | "cipassword"
+                    | "sshkeys"
+                    | "nameserver"
+                    | "searchdomain"
+                    | "citype"
+                    | "ciupgrade"
+                    | "cicustom"
+            ) =>
+        {
+            "VM.Config.Cloudinit"
+        }
+        "name" | "description" | "agent" | "onboot" | "template" | "protection" | "startup"
+        | "boot" | "ostype" | "tablet" | "hotplug" | "lock" => "VM.Config.Options",
+        _ => "VM.Config.HWType",
+    }
+}
+
+fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigChange, ApiError> {
+    let vmid = vm.vmid;
+    let vm_path = format!("/vms/{vmid}");
+    if call.params.contains_key("skiplock") {
+        return Err(ApiError::param(
+            "skiplock",
+            "Only root may use this option.",
+        ));
+    }
+    let mut change = ConfigChange::default();
+    let split_list = |text: String| -> Vec<String> {
+        text.split([',', ';', ' '])
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    change.delete = call.str("delete").map(split_list).unwrap_or_default();
+    change.revert = call.str("revert").map(split_list).unwrap_or_default();
+    let mut errors = BTreeMap::new();
+    let mut taken = BTreeSet::new();
+    for (key, value) in call.params {
+        if CONFIG_CONTROL_PARAMS.contains(&key.as_str()) {
+            continue;
+        }
+        if change.delete.contains(key) {
+            errors.insert(
+                key.clone(),
+                format!("unable to delete '{key}' - option is also set"),
+            );
+            continue;
+        }
+        let Some(mut text) = value_as_string(value) else {
+            continue;
+        };
+        if key == "tags" {
+            require(world, &vm_path, "VM.Config.Options")?;
+            text = normalise_tags(&text);
+        } else {
+            require(world, &vm_path, config_privilege(key))?;
+        }
+        if is_net_key(key) {
+            let mut net = Net::parse(&text);
+            if net.mac.is_none() {
+                net.mac = Some(world.random_mac());
+            }
+            if let Some(bridge) = net.bridge() {
+                let sdn = match net.options.get("tag") {
+                    Some(tag) => format!("/sdn/zones/localnetwork/{bridge}/{tag}"),
+                    None => format!("/sdn/zones/localnetwork/{bridge}"),
+                };
+                require(world, &sdn, "SDN.Use")?;
+            }
+            text = net.print();
+        } else if is_drive_key(key) {
+            let mut drive = Drive::parse(&text);
+            if drive.volid.contains(":iso/") && !drive.is_cdrom() {
+                errors.insert(
+                    key.clone(),
+                    "explicit 'media=cdrom' is required for iso images".into(),
+                );
+                continue;
+            }
+            if let Some((storage, size)) = new_disk_spec(&drive) {
+                let volid = next_disk_name(world, &storage, &vm.node, vmid, &taken);
+                taken.insert(volid.clone());
+                drive.volid = volid.clone();
+                drive.set_option("size", format_size(size));
+                change.new_volumes.push((storage, volid, size));
+                text = drive.print();
+            }
+        } else if key == "description" {
+            text = text.trim_end().to_string();
+            if text.is_empty() {
+                change.delete.push(key.clone());
+                continue;
+            }
+        }
+        change.set.push((key.clone(), text));
+    }
+    for key in &change.delete {
+        let privilege = config_privilege(key);
+        require(world, &vm_path, privilege)?;
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::params(errors));
+    }
+    if change.set.is_empty() && change.delete.is_empty() && change.revert.is_empty() {
+        return Err(ApiError::die("no options specified"));
+    }
+    Ok(change)
+}
+
+/// Options that apply at once even on a running VM (fast-plug and hotplug network/disk);
+/// everything else stays pending until the next start.
+fn hot_applies(key: &str) -> bool {
+    matches!(
+        key,
+        "name"
+            | "description"
+            | "tags"
+            | "onboot"
+            | "protection"
+            | "lock"
+            | "startup"
+            | "hookscript"
+    ) || is_net_key(key)
+        || (is_drive_key(key) && !key.starts_with("unused"))
+}
+
+fn apply_config_change(world: &mut World, vmid: u32, change: ConfigChange, log: &mut TaskLog) {
+    let Some(node) = world.vms.get(&vmid).map(|vm| vm.node.clone()) else {
+        return;
+    };
+    for (storage, volid, size) in &change.new_volumes {
+        let scope = world.scope_for(storage, &node);
+        world.put_volume(scope, volid, *size, "images", "raw", None, &node);
+    }
+    let Some(vm) = world.vms.get_mut(&vmid) else {
+        return;
+    };
+    for key in &change.revert {
+        vm.pending.remove(key);
+        vm.pending_delete.remove(key);
+    }
+    for key in &change.delete {
+        if !vm.running || hot_applies(key) {
+            vm.config.remove(key);
+            vm.pending.remove(key);
+        } else {
+            vm.pending_delete.insert(key.clone());
+        }
+    }
+    for (key, value) in change.set {
+        log.info(format!("update VM {vmid}: -{key} ..."));
+        if !vm.running || hot_applies(&key) {
+            vm.pending.remove(&key);
+            vm.pending_delete.remove(&key);
+            vm.config.insert(key, value);
+        } else {
+            vm.pending_delete.remove(&key);
+            vm.pending.insert(key, value);
+        }
+    }
+}
+
+fn check_digest(vm: &Vm, call: &Call) -> Result<(), String> {
+    match call.str("digest") {
+        Some(digest) if digest != config_digest(&vm.config, &vm.pending) => {
+            Err("checksum mismatch (file change by other user?)".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+pub fn config_post(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    let vmid = call.vmid();
+    let vm = load_vm(world, call.node(), vmid)?;
+    check_digest(vm, call).map_err(ApiError::die)?;
+    check_lock(vm).map_err(ApiError::die)?;
+    let change = prepare_config_change(world, vm, call)?;
+    let upid = start_task(
+        shared,
+        world,
+        call.node(),
+        "qmconfig",
+        &vmid.to_string(),
+        &call.token_user(),
+        Box::new(move |world, log, injected| {
+            if let Some(failure) = injected {
+                return Err(failure);
+            }
+            let vm = world
+                .vms
+                .get(&vmid)
+                .ok_or_else(|| format!("VM {vmid} does not exist"))?;
+            check_lock(vm)?;
+            apply_config_change(world, vmid, change, log);
+            Ok(())
+        }),
+    );
+    let wait = call
+        .int("background_delay")
+        .filter(|d| *d > 0)
+        .map(|d| TaskWait {
+            upid: upid.clone(),
+            max: Duration::from_secs(d as u64),
+            failure_prefix: Some(format!("failed to update VM {vmid}: ")),
+        });
+    Ok(Reply {
+        data: json!(upid),
+        total: None,
+        wait,
+    })
+}
+
+pub fn config_put(world: &mut World, call: &Call) -> ApiResult {
+    let vmid = call.vmid();
+    let vm = load_vm(world, call.node(), vmid)?;
+    check_digest(vm, call).map_err(ApiError::die)?;
+    check_lock(vm).map_err(ApiError::die)?;
+    let change = prepare_config_change(world, vm, call)?;
+    let mut log = TaskLog::default();
+    apply_config_change(world, vmid, change, &mut log);
+    Ok(Reply::data(Value::Null))
+}
+
+pub fn resize(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    let vmid = call.vmid();
+    let node = call.node().to_string();
+    load_vm(world, &node, vmid)?;
+    require(world, &format!("/vms/{vmid}"), "VM.Config.Disk")?;
+    if call.params.contains_key("skiplock") {
+        return Err(ApiError::param(
+            "skiplock",
+            "Only root may use this option.",
+        ));
+    }
+    let disk = call.str("disk").unwrap_or_default();
+    let size = call.str("size").unwrap_or_default();
+    let digest = call.str("digest");
+    let upid = start_task(
+        shared,
+        world,
+        call.node(),
+        "resize",
+        &vmid.to_string(),
+        &call.token_user(),
+        Box::new(move |world, log, injected| {
+            if let Some(failure) = injected {
+                return Err(failure);
+            }
+            let vm = world.vms.get(&vmid).ok_or_else(|| {
+                format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
+            })?;
+            if let Some(digest) = &digest
+                && *digest != config_digest(&vm.config, &vm.pending)
+            {
+                return Err("checksum mismatch (file change by other user?)".into());
+            }
+            check_lock(vm)?;
+            let value = vm
+                .config
+                .get(&disk)
+                .ok_or_else(|| format!("disk '{disk}' does not exist"))?;
+            let mut drive = Drive::parse(value);
+            if drive.is_cdrom() {
+                return Err("you can't resize a cdrom".into());
+            }
+            let current = drive.size().unwrap_or(0);
+            let (relative, amount) = match size.strip_prefix('+') {
+                Some(rest) => (true, rest),
+                None => (false, size.as_str()),
+            };
+            let amount = parse_size(amount).ok_or_else(|| format!("invalid size '{size}'"))?;
+            let new_size = if relative { current + amount } else { amount };
+            if new_size < current {
+                return Err("shrinking disks is not supported".into());
+            }
+            if new_size == current {
+                return Ok(());
+            }
+            drive.set_option("size", format_size(new_size));
+            let volid = drive.volid.clone();
+            let vm_node = vm.node.clone();
+            let printed = drive.print();
+            if let Some(vm) = world.vms.get_mut(&vmid) {
+                vm.config.insert(disk.clone(), printed);
+            }
+            if let Some(volume) = world.volume_mut(&volid, &vm_node) {
+                volume.size = new_size;
+            }
+            log.info(format!(
+                "Image resized: {disk} from {} to {}",
+                format_size(current),
+                format_size(new_size)
+            ));
+            Ok(())
+        }),
+    );
+    upid_reply(upid)
+}
+
+pub fn template(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    let vmid = call.vmid();
+    let node = call.node().to_string();
+    let vm = load_vm(world, &node, vmid)?;
+    require(world, &format!("/vms/{vmid}"), "VM.Allocate")?;
+    check_lock(vm).map_err(ApiError::die)?;
+    if vm.is_template() {
+        return Err(ApiError::die(format!("VM {vmid} is already a template")));
+    }
+    if vm.running {
+        return Err(ApiError::die(
+            "you can't convert a VM to template if VM is running",
+        ));
+    }
+    let upid = start_task(
+        shared,
+        world,
+        &node,
+        "qmtemplate",
+        &vmid.to_string(),
+        &call.token_user(),
+        Box::new(move |world, _log, injected| {
+            if let Some(failure) = injected {
+                return Err(failure);
+            }
+            let vm = world.vms.get(&vmid).ok_or("VM vanished")?;
+            let vm_node = vm.node.clone();
+            let disks: Vec<(String, Drive)> = vm
+                .config
+                .iter()
+                .filter(|(k, _)| is_drive_key(k) && !k.starts_with("unused"))
+                .map(|(k, v)| (k.clone(), Drive::parse(v)))
+                .filter(|(_, d)| !d.is_cdrom() && d.volid.contains(&format!("vm-{vmid}-disk-")))
+                .collect();
+            let mut updates = Vec::new();
+            for (key, mut drive) in disks {
+                let base = drive
+                    .volid
+                    .replace(&format!("vm-{vmid}-disk-"), &format!("base-{vmid}-disk-"));
+                if let Some(mut volume) = world.remove_volume(&drive.volid, &vm_node) {
+                    volume.volid = base.clone();
+                    let (storage, _) = base.split_once(':').unwrap_or_default();
+                    let scope = world.scope_for(storage, &vm_node);
+                    world
+                        .volumes
+                        .entry(scope)
+                        .or_default()
+                        .insert(base.clone(), volume);
+                }
+                drive.volid = base;
+                updates.push((key, drive.print()));
+            }
+            if let Some(vm) = world.vms.get_mut(&vmid) {
+                vm.config.extend(updates);
+                vm.config.insert("template".into(), "1".into());
+            }
+            Ok(())
+        }),
+    );
+    upid_reply(upid)
+}
+
+pub fn status_index(world: &World, call: &Call) -> ApiResult {
+    vm_on_node(world, call.node(), call.vmid())?;
+    Ok(Reply::data(subdirs(
+        "subdir",
+        &[
+            "current", "start", "stop", "reset", "shutdown", "suspend", "reboot", "resume",
+        ],
+    )))
+}
+
+pub fn status_current(world: &World, call: &Call) -> ApiResult {
+    let vm = vm_on_node(world, call.node(), call.vmid())?;
+    require(world, &format!("/vms/{}", vm.vmid), "VM.Audit")?;
+    Ok(Reply::data(vm_status_json(vm, call.now, true)))
+}
+
+fn power_task(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    call: &Call,
+    task_type: &str,
+    body: impl FnOnce(&mut World, &mut TaskLog, u32) -> Result<(), String> + Send + 'static,
+) -> ApiResult {
+    let vmid = call.vmid();
+    let upid = start_task(
+        shared,
+        world,
+        call.node(),
+        task_type,
+        &vmid.to_string(),
+        &call.token_user(),
+        Box::new(move |world, log, injected| {
+            if let Some(failure) = injected {
+                return Err(failure);
+            }
+            if !world.vms.contains_key(&vmid) {
+                return Err(format!("VM {vmid} does not exist"));
+            }
+            body(world, log, vmid)
+        }),
+    );
+    upid_reply(upid)
+}
+
+fn power_prechecks(world: &World, call: &Call) -> Result<(), ApiError> {
+    vm_on_node(world, call.node(), call.vmid())?;
+    require(world, &format!("/vms/{}", call.vmid()), "VM.PowerMgmt")?;
+    if call.params.contains_key("skiplock") {
+        return Err(ApiError::param(
+            "skiplock",
+            "Only root may use this option.",
+        ));
+    }
+    Ok(())
+}
+
+/// Boots the guest: pending changes applied, agent readiness decided from the seed.
+fn boot(world: &mut World, vmid: u32) {
+    let pid = world.alloc_pid();
+    let boot_delay = Duration::from_millis(world.timings.agent_boot_ms);
+    let Some(vm) = world.vms.get_mut(&vmid) else {
+        return;
+    };
+    let pending = std::mem::take(&mut vm.pending);
+    vm.config.extend(pending);
+    for key in std::mem::take(&mut vm.pending_delete) {
+        vm.config.remove(&key);
+    }
+    vm.running = true;
+    vm.paused = false;
+    vm.pid = pid;
+    let now = Instant::now();
+    vm.started_at = Some(now);
+    let vm = vm.clone();
+    let agent = crate::agent::evaluate_seed(world, &vm).map(|hostname| crate::world::AgentState {
+        ready_at: now + boot_delay,
+        hostname,
+    });
+    if let Some(vm) = world.vms.get_mut(&vmid) {
+        vm.agent = agent;
+    }
+}
+
+fn halt(world: &mut World, vmid: u32) {
+    if let Some(vm) = world.vms.get_mut(&vmid) {
+        vm.running = false;
+        vm.paused = false;
+        vm.agent = None;
+        vm.started_at = None;
+        vm.pid = 0;
+    }
+}
+
+pub fn start(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    power_prechecks(world, call)?;
+    power_task(shared, world, call, "qmstart", |world, log, vmid| {
+        let vm = &world.vms[&vmid];
+        let resume = vm.lock() == Some("suspended");
+        if !resume {
+            check_lock(vm)?;
+        }
+        if vm.is_template() {
+            return Err("you can't start a vm if it's a template".into());
+        }
+        if vm.running {
+            return Err(format!("VM {vmid} already running"));
+        }
+        if resume {
+            log.info("Resuming suspended VM");
+            if let Some(vm) = world.vms.get_mut(&vmid) {
+                vm.config.remove("lock");
+                vm.config.remove("vmstate");
+            }
+        }
+        boot(world, vmid);
+        Ok(())
+    })
+}
+
+pub fn stop(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    power_prechecks(world, call)?;
+    power_task(shared, world, call, "qmstop", |world, _log, vmid| {
+        check_lock(&world.vms[&vmid])?;
+        halt(world, vmid);
+        Ok(())
+    })
+}
+
+fn check_running_for(world: &World, call: &Call, verb: &str) -> Result<(), ApiError> {
+    let vm = vm_on_node(world, call.node(), call.vmid())?;
+    if !vm.running {
+        return Err(ApiError::die(format!("VM {} not running", vm.vmid)));
+    }
+    if vm.paused && !(verb == "shutdown" && call.bool("forceStop").unwrap_or(false)) {
+        return Err(ApiError::die(format!("VM is paused - cannot {verb}")));
+    }
+    Ok(())
+}
+
+pub fn shutdown(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    power_prechecks(world, call)?;
+    check_running_for(world, call, "shutdown")?;
+    power_task(shared, world, call, "qmshutdown", |world, _log, vmid| {
+        check_lock(&world.vms[&vmid])?;
+        halt(world, vmid);
+        Ok(())
+    })
+}
+
+pub fn reboot(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    power_prechecks(world, call)?;
+    check_running_for(world, call, "reboot")?;
+    power_task(shared, world, call, "qmreboot", |world, _log, vmid| {
+        check_lock(&world.vms[&vmid])?;
+        halt(world, vmid);
+        boot(world, vmid);
+        Ok(())
+    })
+}
+
+pub fn reset(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    power_prechecks(world, call)?;
+    let vm = vm_on_node(world, call.node(), call.vmid())?;
+    check_lock(vm).map_err(ApiError::die)?;
+    if !vm.running {
+        return Err(ApiError::die(format!("VM {} not running", vm.vmid)));
+    }
+    power_task(shared, world, call, "qmreset", |world, _log, vmid| {
+        halt(world, vmid);
+        boot(world, vmid);
+        Ok(())
+    })
+}
+
+pub fn suspend(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    power_prechecks(world, call)?;
+    let vm = vm_on_node(world, call.node(), call.vmid())?;
+    if !vm.running {
+        return Err(ApiError::die(format!("VM {} not running", vm.vmid)));
+    }
+    let to_disk = call.bool("todisk").unwrap_or(false);
+    power_task(
+        shared,
+        world,
+        call,
+        "qmsuspend",
+        move |world, _log, vmid| {
+            check_lock(&world.vms[&vmid])?;
+            if to_disk {
+                let node = world.vms[&vmid].node.clone();
+                halt(world, vmid);
+                if let Some(vm) = world.vms.get_mut(&vmid) {
+                    vm.config.insert("lock".into(), "suspended".into());
+                    vm.config.insert(
+                        "vmstate".into(),
+                        format!("vmdata:vm-{vmid}-state-suspend-{node}"),
+                    );
+                }
+            } else if let Some(vm) = world.vms.get_mut(&vmid) {
+                vm.paused = true;
+            }
+            Ok(())
+        },
+    )
+}
+
+pub fn resume(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    power_prechecks(world, call)?;
+    let vm = vm_on_node(world, call.node(), call.vmid())?;
+    if !vm.running {
+        return Err(ApiError::die(format!("VM {} not running", vm.vmid)));
+    }
+    power_task(shared, world, call, "qmresume", |world, _log, vmid| {
+        if let Some(vm) = world.vms.get_mut(&vmid) {
+            vm.paused = false;
+        }
+        Ok(())
+    })
+}
+
+pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    let vmid = call.vmid();
+    let node = call.node().to_string();
+    let vm = load_vm(world, &node, vmid)?;
+    require(world, &format!("/vms/{vmid}"), "VM.Allocate")?;
+    if call.params.contains_key("skiplock") {
+        return Err(ApiError::param(
+            "skiplock",
+            "Only root may use this option.",
+        ));
+    }
+    if vm.config.get("protection").is_some_and(|p| p == "1") {
+        return Err(ApiError::die(format!(
+            "can't remove VM {vmid} - protection mode enabled"
+        )));
+    }
+    if vm.running {
+        return Err(ApiError::die(format!(
+            "VM {vmid} is running - destroy failed"
+        )));
+    }
+    let unreferenced = call.bool("destroy-unreferenced-disks").unwrap_or(false);
+    let upid = start_task(
+        shared,
+        world,
+        call.node(),
+        "qmdestroy",
+        &vmid.to_string(),
+        &call.token_user(),
+        Box::new(move |world, log, injected| {
+            if let Some(failure) = injected {
+                return Err(failure);
+            }
+            let vm = world.vms.get(&vmid).ok_or_else(|| {
+                format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
+            })?;
+            if vm.lock().is_some_and(|l| l != "suspended") {
+                check_lock(vm)?;
+            }
+            let vm_node = vm.node.clone();
+            let owned: Vec<String> = vm
+                .config
+                .iter()
+                .filter(|(k, _)| is_drive_key(k) || k.as_str() == "vmstate")
+                .map(|(k, v)| {
+                    if k == "vmstate" {
+                        v.clone()
+                    } else {
+                        Drive::parse(v).volid
+                    }
+                })
+                .filter(|volid| !volid.contains(":iso/") && volid != "none")
+                .filter(|volid| {
+                    volid.contains(&format!("vm-{vmid}-"))
+                        || volid.contains(&format!("base-{vmid}-"))
+                })
+                .collect();
+            // A template's base volume may still back linked clones.
+            for volid in &owned {
+                let base = volid.split_once(':').map(|x| x.1).unwrap_or_default();
+                let in_use = world.vms.values().any(|other| {
+                    other.vmid != vmid
+                        && other
+                            .config
+                            .values()
+                            .any(|v| v.contains(&format!("{base}/")))
+                });
+                if base.starts_with("base-") && in_use {
+                    return Err(format!(
+                        "base volume '{volid}' is still in use by linked cloned"
+                    ));
+                }
+            }
+            if let Some(vm) = world.vms.get_mut(&vmid) {
+                vm.config = BTreeMap::from([("lock".to_string(), "destroyed".to_string())]);
+            }
+            for volid in owned {
+                if world.remove_volume(&volid, &vm_node).is_some() {
+                    log.info(format!("Removed volume '{volid}'"));
+                } else {
+                    log.warn(format!(
+                        "Could not remove disk '{volid}', check manually: no such volume"
+                    ));
+                }
+            }
+            if unreferenced {
+                let prefixes = [format!("vm-{vmid}-"), format!("base-{vmid}-")];
+                let mut orphans = Vec::new();
+                for (scope, vols) in &world.volumes {
+                    let visible = scope.node.as_ref().is_none_or(|n| *n == vm_node);
+                    if !visible {
+                        continue;
+                    }
+                    for (volid, volume) in vols {
+                        let name = volid.split_once(':').map(|x| x.1).unwrap_or_default();
+                        if volume.content != "iso" && prefixes.iter().any(|p| name.starts_with(p)) {
+                            orphans.push(volid.clone());
+                        }
+                    }
+                }
+                for volid in orphans {
+                    world.remove_volume(&volid, &vm_node);
+                    log.info(format!("Removed unreferenced volume '{volid}'"));
+                }
+            }
+            world.vms.remove(&vmid);
+            for pool in world.pools.values_mut() {
+                pool.vms.remove(&vmid);
+            }
+            Ok(())
+        }),
+    );
+    upid_reply(upid)
+}

@@ -1,0 +1,763 @@
+//! HTTPS transport, authentication, request parsing, faults, journal and dispatch.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+
+use crate::api::{ApiError, Call, Reply};
+use crate::world::{JournalEntry, World};
+
+/// State shared by connections and tasks.
+pub struct Shared {
+    pub world: Mutex<World>,
+    pub token_id: String,
+    pub token_secret: String,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("token_id", &self.token_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// pveproxy closes idle keep-alive connections after 5 s.
+const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(5);
+/// Non-upload request bodies above this are refused (pve-http-server).
+const MAX_BODY: usize = 512 * 1024;
+/// Uploads are streamed to disk by PVE; we keep them in memory, so cap them.
+const MAX_UPLOAD: usize = 1 << 30;
+
+/// The service error that makes hyper drop the connection without an answer.
+#[derive(Debug)]
+pub struct DropConnection;
+
+impl std::fmt::Display for DropConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection reset by fault injection")
+    }
+}
+
+impl std::error::Error for DropConnection {}
+
+pub type HttpResponse = Response<Full<Bytes>>;
+
+pub async fn serve(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                let acceptor = acceptor.clone();
+                let shared = Arc::clone(&shared);
+                connections.spawn(async move {
+                    serve_connection(stream, peer, acceptor, shared).await;
+                });
+            }
+            _ = shutdown.changed() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    shared: Arc<Shared>,
+) {
+    let _ = stream.set_nodelay(true);
+    let tls = match acceptor.accept(stream).await {
+        Ok(tls) => tls,
+        Err(err) => {
+            tracing::debug!(%peer, %err, "TLS handshake failed");
+            return;
+        }
+    };
+    let service = hyper::service::service_fn(move |req| handle(Arc::clone(&shared), req));
+    let result = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        // Armed whenever hyper waits for the next request head: an idle keep-alive
+        // connection is closed after this, as pveproxy does.
+        .header_read_timeout(KEEP_ALIVE_IDLE)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(tls), service)
+        .await;
+    if let Err(err) = result {
+        tracing::debug!(%peer, %err, "connection ended");
+    }
+}
+
+pub fn json_response(status: u16, reason: Option<&str>, body: &Value) -> HttpResponse {
+    bytes_response(
+        status,
+        reason,
+        "application/json;charset=UTF-8",
+        Bytes::from(body.to_string()),
+    )
+}
+
+fn bytes_response(
+    status: u16,
+    reason: Option<&str>,
+    content_type: &str,
+    body: Bytes,
+) -> HttpResponse {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Some(reason) = reason
+        && let Ok(phrase) = hyper::ext::ReasonPhrase::try_from(reason.as_bytes().to_vec())
+    {
+        response.extensions_mut().insert(phrase);
+    }
+    let headers = response.headers_mut();
+    headers.insert("server", HeaderValue::from_static("pve-api-daemon/3.0"));
+    if let Ok(value) = HeaderValue::from_str(content_type) {
+        headers.insert(CONTENT_TYPE, value);
+    }
+    headers.insert("cache-control", HeaderValue::from_static("max-age=0"));
+    headers.insert("pragma", HeaderValue::from_static("no-cache"));
+    response
+}
+
+pub fn plain_error(status: u16, message: &str) -> HttpResponse {
+    let reason = message.lines().next().unwrap_or_default().to_string();
+    bytes_response(
+        status,
+        Some(&reason),
+        "text/plain;charset=UTF-8",
+        Bytes::from(message.to_string()),
+    )
+}
+
+pub fn error_response(error: &ApiError) -> HttpResponse {
+    let reason = error.message.lines().next().unwrap_or_default().to_string();
+    if error.empty_body {
+        return bytes_response(
+            error.status,
+            Some(&reason),
+            "text/plain;charset=UTF-8",
+            Bytes::new(),
+        );
+    }
+    let mut body = json!({ "data": null, "message": error.message });
+    if let Some(errors) = &error.errors {
+        body["errors"] = json!(errors);
+    }
+    json_response(error.status, Some(&reason), &body)
+}
+
+fn reply_response(reply: &Reply) -> HttpResponse {
+    let mut body = json!({ "data": reply.data });
+    if let Some(total) = reply.total {
+        body["total"] = json!(total);
+    }
+    json_response(200, Some("OK"), &body)
+}
+
+/// Token auth outcome.
+enum Auth {
+    Ok,
+    NoTicket,
+    Failed,
+}
+
+fn authenticate(shared: &Shared, req: &Request<Incoming>) -> Auth {
+    let cookie_ticket = req
+        .headers()
+        .get_all("cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|c| c.split(';').any(|p| p.trim().starts_with("PVEAuthCookie=")));
+    if cookie_ticket {
+        // A ticket takes precedence over a token, and pve-sim issues no tickets.
+        return Auth::Failed;
+    }
+    let Some(header) = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Auth::NoTicket;
+    };
+    let Some(value) = extract_token(header) else {
+        return Auth::NoTicket;
+    };
+    match value.rsplit_once('=') {
+        Some((id, secret)) if id == shared.token_id && secret == shared.token_secret => Auth::Ok,
+        _ => Auth::Failed,
+    }
+}
+
+/// `(?:^|\s)PVEAPIToken(?:=| )([^;]*)`, then URI-unescaped.
+fn extract_token(header: &str) -> Option<String> {
+    let mut search = 0;
+    while let Some(found) = header[search..].find("PVEAPIToken") {
+        let at = search + found;
+        let preceded_ok = at == 0 || header[..at].ends_with(char::is_whitespace);
+        let rest = &header[at + "PVEAPIToken".len()..];
+        if preceded_ok
+            && let Some(value) = rest.strip_prefix('=').or_else(|| rest.strip_prefix(' '))
+        {
+            let value = value.split(';').next().unwrap_or_default();
+            return Some(
+                url::form_urlencoded::parse(format!("v={}", value.replace('+', "%2B")).as_bytes())
+                    .next()
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default(),
+            );
+        }
+        search = at + 1;
+    }
+    None
+}
+
+fn query_params(query: Option<&str>) -> Vec<(String, String)> {
+    query
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn header_str<'r>(req: &'r Request<Incoming>, name: &str) -> Option<&'r str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<HttpResponse, DropConnection> {
+    let path = req.uri().path().to_string();
+    if let Some(admin_path) = path.strip_prefix("/_sim/") {
+        let admin_path = admin_path.to_string();
+        return Ok(crate::admin::handle(&shared, req, &admin_path).await);
+    }
+    let method = req.method().as_str().to_string();
+    let Some(api_path) = path.strip_prefix("/api2/json").map(str::to_string) else {
+        return Ok(plain_error(501, "no such uri"));
+    };
+
+    let (latency, fault) = {
+        let mut world = shared.lock();
+        (
+            Duration::from_millis(world.faults.latency_ms),
+            match_http_fault(&mut world, &method, &api_path),
+        )
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    match fault {
+        Some(FaultAction::Reset) => {
+            journal(&shared, &method, &api_path, Map::new(), 0);
+            return Err(DropConnection);
+        }
+        Some(FaultAction::Status(status)) => {
+            journal(&shared, &method, &api_path, Map::new(), status);
+            let error = if status == 595 || status == 596 {
+                ApiError::bare(
+                    status,
+                    if status == 595 {
+                        "Connection refused"
+                    } else {
+                        "Broken pipe"
+                    },
+                )
+            } else {
+                ApiError {
+                    status,
+                    message: format!("injected fault ({status})\n"),
+                    errors: None,
+                    empty_body: false,
+                    delay: None,
+                }
+            };
+            return Ok(error_response(&error));
+        }
+        None => {}
+    }
+
+    let response = handle_api(&shared, req, &method, &api_path).await;
+    Ok(response)
+}
+
+enum FaultAction {
+    Reset,
+    Status(u16),
+}
+
+fn match_http_fault(world: &mut World, method: &str, api_path: &str) -> Option<FaultAction> {
+    for (index, fault) in world.faults.http.iter().enumerate() {
+        if fault
+            .method
+            .as_ref()
+            .is_some_and(|m| !m.eq_ignore_ascii_case(method))
+        {
+            continue;
+        }
+        let matches = regex::Regex::new(&fault.path_regex).is_ok_and(|re| re.is_match(api_path));
+        if !matches {
+            continue;
+        }
+        let hits = world.http_fault_hits.get(index).copied().unwrap_or(0);
+        if fault.count.is_some_and(|count| hits >= count) {
+            continue;
+        }
+        if fastrand::f64() >= fault.rate {
+            continue;
+        }
+        if let Some(slot) = world.http_fault_hits.get_mut(index) {
+            *slot += 1;
+        }
+        return Some(if fault.reset {
+            FaultAction::Reset
+        } else {
+            FaultAction::Status(fault.status.unwrap_or(500))
+        });
+    }
+    None
+}
+
+const SECRET_PARAMS: &[&str] = &["cipassword", "password", "new-password", "token", "secret"];
+
+fn journal(shared: &Shared, method: &str, path: &str, mut params: Map<String, Value>, status: u16) {
+    for (key, value) in params.iter_mut() {
+        if SECRET_PARAMS.contains(&key.as_str()) {
+            *value = json!("<redacted>");
+        }
+    }
+    shared.lock().journal.push(JournalEntry {
+        method: method.to_string(),
+        path: path.to_string(),
+        params,
+        status,
+    });
+}
+
+async fn finish(
+    shared: &Shared,
+    method: &str,
+    api_path: &str,
+    params: Map<String, Value>,
+    result: Result<Reply, ApiError>,
+) -> HttpResponse {
+    match result {
+        Ok(reply) => {
+            journal(shared, method, api_path, params, 200);
+            reply_response(&reply)
+        }
+        Err(error) => {
+            journal(shared, method, api_path, params, error.status);
+            if let Some(delay) = error.delay {
+                tokio::time::sleep(delay).await;
+            }
+            error_response(&error)
+        }
+    }
+}
+
+async fn handle_api(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    method: &str,
+    api_path: &str,
+) -> HttpResponse {
+    let (auth_delay, revoked) = {
+        let world = shared.lock();
+        (
+            Duration::from_millis(world.timings.auth_fail_delay_ms),
+            world.faults.token_revoked,
+        )
+    };
+    let auth_error = match authenticate(shared, &req) {
+        Auth::Ok if !revoked => None,
+        Auth::Ok | Auth::Failed => Some("Authentication failed!"),
+        Auth::NoTicket => Some("No ticket"),
+    };
+    if let Some(reason) = auth_error {
+        let error = ApiError::bare(401, reason).after(auth_delay);
+        return finish(shared, method, api_path, Map::new(), Err(error)).await;
+    }
+
+    if !matches!(method, "GET" | "POST" | "PUT" | "DELETE") {
+        let error = ApiError::bare(501, &format!("method '{method}' not available"));
+        return finish(shared, method, api_path, Map::new(), Err(error)).await;
+    }
+    if header_str(&req, "transfer-encoding")
+        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"))
+    {
+        return finish(
+            shared,
+            method,
+            api_path,
+            Map::new(),
+            Err(ApiError::bare(
+                501,
+                "chunked transfer encoding not supported",
+            )),
+        )
+        .await;
+    }
+    let content_length: usize = header_str(&req, "content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if matches!(method, "GET" | "DELETE") && content_length > 0 {
+        let error = ApiError::bare(501, &format!("Unexpected content for method '{method}'"));
+        return finish(shared, method, api_path, Map::new(), Err(error)).await;
+    }
+
+    let route = match crate::schema::route(method, api_path) {
+        Ok(route) => route,
+        Err(_) => {
+            let error = ApiError::not_implemented(method, api_path);
+            return finish(shared, method, api_path, Map::new(), Err(error)).await;
+        }
+    };
+
+    let node_error = route.path_params.get("node").and_then(|node| {
+        let world = shared.lock();
+        if world.node(node).is_none() {
+            Some(ApiError::die(format!(
+                "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
+            )))
+        } else if !world.node_online(node) {
+            Some(ApiError::bare(595, "No route to host"))
+        } else {
+            None
+        }
+    });
+    if let Some(error) = node_error {
+        return finish(shared, method, api_path, Map::new(), Err(error)).await;
+    }
+
+    let content_type = header_str(&req, "content-type")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let is_upload = route.template == "/nodes/{node}/storage/{storage}/upload";
+    let query = query_params(req.uri().query());
+    let mut params = Map::new();
+    let mut upload_data = None;
+
+    if is_upload {
+        // Permission is checked before the body is read.
+        let storage = route
+            .path_params
+            .get("storage")
+            .cloned()
+            .unwrap_or_default();
+        let permitted = shared
+            .lock()
+            .has_privilege(&format!("/storage/{storage}"), "Datastore.AllocateTemplate");
+        if !permitted {
+            let error = ApiError::perm(format!("/storage/{storage}, Datastore.AllocateTemplate"));
+            return finish(shared, method, api_path, params, Err(error)).await;
+        }
+        if header_str(&req, "content-length").is_none() {
+            return finish(
+                shared,
+                method,
+                api_path,
+                params,
+                Err(ApiError::bare(501, "missing Content-Length")),
+            )
+            .await;
+        }
+        if query.iter().any(|(k, _)| k == "tmpfilename") {
+            let error = ApiError::param(
+                "tmpfilename",
+                "property is not defined in schema and the schema does not allow additional properties",
+            );
+            return finish(shared, method, api_path, params, Err(error)).await;
+        }
+        let Some(boundary) = multipart_boundary(
+            &content_type,
+            header_str(&req, "content-type").unwrap_or_default(),
+        ) else {
+            return plain_error(
+                500,
+                &format!("upload 'Content-Type '{content_type}' not implemented"),
+            );
+        };
+        let body = match Limited::new(req.into_body(), MAX_UPLOAD).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(_) => return plain_error(500, "upload failed: body too large or interrupted"),
+        };
+        match parse_multipart(&body, &boundary) {
+            Ok((fields, file)) => {
+                for (k, v) in fields {
+                    params.insert(k, json!(v));
+                }
+                if let Some((name, data)) = file {
+                    params.insert("filename".into(), json!(name));
+                    upload_data = Some(data);
+                }
+            }
+            Err(message) => {
+                journal(shared, method, api_path, params, 500);
+                return plain_error(500, &message);
+            }
+        }
+    } else if matches!(method, "POST" | "PUT") {
+        if content_length > MAX_BODY {
+            return finish(
+                shared,
+                method,
+                api_path,
+                params,
+                Err(ApiError::bare(501, "for data too large")),
+            )
+            .await;
+        }
+        let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(_) => {
+                return finish(
+                    shared,
+                    method,
+                    api_path,
+                    params,
+                    Err(ApiError::bare(501, "for data too large")),
+                )
+                .await;
+            }
+        };
+        if content_type.is_empty() || content_type.starts_with("application/x-www-form-urlencoded")
+        {
+            for (k, v) in url::form_urlencoded::parse(&body) {
+                params.insert(k.into_owned(), json!(v.into_owned()));
+            }
+        } else if content_type.starts_with("application/json") {
+            if !body.is_empty() {
+                match serde_json::from_slice::<Value>(&body) {
+                    Ok(Value::Object(map)) => params.extend(map),
+                    _ => {
+                        let error = ApiError::die("malformed JSON string");
+                        return finish(shared, method, api_path, params, Err(error)).await;
+                    }
+                }
+            }
+        } else {
+            let error = ApiError::bare(
+                506,
+                &format!("upload 'Content-Type '{content_type}' not implemented"),
+            );
+            return finish(shared, method, api_path, params, Err(error)).await;
+        }
+    }
+    // Query parameters override body parameters.
+    for (k, v) in query {
+        params.insert(k, json!(v));
+    }
+
+    let validated = match crate::schema::validate(&route, &params) {
+        Ok(validated) => validated,
+        Err(errors) => {
+            return finish(
+                shared,
+                method,
+                api_path,
+                params,
+                Err(ApiError::params(errors)),
+            )
+            .await;
+        }
+    };
+    let (user, token_name) = shared
+        .token_id
+        .split_once('!')
+        .unwrap_or((&shared.token_id, ""));
+    let call = Call {
+        method,
+        template: route.template,
+        path: &route.path_params,
+        params: &validated,
+        user,
+        token_name,
+        now: Instant::now(),
+    };
+    let result = {
+        let mut world = shared.lock();
+        match upload_data {
+            Some(data) => crate::storage::upload(shared, &mut world, &call, data),
+            None if is_upload => Err(ApiError::param(
+                "filename",
+                "property is missing and it is not optional",
+            )),
+            None => crate::api::dispatch(shared, &mut world, &call),
+        }
+    };
+    let result = match result {
+        Ok(reply) if reply.wait.is_some() => wait_for_task(shared, reply).await,
+        other => other,
+    };
+    finish(shared, method, api_path, params, result).await
+}
+
+/// `background_delay` / `delay`: answer `null` when the task finished OK in time.
+async fn wait_for_task(shared: &Shared, reply: Reply) -> Result<Reply, ApiError> {
+    let Some(wait) = reply.wait.clone() else {
+        return Ok(reply);
+    };
+    let deadline = Instant::now() + wait.max;
+    loop {
+        let exit = shared
+            .lock()
+            .tasks
+            .get(&wait.upid)
+            .and_then(|t| t.exitstatus.clone());
+        match exit {
+            Some(exit) if crate::tasks::exit_ok(&exit) => return Ok(Reply::data(Value::Null)),
+            Some(exit) => {
+                return match wait.failure_prefix {
+                    Some(prefix) => Err(ApiError::die(format!("{prefix}{exit}"))),
+                    None => Ok(reply),
+                };
+            }
+            None if Instant::now() >= deadline => return Ok(reply),
+            None => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+fn multipart_boundary(lower: &str, original: &str) -> Option<String> {
+    if !lower.starts_with("multipart/form-data") {
+        return None;
+    }
+    let at = lower.find("boundary=")?;
+    let value = &original[at + "boundary=".len()..];
+    let value = value.split(';').next()?.trim().trim_matches('"');
+    (!value.is_empty()).then(|| value.to_string())
+}
+
+/// PVE's streaming multipart reader: fields before the file part (`content`,
+/// `checksum-algorithm`, `checksum`), then the file part, which must be named `filename`.
+/// Anything after the file part is ignored.
+#[allow(clippy::type_complexity)]
+pub fn parse_multipart(
+    body: &[u8],
+    boundary: &str,
+) -> Result<(Vec<(String, String)>, Option<(String, Bytes)>), String> {
+    let delimiter = format!("--{boundary}");
+    let mut fields = Vec::new();
+    let mut rest = body;
+    let start = find(rest, delimiter.as_bytes()).ok_or("multipart: missing boundary")?;
+    rest = &rest[start + delimiter.len()..];
+    loop {
+        if rest.starts_with(b"--") {
+            return Ok((fields, None));
+        }
+        rest = rest
+            .strip_prefix(b"\r\n")
+            .ok_or("multipart: malformed part")?;
+        let header_end = find(rest, b"\r\n\r\n").ok_or("multipart: unterminated part header")?;
+        let headers = String::from_utf8_lossy(&rest[..header_end]).to_string();
+        rest = &rest[header_end + 4..];
+        let closing = format!("\r\n{delimiter}");
+        let part_end = find(rest, closing.as_bytes()).ok_or("multipart: unterminated part")?;
+        let content = &rest[..part_end];
+        rest = &rest[part_end + closing.len()..];
+        let disposition = headers
+            .lines()
+            .find(|l| l.to_ascii_lowercase().starts_with("content-disposition:"))
+            .unwrap_or_default();
+        let name = disposition_param(disposition, "name").unwrap_or_default();
+        match disposition_param(disposition, "filename") {
+            Some(filename) => {
+                if name != "filename" {
+                    return Err(format!(
+                        "wrong field name '{name}' for file upload, expected 'filename'"
+                    ));
+                }
+                return Ok((fields, Some((filename, Bytes::copy_from_slice(content)))));
+            }
+            None => {
+                if matches!(name.as_str(), "content" | "checksum-algorithm" | "checksum") {
+                    fields.push((name, String::from_utf8_lossy(content).into_owned()));
+                }
+            }
+        }
+    }
+}
+
+fn disposition_param(disposition: &str, key: &str) -> Option<String> {
+    disposition.split(';').skip(1).find_map(|part| {
+        let (k, v) = part.trim().split_once('=')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
+    })
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Reads a full request body (admin PUTs).
+pub async fn read_body(req: Request<Incoming>) -> Result<Bytes, HttpResponse> {
+    Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .map_err(|_| plain_error(413, "body too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_header_forms() {
+        assert_eq!(
+            extract_token("PVEAPIToken=a@pve!t=s-1").as_deref(),
+            Some("a@pve!t=s-1")
+        );
+        assert_eq!(
+            extract_token("PVEAPIToken a@pve!t=s").as_deref(),
+            Some("a@pve!t=s")
+        );
+        assert_eq!(extract_token("Bearer x"), None);
+        assert_eq!(extract_token("xPVEAPIToken=a"), None);
+    }
+
+    #[test]
+    fn multipart_fields_must_precede_the_file() {
+        let body = b"--XX\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--XX\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"seed.iso\"\r\nContent-Type: application/octet-stream\r\n\r\nDATA\r\n--XX--\r\n";
+        let (fields, file) = parse_multipart(body, "XX").unwrap();
+        assert_eq!(fields, vec![("content".to_string(), "iso".to_string())]);
+        let (name, data) = file.unwrap();
+        assert_eq!(name, "seed.iso");
+        assert_eq!(&data[..], b"DATA");
+        let wrong = b"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.iso\"\r\n\r\nD\r\n--XX--\r\n";
+        assert_eq!(
+            parse_multipart(wrong, "XX").unwrap_err(),
+            "wrong field name 'file' for file upload, expected 'filename'"
+        );
+    }
+}

@@ -1,0 +1,216 @@
+//! Worker tasks: a UPID now, the work after the task type's configured run time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::server::Shared;
+use crate::world::{Task, World, unix_now};
+
+/// The body of a task, run once its time has passed. It receives the injected failure (if
+/// this task was picked by a `task_failures` fault) so it can clean up as PVE would, and
+/// returns the log lines and `Err(message)` for `TASK ERROR: message`.
+pub type TaskBody =
+    Box<dyn FnOnce(&mut World, &mut TaskLog, Option<String>) -> Result<(), String> + Send>;
+
+#[derive(Debug, Default)]
+pub struct TaskLog {
+    pub lines: Vec<String>,
+    pub warnings: u32,
+}
+
+impl TaskLog {
+    pub fn info(&mut self, line: impl Into<String>) {
+        self.lines.push(line.into());
+    }
+
+    /// `log_warn`: counted in `WARNINGS: n`.
+    pub fn warn(&mut self, line: impl AsRef<str>) {
+        self.lines.push(format!("WARN: {}", line.as_ref()));
+        self.warnings += 1;
+    }
+}
+
+/// Formats a UPID exactly as PVE's `PVE::UPID::encode` does.
+pub fn encode_upid(task: &Task) -> String {
+    format!(
+        "UPID:{}:{:08X}:{:08X}:{:08X}:{}:{}:{}:",
+        task.node,
+        task.pid,
+        task.pstart,
+        task.starttime,
+        task.task_type,
+        task.id,
+        match &task.tokenid {
+            Some(token) => format!("{}!{token}", task.user),
+            None => task.user.clone(),
+        }
+    )
+}
+
+/// The fields of a UPID, or `None` when PVE's decode regex would not match.
+pub fn decode_upid(upid: &str) -> Option<(String, String, String)> {
+    let rest = upid.strip_prefix("UPID:")?;
+    let parts: Vec<&str> = rest.split(':').collect();
+    // node, pid, pstart, starttime, type, id, user, "" (trailing colon)
+    if parts.len() != 8 || !parts[7].is_empty() {
+        return None;
+    }
+    let node = parts[0];
+    let node_ok = !node.is_empty()
+        && node.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !node.starts_with('-')
+        && !node.ends_with('-');
+    let hex = |s: &str, min: usize, max: usize| {
+        (min..=max).contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit())
+    };
+    let field_ok = |s: &str, allow_empty: bool| {
+        (allow_empty || !s.is_empty()) && !s.chars().any(|c| c == '/' || c.is_whitespace())
+    };
+    if node_ok
+        && hex(parts[1], 8, 8)
+        && hex(parts[2], 8, 9)
+        && hex(parts[3], 8, 8)
+        && field_ok(parts[4], false)
+        && field_ok(parts[5], true)
+        && field_ok(parts[6], false)
+    {
+        Some((node.to_string(), parts[4].to_string(), parts[5].to_string()))
+    } else {
+        None
+    }
+}
+
+/// Registers a running task and schedules its body. Returns the UPID.
+pub fn start_task(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    node: &str,
+    task_type: &str,
+    id: &str,
+    token_user: &str,
+    body: TaskBody,
+) -> String {
+    let (user, tokenid) = match token_user.split_once('!') {
+        Some((user, token)) => (user.to_string(), Some(token.to_string())),
+        None => (token_user.to_string(), None),
+    };
+    let pid = world.alloc_pid();
+    let task = Task {
+        upid: String::new(),
+        node: node.to_string(),
+        pid,
+        pstart: (pid as u64 * 7919 % 0x0FFF_FFFF) as u32,
+        starttime: unix_now(),
+        task_type: task_type.to_string(),
+        id: id.to_string(),
+        user,
+        tokenid,
+        log: Vec::new(),
+        exitstatus: None,
+        endtime: None,
+    };
+    let upid = encode_upid(&task);
+    world.tasks.insert(
+        upid.clone(),
+        Task {
+            upid: upid.clone(),
+            ..task
+        },
+    );
+    world.task_order.push(upid.clone());
+
+    let count = world
+        .task_counters
+        .entry(task_type.to_string())
+        .or_insert(0);
+    *count += 1;
+    let nth = *count;
+    let injected = world
+        .faults
+        .task_failures
+        .iter()
+        .find(|f| f.task_type == task_type && f.nth == nth)
+        .map(|f| f.exitstatus.clone());
+
+    let run_time = Duration::from_millis(world.timings.task(task_type));
+    let shared = Arc::clone(shared);
+    let task_upid = upid.clone();
+    tokio::spawn(async move {
+        if !run_time.is_zero() {
+            tokio::time::sleep(run_time).await;
+        }
+        let mut world = shared.world.lock().unwrap_or_else(|e| e.into_inner());
+        finish_task(&mut world, &task_upid, body, injected);
+    });
+    upid
+}
+
+fn finish_task(world: &mut World, upid: &str, body: TaskBody, injected: Option<String>) {
+    // A task stopped through DELETE .../tasks/{upid} has already ended.
+    if world.tasks.get(upid).is_none_or(|t| t.exitstatus.is_some()) {
+        return;
+    }
+    let mut log = TaskLog::default();
+    let outcome = body(world, &mut log, injected);
+    let Some(task) = world.tasks.get_mut(upid) else {
+        return;
+    };
+    task.log.append(&mut log.lines);
+    let exitstatus = match outcome {
+        Ok(()) if log.warnings == 0 => {
+            task.log.push("TASK OK".into());
+            "OK".to_string()
+        }
+        Ok(()) => {
+            task.log.push(format!("TASK WARNINGS: {}", log.warnings));
+            format!("WARNINGS: {}", log.warnings)
+        }
+        Err(message) => {
+            // PVE: trailing newline removed, inner newlines become spaces.
+            let message = message.trim_end_matches('\n').replace('\n', " ");
+            task.log.push(format!("TASK ERROR: {message}"));
+            message
+        }
+    };
+    task.exitstatus = Some(exitstatus);
+    task.endtime = Some(unix_now());
+}
+
+/// Whether a task finished successfully (`OK` or `WARNINGS: n`).
+pub fn exit_ok(exitstatus: &str) -> bool {
+    exitstatus == "OK" || exitstatus.starts_with("WARNINGS: ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upid_round_trips_through_pve_format() {
+        let task = Task {
+            upid: String::new(),
+            node: "pve1".into(),
+            pid: 0x000D6BDA,
+            pstart: 0x041E0A54,
+            starttime: 0x654A5A1D,
+            task_type: "qmclone".into(),
+            id: "9000".into(),
+            user: "terraform@pve".into(),
+            tokenid: Some("prov".into()),
+            log: vec![],
+            exitstatus: None,
+            endtime: None,
+        };
+        let upid = encode_upid(&task);
+        assert_eq!(
+            upid,
+            "UPID:pve1:000D6BDA:041E0A54:654A5A1D:qmclone:9000:terraform@pve!prov:"
+        );
+        assert_eq!(
+            decode_upid(&upid),
+            Some(("pve1".into(), "qmclone".into(), "9000".into()))
+        );
+        assert_eq!(decode_upid("UPID:pve1:nothex"), None);
+        assert!(decode_upid("UPID:pve1:00000001:00000002:00000003:imgcopy::u@pve!t:").is_some());
+    }
+}
