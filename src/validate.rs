@@ -1,0 +1,178 @@
+//! Checks on user input that need no API call, so bad input is refused at plan time,
+//! before anything is written to the cluster. Each returns a sentence for the diagnostic.
+
+use std::time::Duration;
+
+/// An endpoint must be `https://host[:port]`; PVE's API serves nothing else.
+pub fn endpoint(text: &str) -> Result<url::Url, String> {
+    let parsed = url::Url::parse(text).map_err(|e| {
+        format!("`{text}` is not a URL ({e}); write it as https://HOST:8006")
+    })?;
+    if parsed.scheme() != "https" {
+        return Err(format!(
+            "`{text}` must use https://: PVE's API is served over TLS only"
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`{text}` has no host; write it as https://HOST:8006"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err("the endpoint must not carry credentials; use api_token".into());
+    }
+    Ok(parsed)
+}
+
+/// An API token `USER@REALM!TOKENID=SECRET`. The message never repeats the secret.
+pub fn api_token(text: &str) -> Result<(), String> {
+    const SHAPE: &str = "an API token looks like USER@REALM!TOKENID=SECRET, e.g. terraform@pve!provider=xxxxxxxx-xxxx-…";
+    let Some((token_id, secret)) = text.rsplit_once('=') else {
+        return Err(format!("the token has no `=SECRET` part; {SHAPE}"));
+    };
+    let Some((user, token_name)) = token_id.split_once('!') else {
+        return Err(format!("the token id has no `!TOKENID` part; {SHAPE}"));
+    };
+    let Some((user_name, realm)) = user.split_once('@') else {
+        return Err(format!("the user has no `@REALM` part; {SHAPE}"));
+    };
+    if user_name.is_empty() || realm.is_empty() {
+        return Err(format!("the user or realm is empty; {SHAPE}"));
+    }
+    // PVE's token name rule: [A-Za-z][A-Za-z0-9.\-_]+
+    let mut chars = token_name.chars();
+    let name_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && token_name.len() >= 2
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if !name_ok {
+        return Err(format!(
+            "the token name `{token_name}` must start with a letter and use letters, digits, . - _; {SHAPE}"
+        ));
+    }
+    if secret.trim().is_empty() {
+        return Err(format!("the token secret is empty; {SHAPE}"));
+    }
+    if secret.chars().any(char::is_whitespace) {
+        return Err("the token secret contains white space (a stray newline from a file?)".into());
+    }
+    Ok(())
+}
+
+/// PEM text holding one or more certificates.
+pub fn ca_pem(text: &str) -> Result<(), String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut count = 0;
+    for cert in CertificateDer::pem_slice_iter(text.as_bytes()) {
+        cert.map_err(|e| format!("the CA is not valid PEM: {e}"))?;
+        count += 1;
+    }
+    if count == 0 {
+        return Err("the CA holds no `-----BEGIN CERTIFICATE-----` block".into());
+    }
+    Ok(())
+}
+
+/// A VM name as PVE's `dns-name` format accepts it, kept to one label so it is also a hostname.
+pub fn vm_name(name: &str) -> Result<(), String> {
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    if name.len() > 253 || !name.split('.').all(label_ok) {
+        return Err(format!(
+            "`{name}` is not a DNS name: use letters, digits and hyphens (not first or last), labels of at most 63 characters joined by dots"
+        ));
+    }
+    Ok(())
+}
+
+/// Durations as Terraform users write them: `90s`, `15m`, `1h30m`.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("`{text}` is not a duration; write it like \"90s\", \"15m\" or \"1h30m\"");
+    if text.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0u64;
+    let mut digits = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints() {
+        assert!(endpoint("https://pve1.example:8006").is_ok());
+        assert!(endpoint("https://10.0.0.1:8006/").is_ok());
+        assert!(endpoint("http://pve1:8006").unwrap_err().contains("https"));
+        assert!(endpoint("pve1:8006").is_err());
+        assert!(endpoint("https://user:pw@pve1").unwrap_err().contains("credentials"));
+        assert!(endpoint("not a url").unwrap_err().contains("not a URL"));
+    }
+
+    #[test]
+    fn tokens_and_no_secret_in_messages() {
+        assert!(api_token("terraform@pve!provider=3f0e-11aa").is_ok());
+        assert!(api_token("root@pam!tf_1.a-b=s3cr3t").is_ok());
+        for bad in [
+            "terraform@pve!provider",
+            "terraform@pve=s3cr3t",
+            "terraform!provider=s3cr3t",
+            "@pve!provider=s3cr3t",
+            "terraform@pve!1x=s3cr3t",
+            "terraform@pve!provider=",
+            "terraform@pve!provider=s3cr3t\n",
+        ] {
+            let err = api_token(bad).unwrap_err();
+            assert!(!err.contains("s3cr3t"), "{err}");
+        }
+    }
+
+    #[test]
+    fn ca_pem_needs_a_certificate() {
+        assert!(ca_pem("hello").unwrap_err().contains("BEGIN CERTIFICATE"));
+        assert!(ca_pem("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n").is_err());
+    }
+
+    #[test]
+    fn names() {
+        assert!(vm_name("edge-1").is_ok());
+        assert!(vm_name("edge-1.example").is_ok());
+        assert!(vm_name("-edge").is_err());
+        assert!(vm_name("edge_1").is_err());
+        assert!(vm_name("").is_err());
+        assert!(vm_name(&"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(duration("90s").unwrap(), Duration::from_secs(90));
+        assert!(duration("15").is_err());
+        assert!(duration("m").is_err());
+        assert!(duration("1d").is_err());
+        assert!(duration("").is_err());
+    }
+}

@@ -1,0 +1,232 @@
+//! Acceptance-test harness: drives the real `terraform` binary, fully offline, against our
+//! built provider and (by default) an in-process pve-sim.
+//!
+//! - Gated by `TF_ACC=1`; without it each test prints why it skipped and passes.
+//! - Terraform comes from `TF_ACC_TERRAFORM_PATH` or the PATH.
+//! - The provider is installed through a `filesystem_mirror` for `registry.terraform.io/proxyvm/proxmox`
+//!   with no `direct {}` block, so `terraform init` never reaches a registry.
+//! - With `PROXMOX_VE_ENDPOINT` and `PROXMOX_VE_API_TOKEN` set, tests that need no simulator
+//!   internals run against that real PVE host instead.
+
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+pub const PROVIDER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Returns false (and says so) when acceptance tests are not enabled.
+pub fn acceptance_enabled(test: &str) -> bool {
+    if std::env::var("TF_ACC").is_ok_and(|v| !v.is_empty() && v != "0") {
+        return true;
+    }
+    eprintln!("skipped {test}: set TF_ACC=1 to run terraform-driven acceptance tests");
+    false
+}
+
+pub fn terraform_path() -> PathBuf {
+    if let Ok(path) = std::env::var("TF_ACC_TERRAFORM_PATH") {
+        return PathBuf::from(path);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("terraform"))
+                .find(|candidate| candidate.is_file())
+        })
+        .expect("TF_ACC=1 but no terraform on the PATH and no TF_ACC_TERRAFORM_PATH")
+}
+
+/// Where the credentials of the cluster under test come from.
+#[derive(Clone)]
+pub struct Target {
+    pub endpoint: String,
+    pub token: String,
+    pub ca_pem: Option<String>,
+}
+
+/// A temp working directory with a CLI config whose only provider source is a local mirror
+/// holding the provider binary that cargo built for this test run.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+    pub target: Target,
+    extra_env: Vec<(String, String)>,
+}
+
+impl Workspace {
+    pub fn new(target: Target) -> Self {
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        std::fs::create_dir_all(base).unwrap();
+        let dir = tempfile::Builder::new().prefix("acc-").tempdir_in(base).unwrap();
+        let mirror_dir = dir
+            .path()
+            .join("mirror/registry.terraform.io/proxyvm/proxmox")
+            .join(PROVIDER_VERSION)
+            .join(platform());
+        std::fs::create_dir_all(&mirror_dir).unwrap();
+        let installed = mirror_dir.join(format!("terraform-provider-proxmox_v{PROVIDER_VERSION}"));
+        let built = Path::new(env!("CARGO_BIN_EXE_terraform-provider-proxmox"));
+        // A hard link is instant; fall back to a copy across file systems.
+        if std::fs::hard_link(built, &installed).is_err() {
+            std::fs::copy(built, &installed).unwrap();
+        }
+        let cli_config = format!(
+            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"registry.terraform.io/proxyvm/proxmox\"]\n  }}\n}}\n",
+            dir.path().join("mirror").display()
+        );
+        std::fs::write(dir.path().join("cli.tfrc"), cli_config).unwrap();
+        std::fs::create_dir_all(dir.path().join("work")).unwrap();
+        Self { dir, target, extra_env: Vec::new() }
+    }
+
+    pub fn work_dir(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.extra_env.push((key.into(), value.into()));
+    }
+
+    /// Writes `main.tf` (replacing the previous configuration).
+    pub fn write_main_tf(&self, hcl: &str) {
+        std::fs::write(self.work_dir().join("main.tf"), hcl).unwrap();
+    }
+
+    /// The `terraform { required_providers … }` block every configuration starts with.
+    pub fn preamble() -> String {
+        format!(
+            "terraform {{\n  required_providers {{\n    proxmox = {{\n      source  = \"proxyvm/proxmox\"\n      version = \"{PROVIDER_VERSION}\"\n    }}\n  }}\n}}\n"
+        )
+    }
+
+    /// Runs terraform with the given arguments; the provider gets the target through the
+    /// documented environment variables.
+    pub async fn terraform(&self, args: &[&str]) -> TfOutput {
+        let mut cmd = tokio::process::Command::new(terraform_path());
+        cmd.args(args)
+            .current_dir(self.work_dir())
+            .env("TF_CLI_CONFIG_FILE", self.dir.path().join("cli.tfrc"))
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("TF_IN_AUTOMATION", "1")
+            .env("PROXMOX_VE_ENDPOINT", &self.target.endpoint)
+            .env("PROXMOX_VE_API_TOKEN", &self.target.token)
+            .env_remove("TF_LOG")
+            .env_remove("TF_LOG_PROVIDER")
+            .kill_on_drop(true);
+        match &self.target.ca_pem {
+            Some(pem) => cmd.env("PROXMOX_VE_CA_CERT", pem),
+            None => cmd.env_remove("PROXMOX_VE_CA_CERT"),
+        };
+        for (key, value) in &self.extra_env {
+            cmd.env(key, value);
+        }
+        let output = cmd.output().await.expect("terraform could not be started");
+        TfOutput { args: args.iter().map(|a| a.to_string()).collect(), output }
+    }
+
+    pub async fn init(&self) {
+        self.terraform(&["init", "-input=false", "-no-color"]).await.success();
+    }
+
+    pub async fn apply(&self) -> TfOutput {
+        self.terraform(&["apply", "-auto-approve", "-input=false", "-no-color"])
+            .await
+    }
+
+    pub async fn destroy(&self) -> TfOutput {
+        self.terraform(&["destroy", "-auto-approve", "-input=false", "-no-color"])
+            .await
+    }
+
+    /// Asserts that both a `-refresh=false` plan and a refreshing plan propose nothing.
+    pub async fn assert_plans_empty(&self) {
+        for refresh in ["-refresh=false", "-refresh=true"] {
+            let out = self
+                .terraform(&["plan", "-detailed-exitcode", "-input=false", "-no-color", refresh])
+                .await;
+            assert_eq!(
+                out.code(),
+                0,
+                "plan {refresh} is not empty (exit {}):\n{}",
+                out.code(),
+                out.all_text()
+            );
+        }
+    }
+
+    /// `terraform show -json` of the current state.
+    pub async fn state(&self) -> serde_json::Value {
+        let out = self.terraform(&["show", "-json", "-no-color"]).await.success();
+        serde_json::from_str(&out.stdout()).expect("terraform show -json printed no JSON")
+    }
+}
+
+fn platform() -> String {
+    let os = std::env::consts::OS;
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{os}_{arch}")
+}
+
+pub struct TfOutput {
+    pub args: Vec<String>,
+    pub output: Output,
+}
+
+impl TfOutput {
+    pub fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    pub fn all_text(&self) -> String {
+        format!("--- stdout\n{}\n--- stderr\n{}", self.stdout(), self.stderr())
+    }
+    #[track_caller]
+    pub fn success(self) -> Self {
+        assert!(
+            self.output.status.success(),
+            "terraform {} failed:\n{}",
+            self.args.join(" "),
+            self.all_text()
+        );
+        self
+    }
+    #[track_caller]
+    pub fn failure(self) -> Self {
+        assert!(
+            !self.output.status.success(),
+            "terraform {} succeeded but should have failed:\n{}",
+            self.args.join(" "),
+            self.all_text()
+        );
+        self
+    }
+}
+
+/// The real PVE host named by the environment, if any.
+pub fn real_pve_target() -> Option<Target> {
+    let endpoint = std::env::var("PROXMOX_VE_ENDPOINT").ok()?;
+    let token = std::env::var("PROXMOX_VE_API_TOKEN").ok()?;
+    Some(Target { endpoint, token, ca_pem: std::env::var("PROXMOX_VE_CA_CERT").ok() })
+}
+
+/// A simulator on a free loopback port, living as long as the returned value.
+pub async fn start_sim(config: pvesim::SimConfig) -> (pvesim::Sim, Target) {
+    let sim = pvesim::Sim::start(config, "127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .expect("pve-sim did not start");
+    let target = Target {
+        endpoint: sim.endpoint().to_owned(),
+        token: sim.token().to_owned(),
+        ca_pem: Some(sim.ca_pem().to_owned()),
+    };
+    (sim, target)
+}
