@@ -1,0 +1,369 @@
+//! The traits a provider implements, and what each call receives and returns.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::codec::json_value;
+use crate::diag::{AttributePath, Diagnostic, Diagnostics};
+use crate::plan;
+use crate::schema::Schema;
+use crate::value::Value;
+
+/// Observes Terraform's `StopProvider` (Ctrl-C): long operations should poll
+/// [`StopSignal::is_stopped`] or race their work against [`StopSignal::stopped`]
+/// and return promptly with an error diagnostic.
+#[derive(Clone, Debug)]
+pub struct StopSignal {
+    receiver: watch::Receiver<bool>,
+    /// Keeps the channel open for signals that nothing will ever raise.
+    _never_sender: Option<Arc<watch::Sender<bool>>>,
+}
+
+impl StopSignal {
+    /// Whether Terraform asked to stop.
+    pub fn is_stopped(&self) -> bool {
+        *self.receiver.borrow()
+    }
+
+    /// Completes when Terraform asks to stop (never, if it does not).
+    pub async fn stopped(&self) {
+        let mut receiver = self.receiver.clone();
+        if receiver.wait_for(|stopped| *stopped).await.is_err() {
+            // The server replaced its sender after raising this signal, so the
+            // last value was already seen; nothing can raise it any more.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// A signal that is never raised (for tests and tools).
+    pub fn never() -> StopSignal {
+        let (sender, receiver) = watch::channel(false);
+        StopSignal {
+            receiver,
+            _never_sender: Some(Arc::new(sender)),
+        }
+    }
+}
+
+/// Raises [`StopSignal`]s. Each `StopProvider` stops the calls in flight; calls
+/// that start afterwards get a fresh signal, as Terraform's own SDK does.
+#[derive(Debug)]
+pub(crate) struct StopSource {
+    current: std::sync::Mutex<watch::Sender<bool>>,
+}
+
+impl StopSource {
+    pub(crate) fn new() -> StopSource {
+        StopSource {
+            current: std::sync::Mutex::new(watch::channel(false).0),
+        }
+    }
+
+    pub(crate) fn signal(&self) -> StopSignal {
+        let sender = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        StopSignal {
+            receiver: sender.subscribe(),
+            _never_sender: None,
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        let mut sender = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        sender.send_replace(true);
+        *sender = watch::channel(false).0;
+    }
+}
+
+/// What every call receives.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// Raised when Terraform sends `StopProvider`.
+    pub stop: StopSignal,
+    /// The RPC being served, e.g. `PlanResourceChange` (for logs).
+    pub rpc: &'static str,
+}
+
+impl Context {
+    /// A context for calling trait methods outside a server (tests, tools).
+    pub fn detached(rpc: &'static str) -> Context {
+        Context {
+            stop: StopSignal::never(),
+            rpc,
+        }
+    }
+}
+
+/// A Terraform provider: its configuration block plus its resources and data sources.
+#[tonic::async_trait]
+pub trait Provider: Send + Sync + 'static {
+    /// The `provider "..." {}` block.
+    fn schema(&self) -> Schema;
+
+    /// Checks the provider block without side effects. Values may be unknown.
+    async fn validate_config(&self, _ctx: &Context, _config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
+    /// Configures the provider (called once per process before resource calls
+    /// that need it). `terraform_version` is the client's version string.
+    async fn configure(
+        &self,
+        ctx: &Context,
+        terraform_version: &str,
+        config: &Value,
+    ) -> Diagnostics;
+
+    /// Managed resources. Called once; each is keyed by its [`Resource::type_name`].
+    fn resources(&self) -> Vec<Arc<dyn Resource>>;
+
+    /// Data sources. Called once; each is keyed by its [`DataSource::type_name`].
+    fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
+        Vec::new()
+    }
+}
+
+/// `PlanResourceChange` input. `prior_state` is null on create; the server
+/// answers destroy plans (`proposed_new_state` null) itself.
+#[derive(Clone, Debug)]
+pub struct PlanRequest {
+    /// State before the change (null when creating).
+    pub prior_state: Value,
+    /// Terraform's merge of config and prior state.
+    pub proposed_new_state: Value,
+    /// The configuration as written (may contain unknowns).
+    pub config: Value,
+    /// Private bytes saved with the prior state.
+    pub prior_private: Vec<u8>,
+}
+
+/// `PlanResourceChange` output.
+#[derive(Clone, Debug, Default)]
+pub struct PlanResponse {
+    /// The planned new state; unknown where the value is only known after apply.
+    pub planned_state: Value,
+    /// Paths whose change forces replacement.
+    pub requires_replace: Vec<AttributePath>,
+    /// Private bytes handed to apply.
+    pub planned_private: Vec<u8>,
+    /// Problems found.
+    pub diagnostics: Diagnostics,
+}
+
+/// `ApplyResourceChange` input: create when `prior_state` is null, delete
+/// when `planned_state` is null, update otherwise.
+#[derive(Clone, Debug)]
+pub struct ApplyRequest {
+    /// State before the change (null when creating).
+    pub prior_state: Value,
+    /// The plan (null when deleting).
+    pub planned_state: Value,
+    /// The configuration (null when deleting).
+    pub config: Value,
+    /// Private bytes from the plan.
+    pub planned_private: Vec<u8>,
+}
+
+impl ApplyRequest {
+    /// What kind of change this is.
+    pub fn action(&self) -> ApplyAction {
+        if self.prior_state.is_null() {
+            ApplyAction::Create
+        } else if self.planned_state.is_null() {
+            ApplyAction::Delete
+        } else {
+            ApplyAction::Update
+        }
+    }
+}
+
+/// The kind of change an apply performs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApplyAction {
+    /// Prior state is null.
+    Create,
+    /// Both are non-null.
+    Update,
+    /// Planned state is null.
+    Delete,
+}
+
+/// `ApplyResourceChange` output.
+#[derive(Clone, Debug, Default)]
+pub struct ApplyResponse {
+    /// The new state: wholly known; null after a delete. With errors, a
+    /// non-null state is still saved (a half-created object is not orphaned).
+    pub new_state: Value,
+    /// Private bytes saved with the state.
+    pub private: Vec<u8>,
+    /// Problems found.
+    pub diagnostics: Diagnostics,
+}
+
+/// `ReadResource` input.
+#[derive(Clone, Debug)]
+pub struct ReadRequest {
+    /// The state Terraform holds.
+    pub current_state: Value,
+    /// Private bytes saved with it.
+    pub private: Vec<u8>,
+}
+
+/// `ReadResource` output.
+#[derive(Clone, Debug, Default)]
+pub struct ReadResponse {
+    /// The refreshed state, or null when the object is gone.
+    pub new_state: Value,
+    /// Private bytes to keep.
+    pub private: Vec<u8>,
+    /// Problems found.
+    pub diagnostics: Diagnostics,
+}
+
+/// One object produced by an import.
+#[derive(Clone, Debug)]
+pub struct ImportedResource {
+    /// Its resource type name.
+    pub type_name: String,
+    /// Its state (Terraform calls read on it next).
+    pub state: Value,
+    /// Its private bytes.
+    pub private: Vec<u8>,
+}
+
+/// `ImportResourceState` output.
+#[derive(Clone, Debug, Default)]
+pub struct ImportResponse {
+    /// The imported objects.
+    pub imported: Vec<ImportedResource>,
+    /// Problems found.
+    pub diagnostics: Diagnostics,
+}
+
+/// `UpgradeResourceState` input.
+#[derive(Clone, Debug)]
+pub struct UpgradeRequest {
+    /// Schema version the state was written with.
+    pub version: i64,
+    /// The stored state as JSON, in that version's shape.
+    pub raw_state_json: Vec<u8>,
+}
+
+/// `UpgradeResourceState` output.
+#[derive(Clone, Debug, Default)]
+pub struct UpgradeResponse {
+    /// The state in the current schema, wholly known.
+    pub upgraded_state: Value,
+    /// Problems found.
+    pub diagnostics: Diagnostics,
+}
+
+/// A managed resource type.
+#[tonic::async_trait]
+pub trait Resource: Send + Sync + 'static {
+    /// Full type name, e.g. `example_thing`.
+    fn type_name(&self) -> &str;
+
+    /// Its schema.
+    fn schema(&self) -> Schema;
+
+    /// Checks configuration without side effects. Values may be unknown.
+    async fn validate(&self, _ctx: &Context, _config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
+    /// Plans a create or update. The default keeps Terraform's proposal and
+    /// marks computed attributes unknown on create (see [`plan::plan_computed`]).
+    async fn plan(&self, _ctx: &Context, request: PlanRequest) -> PlanResponse {
+        PlanResponse {
+            planned_state: plan::plan_computed(
+                &self.schema().block,
+                &request.prior_state,
+                &request.proposed_new_state,
+            ),
+            planned_private: request.prior_private,
+            ..PlanResponse::default()
+        }
+    }
+
+    /// Creates, updates or deletes (see [`ApplyRequest::action`]).
+    async fn apply(&self, ctx: &Context, request: ApplyRequest) -> ApplyResponse;
+
+    /// Refreshes the state from the real object.
+    async fn read(&self, ctx: &Context, request: ReadRequest) -> ReadResponse;
+
+    /// Imports an existing object by id. The default refuses.
+    async fn import(&self, _ctx: &Context, id: &str) -> ImportResponse {
+        ImportResponse {
+            imported: Vec::new(),
+            diagnostics: Diagnostic::error(
+                "Import not supported",
+                format!(
+                    "The resource type {} cannot import existing objects (id {id:?}).",
+                    self.type_name()
+                ),
+            )
+            .into(),
+        }
+    }
+
+    /// Upgrades stored state to the current schema. The default decodes the
+    /// stored JSON with the current schema (attributes no longer in it are
+    /// dropped), which suits schemas that only gained attributes.
+    async fn upgrade_state(&self, _ctx: &Context, request: UpgradeRequest) -> UpgradeResponse {
+        upgrade_with_current_schema(&self.schema(), &request)
+    }
+}
+
+/// The default state upgrade: decode the stored JSON with the current schema.
+pub fn upgrade_with_current_schema(schema: &Schema, request: &UpgradeRequest) -> UpgradeResponse {
+    let mut response = UpgradeResponse::default();
+    if request.version > schema.version {
+        response.diagnostics.error(
+            "State is from a newer provider",
+            format!(
+                "The stored state has schema version {}, but this provider only knows \
+                 versions up to {}. Upgrade the provider.",
+                request.version, schema.version
+            ),
+        );
+        return response;
+    }
+    let parsed = serde_json::from_slice::<serde_json::Value>(&request.raw_state_json)
+        .map_err(|e| e.to_string())
+        .and_then(|json| json_value(&json, &schema.value_type()).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(state) => response.upgraded_state = state,
+        Err(error) => response
+            .diagnostics
+            .error("Stored state cannot be read", error),
+    }
+    response
+}
+
+/// `ReadDataSource` output.
+#[derive(Clone, Debug, Default)]
+pub struct DataSourceResponse {
+    /// The state: the config plus computed values, wholly known.
+    pub state: Value,
+    /// Problems found.
+    pub diagnostics: Diagnostics,
+}
+
+/// A data source type.
+#[tonic::async_trait]
+pub trait DataSource: Send + Sync + 'static {
+    /// Full type name, e.g. `example_health`.
+    fn type_name(&self) -> &str;
+
+    /// Its schema.
+    fn schema(&self) -> Schema;
+
+    /// Checks configuration without side effects. Values may be unknown.
+    async fn validate(&self, _ctx: &Context, _config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
+    /// Reads the data.
+    async fn read(&self, ctx: &Context, config: &Value) -> DataSourceResponse;
+}

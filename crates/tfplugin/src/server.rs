@@ -1,0 +1,734 @@
+//! The gRPC services: tfplugin6.Provider over the [`Provider`] traits, plus
+//! go-plugin's controller and stdio services and gRPC health.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use tokio::sync::watch;
+use tonic::{Request, Response, Status};
+use tracing::Instrument as _;
+
+use crate::codec::{decode_dynamic_value, encode_dynamic_value};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::proto::health;
+use crate::proto::plugin;
+use crate::proto::tfplugin6 as pb;
+use crate::provider::{
+    ApplyRequest, Context, DataSource, PlanRequest, Provider, ReadRequest, Resource, StopSource,
+    UpgradeRequest,
+};
+use crate::schema::Schema;
+use crate::value::{Type, Value};
+
+/// Everything derived from the provider once, on first use (not at start-up:
+/// the handshake is on every Terraform command's critical path).
+struct Registry {
+    provider_schema: Schema,
+    provider_type: Type,
+    resources: BTreeMap<String, Entry<dyn Resource>>,
+    data_sources: BTreeMap<String, Entry<dyn DataSource>>,
+}
+
+struct Entry<T: ?Sized> {
+    implementation: Arc<T>,
+    schema: Schema,
+    value_type: Type,
+}
+
+/// The tfplugin6.Provider service.
+pub(crate) struct ProviderService {
+    provider: Arc<dyn Provider>,
+    registry: OnceLock<Registry>,
+    stop: StopSource,
+    next_request_id: AtomicU64,
+}
+
+impl ProviderService {
+    pub(crate) fn new(provider: Arc<dyn Provider>) -> ProviderService {
+        ProviderService {
+            provider,
+            registry: OnceLock::new(),
+            stop: StopSource::new(),
+            next_request_id: AtomicU64::new(1),
+        }
+    }
+
+    fn registry(&self) -> &Registry {
+        self.registry.get_or_init(|| {
+            let provider_schema = self.provider.schema();
+            let resources = self
+                .provider
+                .resources()
+                .into_iter()
+                .map(|resource| {
+                    let schema = resource.schema();
+                    let entry = Entry {
+                        value_type: schema.value_type(),
+                        schema,
+                        implementation: resource,
+                    };
+                    (entry.implementation.type_name().to_owned(), entry)
+                })
+                .collect();
+            let data_sources = self
+                .provider
+                .data_sources()
+                .into_iter()
+                .map(|data_source| {
+                    let schema = data_source.schema();
+                    let entry = Entry {
+                        value_type: schema.value_type(),
+                        schema,
+                        implementation: data_source,
+                    };
+                    (entry.implementation.type_name().to_owned(), entry)
+                })
+                .collect();
+            Registry {
+                provider_type: provider_schema.value_type(),
+                provider_schema,
+                resources,
+                data_sources,
+            }
+        })
+    }
+
+    fn context(&self, rpc: &'static str) -> Context {
+        Context {
+            stop: self.stop.signal(),
+            rpc,
+        }
+    }
+
+    fn span(&self, rpc: &'static str, type_name: &str) -> tracing::Span {
+        let request_id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
+        tracing::debug_span!(
+            "rpc",
+            tf_rpc = rpc,
+            tf_req_id = request_id,
+            tf_resource_type = type_name
+        )
+    }
+
+    fn resource(&self, type_name: &str) -> Result<&Entry<dyn Resource>, Diagnostics> {
+        self.registry().resources.get(type_name).ok_or_else(|| {
+            Diagnostic::error(
+                "Unknown resource type",
+                format!("This provider has no resource type {type_name:?}."),
+            )
+            .into()
+        })
+    }
+
+    fn data_source(&self, type_name: &str) -> Result<&Entry<dyn DataSource>, Diagnostics> {
+        self.registry().data_sources.get(type_name).ok_or_else(|| {
+            Diagnostic::error(
+                "Unknown data source type",
+                format!("This provider has no data source type {type_name:?}."),
+            )
+            .into()
+        })
+    }
+}
+
+fn capabilities() -> pb::ServerCapabilities {
+    pb::ServerCapabilities {
+        plan_destroy: true,
+        get_provider_schema_optional: true,
+        move_resource_state: false,
+    }
+}
+
+fn decode(value: Option<&pb::DynamicValue>, ty: &Type, what: &str) -> Result<Value, Diagnostics> {
+    match value {
+        None => Ok(Value::Null),
+        Some(value) => decode_dynamic_value(value, ty).map_err(|error| {
+            Diagnostic::error(
+                format!("Invalid {what} received from Terraform"),
+                error.to_string(),
+            )
+            .into()
+        }),
+    }
+}
+
+/// Encodes a value we return; a failure is a bug in the provider and becomes
+/// an error diagnostic instead of a panic.
+fn encode(
+    value: &Value,
+    ty: &Type,
+    what: &str,
+    diagnostics: &mut Diagnostics,
+) -> Option<pb::DynamicValue> {
+    match encode_dynamic_value(value, ty) {
+        Ok(encoded) => Some(encoded),
+        Err(error) => {
+            diagnostics.error(
+                format!("Provider produced an invalid {what}"),
+                format!(
+                    "The {what} does not match the schema: {error}. This is a bug in the provider."
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn log_result(started: Instant, diagnostics: &Diagnostics) {
+    let errors = diagnostics
+        .iter()
+        .filter(|d| d.severity == crate::Severity::Error)
+        .count();
+    tracing::debug!(
+        tf_req_duration_ms = started.elapsed().as_millis() as u64,
+        diagnostic_error_count = errors,
+        diagnostic_warning_count = diagnostics.0.len() - errors,
+        "Served request"
+    );
+}
+
+type RpcResult<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl pb::provider_server::Provider for ProviderService {
+    async fn get_metadata(
+        &self,
+        _request: Request<pb::get_metadata::Request>,
+    ) -> RpcResult<pb::get_metadata::Response> {
+        let registry = self.registry();
+        Ok(Response::new(pb::get_metadata::Response {
+            server_capabilities: Some(capabilities()),
+            diagnostics: Vec::new(),
+            data_sources: registry
+                .data_sources
+                .keys()
+                .map(|name| pb::get_metadata::DataSourceMetadata {
+                    type_name: name.clone(),
+                })
+                .collect(),
+            resources: registry
+                .resources
+                .keys()
+                .map(|name| pb::get_metadata::ResourceMetadata {
+                    type_name: name.clone(),
+                })
+                .collect(),
+            functions: Vec::new(),
+            ephemeral_resources: Vec::new(),
+        }))
+    }
+
+    async fn get_provider_schema(
+        &self,
+        _request: Request<pb::get_provider_schema::Request>,
+    ) -> RpcResult<pb::get_provider_schema::Response> {
+        let span = self.span("GetProviderSchema", "");
+        let _entered = span.enter();
+        let registry = self.registry();
+        tracing::debug!(
+            resources = registry.resources.len(),
+            data_sources = registry.data_sources.len(),
+            "Serving provider schema"
+        );
+        Ok(Response::new(pb::get_provider_schema::Response {
+            provider: Some(registry.provider_schema.to_proto()),
+            resource_schemas: registry
+                .resources
+                .iter()
+                .map(|(name, entry)| (name.clone(), entry.schema.to_proto()))
+                .collect(),
+            data_source_schemas: registry
+                .data_sources
+                .iter()
+                .map(|(name, entry)| (name.clone(), entry.schema.to_proto()))
+                .collect(),
+            server_capabilities: Some(capabilities()),
+            ..Default::default()
+        }))
+    }
+
+    async fn validate_provider_config(
+        &self,
+        request: Request<pb::validate_provider_config::Request>,
+    ) -> RpcResult<pb::validate_provider_config::Response> {
+        let request = request.into_inner();
+        let rpc = "ValidateProviderConfig";
+        let diagnostics = async {
+            let started = Instant::now();
+            let ty = &self.registry().provider_type;
+            let diagnostics = match decode(request.config.as_ref(), ty, "provider configuration") {
+                Ok(config) => {
+                    self.provider
+                        .validate_config(&self.context(rpc), &config)
+                        .await
+                }
+                Err(diagnostics) => diagnostics,
+            };
+            log_result(started, &diagnostics);
+            diagnostics
+        }
+        .instrument(self.span(rpc, ""))
+        .await;
+        Ok(Response::new(pb::validate_provider_config::Response {
+            diagnostics: diagnostics.to_proto(),
+        }))
+    }
+
+    async fn configure_provider(
+        &self,
+        request: Request<pb::configure_provider::Request>,
+    ) -> RpcResult<pb::configure_provider::Response> {
+        let request = request.into_inner();
+        let rpc = "ConfigureProvider";
+        let diagnostics = async {
+            let started = Instant::now();
+            let ty = &self.registry().provider_type;
+            let diagnostics = match decode(request.config.as_ref(), ty, "provider configuration") {
+                Ok(config) => {
+                    self.provider
+                        .configure(&self.context(rpc), &request.terraform_version, &config)
+                        .await
+                }
+                Err(diagnostics) => diagnostics,
+            };
+            log_result(started, &diagnostics);
+            diagnostics
+        }
+        .instrument(self.span(rpc, ""))
+        .await;
+        Ok(Response::new(pb::configure_provider::Response {
+            diagnostics: diagnostics.to_proto(),
+        }))
+    }
+
+    async fn validate_resource_config(
+        &self,
+        request: Request<pb::validate_resource_config::Request>,
+    ) -> RpcResult<pb::validate_resource_config::Response> {
+        let request = request.into_inner();
+        let rpc = "ValidateResourceConfig";
+        let diagnostics = async {
+            let started = Instant::now();
+            let result = async {
+                let entry = self.resource(&request.type_name)?;
+                let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
+                Ok::<_, Diagnostics>(
+                    entry
+                        .implementation
+                        .validate(&self.context(rpc), &config)
+                        .await,
+                )
+            }
+            .await;
+            let diagnostics = result.unwrap_or_else(|d| d);
+            log_result(started, &diagnostics);
+            diagnostics
+        }
+        .instrument(self.span(rpc, &request.type_name))
+        .await;
+        Ok(Response::new(pb::validate_resource_config::Response {
+            diagnostics: diagnostics.to_proto(),
+        }))
+    }
+
+    async fn validate_data_resource_config(
+        &self,
+        request: Request<pb::validate_data_resource_config::Request>,
+    ) -> RpcResult<pb::validate_data_resource_config::Response> {
+        let request = request.into_inner();
+        let rpc = "ValidateDataResourceConfig";
+        let diagnostics = async {
+            let started = Instant::now();
+            let result = async {
+                let entry = self.data_source(&request.type_name)?;
+                let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
+                Ok::<_, Diagnostics>(
+                    entry
+                        .implementation
+                        .validate(&self.context(rpc), &config)
+                        .await,
+                )
+            }
+            .await;
+            let diagnostics = result.unwrap_or_else(|d| d);
+            log_result(started, &diagnostics);
+            diagnostics
+        }
+        .instrument(self.span(rpc, &request.type_name))
+        .await;
+        Ok(Response::new(pb::validate_data_resource_config::Response {
+            diagnostics: diagnostics.to_proto(),
+        }))
+    }
+
+    async fn upgrade_resource_state(
+        &self,
+        request: Request<pb::upgrade_resource_state::Request>,
+    ) -> RpcResult<pb::upgrade_resource_state::Response> {
+        let request = request.into_inner();
+        let rpc = "UpgradeResourceState";
+        let response = async {
+            let started = Instant::now();
+            let mut response = pb::upgrade_resource_state::Response::default();
+            let mut diagnostics = Diagnostics::new();
+            match self.resource(&request.type_name) {
+                Err(d) => diagnostics = d,
+                Ok(entry) => {
+                    let raw = request.raw_state.unwrap_or_default();
+                    if raw.json.is_empty() && !raw.flatmap.is_empty() {
+                        diagnostics.error(
+                            "Unsupported state format",
+                            "The stored state uses the pre-0.12 flatmap format, which this provider cannot read.",
+                        );
+                    } else if raw.json.is_empty() {
+                        response.upgraded_state =
+                            encode(&Value::Null, &entry.value_type, "upgraded state", &mut diagnostics);
+                    } else {
+                        let upgraded = entry
+                            .implementation
+                            .upgrade_state(
+                                &self.context(rpc),
+                                UpgradeRequest {
+                                    version: request.version,
+                                    raw_state_json: raw.json,
+                                },
+                            )
+                            .await;
+                        diagnostics = upgraded.diagnostics;
+                        if !upgraded.upgraded_state.is_wholly_known() {
+                            diagnostics.error(
+                                "Provider produced an invalid upgraded state",
+                                "The upgraded state contains unknown values. This is a bug in the provider.",
+                            );
+                        } else if !diagnostics.has_errors() {
+                            response.upgraded_state = encode(
+                                &upgraded.upgraded_state,
+                                &entry.value_type,
+                                "upgraded state",
+                                &mut diagnostics,
+                            );
+                        }
+                    }
+                }
+            }
+            log_result(started, &diagnostics);
+            response.diagnostics = diagnostics.to_proto();
+            response
+        }
+        .instrument(self.span(rpc, &request.type_name))
+        .await;
+        Ok(Response::new(response))
+    }
+
+    async fn get_resource_identity_schemas(
+        &self,
+        _request: Request<pb::get_resource_identity_schemas::Request>,
+    ) -> RpcResult<pb::get_resource_identity_schemas::Response> {
+        // No resource has an identity schema yet; an empty map says so.
+        Ok(Response::new(
+            pb::get_resource_identity_schemas::Response::default(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: Request<pb::read_resource::Request>,
+    ) -> RpcResult<pb::read_resource::Response> {
+        let request = request.into_inner();
+        let rpc = "ReadResource";
+        let response = async {
+            let started = Instant::now();
+            let mut response = pb::read_resource::Response::default();
+            let result = async {
+                let entry = self.resource(&request.type_name)?;
+                let current_state = decode(
+                    request.current_state.as_ref(),
+                    &entry.value_type,
+                    "current state",
+                )?;
+                let read = entry
+                    .implementation
+                    .read(
+                        &self.context(rpc),
+                        ReadRequest {
+                            current_state,
+                            private: request.private,
+                        },
+                    )
+                    .await;
+                let mut diagnostics = read.diagnostics;
+                response.new_state = encode(
+                    &read.new_state,
+                    &entry.value_type,
+                    "state",
+                    &mut diagnostics,
+                );
+                response.private = read.private;
+                Ok::<_, Diagnostics>(diagnostics)
+            }
+            .await;
+            let diagnostics = result.unwrap_or_else(|d| d);
+            log_result(started, &diagnostics);
+            response.diagnostics = diagnostics.to_proto();
+            response
+        }
+        .instrument(self.span(rpc, &request.type_name))
+        .await;
+        Ok(Response::new(response))
+    }
+
+    async fn plan_resource_change(
+        &self,
+        request: Request<pb::plan_resource_change::Request>,
+    ) -> RpcResult<pb::plan_resource_change::Response> {
+        let request = request.into_inner();
+        let rpc = "PlanResourceChange";
+        let response = async {
+            let started = Instant::now();
+            let mut response = pb::plan_resource_change::Response::default();
+            let result = async {
+                let entry = self.resource(&request.type_name)?;
+                let ty = &entry.value_type;
+                let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
+                let proposed_new_state = decode(
+                    request.proposed_new_state.as_ref(),
+                    ty,
+                    "proposed new state",
+                )?;
+                let config = decode(request.config.as_ref(), ty, "configuration")?;
+                let mut diagnostics = Diagnostics::new();
+                if proposed_new_state.is_null() {
+                    // Destroy (we advertise plan_destroy): the plan is absence.
+                    response.planned_state = encode(&Value::Null, ty, "plan", &mut diagnostics);
+                    response.planned_private = request.prior_private;
+                    return Ok::<_, Diagnostics>(diagnostics);
+                }
+                let plan = entry
+                    .implementation
+                    .plan(
+                        &self.context(rpc),
+                        PlanRequest {
+                            prior_state,
+                            proposed_new_state,
+                            config,
+                            prior_private: request.prior_private,
+                        },
+                    )
+                    .await;
+                diagnostics = plan.diagnostics;
+                response.planned_state = encode(&plan.planned_state, ty, "plan", &mut diagnostics);
+                response.requires_replace = plan
+                    .requires_replace
+                    .iter()
+                    .map(crate::AttributePath::to_proto)
+                    .collect();
+                response.planned_private = plan.planned_private;
+                Ok(diagnostics)
+            }
+            .await;
+            let diagnostics = result.unwrap_or_else(|d| d);
+            log_result(started, &diagnostics);
+            response.diagnostics = diagnostics.to_proto();
+            response
+        }
+        .instrument(self.span(rpc, &request.type_name))
+        .await;
+        Ok(Response::new(response))
+    }
+
+    async fn apply_resource_change(
+        &self,
+        request: Request<pb::apply_resource_change::Request>,
+    ) -> RpcResult<pb::apply_resource_change::Response> {
+        let request = request.into_inner();
+        let rpc = "ApplyResourceChange";
+        let response = async {
+            let started = Instant::now();
+            let mut response = pb::apply_resource_change::Response::default();
+            let result = async {
+                let entry = self.resource(&request.type_name)?;
+                let ty = &entry.value_type;
+                let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
+                let planned_state = decode(request.planned_state.as_ref(), ty, "planned state")?;
+                let config = decode(request.config.as_ref(), ty, "configuration")?;
+                let applied = entry
+                    .implementation
+                    .apply(
+                        &self.context(rpc),
+                        ApplyRequest {
+                            prior_state,
+                            planned_state,
+                            config,
+                            planned_private: request.planned_private,
+                        },
+                    )
+                    .await;
+                let mut diagnostics = applied.diagnostics;
+                if !applied.new_state.is_wholly_known() {
+                    diagnostics.error(
+                        "Provider returned invalid result object after apply",
+                        "The new state contains unknown values. This is a bug in the provider.",
+                    );
+                }
+                response.new_state = encode(&applied.new_state, ty, "state", &mut diagnostics);
+                response.private = applied.private;
+                Ok::<_, Diagnostics>(diagnostics)
+            }
+            .await;
+            let diagnostics = result.unwrap_or_else(|d| d);
+            log_result(started, &diagnostics);
+            response.diagnostics = diagnostics.to_proto();
+            response
+        }
+        .instrument(self.span(rpc, &request.type_name))
+        .await;
+        Ok(Response::new(response))
+    }
+
+    async fn import_resource_state(
+        &self,
+        request: Request<pb::import_resource_state::Request>,
+    ) -> RpcResult<pb::import_resource_state::Response> {
+        let request = request.into_inner();
+        let rpc = "ImportResourceState";
+        let response = async {
+            let started = Instant::now();
+            let mut response = pb::import_resource_state::Response::default();
+            let result = async {
+                let entry = self.resource(&request.type_name)?;
+                let imported = entry
+                    .implementation
+                    .import(&self.context(rpc), &request.id)
+                    .await;
+                let mut diagnostics = imported.diagnostics;
+                for object in imported.imported {
+                    let target = match self.resource(&object.type_name) {
+                        Ok(target) => target,
+                        Err(d) => {
+                            diagnostics.extend(d);
+                            continue;
+                        }
+                    };
+                    let state = encode(
+                        &object.state,
+                        &target.value_type,
+                        "imported state",
+                        &mut diagnostics,
+                    );
+                    response
+                        .imported_resources
+                        .push(pb::import_resource_state::ImportedResource {
+                            type_name: object.type_name,
+                            state,
+                            private: object.private,
+                            identity: None,
+                        });
+                }
+                Ok::<_, Diagnostics>(diagnostics)
+            }
+            .await;
+            let diagnostics = result.unwrap_or_else(|d| d);
+            log_result(started, &diagnostics);
+            response.diagnostics = diagnostics.to_proto();
+            response
+        }
+        .instrument(self.span(rpc, &request.type_name))
+        .await;
+        Ok(Response::new(response))
+    }
+
+    async fn read_data_source(
+        &self,
+        request: Request<pb::read_data_source::Request>,
+    ) -> RpcResult<pb::read_data_source::Response> {
+        let request = request.into_inner();
+        let rpc = "ReadDataSource";
+        let response = async {
+            let started = Instant::now();
+            let mut response = pb::read_data_source::Response::default();
+            let result = async {
+                let entry = self.data_source(&request.type_name)?;
+                let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
+                let read = entry.implementation.read(&self.context(rpc), &config).await;
+                let mut diagnostics = read.diagnostics;
+                if !read.state.is_wholly_known() {
+                    diagnostics.error(
+                        "Provider produced an invalid data source state",
+                        "The state contains unknown values. This is a bug in the provider.",
+                    );
+                }
+                response.state = encode(&read.state, &entry.value_type, "state", &mut diagnostics);
+                Ok::<_, Diagnostics>(diagnostics)
+            }
+            .await;
+            let diagnostics = result.unwrap_or_else(|d| d);
+            log_result(started, &diagnostics);
+            response.diagnostics = diagnostics.to_proto();
+            response
+        }
+        .instrument(self.span(rpc, &request.type_name))
+        .await;
+        Ok(Response::new(response))
+    }
+
+    async fn stop_provider(
+        &self,
+        _request: Request<pb::stop_provider::Request>,
+    ) -> RpcResult<pb::stop_provider::Response> {
+        tracing::info!(tf_rpc = "StopProvider", "Stopping in-flight operations");
+        self.stop.stop();
+        Ok(Response::new(pb::stop_provider::Response {
+            error: String::new(),
+        }))
+    }
+}
+
+/// go-plugin's controller: `Shutdown` ends the process gracefully.
+pub(crate) struct ControllerService {
+    pub(crate) shutdown: watch::Sender<bool>,
+}
+
+#[tonic::async_trait]
+impl plugin::grpc_controller_server::GrpcController for ControllerService {
+    async fn shutdown(&self, _request: Request<plugin::Empty>) -> RpcResult<plugin::Empty> {
+        tracing::debug!("Shutdown requested by the client");
+        self.shutdown.send_replace(true);
+        Ok(Response::new(plugin::Empty {}))
+    }
+}
+
+/// go-plugin's stdio stream. Our output never goes through it (logs go to
+/// stderr directly), so the stream ends at once; the client treats that as EOF.
+pub(crate) struct StdioService;
+
+#[tonic::async_trait]
+impl plugin::grpc_stdio_server::GrpcStdio for StdioService {
+    async fn stream_stdio(
+        &self,
+        _request: Request<()>,
+    ) -> RpcResult<tonic::codegen::BoxStream<plugin::StdioData>> {
+        Ok(Response::new(Box::pin(tokio_stream::empty())))
+    }
+}
+
+/// gRPC health: the service `plugin` (and the whole server, `""`) is serving.
+pub(crate) struct HealthService;
+
+#[tonic::async_trait]
+impl health::health_server::Health for HealthService {
+    async fn check(
+        &self,
+        request: Request<health::HealthCheckRequest>,
+    ) -> RpcResult<health::HealthCheckResponse> {
+        let service = request.into_inner().service;
+        if service.is_empty() || service == "plugin" {
+            Ok(Response::new(health::HealthCheckResponse {
+                status: health::health_check_response::ServingStatus::Serving as i32,
+            }))
+        } else {
+            Err(Status::not_found(format!("unknown service {service:?}")))
+        }
+    }
+}
