@@ -1,0 +1,844 @@
+//! Conformance suite: each test pins one behaviour of PVE 9 from `shared/pve/facts.md`
+//! (section named in the test's doc comment), driven over HTTPS by a plain client.
+
+mod common;
+
+use common::{GOOD_USER_DATA, encode, fast_config, seed, start};
+use reqwest::StatusCode;
+use serde_json::json;
+
+/// facts §13 version, §1 envelope.
+#[tokio::test]
+async fn version_is_enveloped_in_data() {
+    let h = start(fast_config()).await;
+    let answer = h.get("/version").await;
+    let data = answer.data();
+    assert!(data["version"].as_str().unwrap().starts_with("9.2"));
+    assert_eq!(data["release"], "9.2");
+    assert!(data["repoid"].is_string());
+    h.sim.shutdown().await;
+}
+
+/// facts §2 / §3: no credentials -> 401 "No ticket", bad token -> 401 "Authentication
+/// failed!", both with an empty body.
+#[tokio::test]
+async fn token_auth_failures_have_pve_texts_and_no_body() {
+    let h = start(fast_config()).await;
+    let none = h.client.get(h.url("/version")).send().await.unwrap();
+    assert_eq!(none.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(none.text().await.unwrap(), "");
+    let (id, _) = h.sim.token().rsplit_once('=').unwrap();
+    let wrong = h
+        .client
+        .get(h.url("/version"))
+        .header("Authorization", format!("PVEAPIToken={id}=not-the-secret"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(wrong.text().await.unwrap(), "");
+    // The space form of the header is accepted too.
+    let spaced = h
+        .client
+        .get(h.url("/version"))
+        .header("Authorization", format!("PVEAPIToken {}", h.sim.token()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(spaced.status(), StatusCode::OK);
+    h.sim.shutdown().await;
+}
+
+/// facts §2: unknown path -> 501 "Method 'GET /foo' not implemented".
+#[tokio::test]
+async fn unknown_path_is_501() {
+    let h = start(fast_config()).await;
+    let answer = h.get("/nodes/pve1/lxc").await;
+    assert_eq!(answer.status.as_u16(), 501);
+    assert_eq!(
+        answer.message(),
+        "Method 'GET /nodes/pve1/lxc' not implemented"
+    );
+    h.sim.shutdown().await;
+}
+
+/// facts §2: schema violations -> 400 with `errors` map and PVE's message.
+#[tokio::test]
+async fn unknown_parameter_is_pve_400_body() {
+    let h = start(fast_config()).await;
+    let answer = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "200"), ("colour", "red")],
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    let body = answer.json();
+    assert_eq!(body["data"], json!(null));
+    assert_eq!(body["message"], "Parameter verification failed.\n");
+    assert_eq!(
+        body["errors"]["colour"],
+        "property is not defined in schema and the schema does not allow additional properties"
+    );
+    h.sim.shutdown().await;
+}
+
+/// facts §1 typing quirks + §13 nextid: a string; `?vmid=` of a used id -> 400.
+#[tokio::test]
+async fn nextid_is_a_string_and_checks_a_given_vmid() {
+    let h = start(fast_config()).await;
+    assert_eq!(h.get("/cluster/nextid").await.data(), json!("103"));
+    let used = h.get("/cluster/nextid?vmid=100").await;
+    assert_eq!(used.status, StatusCode::BAD_REQUEST);
+    assert_eq!(used.json()["errors"]["vmid"], "VM 100 already exists");
+    h.sim.shutdown().await;
+}
+
+/// facts §4 + §5: clone returns a `qmclone` UPID carrying the source VMID; meanwhile the
+/// new VM is locked `clone` and named "VM <newid>"; afterwards it has the given name, no
+/// lock, no template flag and a fresh MAC with PVE's prefix.
+#[tokio::test]
+async fn clone_is_a_task_with_lock_and_fresh_mac() {
+    let mut config = fast_config();
+    config.timings.task_ms.insert("qmclone".into(), 300);
+    let h = start(config).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[
+                ("newid", "150"),
+                ("name", "edge-0"),
+                ("full", "1"),
+                ("description", "ours"),
+            ],
+        )
+        .await
+        .data();
+    let upid = upid.as_str().unwrap().to_string();
+    let parts: Vec<&str> = upid.split(':').collect();
+    assert_eq!(parts[0], "UPID");
+    assert_eq!(parts[1], "pve1");
+    assert_eq!(parts[5], "qmclone");
+    assert_eq!(parts[6], "9000");
+    assert_eq!(parts[7], h.sim.token().split_once('=').unwrap().0);
+    assert!(upid.ends_with(':'));
+
+    let during = h.get("/nodes/pve1/qemu/150/status/current").await.data();
+    assert_eq!(during["lock"], "clone");
+    assert_eq!(during["name"], "VM 150");
+    assert_eq!(during["status"], "stopped");
+
+    assert_eq!(h.wait_task(&upid).await, "OK");
+    let config = h.get("/nodes/pve1/qemu/150/config").await.data();
+    assert_eq!(config["name"], "edge-0");
+    assert_eq!(config["description"], "ours");
+    assert!(config.get("lock").is_none());
+    assert!(config.get("template").is_none());
+    let net0 = config["net0"].as_str().unwrap();
+    let template_net0 = h.get("/nodes/pve1/qemu/9000/config").await.data()["net0"].clone();
+    assert!(net0.starts_with("virtio=BC:24:11:"), "{net0}");
+    assert_ne!(json!(net0), template_net0);
+    assert!(
+        config["scsi0"]
+            .as_str()
+            .unwrap()
+            .starts_with("vmdata:vm-150-disk-0")
+    );
+    h.sim.shutdown().await;
+}
+
+/// facts §5: newid already on this node -> sync 500 "config file already exists"; newid on
+/// another node -> task error from pmxcfs.
+#[tokio::test]
+async fn clone_collisions() {
+    let h = start(fast_config()).await;
+    let here = h
+        .post("/nodes/pve1/qemu/9000/clone", &[("newid", "100")])
+        .await;
+    assert_eq!(here.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        here.message(),
+        "unable to create VM 100: config file already exists\n"
+    );
+    let elsewhere = h
+        .post("/nodes/pve1/qemu/9000/clone", &[("newid", "101")])
+        .await
+        .data();
+    let exit = h.wait_task(elsewhere.as_str().unwrap()).await;
+    assert_eq!(
+        exit,
+        "close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/101.conf' failed: File exists"
+    );
+    h.sim.shutdown().await;
+}
+
+/// facts §5: `target` needs shared storage; the clone then lives on the target node.
+#[tokio::test]
+async fn clone_to_target_node_with_shared_storage() {
+    let h = start(fast_config()).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[
+                ("newid", "160"),
+                ("name", "far"),
+                ("full", "1"),
+                ("target", "pve3"),
+            ],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    assert_eq!(
+        h.get("/nodes/pve3/qemu/160/config").await.data()["name"],
+        "far"
+    );
+    let wrong_node = h.get("/nodes/pve1/qemu/160/config").await;
+    assert_eq!(wrong_node.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        wrong_node.message(),
+        "Configuration file 'nodes/pve1/qemu-server/160.conf' does not exist\n"
+    );
+    let local = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[
+                ("newid", "161"),
+                ("full", "1"),
+                ("target", "pve2"),
+                ("storage", "local"),
+            ],
+        )
+        .await;
+    assert_eq!(local.status, StatusCode::BAD_REQUEST, "{}", local.body);
+    h.sim.shutdown().await;
+}
+
+/// facts §6: POST config is a `qmconfig` task, PUT is synchronous (`null`); a net0 without
+/// MAC gets a new one, with MAC keeps it; config typing (§1): cores number, memory string.
+#[tokio::test]
+async fn config_post_put_and_net_mac() {
+    let h = start(fast_config()).await;
+    h.clone_template(170, "cfg").await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/170/config",
+            &[("cores", "2"), ("memory", "2048"), ("agent", "1")],
+        )
+        .await
+        .data();
+    assert!(upid.as_str().unwrap().contains(":qmconfig:170:"));
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let config = h.get("/nodes/pve1/qemu/170/config").await.data();
+    assert_eq!(config["cores"], json!(2));
+    assert_eq!(config["memory"], json!("2048"));
+    assert_eq!(config["agent"], json!("1"));
+
+    let mac = config["net0"]
+        .as_str()
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
+    let keep = format!("{mac},bridge=vmbr0,tag=20");
+    let put = h
+        .put("/nodes/pve1/qemu/170/config", &[("net0", &keep)])
+        .await;
+    assert_eq!(put.data(), json!(null));
+    let kept = h.get("/nodes/pve1/qemu/170/config").await.data();
+    assert_eq!(kept["net0"], json!(keep));
+
+    h.put(
+        "/nodes/pve1/qemu/170/config",
+        &[("net0", "virtio,bridge=vmbr0")],
+    )
+    .await
+    .data();
+    let fresh = h.get("/nodes/pve1/qemu/170/config").await.data();
+    let fresh_mac = fresh["net0"].as_str().unwrap();
+    assert!(fresh_mac.starts_with("virtio=BC:24:11:"));
+    assert!(!fresh_mac.starts_with(&mac));
+    h.sim.shutdown().await;
+}
+
+/// facts §6: an ISO on ide2 needs `media=cdrom`; digest mismatch is refused; tags are
+/// normalised (§7); `delete` removes keys.
+#[tokio::test]
+async fn config_checks_cdrom_digest_tags_delete() {
+    let h = start(fast_config()).await;
+    h.clone_template(171, "chk").await;
+    let no_media = h
+        .put(
+            "/nodes/pve1/qemu/171/config",
+            &[("ide2", "proxy-seeds:iso/x.iso")],
+        )
+        .await;
+    assert_eq!(no_media.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        no_media.json()["errors"]["ide2"],
+        "explicit 'media=cdrom' is required for iso images"
+    );
+    let stale = h
+        .put(
+            "/nodes/pve1/qemu/171/config",
+            &[
+                ("cores", "3"),
+                ("digest", "0000000000000000000000000000000000000000"),
+            ],
+        )
+        .await;
+    assert_eq!(stale.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        stale.message(),
+        "checksum mismatch (file change by other user?)\n"
+    );
+    h.put("/nodes/pve1/qemu/171/config", &[("tags", "Proxy,b a")])
+        .await
+        .data();
+    assert_eq!(
+        h.get("/nodes/pve1/qemu/171/config").await.data()["tags"],
+        "a;b;proxy"
+    );
+    h.put("/nodes/pve1/qemu/171/config", &[("delete", "tags")])
+        .await
+        .data();
+    assert!(
+        h.get("/nodes/pve1/qemu/171/config")
+            .await
+            .data()
+            .get("tags")
+            .is_none()
+    );
+    let nothing = h.put("/nodes/pve1/qemu/171/config", &[]).await;
+    assert_eq!(nothing.message(), "no options specified\n");
+    h.sim.shutdown().await;
+}
+
+/// facts §6: on a running VM, cores stay pending while name applies at once.
+#[tokio::test]
+async fn running_vm_keeps_cpu_changes_pending() {
+    let h = start(fast_config()).await;
+    h.put(
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "8"), ("name", "dns-renamed")],
+    )
+    .await
+    .data();
+    let current = h.get("/nodes/pve1/qemu/100/config?current=1").await.data();
+    assert_eq!(current["cores"], json!(2));
+    assert_eq!(current["name"], "dns-renamed");
+    let effective = h.get("/nodes/pve1/qemu/100/config").await.data();
+    assert_eq!(effective["cores"], json!(8));
+    let pending = h.get("/nodes/pve1/qemu/100/pending").await.data();
+    let cores = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "cores")
+        .unwrap();
+    assert_eq!(cores["pending"], json!(8));
+    assert_eq!(cores["value"], json!(2));
+    h.sim.shutdown().await;
+}
+
+/// facts §10: resize is a `resize` task; growing works, shrinking fails inside the task.
+#[tokio::test]
+async fn resize_grows_and_refuses_to_shrink() {
+    let h = start(fast_config()).await;
+    h.clone_template(172, "rs").await;
+    let grow = h
+        .put(
+            "/nodes/pve1/qemu/172/resize",
+            &[("disk", "scsi0"), ("size", "20G")],
+        )
+        .await
+        .data();
+    assert!(grow.as_str().unwrap().contains(":resize:172:"));
+    assert_eq!(h.wait_task(grow.as_str().unwrap()).await, "OK");
+    let config = h.get("/nodes/pve1/qemu/172/config").await.data();
+    assert!(config["scsi0"].as_str().unwrap().contains("size=20G"));
+    let shrink = h
+        .put(
+            "/nodes/pve1/qemu/172/resize",
+            &[("disk", "scsi0"), ("size", "10G")],
+        )
+        .await
+        .data();
+    assert_eq!(
+        h.wait_task(shrink.as_str().unwrap()).await,
+        "shrinking disks is not supported"
+    );
+    let relative = h
+        .put(
+            "/nodes/pve1/qemu/172/resize",
+            &[("disk", "scsi0"), ("size", "+1G")],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(relative.as_str().unwrap()).await, "OK");
+    let config = h.get("/nodes/pve1/qemu/172/config").await.data();
+    assert!(config["scsi0"].as_str().unwrap().contains("size=21G"));
+    h.sim.shutdown().await;
+}
+
+/// facts §8: start/stop tasks, status/current with qmpstatus; shutdown of a stopped VM is
+/// a sync 500; starting a template fails in the task.
+#[tokio::test]
+async fn power_state_machine() {
+    let h = start(fast_config()).await;
+    h.clone_template(173, "pw").await;
+    let not_running = h.post("/nodes/pve1/qemu/173/status/shutdown", &[]).await;
+    assert_eq!(not_running.message(), "VM 173 not running\n");
+    let start = h
+        .post("/nodes/pve1/qemu/173/status/start", &[])
+        .await
+        .data();
+    assert!(start.as_str().unwrap().contains(":qmstart:173:"));
+    assert_eq!(h.wait_task(start.as_str().unwrap()).await, "OK");
+    let status = h.get("/nodes/pve1/qemu/173/status/current").await.data();
+    assert_eq!(status["status"], "running");
+    assert_eq!(status["qmpstatus"], "running");
+    let again = h
+        .post("/nodes/pve1/qemu/173/status/start", &[])
+        .await
+        .data();
+    assert_eq!(
+        h.wait_task(again.as_str().unwrap()).await,
+        "VM 173 already running"
+    );
+    let stop = h.post("/nodes/pve1/qemu/173/status/stop", &[]).await.data();
+    assert_eq!(h.wait_task(stop.as_str().unwrap()).await, "OK");
+    assert_eq!(
+        h.get("/nodes/pve1/qemu/173/status/current").await.data()["qmpstatus"],
+        "stopped"
+    );
+    let template = h
+        .post("/nodes/pve1/qemu/9000/status/start", &[])
+        .await
+        .data();
+    assert_eq!(
+        h.wait_task(template.as_str().unwrap()).await,
+        "you can't start a vm if it's a template"
+    );
+    h.sim.shutdown().await;
+}
+
+/// facts §11: the agent errors in PVE's order; with a valid seed the agent reports the MAC,
+/// a pooled IPv4 and a link-local IPv6, and the seed's hostname.
+#[tokio::test]
+async fn guest_agent_answers_only_with_a_valid_seed() {
+    let h = start(fast_config()).await;
+    h.clone_template(174, "edge-4").await;
+    let agent = "/nodes/pve1/qemu/174/agent/network-get-interfaces";
+    assert_eq!(
+        h.get(agent).await.message(),
+        "No QEMU guest agent configured\n"
+    );
+
+    let upload = h
+        .upload(
+            "pve1",
+            "proxy-seeds",
+            "seed-174.iso",
+            seed("edge-4", GOOD_USER_DATA),
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upload.as_str().unwrap()).await, "OK");
+    h.put(
+        "/nodes/pve1/qemu/174/config",
+        &[
+            ("agent", "1"),
+            ("ide2", "proxy-seeds:iso/seed-174.iso,media=cdrom"),
+        ],
+    )
+    .await
+    .data();
+    assert_eq!(h.get(agent).await.message(), "VM 174 is not running\n");
+    let start = h
+        .post("/nodes/pve1/qemu/174/status/start", &[])
+        .await
+        .data();
+    assert_eq!(h.wait_task(start.as_str().unwrap()).await, "OK");
+    let answer = h.poll_until(agent, |a| a.status == StatusCode::OK).await;
+    let interfaces = answer.data()["result"].clone();
+    let mac = h.get("/nodes/pve1/qemu/174/config").await.data()["net0"]
+        .as_str()
+        .unwrap()
+        .split([',', '='])
+        .nth(1)
+        .unwrap()
+        .to_lowercase();
+    let nic = interfaces
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["hardware-address"] == json!(mac))
+        .expect("NIC with the VM's MAC");
+    let addresses = nic["ip-addresses"].as_array().unwrap();
+    assert!(
+        addresses.iter().any(|a| a["ip-address-type"] == "ipv4"
+            && a["ip-address"].as_str().unwrap().starts_with("10."))
+    );
+    assert!(addresses.iter().any(|a| a["ip-address-type"] == "ipv6"
+        && a["ip-address"].as_str().unwrap().starts_with("fe80::")));
+    let host = h
+        .get("/nodes/pve1/qemu/174/agent/get-host-name")
+        .await
+        .data();
+    assert_eq!(host["result"]["host-name"], "edge-4");
+    h.sim.shutdown().await;
+}
+
+/// facts §11: a seed that does not install and start qemu-guest-agent (or is not labelled
+/// cidata) leaves the agent silent: "QEMU guest agent is not running".
+#[tokio::test]
+async fn guest_agent_stays_silent_without_a_proper_seed() {
+    let h = start(fast_config()).await;
+    h.clone_template(175, "quiet").await;
+    let no_agent = seed("quiet", "#cloud-config\npackages:\n  - nginx\n");
+    let up = h
+        .upload("pve1", "proxy-seeds", "quiet.iso", no_agent)
+        .await
+        .data();
+    assert_eq!(h.wait_task(up.as_str().unwrap()).await, "OK");
+    h.put(
+        "/nodes/pve1/qemu/175/config",
+        &[
+            ("agent", "1"),
+            ("ide2", "proxy-seeds:iso/quiet.iso,media=cdrom"),
+        ],
+    )
+    .await
+    .data();
+    let start = h
+        .post("/nodes/pve1/qemu/175/status/start", &[])
+        .await
+        .data();
+    assert_eq!(h.wait_task(start.as_str().unwrap()).await, "OK");
+    // Wait until the boot delay has surely passed (the VM's uptime ticks), then check.
+    h.poll_until("/nodes/pve1/qemu/175/status/current", |a| {
+        a.data()["uptime"].as_u64().unwrap_or(0) >= 1
+    })
+    .await;
+    let answer = h.get("/nodes/pve1/qemu/175/agent/ping").await;
+    assert_eq!(
+        answer.status,
+        StatusCode::NOT_IMPLEMENTED,
+        "ping is POST only"
+    );
+    let ping = h.post("/nodes/pve1/qemu/175/agent/ping", &[]).await;
+    assert_eq!(ping.message(), "QEMU guest agent is not running\n");
+    h.sim.shutdown().await;
+}
+
+/// facts §12: upload (multipart, `.iso` name, overwrite), content list, delete is an
+/// idempotent `imgdel` task; the admin API returns the uploaded bytes.
+#[tokio::test]
+async fn storage_upload_list_overwrite_delete() {
+    let h = start(fast_config()).await;
+    let bad = h
+        .upload("pve2", "proxy-seeds", "seed.txt", b"x".to_vec())
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.json()["errors"]["filename"], "wrong file extension");
+
+    for content in [b"first".to_vec(), b"second!".to_vec()] {
+        let upid = h
+            .upload("pve2", "proxy-seeds", "s.iso", content)
+            .await
+            .data();
+        assert!(upid.as_str().unwrap().contains(":imgcopy::"));
+        assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    }
+    let list = h
+        .get("/nodes/pve2/storage/proxy-seeds/content?content=iso")
+        .await
+        .data();
+    let volume = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["volid"] == "proxy-seeds:iso/s.iso")
+        .unwrap();
+    assert_eq!(volume["size"], json!(7));
+    assert_eq!(volume["format"], "iso");
+    // Local storage: not visible from another node.
+    let other = h
+        .get("/nodes/pve1/storage/proxy-seeds/content")
+        .await
+        .data();
+    assert!(
+        other
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["volid"] != "proxy-seeds:iso/s.iso")
+    );
+
+    let bytes = h
+        .client
+        .get(format!(
+            "{}/_sim/volume/pve2/proxy-seeds/iso/s.iso",
+            h.sim.endpoint()
+        ))
+        .header("Authorization", h.auth())
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(&bytes[..], b"second!");
+
+    for _ in 0..2 {
+        let del = h
+            .delete(&format!(
+                "/nodes/pve2/storage/proxy-seeds/content/{}",
+                encode("proxy-seeds:iso/s.iso")
+            ))
+            .await
+            .data();
+        assert!(del.as_str().unwrap().contains(":imgdel:proxy-seeds:"));
+        assert_eq!(h.wait_task(del.as_str().unwrap()).await, "OK");
+    }
+    let status = h.get("/nodes/pve2/storage/nope/status").await;
+    assert_eq!(status.status, StatusCode::BAD_REQUEST);
+    assert_eq!(status.json()["errors"]["storage"], "No such storage.");
+    h.sim.shutdown().await;
+}
+
+/// facts §9: destroy refuses a running VM; with purge it frees the VM's disks but never
+/// the ISO it had attached.
+#[tokio::test]
+async fn destroy_frees_disks_not_isos() {
+    let h = start(fast_config()).await;
+    let running = h.delete("/nodes/pve1/qemu/100?purge=1").await;
+    assert_eq!(running.message(), "VM 100 is running - destroy failed\n");
+    h.clone_template(176, "gone").await;
+    let up = h
+        .upload(
+            "pve1",
+            "proxy-seeds",
+            "gone.iso",
+            seed("gone", GOOD_USER_DATA),
+        )
+        .await
+        .data();
+    h.wait_task(up.as_str().unwrap()).await;
+    h.put(
+        "/nodes/pve1/qemu/176/config",
+        &[("ide2", "proxy-seeds:iso/gone.iso,media=cdrom")],
+    )
+    .await
+    .data();
+    let upid = h
+        .delete("/nodes/pve1/qemu/176?purge=1&destroy-unreferenced-disks=1")
+        .await
+        .data();
+    assert!(upid.as_str().unwrap().contains(":qmdestroy:176:"));
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let state = h.admin_get("state").await;
+    assert!(
+        state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["vmid"] != 176)
+    );
+    let volumes = state["volumes"].as_array().unwrap();
+    assert!(volumes.iter().all(|v| v["volid"] != "vmdata:vm-176-disk-0"));
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["volid"] == "proxy-seeds:iso/gone.iso")
+    );
+    h.sim.shutdown().await;
+}
+
+/// facts §4: task status/log shapes; unparsable and unknown UPIDs are 400s.
+#[tokio::test]
+async fn task_status_and_log() {
+    let h = start(fast_config()).await;
+    let upid = h.post("/nodes/pve1/qemu/100/status/stop", &[]).await.data();
+    let upid = upid.as_str().unwrap();
+    h.wait_task(upid).await;
+    let status = h
+        .get(&format!("/nodes/pve1/tasks/{}/status", encode(upid)))
+        .await
+        .data();
+    assert_eq!(status["type"], "qmstop");
+    assert_eq!(status["id"], "100");
+    assert_eq!(status["user"], "terraform@pve");
+    assert_eq!(status["tokenid"], "provider");
+    assert!(status["pid"].is_u64());
+    let log = h
+        .get(&format!("/nodes/pve1/tasks/{}/log", encode(upid)))
+        .await
+        .json();
+    assert_eq!(
+        log["data"].as_array().unwrap().last().unwrap()["t"],
+        "TASK OK"
+    );
+    assert_eq!(log["total"], json!(log["data"].as_array().unwrap().len()));
+    let garbage = h.get("/nodes/pve1/tasks/UPID%3Ajunk/status").await;
+    assert_eq!(
+        garbage.json()["errors"]["upid"],
+        "unable to parse worker upid"
+    );
+    let other_node = h
+        .get(&format!("/nodes/pve2/tasks/{}/status", encode(upid)))
+        .await;
+    assert_eq!(other_node.status, StatusCode::BAD_REQUEST);
+    h.sim.shutdown().await;
+}
+
+/// facts §13: `/cluster/resources` shows a fresh VM with status "unknown" and no name
+/// until the stats cycle has seen it; lock and tags come straight from the config.
+#[tokio::test]
+async fn cluster_resources_lag_for_fresh_clones() {
+    let mut config = fast_config();
+    config.timings.cluster_resources_lag_ms = 400;
+    let h = start(config).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "177"), ("name", "lag"), ("full", "1")],
+        )
+        .await
+        .data();
+    let rows = h.get("/cluster/resources?type=vm").await.data();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["vmid"] == 177)
+        .unwrap()
+        .clone();
+    assert_eq!(row["status"], "unknown");
+    assert!(row.get("name").is_none());
+    assert_eq!(row["id"], "qemu/177");
+    h.wait_task(upid.as_str().unwrap()).await;
+    h.poll_until("/cluster/resources?type=vm", |a| {
+        a.data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["vmid"] == 177 && r["name"] == "lag" && r["status"] == "stopped")
+    })
+    .await;
+    h.sim.shutdown().await;
+}
+
+/// facts §2: a token lacking a privilege gets "Permission check failed (<path>, <priv>)".
+#[tokio::test]
+async fn missing_privilege_is_403_naming_path_and_privilege() {
+    let mut config = fast_config();
+    config
+        .privileges
+        .insert("/".into(), vec!["VM.Audit".into(), "Sys.Audit".into()]);
+    let h = start(config).await;
+    let answer = h.post("/nodes/pve1/qemu/100/status/stop", &[]).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        answer.message(),
+        "Permission check failed (/vms/100, VM.PowerMgmt)\n"
+    );
+    let perms = h.get("/access/permissions").await.data();
+    assert_eq!(perms["/"]["VM.Audit"], json!(1));
+    h.sim.shutdown().await;
+}
+
+/// facts §2 (595) + fault injection: offline node, 5xx count, connection reset, task
+/// failure, held lock, revoked token.
+#[tokio::test]
+async fn faults_are_injected_and_cleared() {
+    let h = start(fast_config()).await;
+    h.admin_put(
+        "faults",
+        json!({
+            "http": [
+                {"method": "GET", "path_regex": "^/cluster/resources", "status": 503, "count": 1},
+                {"path_regex": "^/nodes/pve1/qemu/102", "reset": true}
+            ],
+            "task_failures": [{"task_type": "qmstop", "nth": 1, "exitstatus": "stuck"}],
+            "held_locks": [{"vmid": 101, "lock": "backup", "seconds": 60}],
+            "offline_nodes": ["pve3"]
+        }),
+    )
+    .await;
+    assert_eq!(h.get("/cluster/resources").await.status.as_u16(), 503);
+    assert_eq!(h.get("/cluster/resources").await.status, StatusCode::OK);
+    let reset = h
+        .client
+        .get(h.url("/nodes/pve1/qemu/102/config"))
+        .header("Authorization", h.auth())
+        .send()
+        .await;
+    assert!(reset.is_err(), "connection should be dropped");
+    let offline = h.get("/nodes/pve3/qemu").await;
+    assert_eq!(offline.status.as_u16(), 595);
+    assert_eq!(offline.body, "");
+    let stop = h.post("/nodes/pve1/qemu/100/status/stop", &[]).await.data();
+    assert_eq!(h.wait_task(stop.as_str().unwrap()).await, "stuck");
+    let locked = h
+        .put("/nodes/pve2/qemu/101/config", &[("cores", "4")])
+        .await;
+    assert_eq!(locked.message(), "VM is locked (backup)\n");
+
+    h.admin_put("faults", json!({"token_revoked": true})).await;
+    assert_eq!(h.get("/version").await.status, StatusCode::UNAUTHORIZED);
+    h.admin_put("faults", json!({})).await;
+    assert_eq!(h.get("/version").await.status, StatusCode::OK);
+    let journal = h.admin_get("journal").await;
+    assert!(
+        journal
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["status"] == 595)
+    );
+    h.sim.shutdown().await;
+}
+
+/// facts §13: nodes, node status and storage listing shapes.
+#[tokio::test]
+async fn nodes_and_storage_listing() {
+    let h = start(fast_config()).await;
+    let nodes = h.get("/nodes").await.data();
+    assert_eq!(nodes.as_array().unwrap().len(), 3);
+    assert!(
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["status"] == "online")
+    );
+    let status = h.get("/nodes/pve2/status").await.data();
+    assert!(
+        status["pveversion"]
+            .as_str()
+            .unwrap()
+            .starts_with("pve-manager/9.2")
+    );
+    let storages = h.get("/nodes/pve1/storage?content=iso").await.data();
+    let seeds = storages
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["storage"] == "proxy-seeds")
+        .unwrap();
+    assert_eq!(seeds["active"], json!(1));
+    assert_eq!(seeds["content"], "iso");
+    assert!(
+        storages
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["storage"] != "vmdata")
+    );
+    let network = h.get("/nodes/pve1/network").await.data();
+    assert_eq!(network[0]["iface"], "vmbr0");
+    h.sim.shutdown().await;
+}
