@@ -176,3 +176,32 @@ mod tests {
         assert!(duration("").is_err());
     }
 }
+
+/// PVE's storage id rule (`pve-storage-id`): `[a-z][a-z0-9\-_.]*[a-z0-9]`.
+pub fn storage_id(id: &str) -> Result<(), String> {
+    let bytes = id.as_bytes();
+    let ok = bytes.len() >= 2
+        && bytes[0].is_ascii_lowercase()
+        && bytes[bytes.len() - 1].is_ascii_lowercase() | bytes[bytes.len() - 1].is_ascii_digit()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{id}` is not a PVE storage id: lower-case letters, digits, - _ . starting with a letter"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod storage_tests {
+    #[test]
+    fn storage_ids() {
+        assert!(super::storage_id("local").is_ok());
+        assert!(super::storage_id("proxy-seeds").is_ok());
+        assert!(super::storage_id("Local").is_err());
+        assert!(super::storage_id("a-").is_err());
+    }
+}

@@ -1,0 +1,98 @@
+//! Process-wide coordination between the resource calls Terraform runs in parallel in one
+//! provider process: per-name locks, VMIDs reserved by creates in flight, and the short-lived
+//! cluster listing shared by all reads.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Mutex as AsyncMutex;
+
+/// How long one `/cluster/resources` listing serves reads: long enough for a whole refresh
+/// of a plan, short enough that a plan run a moment later sees fresh data.
+pub const LISTING_TTL: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Default)]
+pub struct Runtime {
+    name_locks: Mutex<HashMap<String, Arc<AsyncMutex<()>>>>,
+    reserved_vmids: Mutex<BTreeSet<u32>>,
+    listing: AsyncMutex<Option<(Instant, Arc<Vec<pve::cluster::ClusterVm>>)>>,
+}
+
+impl Runtime {
+    /// Serialises every create/delete of one VM name within this process, so two
+    /// operations on the same name can never race each other's probing and adoption.
+    pub async fn lock_name(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.name_locks.lock().unwrap_or_else(|e| e.into_inner());
+            locks.entry(name.to_owned()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+
+    /// Claims a VMID for a create in flight; false if another create holds it.
+    pub fn reserve_vmid(&self, vmid: u32) -> bool {
+        self.reserved_vmids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(vmid)
+    }
+
+    pub fn release_vmid(&self, vmid: u32) {
+        self.reserved_vmids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&vmid);
+    }
+
+    /// The cluster's VM listing, fetched at most once per [`LISTING_TTL`] however many reads
+    /// ask for it concurrently.
+    pub async fn vm_listing(
+        &self,
+        client: &pve::Client,
+    ) -> pve::Result<Arc<Vec<pve::cluster::ClusterVm>>> {
+        let mut cached = self.listing.lock().await;
+        if let Some((at, listing)) = cached.as_ref()
+            && at.elapsed() < LISTING_TTL
+        {
+            return Ok(listing.clone());
+        }
+        let policy = pve::RetryPolicy::default();
+        let fresh = Arc::new(
+            pve::retry_idempotent(&policy, || client.cluster().vm_resources()).await?,
+        );
+        *cached = Some((Instant::now(), fresh.clone()));
+        Ok(fresh)
+    }
+
+    /// Drops the cached listing, after this process changed where VMs are.
+    pub async fn forget_listing(&self) {
+        *self.listing.lock().await = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vmid_is_reserved_once_until_released() {
+        let runtime = Runtime::default();
+        assert!(runtime.reserve_vmid(100_001));
+        assert!(!runtime.reserve_vmid(100_001));
+        runtime.release_vmid(100_001);
+        assert!(runtime.reserve_vmid(100_001));
+    }
+
+    #[tokio::test]
+    async fn name_locks_serialise_one_name_only() {
+        let runtime = Runtime::default();
+        let held = runtime.lock_name("edge-1").await;
+        // Another name is free while edge-1 is held.
+        let _other = runtime.lock_name("edge-2").await;
+        let waiting = tokio::time::timeout(Duration::from_millis(20), runtime.lock_name("edge-1"));
+        assert!(waiting.await.is_err(), "edge-1 was locked twice");
+        drop(held);
+        let _again = runtime.lock_name("edge-1").await;
+    }
+}
