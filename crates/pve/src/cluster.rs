@@ -72,7 +72,7 @@ pub struct Cluster<'a> {
 
 impl Cluster<'_> {
     /// `GET /cluster/resources?type=vm`: every guest the token may see, in one call.
-    pub async fn vm_resources(&self) -> Result<Vec<ClusterVm>> {
+    pub async fn vm_resources(self) -> Result<Vec<ClusterVm>> {
         self.client
             .get("/cluster/resources", &Form::new().text("type", "vm"))
             .await
@@ -80,7 +80,7 @@ impl Cluster<'_> {
 
     /// `GET /cluster/nextid`: advisory only (racy). With `Some(vmid)`, checks that id:
     /// a taken id is an [`crate::ErrorKind::AlreadyExists`] error.
-    pub async fn next_id(&self, vmid: Option<u32>) -> Result<u32> {
+    pub async fn next_id(self, vmid: Option<u32>) -> Result<u32> {
         let query = match vmid {
             Some(v) => Form::new().int("vmid", v),
             None => Form::new(),

@@ -72,7 +72,7 @@ impl<'a> Node<'a> {
     }
 
     /// `GET /nodes/{node}/status`.
-    pub async fn status(&self) -> Result<NodeStatus> {
+    pub async fn status(self) -> Result<NodeStatus> {
         self.client
             .get(&format!("{}/status", self.path()), &Form::new())
             .await

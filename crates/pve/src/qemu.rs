@@ -385,7 +385,7 @@ pub struct Agent<'a> {
 
 impl Agent<'_> {
     /// `POST …/agent/ping`.
-    pub async fn ping(&self) -> Result<()> {
+    pub async fn ping(self) -> Result<()> {
         let _: AgentResult<serde_json::Value> = self
             .vm
             .client
@@ -395,7 +395,7 @@ impl Agent<'_> {
     }
 
     /// `GET …/agent/network-get-interfaces`.
-    pub async fn network_get_interfaces(&self) -> Result<Vec<GuestInterface>> {
+    pub async fn network_get_interfaces(self) -> Result<Vec<GuestInterface>> {
         let r: AgentResult<Vec<GuestInterface>> = self
             .vm
             .client
@@ -405,7 +405,7 @@ impl Agent<'_> {
     }
 
     /// `GET …/agent/get-host-name`.
-    pub async fn get_host_name(&self) -> Result<String> {
+    pub async fn get_host_name(self) -> Result<String> {
         #[derive(Deserialize)]
         struct HostName {
             #[serde(rename = "host-name")]
@@ -445,33 +445,33 @@ impl<'a> Qemu<'a> {
 
     /// `POST …/clone`: a `qmclone` task. Not idempotent: wrap retries in
     /// [`crate::retry::retry_with_check`].
-    pub async fn clone_to(&self, request: &CloneRequest) -> Result<Upid> {
+    pub async fn clone_to(self, request: &CloneRequest) -> Result<Upid> {
         self.client
             .post(&self.path("clone"), &request.to_form())
             .await
     }
 
     /// `GET …/config` (pending values applied).
-    pub async fn config(&self) -> Result<VmConfig> {
+    pub async fn config(self) -> Result<VmConfig> {
         self.client.get(&self.path("config"), &Form::new()).await
     }
 
     /// `GET …/config?current=1` (active values only).
-    pub async fn config_current(&self) -> Result<VmConfig> {
+    pub async fn config_current(self) -> Result<VmConfig> {
         self.client
             .get(&self.path("config"), &Form::new().bool("current", true))
             .await
     }
 
     /// `POST …/config`: a `qmconfig` task (the lock wait happens inside it).
-    pub async fn update_config_async(&self, update: &ConfigUpdate) -> Result<Upid> {
+    pub async fn update_config_async(self, update: &ConfigUpdate) -> Result<Upid> {
         let path = self.path("config");
         let upid: Option<Upid> = self.client.post(&path, &update.to_form()).await?;
         expect_upid("POST", &path, upid)
     }
 
     /// `PUT …/config`: synchronous; a lock timeout is an HTTP error.
-    pub async fn update_config(&self, update: &ConfigUpdate) -> Result<()> {
+    pub async fn update_config(self, update: &ConfigUpdate) -> Result<()> {
         let _: serde_json::Value = self
             .client
             .put(&self.path("config"), &update.to_form())
@@ -480,12 +480,12 @@ impl<'a> Qemu<'a> {
     }
 
     /// `GET …/pending`.
-    pub async fn pending(&self) -> Result<Vec<PendingItem>> {
+    pub async fn pending(self) -> Result<Vec<PendingItem>> {
         self.client.get(&self.path("pending"), &Form::new()).await
     }
 
     /// `PUT …/resize` to an absolute size: a `resize` task (equal size = OK, smaller = error).
-    pub async fn resize(&self, disk: &str, size: ByteSize) -> Result<Upid> {
+    pub async fn resize(self, disk: &str, size: ByteSize) -> Result<Upid> {
         let path = self.path("resize");
         let form = Form::new()
             .text("disk", disk)
@@ -495,28 +495,28 @@ impl<'a> Qemu<'a> {
     }
 
     /// `GET …/status/current`.
-    pub async fn status(&self) -> Result<VmStatus> {
+    pub async fn status(self) -> Result<VmStatus> {
         self.client
             .get(&self.path("status/current"), &Form::new())
             .await
     }
 
     /// `POST …/status/start`: a `qmstart` task.
-    pub async fn start(&self) -> Result<Upid> {
+    pub async fn start(self) -> Result<Upid> {
         self.client
             .post(&self.path("status/start"), &Form::new())
             .await
     }
 
     /// `POST …/status/stop` (hard stop): a `qmstop` task; stopping a stopped VM is OK.
-    pub async fn stop(&self) -> Result<Upid> {
+    pub async fn stop(self) -> Result<Upid> {
         self.client
             .post(&self.path("status/stop"), &Form::new())
             .await
     }
 
     /// `POST …/status/shutdown` (ACPI/agent), `force_stop` after `timeout_s`.
-    pub async fn shutdown(&self, timeout_s: Option<u32>, force_stop: bool) -> Result<Upid> {
+    pub async fn shutdown(self, timeout_s: Option<u32>, force_stop: bool) -> Result<Upid> {
         let mut form = Form::new().bool("forceStop", force_stop);
         if let Some(t) = timeout_s {
             form = form.int("timeout", t);
@@ -525,7 +525,7 @@ impl<'a> Qemu<'a> {
     }
 
     /// `DELETE …/qemu/{vmid}` with options in the query string: a `qmdestroy` task.
-    pub async fn destroy(&self, options: DestroyOptions) -> Result<Upid> {
+    pub async fn destroy(self, options: DestroyOptions) -> Result<Upid> {
         let mut query = Form::new();
         if options.purge {
             query = query.bool("purge", true);

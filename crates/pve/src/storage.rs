@@ -170,7 +170,7 @@ pub struct Storage<'a> {
 impl<'a> Node<'a> {
     /// `GET /nodes/{node}/storage`, optionally only storages accepting `content`
     /// (PVE then also drops disabled ones).
-    pub async fn storages(&self, content: Option<&str>) -> Result<Vec<StorageInfo>> {
+    pub async fn storages(self, content: Option<&str>) -> Result<Vec<StorageInfo>> {
         let query = Form::new().opt_text("content", content);
         self.client
             .get(&format!("{}/storage", self.path()), &query)
@@ -197,24 +197,24 @@ impl Storage<'_> {
     }
 
     /// `GET …/status`; an unknown storage is `NotFound` (PVE: 400 "No such storage.").
-    pub async fn status(&self) -> Result<StorageInfo> {
+    pub async fn status(self) -> Result<StorageInfo> {
         self.client.get(&self.path("status"), &Form::new()).await
     }
 
     /// `GET …/content[?content=…]`.
-    pub async fn content(&self, content: Option<&str>) -> Result<Vec<ContentItem>> {
+    pub async fn content(self, content: Option<&str>) -> Result<Vec<ContentItem>> {
         let query = Form::new().opt_text("content", content);
         self.client.get(&self.path("content"), &query).await
     }
 
     /// `GET …/content/{volume}`; `volume` is `iso/x.iso` or a full volid.
-    pub async fn volume(&self, volume: &str) -> Result<VolumeInfo> {
+    pub async fn volume(self, volume: &str) -> Result<VolumeInfo> {
         let path = self.path(&format!("content/{}", seg_with_slash(volume)));
         self.client.get(&path, &Form::new()).await
     }
 
     /// `DELETE …/content/{volume}`: an `imgdel` task; deleting a missing ISO ends OK.
-    pub async fn delete_volume(&self, volume: &str) -> Result<Upid> {
+    pub async fn delete_volume(self, volume: &str) -> Result<Upid> {
         let path = self.path(&format!("content/{}", seg_with_slash(volume)));
         let upid: Option<Upid> = self.client.delete(&path, &Form::new()).await?;
         upid.ok_or_else(|| Error::decode("DELETE", &path, "expected a task id, got null".into()))
@@ -222,7 +222,7 @@ impl Storage<'_> {
 
     /// `POST …/upload`: multipart with an exact Content-Length, fields before the file.
     /// Returns the `imgcopy` task; an existing file of the same name is overwritten.
-    pub async fn upload(&self, upload: Upload) -> Result<Upid> {
+    pub async fn upload(self, upload: Upload) -> Result<Upid> {
         let multipart = upload.into_multipart()?;
         self.client
             .call(

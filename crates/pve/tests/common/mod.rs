@@ -135,7 +135,7 @@ pub fn tiny_iso(label: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
         buf[at + 2..at + 4].copy_from_slice(&v.to_be_bytes());
     }
     fn record(name: &[u8], extent: usize, len: usize, dir: bool) -> Vec<u8> {
-        let mut r = vec![0u8; 33 + name.len() + usize::from(name.len() % 2 == 0)];
+        let mut r = vec![0u8; 33 + name.len() + usize::from(name.len().is_multiple_of(2))];
         r[0] = r.len() as u8;
         both_u32(&mut r, 2, extent as u32);
         both_u32(&mut r, 10, len as u32);

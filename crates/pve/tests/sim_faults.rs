@@ -1,0 +1,426 @@
+//! Task waiting and fault handling against the simulator: slow and failing tasks, warnings,
+//! invisible UPIDs, 5xx, connection resets, timeouts, held locks, revoked tokens, offline
+//! nodes, and the retry helpers' promise never to re-send a non-idempotent call blindly.
+
+mod common;
+
+use std::time::Duration;
+
+use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions};
+use pve::{ErrorKind, RetryPolicy, TaskExit, TaskWait, Upid, retry_idempotent, retry_with_check};
+use serde_json::json;
+
+fn quick_policy() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 6,
+        base_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(400),
+        retry_locked: false,
+    }
+}
+
+async fn clone_template(env: &common::Env, vmid: u32, name: &str) {
+    let mut req = CloneRequest::full(vmid);
+    req.name = Some(name.into());
+    let upid = env
+        .client
+        .node("pve1")
+        .qemu(9000)
+        .clone_to(&req)
+        .await
+        .unwrap();
+    env.client.wait_for_task(&upid).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_task_is_polled_with_backoff_to_the_ceiling() {
+    let env = common::start().await;
+    env.set_task_ms("qmclone", 1500).await;
+    let upid = env
+        .client
+        .node("pve1")
+        .qemu(9000)
+        .clone_to(&CloneRequest::full(300))
+        .await
+        .unwrap();
+    let outcome = env.client.wait_for_task(&upid).await.unwrap();
+    assert_eq!(outcome.exit, TaskExit::Ok);
+    // 5 ms growing ×1.5 reaches the 1 s ceiling in ~12 polls, so a 1.5 s task needs far
+    // fewer polls than a fixed fast interval would.
+    assert!(
+        outcome.polls >= 3 && outcome.polls <= 16,
+        "polls: {}",
+        outcome.polls
+    );
+    let status_polls = env
+        .journal()
+        .await
+        .iter()
+        .filter(|e| e["path"] == format!("/nodes/pve1/tasks/{upid}/status"))
+        .count();
+    assert_eq!(status_polls as u32, outcome.polls);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caller_owns_the_deadline() {
+    let env = common::start().await;
+    env.set_task_ms("qmclone", 60_000).await;
+    let upid = env
+        .client
+        .node("pve1")
+        .qemu(9000)
+        .clone_to(&CloneRequest::full(301))
+        .await
+        .unwrap();
+    let waited =
+        tokio::time::timeout(Duration::from_millis(150), env.client.wait_for_task(&upid)).await;
+    assert!(
+        waited.is_err(),
+        "a 60 s task cannot finish inside the caller's deadline"
+    );
+    let status = env.client.task_status(&upid).await.unwrap();
+    assert!(status.is_running());
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_tasks_carry_exit_status_log_tail_and_kind() {
+    let env = common::start().await;
+    clone_template(&env, 310, "edge-310").await;
+    env.set_faults(json!({"task_failures": [
+        {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"},
+        {"task_type": "qmstart", "nth": 2, "exitstatus": "can't lock file '/var/lock/qemu-server/lock-310.conf' - got timeout"},
+        {"task_type": "qmstart", "nth": 3, "exitstatus": "start failed: QEMU exited with code 1"}
+    ]}))
+    .await;
+    let vm = env.client.node("pve1").qemu(310);
+    let expectations = [ErrorKind::Locked, ErrorKind::Locked, ErrorKind::Permanent];
+    for expected in expectations {
+        let upid = vm.start().await.unwrap();
+        let err = env.client.wait_for_task(&upid).await.unwrap_err();
+        assert_eq!(err.kind(), expected, "{err}");
+        let failure = err.task_failure().unwrap();
+        assert_eq!(failure.upid, upid);
+        assert!(!failure.log_tail.is_empty());
+        assert!(
+            failure.log_tail.last().unwrap().starts_with("TASK ERROR: "),
+            "{:?}",
+            failure.log_tail
+        );
+        assert!(err.to_string().contains(&failure.exitstatus));
+    }
+    // The fourth start is not injected and succeeds.
+    let upid = vm.start().await.unwrap();
+    env.client.wait_for_task(&upid).await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_are_success_with_data() {
+    let env = common::start().await;
+    clone_template(&env, 320, "edge-320").await;
+    // A config entry naming a volume that does not exist: destroy warns "Could not remove
+    // disk" and still succeeds, as PVE does.
+    let vm = env.client.node("pve1").qemu(320);
+    vm.update_config(&ConfigUpdate::new().set("scsi1", "vmdata:vm-320-disk-9,size=1G"))
+        .await
+        .unwrap();
+    let upid = vm
+        .destroy(DestroyOptions {
+            purge: true,
+            destroy_unreferenced_disks: true,
+        })
+        .await
+        .unwrap();
+    let outcome = env.client.wait_for_task(&upid).await.unwrap();
+    match outcome.exit {
+        TaskExit::Warnings(n) => assert!(n >= 1),
+        TaskExit::Ok => panic!("expected warnings, got OK"),
+    }
+    assert!(
+        outcome
+            .warnings
+            .iter()
+            .any(|w| w.contains("Could not remove disk")),
+        "{:?}",
+        outcome.warnings
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invisible_upid_is_retried_then_reported() {
+    let env = common::start().await;
+    // A UPID that no node knows: retried during the grace period, then NotFound.
+    let ghost: Upid = "UPID:pve2:0000AAAA:0000BBBB:654A5A1D:qmstart:555:terraform@pve!provider:"
+        .parse()
+        .unwrap();
+    let opts = TaskWait {
+        unknown_grace: Duration::from_millis(200),
+        ..TaskWait::default()
+    };
+    let err = env
+        .client
+        .wait_for_task_with(&ghost, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(err.message().contains("not visible"), "{err}");
+    let polls = env
+        .journal()
+        .await
+        .iter()
+        .filter(|e| e["path"] == format!("/nodes/pve2/tasks/{ghost}/status"))
+        .count();
+    assert!(polls >= 3, "retried while invisible ({polls} polls)");
+
+    // A real task is waited on right after dispatch, on the node its UPID names.
+    let upid = env
+        .client
+        .node("pve1")
+        .qemu(9000)
+        .clone_to(&CloneRequest::full(330))
+        .await
+        .unwrap();
+    env.client.wait_for_task(&upid).await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_5xx_and_resets_are_retried_for_idempotent_calls() {
+    let env = common::start().await;
+    env.set_faults(json!({"http": [
+        {"method": "GET", "path_regex": "^/version$", "status": 503, "count": 2},
+        {"method": "GET", "path_regex": "^/nodes$", "reset": true, "count": 2}
+    ]}))
+    .await;
+    let version = retry_idempotent(&quick_policy(), || env.client.version())
+        .await
+        .unwrap();
+    assert_eq!(version.major(), Some(9));
+    assert_eq!(env.journal_count("GET", "/version").await, 3);
+    let nodes = retry_idempotent(&quick_policy(), || env.client.nodes())
+        .await
+        .unwrap();
+    assert_eq!(nodes.len(), 3);
+
+    // Without the helper, each fault surfaces once, classified.
+    env.set_faults(json!({"http": [
+        {"method": "GET", "path_regex": "^/version$", "status": 503, "count": 1},
+        {"method": "GET", "path_regex": "^/nodes$", "reset": true, "count": 1},
+        {"method": "GET", "path_regex": "^/pools$", "status": 596, "count": 1}
+    ]}))
+    .await;
+    let e = env.client.version().await.unwrap_err();
+    assert_eq!((e.kind(), e.status()), (ErrorKind::Transient, Some(503)));
+    let e = env.client.nodes().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transient, "{e}");
+    assert!(
+        e.outcome_unknown(),
+        "a reset after sending leaves the outcome unknown"
+    );
+    let e = env.client.pools().await.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.message()),
+        (ErrorKind::Transient, "Broken pipe")
+    );
+
+    // A permanent error is not retried.
+    env.clear_faults().await;
+    let before = env
+        .journal_count("GET", "/nodes/pve1/qemu/4321/config")
+        .await;
+    let e = retry_idempotent(&quick_policy(), || {
+        env.client.node("pve1").qemu(4321).config()
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(
+        env.journal_count("GET", "/nodes/pve1/qemu/4321/config")
+            .await,
+        before + 1
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_idempotent_clone_checks_state_before_resending() {
+    let env = common::start().await;
+    let clone_path = "/nodes/pve1/qemu/9000/clone";
+    let node = env.client.node("pve1");
+    let mut req = CloneRequest::full(340);
+    req.name = Some("edge-340".into());
+
+    // The connection resets after the request went out: outcome unknown. The check finds
+    // no VM 340, so the clone is sent again.
+    env.set_faults(json!({"http": [
+        {"method": "POST", "path_regex": "/qemu/9000/clone$", "reset": true, "count": 1}
+    ]}))
+    .await;
+    let check = |vmid: u32| {
+        let client = env.client.clone();
+        move || {
+            let client = client.clone();
+            async move {
+                match client.node("pve1").qemu(vmid).status().await {
+                    Ok(st)
+                        if st.name.as_deref() == Some("edge-340")
+                            || st.lock.as_deref() == Some("clone") =>
+                    {
+                        Ok(Some(None))
+                    }
+                    Ok(_) => Ok(None),
+                    Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    };
+    let upid = retry_with_check(
+        &quick_policy(),
+        || async { node.qemu(9000).clone_to(&req).await.map(Some) },
+        check(340),
+    )
+    .await
+    .unwrap()
+    .expect("sent again, so a task id");
+    env.client.wait_for_task(&upid).await.unwrap();
+    assert_eq!(env.journal_count("POST", clone_path).await, 2);
+
+    // Now VM 340 exists: a reset clone attempt is resolved by the check, not re-sent.
+    env.set_faults(json!({"http": [
+        {"method": "POST", "path_regex": "/qemu/9000/clone$", "reset": true, "count": 1}
+    ]}))
+    .await;
+    let resolved = retry_with_check(
+        &quick_policy(),
+        || async { node.qemu(9000).clone_to(&req).await.map(Some) },
+        check(340),
+    )
+    .await
+    .unwrap();
+    assert!(
+        resolved.is_none(),
+        "the state check answered: already cloned"
+    );
+    assert_eq!(
+        env.journal_count("POST", clone_path).await,
+        3,
+        "no second send"
+    );
+
+    // An answer PVE gave clearly (node unreachable, 595) is retried without a check.
+    env.set_faults(json!({"http": [
+        {"method": "POST", "path_regex": "/qemu/9000/clone$", "status": 595, "count": 1}
+    ]}))
+    .await;
+    let mut req2 = CloneRequest::full(341);
+    req2.name = Some("edge-341".into());
+    let upid = retry_with_check(
+        &quick_policy(),
+        || async { node.qemu(9000).clone_to(&req2).await.map(Some) },
+        || async { panic!("a 595 is a clear answer; no state check needed") },
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    env.client.wait_for_task(&upid).await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_timeout_is_transient_with_unknown_outcome() {
+    let env = common::start_with(pvesim::SimConfig::default(), |c| {
+        c.request_timeout = Duration::from_millis(100);
+    })
+    .await;
+    env.set_faults(json!({"latency_ms": 1000})).await;
+    let e = env.client.version().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transient, "{e}");
+    assert!(
+        matches!(e.origin(), pve::Origin::Transport { timeout: true, .. }),
+        "{e:?}"
+    );
+    assert!(e.outcome_unknown());
+    env.clear_faults().await;
+    env.client.version().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_locks_are_locked_and_retried_only_when_asked() {
+    let env = common::start().await;
+    clone_template(&env, 350, "edge-350").await;
+    env.set_faults(json!({"held_locks": [{"vmid": 350, "lock": "backup", "seconds": 0.4}]}))
+        .await;
+    let vm = env.client.node("pve1").qemu(350);
+    let update = ConfigUpdate::new().cores(2);
+    let e = vm.update_config(&update).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Locked, "{e}");
+    assert!(e.message().contains("VM is locked (backup)"));
+    let e = retry_idempotent(&quick_policy(), || vm.update_config(&update))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        ErrorKind::Locked,
+        "not retried without with_locked"
+    );
+    let patient = RetryPolicy {
+        max_attempts: 30,
+        base_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(200),
+        retry_locked: true,
+    };
+    retry_idempotent(&patient, || vm.update_config(&update))
+        .await
+        .unwrap();
+    assert_eq!(vm.config().await.unwrap().cores(), 2);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_token_offline_node_and_missing_privilege() {
+    let env = common::start().await;
+    env.set_faults(json!({"token_revoked": true})).await;
+    let e = env.client.version().await.unwrap_err();
+    assert_eq!((e.kind(), e.status()), (ErrorKind::Auth, Some(401)));
+    let e = retry_idempotent(&quick_policy(), || env.client.version())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Auth, "auth errors are not retried");
+
+    env.set_faults(json!({"offline_nodes": ["pve2"]})).await;
+    let e = env.client.node("pve2").status().await.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.status()),
+        (ErrorKind::Transient, Some(595)),
+        "{e}"
+    );
+    assert!(!e.outcome_unknown());
+    env.client.node("pve1").status().await.unwrap();
+    env.shutdown().await;
+
+    let config = pvesim::SimConfig {
+        privileges: [(
+            "/".to_owned(),
+            vec!["VM.Audit".to_owned(), "Sys.Audit".to_owned()],
+        )]
+        .into_iter()
+        .collect(),
+        ..pvesim::SimConfig::default()
+    };
+    let env = common::start_with(config, |_| {}).await;
+    let e = env
+        .client
+        .node("pve1")
+        .qemu(9000)
+        .clone_to(&CloneRequest::full(360))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Auth, "{e}");
+    assert!(e.message().starts_with("Permission check failed ("), "{e}");
+    env.shutdown().await;
+}
