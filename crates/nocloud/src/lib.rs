@@ -33,44 +33,52 @@
 //! * `user-data`: the user's text, untouched. When none is given an empty
 //!   file is written, because NoCloud requires `user-data` to exist.
 //! * `vendor-data` ([`render::vendor_data_guest_agent`], the default): a
-//!   cloud-config that installs `qemu-guest-agent` and runs
-//!   `systemctl enable --now qemu-guest-agent` (plus `systemctl start`, since
-//!   Debian's unit is static), so the provider can read the VM's addresses.
+//!   MIME multipart message with a cloud-config part (`packages:
+//!   [qemu-guest-agent]`, `runcmd: systemctl enable --now qemu-guest-agent`,
+//!   plus `systemctl start`, since Debian's unit is static) and a vendor
+//!   script that installs and starts the agent if it is still missing, so
+//!   the provider can read the VM's addresses.
 //! * `network-config`: optional, passed through (version 2 is what the
 //!   provider documents; cloud-init also reads version 1).
 //!
 //! # How cloud-init combines user-data and vendor-data
 //!
-//! (cloud-init's `stages.py` and `helpers.py`, checked against 22.4 and the
-//! current source.)
+//! (cloud-init's `stages.py`, `helpers.py` and `handlers/cloud_config.py`;
+//! checked against Debian's 22.4 by `tests/cloud_init.rs`, which runs
+//! cloud-init's own datasource, part handlers and merger on our seeds.)
 //!
-//! * User-data is consumed first, then vendor-data, each through the same
-//!   part handlers. Both may be cloud-config, scripts or multipart.
-//! * Cloud-configs are merged with user-data first: by default a top-level key
-//!   in user-data *replaces* the same key in vendor-data. A user-data
-//!   `packages:` or `runcmd:` would therefore silently drop ours. Our
-//!   vendor-data carries `merge_how` (`list(prepend)` with
-//!   `dict(no_replace, recurse_list)`), which cloud-init applies when it
-//!   merges vendor-data in: user-data's scalar keys still win, and the
-//!   `packages` and `runcmd` lists are joined, ours first. The test
-//!   `tests/cloud_init.rs` runs this through cloud-init's own merge code.
-//! * User-data that is a script (`#!`) contributes no cloud-config, so our
-//!   vendor-data applies whole and the script runs as well.
+//! * User-data is consumed first, then vendor-data, each through the part
+//!   handlers; either may be cloud-config, a script or MIME multipart.
+//! * Cloud-config parts are merged per source, then the user-data config is
+//!   merged over the vendor-data config with the default rules: any
+//!   top-level key in user-data *replaces* the same key from vendor-data. A
+//!   user-data `packages:` or `runcmd:` therefore drops ours. A `merge_how`
+//!   in vendor-data does not change that: cloud-init removes it when it
+//!   stores the vendor config, so it only governs vendor parts among
+//!   themselves.
+//! * Scripts are not merged. User-data scripts run in `scripts_user`, and
+//!   vendor-data scripts in `scripts_vendor`, which runs just before it in the
+//!   final stage. That is why our vendor-data carries a script
+//!   ([`render::GUEST_AGENT_SCRIPT`]) besides the cloud-config part: whether
+//!   user-data is a cloud-config (with or without its own lists), a script or
+//!   multipart, the agent gets installed (by `packages` in the config stage,
+//!   or else by the script with apt-get, dnf or zypper) and started.
 //! * User-data can switch vendor-data off: `vendor_data: {enabled: false}`
-//!   (or any `vendor_data` that is not a mapping, or an `enabled` that does
-//!   not read as true) skips vendor-data entirely, and
-//!   `vendor_data: {disabled_handlers: [...]}` skips some of its part types.
-//!   Then the agent is not installed by us;
-//!   [`user_data::UserDataCheck::warning`] flags the first case for the plan.
-//! * Vendor-data scripts would run from a separate directory; we use none.
+//!   (or a `vendor_data` that is not a mapping, or an `enabled` that does not
+//!   read as true to cloud-init) skips all of it, and
+//!   `vendor_data: {disabled_handlers: [...]}` skips some part types. Then we
+//!   install nothing; [`user_data::UserDataCheck::warning`] flags the first
+//!   case (in a plain cloud-config) so the plan can say so.
+//! * `vendor_data: {prefix: [...]}` in user-data runs our script through the
+//!   given command; that is the user's choice and still runs it.
 //!
 //! # Other distributions
 //!
-//! The vendor-data works unchanged wherever cloud-init can install the
-//! package `qemu-guest-agent` and the unit has that name under systemd:
-//! Debian and Ubuntu (tested targets), also Fedora, RHEL and its rebuilds
-//! (dnf), openSUSE/SLES (zypper) and Arch (pacman). Elsewhere a template or
-//! user-data must do it: Alpine uses OpenRC (`rc-update add
+//! The vendor-data targets Debian and Ubuntu. It also works where the package
+//! is called `qemu-guest-agent`, the unit has that name under systemd and the
+//! script finds dnf or zypper: Fedora, RHEL and its rebuilds, openSUSE/SLES;
+//! Arch gets the package from the cloud-config part only (pacman). Elsewhere
+//! a template or user-data must do it: Alpine uses OpenRC (`rc-update add
 //! qemu-guest-agent` and `rc-service qemu-guest-agent start`); FreeBSD needs
 //! the `qemu-guest-agent` package plus `qemu_guest_agent_enable="YES"` in
 //! `rc.conf`; Windows uses cloudbase-init and the virtio-win guest tools.

@@ -101,35 +101,96 @@ fn yaml_double_quoted(text: &str) -> String {
     out
 }
 
-/// The vendor-data that installs, enables and starts `qemu-guest-agent`.
+/// The vendor-data that installs, enables and starts `qemu-guest-agent`: a
+/// MIME multipart message with [`GUEST_AGENT_CLOUD_CONFIG`] and
+/// [`GUEST_AGENT_SCRIPT`].
 ///
-/// See the crate docs for how cloud-init combines it with user-data and what
-/// other distributions need.
+/// Two parts because cloud-init lets any top-level key of a user-data
+/// cloud-config replace the same key of vendor-data: user-data with its own
+/// `packages:` or `runcmd:` drops the cloud-config part's lists (a
+/// `merge_how` in vendor-data does not help: cloud-init strips it before
+/// vendor-data meets user-data). The script part is a vendor script, which
+/// cloud-init runs in its own module (`scripts_vendor`) whatever user-data
+/// says, and which installs and starts the agent if it is still missing.
+/// See the crate docs for the whole set of rules.
 pub fn vendor_data_guest_agent() -> &'static str {
     GUEST_AGENT_VENDOR_DATA
 }
 
-const GUEST_AGENT_VENDOR_DATA: &str = "\
+/// The MIME boundary of [`vendor_data_guest_agent`]; it occurs in neither part.
+pub const VENDOR_DATA_BOUNDARY: &str = "==proxyvm-vendor-data-boundary==";
+
+macro_rules! guest_agent_cloud_config {
+    () => {
+        "\
 #cloud-config
 # Written by terraform-provider-proxmox: installs and starts the QEMU guest
 # agent, through which the provider reads the VM's addresses.
-#
-# cloud-init lets user-data keys replace vendor-data keys of the same name;
-# this merge_how makes our lists join user-data's `packages` and `runcmd`
-# instead, so the agent is installed whatever user-data says.
-merge_how:
-  - name: list
-    settings: [prepend]
-  - name: dict
-    settings: [no_replace, recurse_list]
 packages:
   - qemu-guest-agent
 runcmd:
-  # Debian's unit is static (udev starts it at boot): enable is a no-op with a
-  # notice there, so start it explicitly as well.
+  # Debian's unit is static (udev starts it at boot), where enable is a no-op
+  # with a notice, so start it explicitly as well.
   - [systemctl, enable, --now, qemu-guest-agent]
   - [systemctl, start, qemu-guest-agent]
-";
+"
+    };
+}
+
+macro_rules! guest_agent_script {
+    () => {
+        "\
+#!/bin/sh
+# Written by terraform-provider-proxmox. Makes sure the QEMU guest agent is
+# installed and running even when user-data's own packages: or runcmd:
+# replaced those of our cloud-config part.
+if ! command -v qemu-ga >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    # Wait for another apt (unattended-upgrades at first boot) to finish.
+    apt-get -o DPkg::Lock::Timeout=600 update -q
+    apt-get -o DPkg::Lock::Timeout=600 install -y -q qemu-guest-agent
+  elif command -v dnf >/dev/null 2>&1; then
+    dnf install -y qemu-guest-agent
+  elif command -v zypper >/dev/null 2>&1; then
+    zypper --non-interactive install qemu-guest-agent
+  fi
+fi
+systemctl enable --now qemu-guest-agent || systemctl start qemu-guest-agent
+"
+    };
+}
+
+/// The cloud-config part of [`vendor_data_guest_agent`].
+pub const GUEST_AGENT_CLOUD_CONFIG: &str = guest_agent_cloud_config!();
+
+/// The vendor-script part of [`vendor_data_guest_agent`].
+pub const GUEST_AGENT_SCRIPT: &str = guest_agent_script!();
+
+// The layout `cloud-init devel make-mime` writes, with a fixed boundary so
+// the bytes never change.
+const GUEST_AGENT_VENDOR_DATA: &str = concat!(
+    "Content-Type: multipart/mixed; boundary=\"==proxyvm-vendor-data-boundary==\"\n",
+    "MIME-Version: 1.0\n",
+    "\n",
+    "--==proxyvm-vendor-data-boundary==\n",
+    "Content-Type: text/cloud-config; charset=\"us-ascii\"\n",
+    "MIME-Version: 1.0\n",
+    "Content-Transfer-Encoding: 7bit\n",
+    "Content-Disposition: attachment; filename=\"guest-agent.cfg\"\n",
+    "\n",
+    guest_agent_cloud_config!(),
+    "\n",
+    "--==proxyvm-vendor-data-boundary==\n",
+    "Content-Type: text/x-shellscript; charset=\"us-ascii\"\n",
+    "MIME-Version: 1.0\n",
+    "Content-Transfer-Encoding: 7bit\n",
+    "Content-Disposition: attachment; filename=\"guest-agent.sh\"\n",
+    "\n",
+    guest_agent_script!(),
+    "\n",
+    "--==proxyvm-vendor-data-boundary==--\n",
+);
 
 #[cfg(test)]
 mod tests {
@@ -194,12 +255,25 @@ mod tests {
     }
 
     #[test]
-    fn vendor_data_is_cloud_config_with_the_agent() {
+    fn vendor_data_is_multipart_with_both_parts() {
+        use crate::user_data::{UserDataKind, validate};
         let text = vendor_data_guest_agent();
-        assert!(text.starts_with("#cloud-config\n"));
-        assert!(text.contains("  - qemu-guest-agent\n"));
-        assert!(text.contains("[systemctl, enable, --now, qemu-guest-agent]"));
-        let check = crate::user_data::validate(text).unwrap();
-        assert_eq!(check.kind, crate::user_data::UserDataKind::CloudConfig);
+        assert_eq!(validate(text).unwrap().kind, UserDataKind::MimeMultipart);
+        assert!(text.contains(GUEST_AGENT_CLOUD_CONFIG));
+        assert!(text.contains(GUEST_AGENT_SCRIPT));
+        assert!(text.contains(&format!("boundary=\"{VENDOR_DATA_BOUNDARY}\"")));
+        assert_eq!(text.matches(VENDOR_DATA_BOUNDARY).count(), 4);
+        assert!(text.ends_with(&format!("--{VENDOR_DATA_BOUNDARY}--\n")));
+        assert!(text.is_ascii(), "declared us-ascii");
+        assert_eq!(
+            validate(GUEST_AGENT_CLOUD_CONFIG).unwrap().kind,
+            UserDataKind::CloudConfig
+        );
+        assert!(GUEST_AGENT_CLOUD_CONFIG.contains("  - qemu-guest-agent\n"));
+        assert!(GUEST_AGENT_CLOUD_CONFIG.contains("[systemctl, enable, --now, qemu-guest-agent]"));
+        assert_eq!(
+            validate(GUEST_AGENT_SCRIPT).unwrap().kind,
+            UserDataKind::Script
+        );
     }
 }

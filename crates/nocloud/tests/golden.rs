@@ -1,0 +1,83 @@
+//! Pinned bytes. A seed's bytes are part of the provider's contract: the same
+//! configuration must produce the same image on every version, or every
+//! upgrade would re-upload seeds and give VMs new instance ids. A change here
+//! must be deliberate (and noted in the changelog).
+
+use nocloud::{Seed, SeedFiles, iso};
+use sha2::{Digest, Sha256};
+
+const SECTOR: usize = 2048;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn fixed_files() -> SeedFiles {
+    SeedFiles {
+        meta_data: b"instance-id: iid-golden\nlocal-hostname: \"golden\"\n".to_vec(),
+        user_data: b"#cloud-config\npackages: [nginx]\n".to_vec(),
+        network_config: Some(b"version: 2\nethernets: {}\n".to_vec()),
+        vendor_data: Some(b"#cloud-config\n{}\n".to_vec()),
+    }
+}
+
+fn typical_seed() -> Seed {
+    Seed::new("edge-0", "pve1/101")
+        .user_data(
+            "#cloud-config\npackages: [haproxy]\nruncmd:\n  - [systemctl, restart, haproxy]\n",
+        )
+        .network_config("version: 2\nethernets:\n  eth0:\n    dhcp4: true\n")
+}
+
+#[test]
+fn iso_writer_bytes_are_pinned() {
+    let image = iso::write(&fixed_files()).unwrap();
+    assert_eq!(image.len(), 33 * SECTOR);
+    assert_eq!(
+        hex(&Sha256::digest(&image)),
+        "0898f0c91227a6594983aa2c63f62ec7c1d78187d4660b78625af86b49f49fa3",
+        "iso::write output changed"
+    );
+}
+
+#[test]
+fn typical_seed_bytes_and_instance_id_are_pinned() {
+    let seed = typical_seed().build().unwrap();
+    assert_eq!(seed.instance_id, "iid-9009d5f180830406ee4f71fe104f2a9f");
+    assert_eq!(seed.file_name_suggestion, "seed-edge-0-3818de86.iso");
+    assert_eq!(
+        seed.sha256_hex(),
+        "4d304c71930a3c6b9a99637ac2f8277ba36a611a43e71787abb5baff91af1ca8",
+        "seed image changed"
+    );
+    assert!(seed.bytes.len() < 100 * 1024, "{} bytes", seed.bytes.len());
+}
+
+#[test]
+fn structure_at_fixed_offsets() {
+    let image = iso::write(&fixed_files()).unwrap();
+    let at = |sector: usize, offset: usize, len: usize| &image[sector * SECTOR + offset..][..len];
+    // Volume descriptors: primary, Joliet, terminator.
+    assert_eq!(at(16, 0, 6), b"\x01CD001");
+    assert_eq!(at(16, 40, 32), b"cidata                          ");
+    assert_eq!(at(16, 813, 17), b"2000010100000000\0");
+    assert_eq!(at(17, 0, 6), b"\x02CD001");
+    assert_eq!(at(17, 88, 3), b"%/E");
+    assert_eq!(at(18, 0, 6), b"\xffCD001");
+    // Root directory at sector 23 (both-endian), one sector long.
+    assert_eq!(at(16, 158, 8), &[23, 0, 0, 0, 0, 0, 0, 23]);
+    assert_eq!(at(16, 166, 8), &[0, 8, 0, 0, 0, 0, 8, 0]);
+    // Its `.` record starts the Rock Ridge SUSP area with SP.
+    assert_eq!(at(23, 34, 7), b"SP\x07\x01\xbe\xef\x00");
+    // The continuation area with ER, after the Joliet root.
+    assert_eq!(at(25, 0, 2), b"ER");
+    // File data from sector 26, in directory order.
+    let files = fixed_files();
+    assert_eq!(at(26, 0, files.meta_data.len()), &files.meta_data[..]);
+    assert_eq!(
+        at(29, 0, files.vendor_data.as_ref().unwrap().len()),
+        &files.vendor_data.unwrap()[..]
+    );
+    // Nothing but zeros in the padding.
+    assert!(image[30 * SECTOR..].iter().all(|b| *b == 0));
+}
