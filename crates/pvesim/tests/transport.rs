@@ -1,0 +1,127 @@
+//! Transport and the `pve-sim` command: facts §1 (HTTPS, HTTP/1.1) and pveproxy's 5 s
+//! keep-alive idle close; the binary's start-up contract (state files, one stdout line,
+//! clean stop on SIGTERM).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// pveproxy closes a keep-alive connection that stays idle for 5 s: after one answered
+/// request, the server ends the connection on its own.
+#[tokio::test]
+async fn idle_keep_alive_connection_is_closed_by_the_server() {
+    let h = common::start(common::fast_config()).await;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(h.sim.ca_pem().as_bytes()).unwrap())
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let address = h.sim.endpoint().trim_start_matches("https://").to_string();
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let mut tls = connector
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap();
+    let request = format!(
+        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: keep-alive\r\n\r\n",
+        h.auth()
+    );
+    tls.write_all(request.as_bytes()).await.unwrap();
+
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let outcome = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            match tls.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(outcome.is_ok(), "server kept the idle connection open");
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(text.contains("\"release\""));
+    h.sim.shutdown().await;
+}
+
+/// The binary writes ca.pem/token/endpoint, prints the endpoint, serves, and stops on
+/// SIGTERM with success.
+#[tokio::test]
+async fn binary_start_up_contract_and_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pve-sim"))
+        .args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let endpoint = std::fs::read_to_string(dir.path().join("endpoint")).unwrap();
+    assert_eq!(line.trim_end(), endpoint);
+    assert!(endpoint.starts_with("https://127.0.0.1:"));
+    let token = std::fs::read_to_string(dir.path().join("token")).unwrap();
+    assert!(token.starts_with("terraform@pve!provider="));
+    let ca = std::fs::read(dir.path().join("ca.pem")).unwrap();
+    let client = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])
+        .http1_only()
+        .build()
+        .unwrap();
+    let version: serde_json::Value = client
+        .get(format!("{endpoint}/api2/json/version"))
+        .header("Authorization", format!("PVEAPIToken={token}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(version["data"]["release"], "9.2");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+}
+
+/// `--help` documents the flags and exits 0.
+#[test]
+fn help_lists_every_flag() {
+    let output = Command::new(env!("CARGO_BIN_EXE_pve-sim"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    for flag in ["--listen", "--state-dir", "--config", "/_sim/faults"] {
+        assert!(text.contains(flag), "{flag} missing from --help");
+    }
+}
