@@ -171,6 +171,34 @@ fn compare_keys(
     }
 }
 
+/// Where the description states the index range as "(n is 0 to N)", it must match ours.
+fn check_index_range(
+    rule: &ParamRule,
+    theirs: &Map<String, Value>,
+    at: &str,
+    mismatches: &mut Vec<String>,
+) -> bool {
+    let description = theirs
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let Some(rest) = description.split("(n is 0 to ").nth(1) else {
+        return false;
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    if !rest[digits.len()..].starts_with(')') {
+        return false; // e.g. usb: "(n is 0 to 4, for machine version >= 7.1 … up to 14)"
+    }
+    let last: u32 = digits.parse().expect("index digits");
+    if rule.index_count != last + 1 {
+        mismatches.push(format!(
+            "{at} {}: indexes 0..{} but PVE says 0 to {last}",
+            rule.name, rule.index_count
+        ));
+    }
+    true
+}
+
 #[test]
 fn our_rules_match_pve_api_schema() {
     let Ok(text) = std::fs::read_to_string(SCHEMA_PATH) else {
@@ -181,6 +209,7 @@ fn our_rules_match_pve_api_schema() {
     let their_endpoints = dump["endpoints"].as_array().expect("endpoints array");
     let mut mismatches = Vec::new();
     let mut checked_params = 0;
+    let mut checked_ranges = 0;
     for ours in schema::endpoints() {
         let at = format!("{} {}", ours.method, ours.template);
         let Some(theirs) = their_endpoints
@@ -198,7 +227,10 @@ fn our_rules_match_pve_api_schema() {
             checked_params += 1;
             match their_params.get(rule.name).and_then(Value::as_object) {
                 Some(their) => {
-                    compare(rule, their, &format!("{at} {}", rule.name), &mut mismatches)
+                    compare(rule, their, &format!("{at} {}", rule.name), &mut mismatches);
+                    if check_index_range(rule, their, &at, &mut mismatches) {
+                        checked_ranges += 1;
+                    }
                 }
                 None => {
                     mismatches.push(format!("{at} {}: parameter not in PVE's schema", rule.name))
@@ -222,6 +254,8 @@ fn our_rules_match_pve_api_schema() {
             ));
         }
     }
+    // ide, sata, scsi, virtio, parallel, serial on create and both config updates.
+    assert_eq!(checked_ranges, 18, "index ranges checked");
     assert!(
         checked_params > 400,
         "only {checked_params} parameters checked"
