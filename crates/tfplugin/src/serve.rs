@@ -2,6 +2,7 @@
 //! serving, and shutdown.
 
 use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::ExitCode;
@@ -305,9 +306,10 @@ impl PluginListener {
             .filter(|dir| !dir.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
-        // tempfile creates the directory with mode 0700: only our user can connect.
+        // Mode 0700 from creation on: only our user can reach the socket.
         let dir = tempfile::Builder::new()
             .prefix("plugin")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(parent)?;
         let path = dir.path().join("plugin.sock");
         let listener = UnixListener::bind(&path)?;

@@ -1,0 +1,570 @@
+//! The plugin binary as Terraform sees it: handshake, AutoMTLS refusal,
+//! the protocol over real gRPC, Shutdown, StopProvider, signals.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{COOKIE, Plugin, plugin_binary, terraform_like_client_identity};
+use tfplugin::proto::health::health_client::HealthClient;
+use tfplugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
+use tfplugin::proto::tfplugin6 as pb;
+use tfplugin::proto::tfplugin6::provider_client::ProviderClient;
+use tfplugin::{Type, Value, decode_msgpack, encode_msgpack};
+
+fn item_type() -> Type {
+    Type::object([
+        ("name", Type::String),
+        ("value", Type::String),
+        ("wait_for_stop", Type::Bool),
+        ("id", Type::String),
+    ])
+}
+
+fn dynamic(value: &Value) -> Option<pb::DynamicValue> {
+    Some(pb::DynamicValue {
+        msgpack: encode_msgpack(value, &item_type()).unwrap(),
+        json: Vec::new(),
+    })
+}
+
+fn undynamic(value: Option<pb::DynamicValue>) -> Value {
+    decode_msgpack(&value.unwrap().msgpack, &item_type()).unwrap()
+}
+
+#[test]
+fn without_the_cookie_it_explains_and_exits_1() {
+    let output = Command::new(plugin_binary())
+        .env_remove("TF_PLUGIN_MAGIC_COOKIE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty(), "stdout must stay empty");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("This binary is a plugin"), "{stderr}");
+    assert!(stderr.contains("Terraform or OpenTofu"), "{stderr}");
+}
+
+#[test]
+fn a_wrong_cookie_is_refused_too() {
+    let output = Command::new(plugin_binary())
+        .env("TF_PLUGIN_MAGIC_COOKIE", "nope")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn handshake_line_names_a_private_unix_socket_and_our_certificate() {
+    let client = terraform_like_client_identity();
+    let plugin = Plugin::start(Some(&client.pem));
+    let handshake = &plugin.handshake;
+    assert_eq!(handshake.network, "unix");
+    let socket = std::path::Path::new(&handshake.address);
+    assert!(socket.starts_with(plugin.socket_dir.path()), "{socket:?}");
+    let dir_mode = std::fs::metadata(socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+    assert!(handshake.server_cert.is_some());
+    assert!(handshake.line.ends_with('\n'));
+}
+
+#[test]
+fn without_client_cert_the_line_has_no_certificate() {
+    let plugin = Plugin::start(None);
+    assert!(plugin.handshake.server_cert.is_none());
+    assert!(plugin.handshake.line.ends_with("|grpc|\n"));
+}
+
+#[tokio::test]
+async fn pinned_client_certificate_is_served() {
+    let client = terraform_like_client_identity();
+    let plugin = Plugin::start(Some(&client.pem));
+    for versions in [
+        &[&rustls::version::TLS13][..],
+        &[&rustls::version::TLS12][..],
+    ] {
+        let channel = common::connect_with_versions(&plugin.handshake, Some(&client), versions)
+            .await
+            .unwrap();
+        let metadata = ProviderClient::new(channel)
+            .get_metadata(pb::get_metadata::Request {})
+            .await
+            .unwrap()
+            .into_inner();
+        let capabilities = metadata.server_capabilities.unwrap();
+        assert!(capabilities.plan_destroy);
+        assert!(capabilities.get_provider_schema_optional);
+        assert_eq!(metadata.resources[0].type_name, "echo_item");
+        assert_eq!(metadata.data_sources[0].type_name, "echo_length");
+    }
+}
+
+#[tokio::test]
+async fn a_client_without_certificate_is_refused() {
+    let client = terraform_like_client_identity();
+    let plugin = Plugin::start(Some(&client.pem));
+    let refused = match plugin.channel(None).await {
+        Err(_) => true,
+        Ok(channel) => ProviderClient::new(channel)
+            .get_metadata(pb::get_metadata::Request {})
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a client without a certificate was served");
+}
+
+#[tokio::test]
+async fn a_client_with_another_certificate_is_refused() {
+    let expected = terraform_like_client_identity();
+    let intruder = terraform_like_client_identity();
+    let plugin = Plugin::start(Some(&expected.pem));
+    for versions in [
+        &[&rustls::version::TLS13][..],
+        &[&rustls::version::TLS12][..],
+    ] {
+        let refused =
+            match common::connect_with_versions(&plugin.handshake, Some(&intruder), versions).await
+            {
+                Err(_) => true,
+                Ok(channel) => ProviderClient::new(channel)
+                    .get_metadata(pb::get_metadata::Request {})
+                    .await
+                    .is_err(),
+            };
+        assert!(refused, "a client with another certificate was served");
+    }
+    // The plugin keeps serving the right client after refusing others.
+    let channel = plugin.channel(Some(&expected)).await.unwrap();
+    assert!(
+        ProviderClient::new(channel)
+            .get_metadata(pb::get_metadata::Request {})
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn plaintext_without_client_cert_serves_the_schema() {
+    let plugin = Plugin::start(None);
+    let channel = plugin.channel(None).await.unwrap();
+    let schema = ProviderClient::new(channel)
+        .get_provider_schema(pb::get_provider_schema::Request {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(schema.diagnostics.is_empty());
+    let item = &schema.resource_schemas["echo_item"];
+    let block = item.block.as_ref().unwrap();
+    let value = block.attributes.iter().find(|a| a.name == "value").unwrap();
+    assert!(value.sensitive && value.optional);
+    assert!(schema.data_source_schemas.contains_key("echo_length"));
+    assert!(schema.provider.is_some());
+    assert!(schema.server_capabilities.unwrap().plan_destroy);
+}
+
+#[tokio::test]
+async fn unimplemented_rpcs_answer_unimplemented() {
+    let plugin = Plugin::start(None);
+    let mut client = ProviderClient::new(plugin.channel(None).await.unwrap());
+    let status = client
+        .call_function(pb::call_function::Request {
+            name: "f".into(),
+            arguments: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    let status = client
+        .open_ephemeral_resource(pb::open_ephemeral_resource::Request::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    // The server is still healthy afterwards.
+    let health = HealthClient::new(plugin.channel(None).await.unwrap())
+        .check(tfplugin::proto::health::HealthCheckRequest {
+            service: "plugin".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(health.status, 1);
+}
+
+#[tokio::test]
+async fn shutdown_exits_promptly_and_removes_the_socket() {
+    let client = terraform_like_client_identity();
+    let mut plugin = Plugin::start(Some(&client.pem));
+    let socket = std::path::PathBuf::from(&plugin.handshake.address);
+    let channel = plugin.channel(Some(&client)).await.unwrap();
+    GrpcControllerClient::new(channel.clone())
+        .shutdown(tfplugin::proto::plugin::Empty {})
+        .await
+        .unwrap();
+    drop(channel);
+    // go-plugin kills a plugin that is still alive 2 s after Shutdown.
+    let status = plugin
+        .wait_exit(Duration::from_secs(2))
+        .expect("plugin still running 2 s after Shutdown");
+    assert!(status.success(), "{status:?}");
+    assert!(!socket.exists(), "socket left behind");
+    assert_eq!(
+        plugin.rest_of_stdout(),
+        "",
+        "stdout after the handshake line"
+    );
+}
+
+#[tokio::test]
+async fn sigint_is_ignored() {
+    let plugin = Plugin::start(None);
+    plugin.signal("INT");
+    let mut client = ProviderClient::new(plugin.channel(None).await.unwrap());
+    // Still serving after the signal was delivered and handled.
+    for _ in 0..3 {
+        client
+            .get_metadata(pb::get_metadata::Request {})
+            .await
+            .unwrap();
+    }
+    assert!(plugin_alive(&plugin), "the plugin died on SIGINT");
+}
+
+fn plugin_alive(plugin: &Plugin) -> bool {
+    std::path::Path::new(&format!("/proc/{}", plugin.child.id())).exists()
+}
+
+#[tokio::test]
+async fn stop_provider_cancels_an_apply_in_flight() {
+    let plugin = Plugin::start(None);
+    let channel = plugin.channel(None).await.unwrap();
+    let planned = Value::object([
+        ("name", Value::from("slow")),
+        ("wait_for_stop", Value::from(true)),
+        ("id", Value::Unknown),
+    ]);
+    let mut apply_client = ProviderClient::new(channel.clone());
+    let apply = tokio::spawn(async move {
+        apply_client
+            .apply_resource_change(pb::apply_resource_change::Request {
+                type_name: "echo_item".into(),
+                prior_state: dynamic(&Value::Null),
+                planned_state: dynamic(&planned),
+                config: dynamic(&planned),
+                ..Default::default()
+            })
+            .await
+    });
+    // StopProvider only affects calls already in flight, so repeat it until
+    // the apply has started and returned (bounded by a deadline).
+    let mut stop_client = ProviderClient::new(channel);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let response = loop {
+        stop_client
+            .stop_provider(pb::stop_provider::Request {})
+            .await
+            .unwrap();
+        if apply.is_finished() {
+            break apply.await.unwrap().unwrap().into_inner();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "apply was not cancelled"
+        );
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(response.diagnostics[0].summary, "Stopped");
+}
+
+#[tokio::test]
+async fn a_resource_lifecycle_over_grpc() {
+    let plugin = Plugin::start(None);
+    let mut client = ProviderClient::new(plugin.channel(None).await.unwrap());
+
+    let configured = client
+        .configure_provider(pb::configure_provider::Request {
+            terraform_version: "1.11.4".into(),
+            config: Some(pb::DynamicValue {
+                msgpack: encode_msgpack(
+                    &Value::object([("prefix", Value::Null)]),
+                    &Type::object([("prefix", Type::String)]),
+                )
+                .unwrap(),
+                json: vec![],
+            }),
+            client_capabilities: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(configured.diagnostics.is_empty());
+
+    // Invalid provider config points at the attribute.
+    let invalid = client
+        .validate_provider_config(pb::validate_provider_config::Request {
+            config: Some(pb::DynamicValue {
+                msgpack: encode_msgpack(
+                    &Value::object([("prefix", Value::from(""))]),
+                    &Type::object([("prefix", Type::String)]),
+                )
+                .unwrap(),
+                json: vec![],
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(invalid.diagnostics.len(), 1);
+    let steps = &invalid.diagnostics[0].attribute.as_ref().unwrap().steps;
+    assert_eq!(
+        steps[0].selector,
+        Some(pb::attribute_path::step::Selector::AttributeName(
+            "prefix".into()
+        ))
+    );
+
+    // Create: id is planned unknown.
+    let config = Value::object([("name", Value::from("a")), ("value", Value::from("v"))]);
+    let plan = client
+        .plan_resource_change(pb::plan_resource_change::Request {
+            type_name: "echo_item".into(),
+            prior_state: dynamic(&Value::Null),
+            proposed_new_state: dynamic(&config),
+            config: dynamic(&config),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
+    let planned = undynamic(plan.planned_state);
+    assert_eq!(planned.get_attr("id"), &Value::Unknown);
+    assert!(plan.requires_replace.is_empty());
+
+    let applied = client
+        .apply_resource_change(pb::apply_resource_change::Request {
+            type_name: "echo_item".into(),
+            prior_state: dynamic(&Value::Null),
+            planned_state: dynamic(&planned),
+            config: dynamic(&config),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let state = undynamic(applied.new_state);
+    assert_eq!(state.get_attr("id").as_str(), Some("item-a"));
+    assert_eq!(applied.private, b"{\"v\":1}");
+
+    // Read round-trips state and private bytes.
+    let read = client
+        .read_resource(pb::read_resource::Request {
+            type_name: "echo_item".into(),
+            current_state: dynamic(&state),
+            private: applied.private.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(undynamic(read.new_state), state);
+    assert_eq!(read.private, applied.private);
+
+    // Renaming requires replacement.
+    let mut renamed = state.clone();
+    renamed.set_attr("name", Value::from("b"));
+    let plan = client
+        .plan_resource_change(pb::plan_resource_change::Request {
+            type_name: "echo_item".into(),
+            prior_state: dynamic(&state),
+            proposed_new_state: dynamic(&renamed),
+            config: dynamic(&renamed),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(plan.requires_replace.len(), 1);
+
+    // Destroy plan: null proposed state plans null.
+    let plan = client
+        .plan_resource_change(pb::plan_resource_change::Request {
+            type_name: "echo_item".into(),
+            prior_state: dynamic(&state),
+            proposed_new_state: dynamic(&Value::Null),
+            config: dynamic(&Value::Null),
+            prior_private: b"p".to_vec(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(undynamic(plan.planned_state).is_null());
+    assert_eq!(plan.planned_private, b"p");
+
+    // Upgrade: raw JSON state becomes msgpack for the current schema.
+    let upgraded = client
+        .upgrade_resource_state(pb::upgrade_resource_state::Request {
+            type_name: "echo_item".into(),
+            version: 0,
+            raw_state: Some(pb::RawState {
+                json: br#"{"name":"a","value":"v","id":"item-a","gone":1}"#.to_vec(),
+                flatmap: Default::default(),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        upgraded.diagnostics.is_empty(),
+        "{:?}",
+        upgraded.diagnostics
+    );
+    let upgraded = undynamic(upgraded.upgraded_state);
+    assert_eq!(upgraded.get_attr("id").as_str(), Some("item-a"));
+    assert!(upgraded.get_attr("wait_for_stop").is_null());
+
+    // A state from a newer schema version is an error.
+    let newer = client
+        .upgrade_resource_state(pb::upgrade_resource_state::Request {
+            type_name: "echo_item".into(),
+            version: 7,
+            raw_state: Some(pb::RawState {
+                json: b"{}".to_vec(),
+                flatmap: Default::default(),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(newer.diagnostics[0].severity, 1);
+
+    // Import.
+    let imported = client
+        .import_resource_state(pb::import_resource_state::Request {
+            type_name: "echo_item".into(),
+            id: "item-z".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let object = &imported.imported_resources[0];
+    assert_eq!(object.type_name, "echo_item");
+    assert_eq!(
+        undynamic(object.state.clone()).get_attr("name").as_str(),
+        Some("z")
+    );
+
+    // Data source.
+    let length_type = Type::object([("text", Type::String), ("length", Type::Number)]);
+    let read = client
+        .read_data_source(pb::read_data_source::Request {
+            type_name: "echo_length".into(),
+            config: Some(pb::DynamicValue {
+                msgpack: encode_msgpack(
+                    &Value::object([("text", Value::from("hello"))]),
+                    &length_type,
+                )
+                .unwrap(),
+                json: vec![],
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let state = decode_msgpack(&read.state.unwrap().msgpack, &length_type).unwrap();
+    assert_eq!(state.get_attr("length").as_i64(), Some(5));
+
+    // An unknown type is a diagnostic, not a crash.
+    let unknown = client
+        .validate_resource_config(pb::validate_resource_config::Request {
+            type_name: "echo_nothing".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(unknown.diagnostics[0].summary, "Unknown resource type");
+}
+
+#[test]
+fn debug_mode_prints_reattach_config_and_serves_plaintext() {
+    use std::io::BufRead as _;
+    let socket_dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(plugin_binary())
+        .arg("--debug")
+        .env_remove("TF_PLUGIN_MAGIC_COOKIE")
+        .env("PLUGIN_CLIENT_CERT", "ignored in debug mode")
+        .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let line = stdout
+        .lines()
+        .map(Result::unwrap)
+        .find(|line| line.contains("TF_REATTACH_PROVIDERS="))
+        .expect("no TF_REATTACH_PROVIDERS line");
+    let json = line
+        .split_once("TF_REATTACH_PROVIDERS='")
+        .unwrap()
+        .1
+        .trim_end_matches('\'');
+    let parsed: serde_json::Value = serde_json::from_str(json).unwrap();
+    for address in [
+        "registry.terraform.io/example/echo",
+        "registry.opentofu.org/example/echo",
+    ] {
+        let entry = &parsed[address];
+        assert_eq!(entry["Protocol"], "grpc");
+        assert_eq!(entry["ProtocolVersion"], 6);
+        assert_eq!(entry["Pid"], child.id());
+        assert_eq!(entry["Addr"]["Network"], "unix");
+    }
+    let socket = parsed["registry.terraform.io/example/echo"]["Addr"]["String"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let handshake = common::parse_handshake(&format!("1|6|unix|{socket}|grpc|\n"));
+        let channel = common::connect(&handshake, None).await.unwrap();
+        ProviderClient::new(channel)
+            .get_metadata(pb::get_metadata::Request {})
+            .await
+            .unwrap();
+    });
+    // Interrupt ends debug mode.
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "still running after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert!(status.success());
+}
+
+#[test]
+fn cookie_constant_matches_terraforms() {
+    assert_eq!(tfplugin::MAGIC_COOKIE_VALUE, COOKIE);
+}
