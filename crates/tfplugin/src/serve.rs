@@ -138,6 +138,9 @@ async fn serve_inner(
     options: &ServeOptions,
     debug: bool,
 ) -> Result<(), ServeError> {
+    // Handlers go in before the handshake line: from then on the host may
+    // forward a terminal Ctrl-C to us at any moment.
+    let signals = Signals::install();
     check_protocol_versions();
     let listener = PluginListener::bind().map_err(ServeError::Listen)?;
 
@@ -169,7 +172,7 @@ async fn serve_inner(
     tracing::debug!(network, address = %address, tls = acceptor.is_some(), "plugin server listening");
 
     let (shutdown_sender, mut shutdown) = watch::channel(false);
-    tokio::spawn(watch_signals(shutdown_sender.clone(), debug));
+    tokio::spawn(signals.watch(shutdown_sender.clone(), debug));
 
     let (connections, incoming) = mpsc::channel::<std::io::Result<PluginConn>>(16);
     let accept_loop = tokio::spawn(accept_loop(listener, acceptor, connections));
@@ -230,27 +233,48 @@ fn check_protocol_versions() {
 /// SIGINT is ignored, as go-plugin does: a terminal Ctrl-C reaches the whole
 /// process group, and Terraform cancels us with StopProvider instead. In
 /// `--debug` mode (no host) SIGINT stops the server; SIGTERM always does.
-async fn watch_signals(shutdown: watch::Sender<bool>, debug: bool) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::warn!("cannot install signal handlers");
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = interrupt.recv() => {
-                if debug {
+struct Signals {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt())
+            .inspect_err(|error| tracing::warn!(%error, "cannot handle SIGINT"))
+            .ok();
+        let terminate = signal(SignalKind::terminate())
+            .inspect_err(|error| tracing::warn!(%error, "cannot handle SIGTERM"))
+            .ok();
+        Signals {
+            interrupt,
+            terminate,
+        }
+    }
+
+    async fn watch(mut self, shutdown: watch::Sender<bool>, debug: bool) {
+        async fn next(signal: &mut Option<tokio::signal::unix::Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        loop {
+            tokio::select! {
+                () = next(&mut self.interrupt) => {
+                    if debug {
+                        shutdown.send_replace(true);
+                        return;
+                    }
+                    tracing::debug!("ignoring SIGINT; the host stops us with StopProvider and Shutdown");
+                }
+                () = next(&mut self.terminate) => {
                     shutdown.send_replace(true);
                     return;
                 }
-                tracing::debug!("ignoring SIGINT; the host stops us with StopProvider and Shutdown");
-            }
-            _ = terminate.recv() => {
-                shutdown.send_replace(true);
-                return;
             }
         }
     }

@@ -209,10 +209,12 @@ async fn shutdown_exits_promptly_and_removes_the_socket() {
         .await
         .unwrap();
     drop(channel);
+    let started = std::time::Instant::now();
     // go-plugin kills a plugin that is still alive 2 s after Shutdown.
     let status = plugin
         .wait_exit(Duration::from_secs(2))
         .expect("plugin still running 2 s after Shutdown");
+    eprintln!("exited {:?} after Shutdown", started.elapsed());
     assert!(status.success(), "{status:?}");
     assert!(!socket.exists(), "socket left behind");
     assert_eq!(
