@@ -133,8 +133,16 @@ fn json_bodies_take_json_types() {
     body.insert("onboot".into(), json!(true));
     body.insert("name".into(), json!("edge-1"));
     body.insert("description".into(), Value::Null);
+    body.insert("sockets".into(), json!(2.0));
+    body.insert("cpulimit".into(), json!(1.5));
     let params = ok("PUT", "/nodes/pve1/qemu/4242/config", body);
     assert_eq!(params["cores"], json!(4));
+    assert_eq!(
+        params["sockets"],
+        json!(2),
+        "Perl prints the float 2.0 as 2"
+    );
+    assert_eq!(params["cpulimit"], json!(1.5));
     assert_eq!(params["onboot"], json!(true));
     assert!(
         !params.contains_key("description"),
@@ -393,4 +401,78 @@ fn upload_fields() {
         e["checksum-algorithm"],
         "missing property - 'checksum' requires this property"
     );
+}
+
+#[test]
+fn random_values_never_panic() {
+    // Pieces that steer the property-string parser and the format validators into corners.
+    const PIECES: &[&str] = &[
+        ",",
+        "=",
+        ";",
+        ":",
+        " ",
+        "\n",
+        "\0",
+        ".",
+        "-",
+        "+",
+        "/",
+        "0",
+        "1",
+        "4095",
+        "virtio",
+        "bridge",
+        "tag",
+        "model",
+        "macaddr",
+        "BC:24:11:AA:BB:CC",
+        "file",
+        "volume",
+        "media",
+        "cdrom",
+        "size",
+        "20G",
+        "local:iso/a.iso",
+        "dhcp",
+        "ip",
+        "10.0.0.1/24",
+        "é",
+        "order",
+        "legacy",
+        "true",
+        "on",
+        "e5",
+        "99999999999999999999",
+    ];
+    let endpoint = schema::endpoint("POST", "/nodes/{node}/qemu/{vmid}/config").expect("served");
+    let keys: Vec<String> = endpoint
+        .params
+        .iter()
+        .map(|rule| rule.name.replace("[n]", "0"))
+        .collect();
+    let route = route("POST", "/nodes/pve1/qemu/4242/config");
+    let mut rng = fastrand::Rng::with_seed(7);
+    for _ in 0..5000 {
+        let key = &keys[rng.usize(..keys.len())];
+        let value: String = (0..rng.usize(0..12))
+            .map(|_| PIECES[rng.usize(..PIECES.len())])
+            .collect();
+        let mut params = Map::new();
+        params.insert(key.clone(), Value::String(value.clone()));
+        let first = schema::validate(&route, &params);
+        assert_eq!(
+            first,
+            schema::validate(&route, &params),
+            "deterministic for {key}={value:?}"
+        );
+        if let Err(errors) = first {
+            assert!(
+                errors
+                    .keys()
+                    .all(|k| k == key || k.starts_with("_") || k == "delete"),
+                "{errors:?}"
+            );
+        }
+    }
 }

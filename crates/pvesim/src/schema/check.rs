@@ -26,7 +26,11 @@ impl Scalar {
             // JSON null decodes to undef: the parameter counts as absent.
             Value::Null => None,
             Value::Bool(b) => Some(Scalar::JsonBool(*b)),
-            Value::Number(n) => Some(Scalar::Text(n.to_string())),
+            // Perl keeps a decoded JSON float as a number and prints `2.0` as `2`.
+            Value::Number(n) => Some(Scalar::Text(match n.as_f64() {
+                Some(f) if n.is_f64() => perl_number(f),
+                _ => n.to_string(),
+            })),
             Value::String(s) => Some(Scalar::Text(s.clone())),
             Value::Array(_) => Some(Scalar::Reference("ARRAY")),
             Value::Object(_) => Some(Scalar::Reference("HASH")),
