@@ -21,8 +21,9 @@
 //! assert!(seed.bytes.len() < 100 * 1024);
 //! ```
 //!
-//! Check user-data with [`user_data::validate`] before any API write; the
-//! builder itself passes user-data through byte for byte.
+//! Check user-data with [`user_data::validate`] and network-config with
+//! [`network_config::validate`] before any API write; the builder itself
+//! passes both through byte for byte.
 //!
 //! # The files
 //!
@@ -104,6 +105,7 @@
 //! systems read) and plain ISO9660 level 1.
 
 pub mod iso;
+pub mod network_config;
 pub mod render;
 pub mod user_data;
 

@@ -8,7 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{SAMPLE_USER_DATA, cloud_init_python, full_seed, run, tool, write_file};
+use common::{
+    SAMPLE_NETWORK_CONFIG, SAMPLE_USER_DATA, cloud_init_python, full_seed, run, tool, write_file,
+};
 use nocloud::user_data::{self, UserDataKind};
 use serde_json::{Value, json};
 
@@ -55,6 +57,7 @@ fn boot(tools: &Tools, seed: &nocloud::Seed) -> Value {
 /// install and start the agent.
 fn vendor_script_stored(result: &Value) -> bool {
     result["vendor_scripts"] == json!(["guest-agent.sh"])
+        && result["vendor_script_text"] == json!(nocloud::render::GUEST_AGENT_SCRIPT)
 }
 
 fn agent_commands() -> Value {
@@ -76,6 +79,10 @@ fn cloud_init_reads_identity_and_network_from_the_seed() {
     assert_eq!(result["instance_id"], json!(built.instance_id));
     assert_eq!(result["hostname"], "edge-0");
     assert_eq!(
+        nocloud::network_config::validate(SAMPLE_NETWORK_CONFIG),
+        Ok(nocloud::network_config::NetworkConfigKind::Version2)
+    );
+    assert_eq!(
         result["network_config"],
         json!({"version": 2, "ethernets": {"eth0": {"match": {"name": "e*"}, "dhcp4": true}}})
     );
@@ -92,6 +99,18 @@ fn vendor_data_alone_installs_the_agent_through_both_parts() {
     );
     assert_eq!(result["packages"], json!(["qemu-guest-agent"]), "{result}");
     assert_eq!(result["runcmd"], agent_commands(), "{result}");
+    assert!(vendor_script_stored(&result), "{result}");
+}
+
+#[test]
+fn a_seed_without_user_data_still_boots_with_the_agent() {
+    let Some(tools) = tools("a_seed_without_user_data_still_boots_with_the_agent") else {
+        return;
+    };
+    // NoCloud requires a user-data file; the builder writes an empty one.
+    let result = boot(&tools, &nocloud::Seed::new("edge-4", "pve1/106"));
+    assert_eq!(result["datasource"], "DataSourceNoCloud", "{result}");
+    assert_eq!(result["packages"], json!(["qemu-guest-agent"]), "{result}");
     assert!(vendor_script_stored(&result), "{result}");
 }
 

@@ -78,6 +78,10 @@ print(
             "write_files": cfg.get("write_files"),
             "user_scripts": listing("scripts"),
             "vendor_scripts": listing("vendor_scripts"),
+            "vendor_script_text": "".join(
+                open(os.path.join(init.paths.get_ipath_cur("vendor_scripts"), name)).read()
+                for name in listing("vendor_scripts")
+            ),
         },
         default=str,
     )

@@ -1,0 +1,240 @@
+//! Checks `network-config` before it is written into a seed.
+//!
+//! cloud-init reads NoCloud's `network-config` as YAML (`util.load_yaml`)
+//! and accepts either the config itself (`version: 2`, `ethernets: ...`) or
+//! the same under a `network:` key. Version 2 is Netplan's format, passed
+//! through to Netplan on Ubuntu and rendered by cloud-init elsewhere;
+//! version 1 is cloud-init's older format; `config: disabled` turns network
+//! configuration by cloud-init off. Anything else makes cloud-init ignore
+//! the file and fall back to DHCP on the first interface, which is a
+//! surprise better caught in the plan.
+//!
+//! Only the shape is checked (one YAML mapping with a known `version`); the
+//! keys inside belong to Netplan and cloud-init. Errors never quote the text.
+
+use saphyr_parser::{Event, Parser};
+
+/// Which network-config format the text is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NetworkConfigKind {
+    /// `version: 1`.
+    Version1,
+    /// `version: 2` (Netplan).
+    Version2,
+    /// `config: disabled`: cloud-init leaves networking alone.
+    Disabled,
+}
+
+/// Why cloud-init would not use the network-config.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetworkConfigError {
+    /// The YAML does not parse.
+    #[error("network_config is not valid YAML at line {line}, column {column}: {reason}")]
+    Yaml {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the parser found wrong, without the text.
+        reason: String,
+    },
+    /// Not exactly one YAML document that is a mapping.
+    #[error("network_config must be one YAML mapping (version: 2 and its sections)")]
+    NotAMapping,
+    /// No `version`, or one cloud-init does not know.
+    #[error(
+        "network_config needs `version: 2` (Netplan format) or `version: 1` at the top or under \
+         `network:`"
+    )]
+    UnknownVersion,
+}
+
+/// Checks `text` as cloud-init's NoCloud datasource would read it.
+pub fn validate(text: &str) -> Result<NetworkConfigKind, NetworkConfigError> {
+    let root = top_two_levels(text)?;
+    // cloud-init unwraps a top-level `network:` mapping first.
+    let config = match root.iter().find(|(key, _)| key == "network") {
+        Some((_, Value::Mapping(inner))) => inner.as_slice(),
+        _ => &root,
+    };
+    let scalar = |name: &str| {
+        config.iter().find_map(|(key, value)| match value {
+            Value::Scalar(text) if key == name => Some(text.as_str()),
+            _ => None,
+        })
+    };
+    match (scalar("version"), scalar("config")) {
+        (_, Some("disabled")) => Ok(NetworkConfigKind::Disabled),
+        (Some("1"), _) => Ok(NetworkConfigKind::Version1),
+        (Some("2"), _) => Ok(NetworkConfigKind::Version2),
+        _ => Err(NetworkConfigError::UnknownVersion),
+    }
+}
+
+/// A value in the top two levels of the document.
+#[derive(Debug)]
+enum Value {
+    Scalar(String),
+    /// Scalar-keyed entries of a second-level mapping (their values only as
+    /// far as they are scalars).
+    Mapping(Vec<(String, Value)>),
+    Other,
+}
+
+/// Parses one YAML document that must be a mapping, keeping its scalar keys,
+/// their scalar values and one level of nested mappings.
+fn top_two_levels(text: &str) -> Result<Vec<(String, Value)>, NetworkConfigError> {
+    // Each open collection: its entries so far, a pending key, and whether it
+    // is a mapping (sequences are only walked through).
+    struct Open {
+        is_mapping: bool,
+        entries: Vec<(String, Value)>,
+        key: Option<String>,
+        expecting_key: bool,
+    }
+    let mut stack: Vec<Open> = Vec::new();
+    let mut root: Option<Vec<(String, Value)>> = None;
+    let mut documents = 0;
+
+    // Records a finished value into the collection on top of the stack.
+    fn put(stack: &mut [Open], value: Value, scalar_text: Option<String>) {
+        let Some(top) = stack.last_mut() else { return };
+        if !top.is_mapping {
+            return;
+        }
+        if top.expecting_key {
+            top.key = scalar_text;
+            top.expecting_key = false;
+        } else {
+            if let Some(key) = top.key.take() {
+                top.entries.push((key, value));
+            }
+            top.expecting_key = true;
+        }
+    }
+
+    for event in Parser::new_from_str(text) {
+        let (event, _) = event.map_err(|e| NetworkConfigError::Yaml {
+            line: e.marker().line(),
+            column: e.marker().col() + 1,
+            reason: match e.info() {
+                info if info.starts_with("unexpected character") => {
+                    "unexpected character".to_owned()
+                }
+                info => info.to_owned(),
+            },
+        })?;
+        match event {
+            Event::DocumentStart(_) => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(NetworkConfigError::NotAMapping);
+                }
+            }
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                stack.push(Open {
+                    is_mapping: matches!(event, Event::MappingStart(..)),
+                    entries: Vec::new(),
+                    key: None,
+                    expecting_key: true,
+                });
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                let done = stack.pop().expect("the parser balances collections");
+                if stack.is_empty() {
+                    if !done.is_mapping {
+                        return Err(NetworkConfigError::NotAMapping);
+                    }
+                    root = Some(done.entries);
+                } else {
+                    // Keep nested mappings only directly under the root.
+                    let value = if done.is_mapping && stack.len() == 1 {
+                        Value::Mapping(done.entries)
+                    } else {
+                        Value::Other
+                    };
+                    put(&mut stack, value, None);
+                }
+            }
+            Event::Scalar(text, ..) => {
+                if stack.is_empty() {
+                    return Err(NetworkConfigError::NotAMapping);
+                }
+                let text = text.into_owned();
+                put(&mut stack, Value::Scalar(text.clone()), Some(text));
+            }
+            Event::Alias(_) => {
+                if stack.is_empty() {
+                    return Err(NetworkConfigError::NotAMapping);
+                }
+                put(&mut stack, Value::Other, None);
+            }
+            _ => {}
+        }
+    }
+    root.ok_or(NetworkConfigError::NotAMapping)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_formats_cloud_init_reads() {
+        assert_eq!(
+            validate("version: 2\nethernets:\n  eth0:\n    dhcp4: true\n"),
+            Ok(NetworkConfigKind::Version2)
+        );
+        assert_eq!(
+            validate("network:\n  version: 2\n  ethernets: {}\n"),
+            Ok(NetworkConfigKind::Version2)
+        );
+        assert_eq!(
+            validate("version: 1\nconfig:\n  - type: physical\n    name: eth0\n"),
+            Ok(NetworkConfigKind::Version1)
+        );
+        assert_eq!(
+            validate("network: {config: disabled}\n"),
+            Ok(NetworkConfigKind::Disabled)
+        );
+        assert_eq!(
+            validate("{\"version\": 2, \"ethernets\": {}}"),
+            Ok(NetworkConfigKind::Version2)
+        );
+    }
+
+    #[test]
+    fn rejects_what_cloud_init_would_ignore() {
+        assert_eq!(
+            validate("ethernets:\n  eth0: {dhcp4: true}\n"),
+            Err(NetworkConfigError::UnknownVersion)
+        );
+        assert_eq!(
+            validate("version: 3\n"),
+            Err(NetworkConfigError::UnknownVersion)
+        );
+        // `version` nested deeper than `network:` does not count.
+        assert_eq!(
+            validate("ethernets:\n  version: 2\n"),
+            Err(NetworkConfigError::UnknownVersion)
+        );
+        assert_eq!(validate(""), Err(NetworkConfigError::NotAMapping));
+        assert_eq!(
+            validate("- version: 2\n"),
+            Err(NetworkConfigError::NotAMapping)
+        );
+        assert_eq!(
+            validate("version 2\n"),
+            Err(NetworkConfigError::NotAMapping)
+        );
+        assert_eq!(
+            validate("version: 2\n---\nversion: 2\n"),
+            Err(NetworkConfigError::NotAMapping)
+        );
+        let err = validate("version: 2\nethernets: {eth0: [secret\n").unwrap_err();
+        assert!(matches!(err, NetworkConfigError::Yaml { .. }), "{err:?}");
+        assert!(!err.to_string().contains("secret"));
+    }
+}
