@@ -22,6 +22,9 @@ pub struct ApiError {
     pub empty_body: bool,
     /// Answer only after this long (the agent's ping timeout, PVE's auth delay).
     pub delay: Option<Duration>,
+    /// The VM's config flock is held: the dispatcher retries until `lock_config`'s
+    /// timeout, then answers PVE's lock timeout error.
+    pub flock_busy: Option<u32>,
 }
 
 impl ApiError {
@@ -37,6 +40,7 @@ impl ApiError {
             errors: None,
             empty_body: false,
             delay: None,
+            flock_busy: None,
         }
     }
 
@@ -47,6 +51,7 @@ impl ApiError {
             errors: Some(errors),
             empty_body: false,
             delay: None,
+            flock_busy: None,
         }
     }
 
@@ -61,6 +66,7 @@ impl ApiError {
             errors: None,
             empty_body: false,
             delay: None,
+            flock_busy: None,
         }
     }
 
@@ -71,6 +77,7 @@ impl ApiError {
             errors: None,
             empty_body: false,
             delay: None,
+            flock_busy: None,
         }
     }
 
@@ -81,7 +88,14 @@ impl ApiError {
             errors: None,
             empty_body: true,
             delay: None,
+            flock_busy: None,
         }
+    }
+
+    pub fn flock_busy(vmid: u32) -> ApiError {
+        let mut error = ApiError::die(crate::tasks::lock_timeout_message(vmid));
+        error.flock_busy = Some(vmid);
+        error
     }
 
     pub fn after(mut self, delay: Duration) -> ApiError {

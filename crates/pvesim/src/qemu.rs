@@ -12,7 +12,7 @@ use crate::api::{
     value_as_string, vm_on_node,
 };
 use crate::server::Shared;
-use crate::tasks::{TaskLog, start_task};
+use crate::tasks::{TaskLocks, TaskLog, start_locked_task, start_task};
 use crate::world::{
     Drive, Net, Vm, World, config_digest, format_size, is_drive_key, is_net_key, normalise_tags,
     parse_size, typed_config_value, vm_status_json,
@@ -326,6 +326,7 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
     }
 
     let source_config = source.config.clone();
+    let source_running = source.running;
     let source_pending = !source.pending.is_empty();
     // The worker's first write of the temp config: pmxcfs refuses a VMID owned by another node.
     let collides_elsewhere = world.vms.contains_key(&newid);
@@ -334,18 +335,25 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         let vm = new_vm(world, newid, &node, temp, call.now);
         world.vms.insert(newid, vm);
     }
+    // Source shared when stopped (parallel clones of a template), exclusive when running;
+    // newid exclusive; both with clone's 1 s timeout.
+    let clone_locks = TaskLocks {
+        vms: vec![(vmid, source_running), (newid, true)],
+        timeout: Duration::from_secs(1),
+    };
     let name = call.str("name");
     let description = call.str("description");
     let tags = call.str("tags");
     let token_user = call.token_user();
     let body_node = node.clone();
-    let upid = start_task(
+    let upid = start_locked_task(
         shared,
         world,
         &node,
         "qmclone",
         &vmid.to_string(),
         &token_user,
+        clone_locks,
         Box::new(move |world, log, injected| {
             if collides_elsewhere {
                 return Err(format!(
@@ -728,13 +736,14 @@ pub fn config_post(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiR
     check_digest(vm, call).map_err(ApiError::die)?;
     check_lock(vm).map_err(ApiError::die)?;
     let change = prepare_config_change(world, vm, call)?;
-    let upid = start_task(
+    let upid = start_locked_task(
         shared,
         world,
         call.node(),
         "qmconfig",
         &vmid.to_string(),
         &call.token_user(),
+        TaskLocks::exclusive(vmid),
         Box::new(move |world, log, injected| {
             if let Some(failure) = injected {
                 return Err(failure);
@@ -766,6 +775,9 @@ pub fn config_post(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiR
 pub fn config_put(world: &mut World, call: &Call) -> ApiResult {
     let vmid = call.vmid();
     let vm = load_vm(world, call.node(), vmid)?;
+    if world.flock_busy(vmid) {
+        return Err(ApiError::flock_busy(vmid));
+    }
     check_digest(vm, call).map_err(ApiError::die)?;
     check_lock(vm).map_err(ApiError::die)?;
     let change = prepare_config_change(world, vm, call)?;
@@ -788,13 +800,14 @@ pub fn resize(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
     let disk = call.str("disk").unwrap_or_default();
     let size = call.str("size").unwrap_or_default();
     let digest = call.str("digest");
-    let upid = start_task(
+    let upid = start_locked_task(
         shared,
         world,
         call.node(),
         "resize",
         &vmid.to_string(),
         &call.token_user(),
+        TaskLocks::exclusive(vmid),
         Box::new(move |world, log, injected| {
             if let Some(failure) = injected {
                 return Err(failure);
@@ -864,13 +877,14 @@ pub fn template(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResu
             "you can't convert a VM to template if VM is running",
         ));
     }
-    let upid = start_task(
+    let upid = start_locked_task(
         shared,
         world,
         &node,
         "qmtemplate",
         &vmid.to_string(),
         &call.token_user(),
+        TaskLocks::exclusive(vmid),
         Box::new(move |world, _log, injected| {
             if let Some(failure) = injected {
                 return Err(failure);
@@ -936,13 +950,14 @@ fn power_task(
     body: impl FnOnce(&mut World, &mut TaskLog, u32) -> Result<(), String> + Send + 'static,
 ) -> ApiResult {
     let vmid = call.vmid();
-    let upid = start_task(
+    let upid = start_locked_task(
         shared,
         world,
         call.node(),
         task_type,
         &vmid.to_string(),
         &call.token_user(),
+        TaskLocks::exclusive(vmid),
         Box::new(move |world, log, injected| {
             if let Some(failure) = injected {
                 return Err(failure);
@@ -1154,13 +1169,14 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
         )));
     }
     let unreferenced = call.bool("destroy-unreferenced-disks").unwrap_or(false);
-    let upid = start_task(
+    let upid = start_locked_task(
         shared,
         world,
         call.node(),
         "qmdestroy",
         &vmid.to_string(),
         &call.token_user(),
+        TaskLocks::exclusive(vmid),
         Box::new(move |world, log, injected| {
             if let Some(failure) = injected {
                 return Err(failure);

@@ -299,6 +299,7 @@ async fn handle(
                     errors: None,
                     empty_body: false,
                     delay: None,
+                    flock_busy: None,
                 }
             };
             return Ok(error_response(&error));
@@ -604,15 +605,36 @@ async fn handle_api(
         token_name,
         now: Instant::now(),
     };
-    let result = {
-        let mut world = shared.lock();
-        match upload_data {
-            Some(data) => crate::storage::upload(shared, &mut world, &call, data),
-            None if is_upload => Err(ApiError::param(
-                "filename",
-                "property is missing and it is not optional",
-            )),
-            None => crate::api::dispatch(shared, &mut world, &call),
+    let lock_deadline = Instant::now() + crate::tasks::CONFIG_LOCK_TIMEOUT;
+    let result = loop {
+        let result = {
+            let mut world = shared.lock();
+            let call = Call {
+                now: Instant::now(),
+                ..call
+            };
+            match &upload_data {
+                Some(data) => crate::storage::upload(shared, &mut world, &call, data.clone()),
+                None if is_upload => Err(ApiError::param(
+                    "filename",
+                    "property is missing and it is not optional",
+                )),
+                None => crate::api::dispatch(shared, &mut world, &call),
+            }
+        };
+        match result {
+            // A synchronous writer waits for the config flock like `lock_config` does.
+            Err(ApiError {
+                flock_busy: Some(_),
+                ..
+            }) if Instant::now() < lock_deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(mut error) => {
+                error.flock_busy = None;
+                break Err(error);
+            }
+            ok => break ok,
         }
     };
     let result = match result {

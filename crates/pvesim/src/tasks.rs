@@ -80,7 +80,40 @@ pub fn decode_upid(upid: &str) -> Option<(String, String, String)> {
     }
 }
 
-/// Registers a running task and schedules its body. Returns the UPID.
+/// Node-local config file locks (`/var/lock/qemu-server/lock-<vmid>.conf`) a task holds
+/// while it runs, and how long it waits for them.
+#[derive(Debug, Clone)]
+pub struct TaskLocks {
+    /// (vmid, exclusive)
+    pub vms: Vec<(u32, bool)>,
+    pub timeout: Duration,
+}
+
+impl TaskLocks {
+    pub fn none() -> TaskLocks {
+        TaskLocks {
+            vms: Vec::new(),
+            timeout: Duration::ZERO,
+        }
+    }
+
+    /// `lock_config`: exclusive, 10 s.
+    pub fn exclusive(vmid: u32) -> TaskLocks {
+        TaskLocks {
+            vms: vec![(vmid, true)],
+            timeout: CONFIG_LOCK_TIMEOUT,
+        }
+    }
+}
+
+/// `lock_config`'s default wait.
+pub const CONFIG_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn lock_timeout_message(vmid: u32) -> String {
+    format!("can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout")
+}
+
+/// Registers a running task without config locks and schedules its body.
 pub fn start_task(
     shared: &Arc<Shared>,
     world: &mut World,
@@ -88,6 +121,32 @@ pub fn start_task(
     task_type: &str,
     id: &str,
     token_user: &str,
+    body: TaskBody,
+) -> String {
+    start_locked_task(
+        shared,
+        world,
+        node,
+        task_type,
+        id,
+        token_user,
+        TaskLocks::none(),
+        body,
+    )
+}
+
+/// Registers a running task and schedules it: wait for its config locks (failing with
+/// PVE's lock timeout), run for the task type's time, apply the body, release. Returns
+/// the UPID.
+#[allow(clippy::too_many_arguments)]
+pub fn start_locked_task(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    node: &str,
+    task_type: &str,
+    id: &str,
+    token_user: &str,
+    locks: TaskLocks,
     body: TaskBody,
 ) -> String {
     let (user, tokenid) = match token_user.split_once('!') {
@@ -136,11 +195,29 @@ pub fn start_task(
     let shared = Arc::clone(shared);
     let task_upid = upid.clone();
     tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + locks.timeout;
+        loop {
+            let busy = shared.lock().try_flock_all(&locks.vms);
+            let Some(busy) = busy else { break };
+            if tokio::time::Instant::now() >= deadline {
+                let message = lock_timeout_message(busy);
+                let mut world = shared.lock();
+                finish_task(
+                    &mut world,
+                    &task_upid,
+                    Box::new(move |_, _, _| Err(message)),
+                    None,
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         if !run_time.is_zero() {
             tokio::time::sleep(run_time).await;
         }
-        let mut world = shared.world.lock().unwrap_or_else(|e| e.into_inner());
+        let mut world = shared.lock();
         finish_task(&mut world, &task_upid, body, injected);
+        world.release_flocks(&locks.vms);
     });
     upid
 }

@@ -146,6 +146,8 @@ pub struct World {
     pub ip_leases: BTreeMap<(String, u16), Vec<String>>,
     next_pid: u32,
     pub boot_time: u64,
+    /// vmid -> (shared holders, exclusively held): the node-local config flocks.
+    pub flocks: HashMap<u32, (u32, bool)>,
 }
 
 pub fn unix_now() -> u64 {
@@ -201,6 +203,7 @@ impl World {
             ip_leases: BTreeMap::new(),
             next_pid: 0x1000,
             boot_time: unix_now(),
+            flocks: HashMap::new(),
         };
         world.set_faults(config.faults.clone());
         for seed in &config.vms {
@@ -389,6 +392,47 @@ impl World {
                 Some(i) => candidate[..i].to_string(),
             };
         }
+    }
+
+    /// Takes all the flocks or none; returns the first busy VMID.
+    pub fn try_flock_all(&mut self, wanted: &[(u32, bool)]) -> Option<u32> {
+        for (vmid, exclusive) in wanted {
+            let (shared, held) = self.flocks.get(vmid).copied().unwrap_or((0, false));
+            if held || (*exclusive && shared > 0) {
+                return Some(*vmid);
+            }
+        }
+        for (vmid, exclusive) in wanted {
+            let entry = self.flocks.entry(*vmid).or_insert((0, false));
+            if *exclusive {
+                entry.1 = true;
+            } else {
+                entry.0 += 1;
+            }
+        }
+        None
+    }
+
+    pub fn release_flocks(&mut self, held: &[(u32, bool)]) {
+        for (vmid, exclusive) in held {
+            if let Some(entry) = self.flocks.get_mut(vmid) {
+                if *exclusive {
+                    entry.1 = false;
+                } else {
+                    entry.0 = entry.0.saturating_sub(1);
+                }
+                if *entry == (0, false) {
+                    self.flocks.remove(vmid);
+                }
+            }
+        }
+    }
+
+    /// Whether someone holds the VM's flock (a synchronous writer would have to wait).
+    pub fn flock_busy(&self, vmid: u32) -> bool {
+        self.flocks
+            .get(&vmid)
+            .is_some_and(|(shared, held)| *held || *shared > 0)
     }
 
     pub fn find_task(&self, upid: &str) -> Option<&Task> {

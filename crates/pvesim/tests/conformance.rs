@@ -842,3 +842,94 @@ async fn nodes_and_storage_listing() {
     assert_eq!(network[0]["iface"], "vmbr0");
     h.sim.shutdown().await;
 }
+
+/// facts §5 locks: a stopped template is locked shared, so parallel clones both succeed;
+/// a running source is locked exclusively, so a second clone waiting more than 1 s fails
+/// with PVE's lock timeout.
+#[tokio::test]
+async fn clone_locks_shared_for_templates_exclusive_for_running_sources() {
+    let mut config = fast_config();
+    config.timings.task_ms.insert("qmclone".into(), 1500);
+    let h = start(config).await;
+    let a = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "180"), ("full", "1")],
+        )
+        .await
+        .data();
+    let b = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "181"), ("full", "1")],
+        )
+        .await
+        .data();
+    let c = h
+        .post("/nodes/pve1/qemu/100/clone", &[("newid", "182")])
+        .await
+        .data();
+    let d = h
+        .post("/nodes/pve1/qemu/100/clone", &[("newid", "183")])
+        .await
+        .data();
+    assert_eq!(h.wait_task(a.as_str().unwrap()).await, "OK");
+    assert_eq!(h.wait_task(b.as_str().unwrap()).await, "OK");
+    assert_eq!(h.wait_task(c.as_str().unwrap()).await, "OK");
+    assert_eq!(
+        h.wait_task(d.as_str().unwrap()).await,
+        "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"
+    );
+    h.sim.shutdown().await;
+}
+
+/// facts §8: a paused VM is `running`/`paused`; shutdown refuses it; resume brings it back.
+#[tokio::test]
+async fn paused_vm_refuses_shutdown() {
+    let h = start(fast_config()).await;
+    let suspend = h
+        .post("/nodes/pve1/qemu/100/status/suspend", &[])
+        .await
+        .data();
+    assert_eq!(h.wait_task(suspend.as_str().unwrap()).await, "OK");
+    let status = h.get("/nodes/pve1/qemu/100/status/current").await.data();
+    assert_eq!(status["status"], "running");
+    assert_eq!(status["qmpstatus"], "paused");
+    let shutdown = h.post("/nodes/pve1/qemu/100/status/shutdown", &[]).await;
+    assert_eq!(shutdown.message(), "VM is paused - cannot shutdown\n");
+    let resume = h
+        .post("/nodes/pve1/qemu/100/status/resume", &[])
+        .await
+        .data();
+    assert_eq!(h.wait_task(resume.as_str().unwrap()).await, "OK");
+    assert_eq!(
+        h.get("/nodes/pve1/qemu/100/status/current").await.data()["qmpstatus"],
+        "running"
+    );
+    h.sim.shutdown().await;
+}
+
+/// facts §1: JSON bodies are accepted (with JSON booleans), query parameters override the
+/// body, and form booleans must be 0/1.
+#[tokio::test]
+async fn json_bodies_and_query_override() {
+    let h = start(fast_config()).await;
+    h.clone_template(184, "json").await;
+    let response = h
+        .client
+        .put(h.url("/nodes/pve1/qemu/184/config?cores=4"))
+        .header("Authorization", h.auth())
+        .json(&json!({"cores": 2, "onboot": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let config = h.get("/nodes/pve1/qemu/184/config").await.data();
+    assert_eq!(config["cores"], json!(4));
+    assert_eq!(config["onboot"], json!(1));
+    let form_true = h
+        .put("/nodes/pve1/qemu/184/config", &[("onboot", "true")])
+        .await;
+    assert_eq!(form_true.status, StatusCode::BAD_REQUEST);
+    h.sim.shutdown().await;
+}
