@@ -1,16 +1,29 @@
-//! Writes a sample seed to the path given as the first argument, for looking
-//! at with other tools (`isoinfo -d -i`, `xorriso -indev`, `blkid -p`).
+//! Writes a seed image for looking at with other tools
+//! (`isoinfo -d -i`, `xorriso -indev`, `blkid -p`, a test VM).
+//!
+//! Usage: `cargo run -p nocloud --example write_seed -- OUT.iso NAME [USER_DATA_FILE]`
 
 fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .expect("usage: write_seed OUTPUT.iso");
-    let files = nocloud::SeedFiles {
-        meta_data: b"instance-id: iid-example\nlocal-hostname: \"example\"\n".to_vec(),
-        user_data: b"#cloud-config\npackages: [curl]\n".to_vec(),
-        network_config: Some(b"version: 2\nethernets: {}\n".to_vec()),
-        vendor_data: Some(b"#cloud-config\npackages: [qemu-guest-agent]\n".to_vec()),
+    let mut args = std::env::args().skip(1);
+    let (Some(out), Some(name)) = (args.next(), args.next()) else {
+        eprintln!("usage: write_seed OUT.iso NAME [USER_DATA_FILE]");
+        std::process::exit(2);
     };
-    let image = nocloud::iso::write(&files).expect("small files fit");
-    std::fs::write(&path, image).expect("write the image");
+    let mut seed = nocloud::Seed::new(name.as_str(), format!("example/{name}"));
+    if let Some(path) = args.next() {
+        let text = std::fs::read_to_string(&path).expect("read the user-data file");
+        if let Err(e) = nocloud::user_data::validate(&text) {
+            eprintln!("{path}: {e}");
+            std::process::exit(1);
+        }
+        seed = seed.user_data(text);
+    }
+    let built = seed.build().expect("the seed fits in an ISO");
+    std::fs::write(&out, &built.bytes).expect("write the image");
+    println!(
+        "{out}: {} bytes, instance-id {}, sha256 {}",
+        built.bytes.len(),
+        built.instance_id,
+        built.sha256_hex()
+    );
 }

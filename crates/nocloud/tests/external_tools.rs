@@ -126,6 +126,34 @@ fn isoinfo_reads_rock_ridge_joliet_and_plain_trees() {
 }
 
 #[test]
+fn multi_sector_files_round_trip() {
+    let Some(isoinfo) = tool("isoinfo", "multi_sector_files_round_trip") else {
+        return;
+    };
+    // 300 KiB of user-data spanning many sectors, ending mid-sector.
+    let big: Vec<u8> = (0..300 * 1024 + 7).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut user_data = b"#!/bin/sh\n# ".to_vec();
+    user_data.extend_from_slice(&big);
+    let seed = nocloud::Seed::new("big", "pve1/200").user_data(user_data.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let image = write_file(dir.path(), "seed.iso", &seed.build().unwrap().bytes);
+    let (files, _) = seed.files();
+    for (name, expected) in [
+        ("user-data", &user_data),
+        ("vendor-data", files.vendor_data.as_ref().unwrap()),
+    ] {
+        let extracted = run(Command::new(&isoinfo)
+            .args(["-R", "-i"])
+            .arg(&image)
+            .args(["-x", &format!("/{name}")]));
+        assert!(
+            &extracted.stdout == expected,
+            "{name} differs after extraction"
+        );
+    }
+}
+
+#[test]
 fn blkid_finds_the_cidata_label() {
     // cloud-init's NoCloud finds its seed with `blkid -t LABEL=cidata`.
     let Some(blkid) = tool("blkid", "blkid_finds_the_cidata_label") else {
