@@ -193,7 +193,6 @@ fn link_local(mac: &str) -> String {
 
 pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
     let vmid = call.vmid();
-    let vm = load_vm(world, call.node(), vmid)?;
     let vm_path = format!("/vms/{vmid}");
     if matches!(
         command,
@@ -209,6 +208,7 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
     } else {
         require(world, &vm_path, "VM.GuestAgent.Unrestricted")?;
     }
+    let vm = load_vm(world, call.node(), vmid)?;
     if !vm.config.contains_key("agent") {
         return Err(ApiError::die("No QEMU guest agent configured"));
     }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// Everything that shapes a simulated cluster. Every field has a default, so a config file
 /// only names what it changes.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SimConfig {
     /// What `GET /version` reports.
@@ -30,6 +30,27 @@ pub struct SimConfig {
     /// datacenter.cfg `next-id`: lower (inclusive) and upper (exclusive) bounds.
     pub next_id_lower: u32,
     pub next_id_upper: u32,
+}
+
+impl std::fmt::Debug for SimConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token secret is a credential: never printed.
+        f.debug_struct("SimConfig")
+            .field("version", &self.version)
+            .field("nodes", &self.nodes)
+            .field("storages", &self.storages)
+            .field("vms", &self.vms.len())
+            .field("pools", &self.pools)
+            .field("token_id", &self.token_id)
+            .field(
+                "token_secret",
+                &self.token_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("privileges", &self.privileges)
+            .field("timings", &self.timings)
+            .field("faults", &self.faults)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

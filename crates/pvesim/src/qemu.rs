@@ -470,8 +470,8 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
 }
 
 pub fn config_get(world: &World, call: &Call) -> ApiResult {
+    require(world, &format!("/vms/{}", call.vmid()), "VM.Audit")?;
     let vm = load_vm(world, call.node(), call.vmid())?;
-    require(world, &format!("/vms/{}", vm.vmid), "VM.Audit")?;
     let current = call.bool("current").unwrap_or(false);
     let mut effective = vm.config.clone();
     if !current {
@@ -499,8 +499,8 @@ pub fn config_get(world: &World, call: &Call) -> ApiResult {
 }
 
 pub fn pending(world: &World, call: &Call) -> ApiResult {
+    require(world, &format!("/vms/{}", call.vmid()), "VM.Audit")?;
     let vm = load_vm(world, call.node(), call.vmid())?;
-    require(world, &format!("/vms/{}", vm.vmid), "VM.Audit")?;
     let keys: BTreeSet<&String> = vm
         .config
         .keys()
@@ -789,8 +789,8 @@ pub fn config_put(world: &mut World, call: &Call) -> ApiResult {
 pub fn resize(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
     let vmid = call.vmid();
     let node = call.node().to_string();
-    load_vm(world, &node, vmid)?;
     require(world, &format!("/vms/{vmid}"), "VM.Config.Disk")?;
+    load_vm(world, &node, vmid)?;
     if call.params.contains_key("skiplock") {
         return Err(ApiError::param(
             "skiplock",
@@ -937,8 +937,8 @@ pub fn status_index(world: &World, call: &Call) -> ApiResult {
 }
 
 pub fn status_current(world: &World, call: &Call) -> ApiResult {
+    require(world, &format!("/vms/{}", call.vmid()), "VM.Audit")?;
     let vm = vm_on_node(world, call.node(), call.vmid())?;
-    require(world, &format!("/vms/{}", vm.vmid), "VM.Audit")?;
     Ok(Reply::data(vm_status_json(vm, call.now, true)))
 }
 
@@ -972,8 +972,8 @@ fn power_task(
 }
 
 fn power_prechecks(world: &World, call: &Call) -> Result<(), ApiError> {
-    vm_on_node(world, call.node(), call.vmid())?;
     require(world, &format!("/vms/{}", call.vmid()), "VM.PowerMgmt")?;
+    vm_on_node(world, call.node(), call.vmid())?;
     if call.params.contains_key("skiplock") {
         return Err(ApiError::param(
             "skiplock",
@@ -1150,8 +1150,8 @@ pub fn resume(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
 pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
     let vmid = call.vmid();
     let node = call.node().to_string();
-    let vm = load_vm(world, &node, vmid)?;
     require(world, &format!("/vms/{vmid}"), "VM.Allocate")?;
+    let vm = load_vm(world, &node, vmid)?;
     if call.params.contains_key("skiplock") {
         return Err(ApiError::param(
             "skiplock",

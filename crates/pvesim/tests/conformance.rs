@@ -933,3 +933,30 @@ async fn json_bodies_and_query_override() {
     assert_eq!(form_true.status, StatusCode::BAD_REQUEST);
     h.sim.shutdown().await;
 }
+
+/// Journal (admin API): every request with its status, secrets redacted.
+#[tokio::test]
+async fn journal_records_requests_with_secrets_redacted() {
+    let h = start(fast_config()).await;
+    h.clone_template(185, "jr").await;
+    h.put(
+        "/nodes/pve1/qemu/185/config",
+        &[("cipassword", "hunter2"), ("ciuser", "ops")],
+    )
+    .await;
+    let journal = h.admin_get("journal").await;
+    let text = journal.to_string();
+    assert!(!text.contains("hunter2"), "secret leaked into the journal");
+    assert!(!text.contains(h.sim.token().split_once('=').unwrap().1));
+    let entry = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["method"] == "PUT" && e["path"] == "/nodes/pve1/qemu/185/config")
+        .unwrap();
+    assert_eq!(entry["params"]["cipassword"], "<redacted>");
+    assert_eq!(entry["params"]["ciuser"], "ops");
+    assert_eq!(entry["status"], 200);
+    assert!(!format!("{:?}", h.sim).contains(h.sim.token()));
+    h.sim.shutdown().await;
+}
