@@ -96,7 +96,7 @@
 //! reader/writer with Joliet and Rock Ridge, but it is a broad and fast-moving
 //! API (0.2 to 2.0 within a short time) for a job this small, and reproducible
 //! output would have to be re-checked on every upgrade. Whatever writes it, the
-//! output is judged by tools we did not write (`xorriso`, `isoinfo`, `blkid`,
+//! output is judged by tools we did not write (`xorriso`, `isoinfo`, `bsdtar`, `blkid`,
 //! cloud-init) in `tests/external_tools.rs` and `tests/cloud_init.rs`.
 //!
 //! Names are written three ways, so every reader sees `meta-data` and not

@@ -1,6 +1,6 @@
 //! Our images, read by tools we did not write: xorriso (libisofs), isoinfo
-//! (genisoimage), blkid (util-linux, what cloud-init uses to find `cidata`)
-//! and `cloud-init schema`. No mounting, no root needed.
+//! (genisoimage), bsdtar (libarchive), blkid (util-linux, what cloud-init
+//! uses to find `cidata`) and `cloud-init schema`. No mounting, no root.
 
 mod common;
 
@@ -150,6 +150,31 @@ fn multi_sector_files_round_trip() {
             &extracted.stdout == expected,
             "{name} differs after extraction"
         );
+    }
+}
+
+#[test]
+fn libarchive_reads_rock_ridge_and_joliet() {
+    // bsdtar (libarchive) is a third, independent ISO9660 reader.
+    let Some(bsdtar) = tool("bsdtar", "libarchive_reads_rock_ridge_and_joliet") else {
+        println!("  (bsdtar comes from Debian's libarchive-tools)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let seed = full_seed();
+    let image = write_file(dir.path(), "seed.iso", &seed.build().unwrap().bytes);
+    for (options, tree) in [
+        ("iso9660:rockridge", "rock-ridge"),
+        ("iso9660:!rockridge", "joliet"),
+    ] {
+        let out = dir.path().join(tree);
+        std::fs::create_dir(&out).unwrap();
+        run(Command::new(&bsdtar)
+            .args(["--options", options, "-xf"])
+            .arg(&image)
+            .arg("-C")
+            .arg(&out));
+        assert_extracted_equal(&out, &expected_files(&seed));
     }
 }
 

@@ -1,6 +1,7 @@
 //! Helpers for tests that judge our images with tools we did not write.
 //! Each test skips, with a printed reason, when its tool is not installed;
-//! `.ci/run` installs them (`apt-get install -y xorriso genisoimage cloud-init`).
+//! `.ci/run` installs them (`apt-get install -y xorriso genisoimage cloud-init
+//! libarchive-tools`).
 
 #![allow(dead_code)] // each test file uses a different subset
 
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The Debian packages that provide the tools these tests use.
-pub const PACKAGES: &str = "xorriso genisoimage cloud-init";
+pub const PACKAGES: &str = "xorriso genisoimage cloud-init libarchive-tools";
 
 /// `name` on PATH, or `None` after printing why the calling test skips.
 pub fn tool(name: &str, test: &str) -> Option<PathBuf> {
