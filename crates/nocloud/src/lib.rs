@@ -78,7 +78,7 @@
 //! The vendor-data targets Debian and Ubuntu. It also works where the package
 //! is called `qemu-guest-agent`, the unit has that name under systemd and the
 //! script finds dnf or zypper: Fedora, RHEL and its rebuilds, openSUSE/SLES;
-//! Arch gets the package from the cloud-config part only (pacman). Elsewhere
+//! Arch gets the package only from the cloud-config part (pacman). Elsewhere
 //! a template or user-data must do it: Alpine uses OpenRC (`rc-update add
 //! qemu-guest-agent` and `rc-service qemu-guest-agent start`); FreeBSD needs
 //! the `qemu-guest-agent` package plus `qemu_guest_agent_enable="YES"` in
@@ -95,9 +95,10 @@
 //! unused byte is zero. We looked at `hadris-iso`, a capable pure-Rust
 //! reader/writer with Joliet and Rock Ridge, but it is a broad and fast-moving
 //! API (0.2 to 2.0 within a short time) for a job this small, and reproducible
-//! output would have to be re-checked on every upgrade. Whatever writes it, the
-//! output is judged by tools we did not write (`xorriso`, `isoinfo`, `bsdtar`, `blkid`,
-//! cloud-init) in `tests/external_tools.rs` and `tests/cloud_init.rs`.
+//! output would have to be re-checked on every upgrade. Whatever writes it,
+//! the output is judged by tools we did not write (`xorriso`, `isoinfo`,
+//! `bsdtar`, `blkid`, cloud-init) in `tests/external_tools.rs` and
+//! `tests/cloud_init.rs`.
 //!
 //! Names are written three ways, so every reader sees `meta-data` and not
 //! `META_DAT.;1`: Rock Ridge (Linux isofs prefers it when the root announces

@@ -12,8 +12,10 @@
 //! Cloud-config text (`#cloud-config`) must also be YAML whose document is a
 //! mapping (or empty): cloud-init silently drops any other document. The
 //! YAML check uses a YAML 1.2 parser, while cloud-init uses PyYAML (YAML
-//! 1.1); the two agree on structure, and differ on scalar types (`yes`,
-//! octal numbers) that a syntax check does not look at. Whether keys match
+//! 1.1); the two agree on structure (a test compares them on a corpus) and
+//! differ on scalar types (`yes`, octal numbers) that a syntax check does not
+//! look at. One known gap: a tab before a key at the start of a line passes
+//! here, while PyYAML rejects it. Whether keys match
 //! cloud-init's schema is left to `cloud-init schema` and the guest: the
 //! schema changes with each cloud-init release.
 //!
