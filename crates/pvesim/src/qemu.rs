@@ -1034,6 +1034,19 @@ pub fn start(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         if vm.running {
             return Err(format!("VM {vmid} already running"));
         }
+        // QEMU needs every attached volume (the seed ISO too) to exist on this node.
+        for (key, value) in &vm.config {
+            if !is_drive_key(key) || key.starts_with("unused") {
+                continue;
+            }
+            let drive = Drive::parse(value);
+            if !drive.volid.contains(':') {
+                continue;
+            }
+            if world.volume(&drive.volid, &vm.node).is_none() {
+                return Err(format!("volume '{}' does not exist", drive.volid));
+            }
+        }
         if resume {
             log.info("Resuming suspended VM");
             if let Some(vm) = world.vms.get_mut(&vmid) {

@@ -960,3 +960,57 @@ async fn journal_records_requests_with_secrets_redacted() {
     assert!(!format!("{:?}", h.sim).contains(h.sim.token()));
     h.sim.shutdown().await;
 }
+
+/// facts §6 (ISO existence is not checked on config write) and §8 (start): the config
+/// accepts a missing ISO, the start task then fails on it.
+#[tokio::test]
+async fn start_fails_on_a_missing_seed_volume() {
+    let h = start(fast_config()).await;
+    h.clone_template(186, "noseed").await;
+    h.put(
+        "/nodes/pve1/qemu/186/config",
+        &[("ide2", "proxy-seeds:iso/absent.iso,media=cdrom")],
+    )
+    .await
+    .data();
+    let upid = h
+        .post("/nodes/pve1/qemu/186/status/start", &[])
+        .await
+        .data();
+    assert_eq!(
+        h.wait_task(upid.as_str().unwrap()).await,
+        "volume 'proxy-seeds:iso/absent.iso' does not exist"
+    );
+    h.sim.shutdown().await;
+}
+
+/// Admin API: needs the token; faults and timings round-trip.
+#[tokio::test]
+async fn admin_api_requires_the_token_and_round_trips() {
+    let h = start(fast_config()).await;
+    let anonymous = h
+        .client
+        .get(format!("{}/_sim/state", h.sim.endpoint()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let faults = json!({"latency_ms": 3, "offline_nodes": ["pve2"]});
+    h.admin_put("faults", faults).await;
+    let back = h.admin_get("faults").await;
+    assert_eq!(back["latency_ms"], 3);
+    assert_eq!(back["offline_nodes"], json!(["pve2"]));
+    let state = h.admin_get("state").await;
+    let pve2 = state["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "pve2")
+        .unwrap();
+    assert_eq!(pve2["online"], false);
+    let mut timings = h.admin_get("timings").await;
+    timings["task_ms"]["qmstart"] = json!(7);
+    h.admin_put("timings", timings).await;
+    assert_eq!(h.admin_get("timings").await["task_ms"]["qmstart"], 7);
+    h.sim.shutdown().await;
+}
