@@ -12,7 +12,9 @@
 //! Only the shape is checked (one YAML mapping with a known `version`); the
 //! keys inside belong to Netplan and cloud-init. Errors never quote the text.
 
-use saphyr_parser::{Event, Parser};
+use saphyr_parser::{Event, Parser, ScalarStyle};
+
+use crate::user_data::{MISPLACED_TAB, misplaced_tab};
 
 /// Which network-config format the text is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +99,7 @@ fn top_two_levels(text: &str) -> Result<Vec<(String, Value)>, NetworkConfigError
     let mut stack: Vec<Open> = Vec::new();
     let mut root: Option<Vec<(String, Value)>> = None;
     let mut documents = 0;
+    let mut tab_friendly = Vec::new();
 
     // Records a finished value into the collection on top of the stack.
     fn put(stack: &mut [Open], value: Value, scalar_text: Option<String>) {
@@ -116,7 +119,7 @@ fn top_two_levels(text: &str) -> Result<Vec<(String, Value)>, NetworkConfigError
     }
 
     for event in Parser::new_from_str(text) {
-        let (event, _) = event.map_err(|e| NetworkConfigError::Yaml {
+        let (event, span) = event.map_err(|e| NetworkConfigError::Yaml {
             line: e.marker().line(),
             column: e.marker().col() + 1,
             reason: match e.info() {
@@ -158,7 +161,10 @@ fn top_two_levels(text: &str) -> Result<Vec<(String, Value)>, NetworkConfigError
                     put(&mut stack, value, None);
                 }
             }
-            Event::Scalar(text, ..) => {
+            Event::Scalar(text, style, ..) => {
+                if style != ScalarStyle::Plain {
+                    tab_friendly.push(span.start.index()..span.end.index());
+                }
                 if stack.is_empty() {
                     return Err(NetworkConfigError::NotAMapping);
                 }
@@ -173,6 +179,14 @@ fn top_two_levels(text: &str) -> Result<Vec<(String, Value)>, NetworkConfigError
             }
             _ => {}
         }
+    }
+    // cloud-init reads this file with PyYAML too, which is strict about tabs.
+    if let Some((line, column)) = misplaced_tab(text, &tab_friendly) {
+        return Err(NetworkConfigError::Yaml {
+            line,
+            column,
+            reason: MISPLACED_TAB.to_owned(),
+        });
     }
     root.ok_or(NetworkConfigError::NotAMapping)
 }
@@ -233,6 +247,10 @@ mod tests {
             validate("version: 2\n---\nversion: 2\n"),
             Err(NetworkConfigError::NotAMapping)
         );
+        assert!(matches!(
+            validate("version: 2\nethernets:\n  eth0:\n   \tdhcp4: true\n"),
+            Err(NetworkConfigError::Yaml { line: 4, .. })
+        ));
         let err = validate("version: 2\nethernets: {eth0: [secret\n").unwrap_err();
         assert!(matches!(err, NetworkConfigError::Yaml { .. }), "{err:?}");
         assert!(!err.to_string().contains("secret"));

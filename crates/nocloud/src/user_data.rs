@@ -14,8 +14,9 @@
 //! YAML check uses a YAML 1.2 parser, while cloud-init uses PyYAML (YAML
 //! 1.1); the two agree on structure (a test compares them on a corpus) and
 //! differ on scalar types (`yes`, octal numbers) that a syntax check does not
-//! look at. One known gap: a tab before a key at the start of a line passes
-//! here, while PyYAML rejects it. Whether keys match
+//! look at. PyYAML is stricter about tabs than YAML 1.2: it allows them only
+//! inside quoted scalars, block scalars (`|`, `>`) and comments, so
+//! [`validate`] rejects a tab anywhere else too. Whether keys match
 //! cloud-init's schema is left to `cloud-init schema` and the guest: the
 //! schema changes with each cloud-init release.
 //!
@@ -23,6 +24,8 @@
 //! may hold secrets.
 
 use std::fmt;
+
+use std::ops::Range;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError};
 
@@ -246,9 +249,15 @@ fn parse_single_document(text: &str) -> Result<Root, UserDataError> {
     // Inside the root mapping, keys and values alternate.
     let mut expecting_key = true;
     let mut vendor_data = VendorDataWatch::Idle;
+    let mut tab_friendly = Vec::new();
 
     for event in Parser::new_from_str(text) {
-        let (event, _span) = event.map_err(|e| yaml_error(&e))?;
+        let (event, span) = event.map_err(|e| yaml_error(&e))?;
+        if let Event::Scalar(_, style, ..) = &event
+            && *style != ScalarStyle::Plain
+        {
+            tab_friendly.push(span.start.index()..span.end.index());
+        }
         match event {
             Event::DocumentStart(_) => {
                 documents += 1;
@@ -310,10 +319,46 @@ fn parse_single_document(text: &str) -> Result<Root, UserDataError> {
             _ => {}
         }
     }
+    if let Some((line, column)) = misplaced_tab(text, &tab_friendly) {
+        return Err(UserDataError::Yaml {
+            line,
+            column,
+            reason: MISPLACED_TAB.to_owned(),
+        });
+    }
     if let Root::Mapping(summary) = &mut root {
         summary.disables_vendor_data = vendor_data.disables();
     }
     Ok(root)
+}
+
+pub(crate) const MISPLACED_TAB: &str = "a tab outside quotes, block scalars and comments, which cloud-init's YAML parser rejects; \
+     use spaces";
+
+/// Where PyYAML would stop at a tab: the first tab that is not inside one of
+/// `tab_friendly` (character ranges of quoted and block scalars) nor in a
+/// comment. Returns a 1-based line and column.
+pub(crate) fn misplaced_tab(text: &str, tab_friendly: &[Range<usize>]) -> Option<(usize, usize)> {
+    let mut line = 1;
+    let mut column = 0;
+    let mut in_comment = false;
+    let mut previous = '\n';
+    for (index, c) in text.chars().enumerate() {
+        column += 1;
+        let protected = || tab_friendly.iter().any(|range| range.contains(&index));
+        match c {
+            '\n' => {
+                line += 1;
+                column = 0;
+                in_comment = false;
+            }
+            '#' if !in_comment && previous.is_whitespace() && !protected() => in_comment = true,
+            '\t' if !in_comment && !protected() => return Some((line, column)),
+            _ => {}
+        }
+        previous = c;
+    }
+    None
 }
 
 fn is_plain_null(value: &str) -> bool {
@@ -523,6 +568,48 @@ mod tests {
         assert!(!err.to_string().contains("secret"), "{err}");
         let err = validate("#cloud-config\na: 1\nb: 'unclosed\n").unwrap_err();
         assert!(matches!(err, UserDataError::Yaml { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn tabs_only_where_pyyaml_allows_them() {
+        for bad in [
+            "\tx: 1\n",
+            "a:\t1\n",
+            "a: 1 \t\n",
+            "a: [1,\t2]\n",
+            "a: x\n  \ty\n",
+        ] {
+            let err = validate(&format!("#cloud-config\n{bad}")).unwrap_err();
+            assert!(
+                // Either the YAML parser or the tab check stops it.
+                matches!(&err, UserDataError::Yaml { .. }),
+                "{bad:?}: {err:?}"
+            );
+        }
+        for good in [
+            "a: \"x\ty\"\n",
+            "a: 'x\ty'\n",
+            "a: |\n  x\n  \ty\n",
+            "a: >\n  x\ty\nb: 1\n",
+            "a: 1 # c\tx\n",
+            "# \tcomment\na: 1\n",
+        ] {
+            assert!(
+                validate(&format!("#cloud-config\n{good}")).is_ok(),
+                "{good:?}"
+            );
+        }
+        let err = validate("#cloud-config\n\tx: 1\n").unwrap_err();
+        assert_eq!(
+            err,
+            UserDataError::Yaml {
+                line: 2,
+                column: 1,
+                reason: MISPLACED_TAB.to_owned()
+            }
+        );
+        // Scripts are not YAML: tabs are theirs to use.
+        assert!(validate("#!/bin/sh\n\techo hi\n").is_ok());
     }
 
     #[test]

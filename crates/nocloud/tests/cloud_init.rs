@@ -256,6 +256,13 @@ fn validator_agrees_with_pyyaml_on_cloud_config_syntax() {
         "a: \"\\x41\"\n",
         "{a: 1, b: [2, 3]}\n",
         "a: 1\n...\n",
+        "\tx: 1\n",
+        "a:\t1\n",
+        "a: [1,\t2]\n",
+        "a: \"x\ty\"\n",
+        "a: |\n  x\n  \ty\n",
+        "a: 1 # c\tx\n",
+        "a: x\n  \ty\n",
     ];
     // cloud-init loads cloud-config with yaml.safe_load and uses it only if
     // it is a mapping (or empty).
