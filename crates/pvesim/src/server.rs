@@ -371,6 +371,12 @@ async fn finish(
     params: Map<String, Value>,
     result: Result<Reply, ApiError>,
 ) -> HttpResponse {
+    let status = match &result {
+        Ok(_) => 200,
+        Err(error) => error.status,
+    };
+    // Method, path and status only: parameters may carry secrets.
+    tracing::debug!(method, path = api_path, status, "request");
     match result {
         Ok(reply) => {
             journal(shared, method, api_path, params, 200);

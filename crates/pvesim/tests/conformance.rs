@@ -1014,3 +1014,29 @@ async fn admin_api_requires_the_token_and_round_trips() {
     assert_eq!(h.admin_get("timings").await["task_ms"]["qmstart"], 7);
     h.sim.shutdown().await;
 }
+
+/// facts §4 table: POST config with `background_delay` answers `null` when the task
+/// finished OK in time, and the task list shows the finished `qmconfig` task.
+#[tokio::test]
+async fn background_delay_waits_for_the_config_task() {
+    let h = start(fast_config()).await;
+    h.clone_template(187, "bg").await;
+    let answer = h
+        .post(
+            "/nodes/pve1/qemu/187/config",
+            &[("cores", "2"), ("background_delay", "5")],
+        )
+        .await;
+    assert_eq!(answer.data(), json!(null));
+    assert_eq!(
+        h.get("/nodes/pve1/qemu/187/config").await.data()["cores"],
+        json!(2)
+    );
+    let tasks = h
+        .get("/nodes/pve1/tasks?vmid=187&typefilter=qmconfig")
+        .await
+        .data();
+    assert_eq!(tasks[0]["status"], "OK");
+    assert_eq!(tasks[0]["type"], "qmconfig");
+    h.sim.shutdown().await;
+}
