@@ -3,6 +3,7 @@
 //! served through `tfplugin`.
 
 pub mod data_sources;
+pub mod diagnostics;
 pub mod ownership;
 pub mod provider;
 pub mod resources;

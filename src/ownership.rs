@@ -7,12 +7,71 @@
 /// The tag every VM of ours carries.
 pub const OWNER_TAG: &str = "proxyvm";
 
-const MARK_HEADER: &str = "Proxy VM managed by Terraform (proxyvm/proxmox). Do not edit the next line.";
+const MARK_HEADER: &str =
+    "Proxy VM managed by Terraform (proxyvm/proxmox). Do not edit the lines below.";
 const OWNER_PREFIX: &str = "proxyvm-owner: ";
+const TEMPLATE_PREFIX: &str = "proxyvm-template: ";
+const SEED_PREFIX: &str = "proxyvm-seed: ";
 
-/// The description written in the clone call: it names the resource the VM belongs to.
+/// What the description records: whose VM it is, and what an import needs to rebuild the
+/// configuration that made it (the template as written, the hash of the seed's content).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    pub owner: String,
+    pub template: Option<String>,
+    pub seed_hash: Option<String>,
+}
+
+impl Mark {
+    pub fn new(owner: &str, template: &str) -> Self {
+        Self {
+            owner: owner.to_owned(),
+            template: Some(template.to_owned()),
+            seed_hash: None,
+        }
+    }
+
+    pub fn with_seed_hash(mut self, hash: &str) -> Self {
+        self.seed_hash = Some(hash.to_owned());
+        self
+    }
+
+    pub fn render(&self) -> String {
+        let mut text = format!("{MARK_HEADER}\n{OWNER_PREFIX}{}", self.owner);
+        if let Some(template) = &self.template {
+            text.push_str(&format!("\n{TEMPLATE_PREFIX}{template}"));
+        }
+        if let Some(hash) = &self.seed_hash {
+            text.push_str(&format!("\n{SEED_PREFIX}{hash}"));
+        }
+        text
+    }
+
+    pub fn parse(description: &str) -> Option<Self> {
+        let field = |prefix: &str| {
+            description
+                .lines()
+                .find_map(|line| line.trim_end().strip_prefix(prefix))
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        Some(Self {
+            owner: field(OWNER_PREFIX)?,
+            template: field(TEMPLATE_PREFIX),
+            seed_hash: field(SEED_PREFIX),
+        })
+    }
+}
+
+/// The description of a VM owned by `name` (no template or seed recorded).
 pub fn description_for(name: &str) -> String {
-    format!("{MARK_HEADER}\n{OWNER_PREFIX}{name}")
+    Mark {
+        owner: name.to_owned(),
+        template: None,
+        seed_hash: None,
+    }
+    .render()
 }
 
 /// The resource name a description marks the VM as belonging to, if any.
@@ -104,6 +163,14 @@ mod tests {
     }
 
     #[test]
+    fn full_mark_round_trips() {
+        let mark = Mark::new("edge-1", "debian-13-proxy").with_seed_hash("ab12");
+        assert_eq!(Mark::parse(&mark.render()), Some(mark.clone()));
+        assert_eq!(owner_in(&mark.render()), Some("edge-1"));
+        assert_eq!(Mark::parse("no mark here"), None);
+    }
+
+    #[test]
     fn classifies_ours_others_and_foreign() {
         let mine = description_for("edge-1");
         assert_eq!(classify(Some(&mine), "edge-1"), Ownership::OursForThisName);
@@ -113,7 +180,10 @@ mod tests {
         );
         assert_eq!(classify(Some("a web server"), "edge-1"), Ownership::Foreign);
         assert_eq!(classify(None, "edge-1"), Ownership::Foreign);
-        assert_eq!(classify(Some("proxyvm-owner: "), "edge-1"), Ownership::Foreign);
+        assert_eq!(
+            classify(Some("proxyvm-owner: "), "edge-1"),
+            Ownership::Foreign
+        );
     }
 
     #[test]

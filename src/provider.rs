@@ -57,7 +57,9 @@ pub struct ProxmoxProvider {
 
 impl ProxmoxProvider {
     pub fn new() -> Self {
-        Self { shared: Arc::new(Shared::default()) }
+        Self {
+            shared: Arc::new(Shared::default()),
+        }
     }
 }
 
@@ -157,13 +159,16 @@ impl Settings {
         } else if let Some(flag) = insecure_value.as_bool() {
             Some(Ok(flag))
         } else {
-            std::env::var(ENV_INSECURE).ok().filter(|v| !v.is_empty()).map(|text| {
-                match text.to_ascii_lowercase().as_str() {
+            std::env::var(ENV_INSECURE)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|text| match text.to_ascii_lowercase().as_str() {
                     "1" | "true" | "yes" => Ok(true),
                     "0" | "false" | "no" => Ok(false),
-                    _ => Err(format!("{ENV_INSECURE}=`{text}` is not a boolean; use true or false")),
-                }
-            })
+                    _ => Err(format!(
+                        "{ENV_INSECURE}=`{text}` is not a boolean; use true or false"
+                    )),
+                })
         };
         Settings {
             endpoint: Setting::merged(config, "endpoint", ENV_ENDPOINT),
@@ -259,7 +264,9 @@ impl Settings {
 fn ca_pem_text(setting: &Setting) -> Result<String, String> {
     match setting {
         Setting::FromEnv(text) if !text.contains("-----BEGIN") => std::fs::read_to_string(text)
-            .map_err(|e| format!("{ENV_CA_CERT} is neither PEM text nor a readable file `{text}`: {e}")),
+            .map_err(|e| {
+                format!("{ENV_CA_CERT} is neither PEM text nor a readable file `{text}`: {e}")
+            }),
         other => Ok(other.known().unwrap_or_default().to_owned()),
     }
 }
@@ -290,7 +297,12 @@ impl Provider for ProxmoxProvider {
         Settings::read(config).check(config, false)
     }
 
-    async fn configure(&self, _ctx: &Context, _terraform_version: &str, config: &Value) -> Diagnostics {
+    async fn configure(
+        &self,
+        _ctx: &Context,
+        _terraform_version: &str,
+        config: &Value,
+    ) -> Diagnostics {
         let settings = Settings::read(config);
         let mut diags = settings.check(config, true);
         let outcome = if diags.has_errors() {
@@ -315,7 +327,9 @@ impl Provider for ProxmoxProvider {
 
 fn build(settings: &Settings, config: &Value) -> Result<Configured, String> {
     let unknown = |what: &str| {
-        format!("`{what}` depends on a value known only after apply; the provider needs it to plan. Set it from a variable or the environment.")
+        format!(
+            "`{what}` depends on a value known only after apply; the provider needs it to plan. Set it from a variable or the environment."
+        )
     };
     if matches!(settings.endpoint, Setting::Unknown) {
         return Err(unknown("endpoint"));

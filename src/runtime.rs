@@ -58,9 +58,8 @@ impl Runtime {
             return Ok(listing.clone());
         }
         let policy = pve::RetryPolicy::default();
-        let fresh = Arc::new(
-            pve::retry_idempotent(&policy, || client.cluster().vm_resources()).await?,
-        );
+        let fresh =
+            Arc::new(pve::retry_idempotent(&policy, || client.cluster().vm_resources()).await?);
         *cached = Some((Instant::now(), fresh.clone()));
         Ok(fresh)
     }

@@ -5,16 +5,17 @@ use std::time::Duration;
 
 /// An endpoint must be `https://host[:port]`; PVE's API serves nothing else.
 pub fn endpoint(text: &str) -> Result<url::Url, String> {
-    let parsed = url::Url::parse(text).map_err(|e| {
-        format!("`{text}` is not a URL ({e}); write it as https://HOST:8006")
-    })?;
+    let parsed = url::Url::parse(text)
+        .map_err(|e| format!("`{text}` is not a URL ({e}); write it as https://HOST:8006"))?;
     if parsed.scheme() != "https" {
         return Err(format!(
             "`{text}` must use https://: PVE's API is served over TLS only"
         ));
     }
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(format!("`{text}` has no host; write it as https://HOST:8006"));
+        return Err(format!(
+            "`{text}` has no host; write it as https://HOST:8006"
+        ));
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err("the endpoint must not carry credentials; use api_token".into());
@@ -127,7 +128,11 @@ mod tests {
         assert!(endpoint("https://10.0.0.1:8006/").is_ok());
         assert!(endpoint("http://pve1:8006").unwrap_err().contains("https"));
         assert!(endpoint("pve1:8006").is_err());
-        assert!(endpoint("https://user:pw@pve1").unwrap_err().contains("credentials"));
+        assert!(
+            endpoint("https://user:pw@pve1")
+                .unwrap_err()
+                .contains("credentials")
+        );
         assert!(endpoint("not a url").unwrap_err().contains("not a URL"));
     }
 
@@ -183,9 +188,9 @@ pub fn storage_id(id: &str) -> Result<(), String> {
     let ok = bytes.len() >= 2
         && bytes[0].is_ascii_lowercase()
         && bytes[bytes.len() - 1].is_ascii_lowercase() | bytes[bytes.len() - 1].is_ascii_digit()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'));
+        && bytes.iter().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        });
     if ok {
         Ok(())
     } else {

@@ -24,7 +24,9 @@ impl VmidRange {
             ));
         }
         if first > last {
-            return Err(format!("the range {first}-{last} is empty: the first VMID is larger than the last"));
+            return Err(format!(
+                "the range {first}-{last} is empty: the first VMID is larger than the last"
+            ));
         }
         Ok(Self { first, last })
     }
@@ -56,7 +58,10 @@ impl VmidRange {
 impl Default for VmidRange {
     /// Above the VMIDs that PVE's `nextid` hands out first, so derived VMIDs rarely meet hand-made VMs.
     fn default() -> Self {
-        Self { first: 100_000, last: 199_999 }
+        Self {
+            first: 100_000,
+            last: 199_999,
+        }
     }
 }
 
@@ -65,9 +70,9 @@ impl std::str::FromStr for VmidRange {
 
     /// Parses `FIRST-LAST`, e.g. `100000-199999`.
     fn from_str(text: &str) -> Result<Self, String> {
-        let (first, last) = text
-            .split_once('-')
-            .ok_or_else(|| format!("`{text}` is not a range: write it as FIRST-LAST, e.g. 100000-199999"))?;
+        let (first, last) = text.split_once('-').ok_or_else(|| {
+            format!("`{text}` is not a range: write it as FIRST-LAST, e.g. 100000-199999")
+        })?;
         let parse = |part: &str| {
             part.trim()
                 .parse::<u32>()
@@ -112,7 +117,10 @@ mod tests {
         let range = VmidRange::default();
         assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(range.home_of("a"), 100_000 + (0xaf63_dc4c_8601_ec8c_u64 % 100_000) as u32);
+        assert_eq!(
+            range.home_of("a"),
+            100_000 + (0xaf63_dc4c_8601_ec8c_u64 % 100_000) as u32
+        );
     }
 
     #[test]
@@ -128,10 +136,33 @@ mod tests {
 
     #[test]
     fn parses_and_rejects_ranges() {
-        assert_eq!("200-300".parse::<VmidRange>().unwrap(), VmidRange::new(200, 300).unwrap());
-        assert!("300-200".parse::<VmidRange>().unwrap_err().contains("empty"));
-        assert!("99-200".parse::<VmidRange>().unwrap_err().contains("within"));
-        assert!("abc".parse::<VmidRange>().unwrap_err().contains("FIRST-LAST"));
-        assert!("1x-200".parse::<VmidRange>().unwrap_err().contains("not a VMID"));
+        assert_eq!(
+            "200-300".parse::<VmidRange>().unwrap(),
+            VmidRange::new(200, 300).unwrap()
+        );
+        assert!(
+            "300-200"
+                .parse::<VmidRange>()
+                .unwrap_err()
+                .contains("empty")
+        );
+        assert!(
+            "99-200"
+                .parse::<VmidRange>()
+                .unwrap_err()
+                .contains("within")
+        );
+        assert!(
+            "abc"
+                .parse::<VmidRange>()
+                .unwrap_err()
+                .contains("FIRST-LAST")
+        );
+        assert!(
+            "1x-200"
+                .parse::<VmidRange>()
+                .unwrap_err()
+                .contains("not a VMID")
+        );
     }
 }

@@ -6,7 +6,10 @@ mod support;
 use support::{Workspace, acceptance_enabled, start_sim};
 
 fn provider_block(extra: &str) -> String {
-    format!("{}\nprovider \"proxmox\" {{\n{extra}\n}}\n", Workspace::preamble())
+    format!(
+        "{}\nprovider \"proxmox\" {{\n{extra}\n}}\n",
+        Workspace::preamble()
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -20,12 +23,26 @@ async fn init_validate_and_schema_work_offline() {
     ws.init().await;
     ws.terraform(&["validate", "-no-color"]).await.success();
 
-    let schema = ws.terraform(&["providers", "schema", "-json"]).await.success();
+    let schema = ws
+        .terraform(&["providers", "schema", "-json"])
+        .await
+        .success();
     let json: serde_json::Value = serde_json::from_str(&schema.stdout()).unwrap();
-    let provider = &json["provider_schemas"]["registry.terraform.io/proxyvm/proxmox"]["provider"]["block"]["attributes"];
+    let provider = &json["provider_schemas"]["registry.terraform.io/proxyvm/proxmox"]["provider"]["block"]
+        ["attributes"];
     assert_eq!(provider["api_token"]["sensitive"], true, "{provider}");
-    for name in ["endpoint", "ca_cert", "insecure", "seed_storage", "vmid_range_start", "vmid_range_end"] {
-        assert!(provider[name].is_object(), "provider schema lacks {name}: {provider}");
+    for name in [
+        "endpoint",
+        "ca_cert",
+        "insecure",
+        "seed_storage",
+        "vmid_range_start",
+        "vmid_range_end",
+    ] {
+        assert!(
+            provider[name].is_object(),
+            "provider schema lacks {name}: {provider}"
+        );
     }
 }
 
@@ -43,10 +60,19 @@ async fn bad_token_and_endpoint_point_at_their_attributes() {
     let out = ws.terraform(&["validate", "-no-color"]).await.failure();
     let text = out.all_text();
     assert!(text.contains("Invalid API token"), "{text}");
-    assert!(text.contains("api_token = "), "diagnostic does not point at api_token:\n{text}");
+    assert!(
+        text.contains("api_token = "),
+        "diagnostic does not point at api_token:\n{text}"
+    );
     assert!(text.contains("Invalid PVE endpoint"), "{text}");
-    assert!(text.contains("endpoint = "), "diagnostic does not point at endpoint:\n{text}");
-    assert!(!text.contains("supersecret"), "the secret leaked into a diagnostic:\n{text}");
+    assert!(
+        text.contains("endpoint = "),
+        "diagnostic does not point at endpoint:\n{text}"
+    );
+    assert!(
+        !text.contains("supersecret"),
+        "the secret leaked into a diagnostic:\n{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -62,10 +88,16 @@ async fn bad_environment_token_is_named_at_plan() {
         provider_block("")
     ));
     ws.init().await;
-    let out = ws.terraform(&["plan", "-input=false", "-no-color"]).await.failure();
+    let out = ws
+        .terraform(&["plan", "-input=false", "-no-color"])
+        .await
+        .failure();
     let text = out.all_text();
     assert!(text.contains("Invalid API token"), "{text}");
-    assert!(text.contains("PROXMOX_VE_API_TOKEN"), "the error does not name the variable:\n{text}");
+    assert!(
+        text.contains("PROXMOX_VE_API_TOKEN"),
+        "the error does not name the variable:\n{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -81,7 +113,10 @@ async fn debug_log_shows_provider_lines_at_their_levels() {
     ));
     ws.init().await;
     ws.set_env("TF_LOG", "debug");
-    let out = ws.terraform(&["plan", "-input=false", "-no-color"]).await.success();
+    let out = ws
+        .terraform(&["plan", "-input=false", "-no-color"])
+        .await
+        .success();
     let log = out.stderr();
     // Terraform re-emits parsed hclog lines as "[LEVEL] provider.terraform-provider-proxmox…: message".
     let ours: Vec<&str> = log
@@ -89,7 +124,8 @@ async fn debug_log_shows_provider_lines_at_their_levels() {
         .filter(|l| l.contains("provider.terraform-provider-proxmox"))
         .collect();
     assert!(
-        ours.iter().any(|l| l.contains("[DEBUG]") && l.contains("/cluster/resources")),
+        ours.iter()
+            .any(|l| l.contains("[DEBUG]") && l.contains("/cluster/resources")),
         "no DEBUG line about the API call:\n{}",
         ours.join("\n")
     );

@@ -188,6 +188,9 @@ pub struct Attribute {
     pub sensitive: bool,
     /// Terraform warns when it is used.
     pub deprecated: bool,
+    /// Configured but never stored in plan or state (Terraform ≥ 1.11, OpenTofu ≥ 1.11):
+    /// the provider must answer null for it in every plan, apply and read.
+    pub write_only: bool,
 }
 
 impl Attribute {
@@ -202,6 +205,7 @@ impl Attribute {
             computed: false,
             sensitive: false,
             deprecated: false,
+            write_only: false,
         }
     }
 
@@ -245,6 +249,13 @@ impl Attribute {
     #[must_use]
     pub fn sensitive(mut self) -> Attribute {
         self.sensitive = true;
+        self
+    }
+
+    /// Marks it write-only: the value reaches the provider in the configuration only.
+    #[must_use]
+    pub fn write_only(mut self) -> Attribute {
+        self.write_only = true;
         self
     }
 
@@ -299,7 +310,7 @@ impl Attribute {
             sensitive: self.sensitive,
             description_kind: pb::StringKind::Markdown as i32,
             deprecated: self.deprecated,
-            write_only: false,
+            write_only: self.write_only,
         }
     }
 }

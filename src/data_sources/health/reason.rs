@@ -1,0 +1,236 @@
+//! The stable reason codes `proxmox_health` reports, and how PVE errors map onto them.
+//!
+//! Codes are part of the data source's contract: users match on them in `precondition` and
+//! `check` blocks, so a code is never renamed or reused for another meaning.
+
+use std::fmt;
+
+/// Why a node (or the whole cluster) is not fit for proxy VMs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    CertificateInvalid,
+    CredentialsUnavailable,
+    Unreachable,
+    ProviderNotConfigured,
+    VersionUnsupported,
+    NodeNotFound,
+    NodeOffline,
+    StorageNotFound,
+    StorageInactive,
+    StorageNoIsoContent,
+    StorageFull,
+    TemplateNotFound,
+    NotATemplate,
+    TemplateNotShared,
+    BridgeNotFound,
+    PermissionMissing,
+    ApiError,
+}
+
+impl Reason {
+    /// Every code, in the order the documentation lists them.
+    pub const ALL: [Reason; 17] = [
+        Reason::CertificateInvalid,
+        Reason::CredentialsUnavailable,
+        Reason::Unreachable,
+        Reason::ProviderNotConfigured,
+        Reason::VersionUnsupported,
+        Reason::NodeNotFound,
+        Reason::NodeOffline,
+        Reason::StorageNotFound,
+        Reason::StorageInactive,
+        Reason::StorageNoIsoContent,
+        Reason::StorageFull,
+        Reason::TemplateNotFound,
+        Reason::NotATemplate,
+        Reason::TemplateNotShared,
+        Reason::BridgeNotFound,
+        Reason::PermissionMissing,
+        Reason::ApiError,
+    ];
+
+    /// The machine-readable code.
+    pub fn code(self) -> &'static str {
+        match self {
+            Reason::CertificateInvalid => "CertificateInvalid",
+            Reason::CredentialsUnavailable => "CredentialsUnavailable",
+            Reason::Unreachable => "Unreachable",
+            Reason::ProviderNotConfigured => "ProviderNotConfigured",
+            Reason::VersionUnsupported => "VersionUnsupported",
+            Reason::NodeNotFound => "NodeNotFound",
+            Reason::NodeOffline => "NodeOffline",
+            Reason::StorageNotFound => "StorageNotFound",
+            Reason::StorageInactive => "StorageInactive",
+            Reason::StorageNoIsoContent => "StorageNoIsoContent",
+            Reason::StorageFull => "StorageFull",
+            Reason::TemplateNotFound => "TemplateNotFound",
+            Reason::NotATemplate => "NotATemplate",
+            Reason::TemplateNotShared => "TemplateNotShared",
+            Reason::BridgeNotFound => "BridgeNotFound",
+            Reason::PermissionMissing => "PermissionMissing",
+            Reason::ApiError => "ApiError",
+        }
+    }
+
+    /// What the code means and what to do about it (markdown, for the generated docs).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Reason::CertificateInvalid => {
+                "the TLS certificate of the endpoint is not trusted (wrong or missing `ca_cert`, or a certificate for another host name). Reported on every node."
+            }
+            Reason::CredentialsUnavailable => {
+                "PVE refused the API token (HTTP 401: unknown, expired, revoked or wrong secret). Reported on every node."
+            }
+            Reason::Unreachable => {
+                "the endpoint did not answer (connection refused, DNS, timeout). Reported on every node."
+            }
+            Reason::ProviderNotConfigured => {
+                "the provider block is unusable (see the provider's own error), so no call was made."
+            }
+            Reason::VersionUnsupported => {
+                "the node (or the API endpoint) runs a PVE release older than 9, which the provider does not support."
+            }
+            Reason::NodeNotFound => "a node named in `node_names` is not a member of the cluster.",
+            Reason::NodeOffline => {
+                "the cluster reports the node offline, or PVE could not proxy to it (HTTP 595/596)."
+            }
+            Reason::StorageNotFound => {
+                "the ISO storage does not exist on the node, or the token may not see it (it needs `Datastore.Audit`)."
+            }
+            Reason::StorageInactive => {
+                "the ISO storage exists but is disabled, not available on this node, or not active."
+            }
+            Reason::StorageNoIsoContent => {
+                "the ISO storage does not accept the `iso` content type, so seed ISOs cannot be uploaded."
+            }
+            Reason::StorageFull => "the ISO storage reports less than 1 MiB free.",
+            Reason::TemplateNotFound => {
+                "no VM with that name or VMID is visible to the token, or the template's own node is offline."
+            }
+            Reason::NotATemplate => {
+                "the name or VMID exists but is an ordinary VM, not a template."
+            }
+            Reason::TemplateNotShared => {
+                "the template lives on another node and not every one of its disks is on a shared storage active on this node, so PVE cannot clone it here."
+            }
+            Reason::BridgeNotFound => "a bridge named in `bridges` does not exist on the node.",
+            Reason::PermissionMissing => {
+                "the token lacks a privilege the provider needs (the message names the ACL path and privilege), or PVE answered 403."
+            }
+            Reason::ApiError => "any other API error; the message has PVE's answer.",
+        }
+    }
+
+    /// The markdown list of every code, for attribute descriptions.
+    pub fn documentation() -> String {
+        Reason::ALL
+            .iter()
+            .map(|r| format!("- `{}`: {}", r.code(), r.meaning()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The reason a failed PVE call stands for.
+    pub fn of_error(error: &pve::Error) -> Reason {
+        match error.origin() {
+            pve::Origin::Transport { .. } if is_certificate_failure(error.message()) => {
+                Reason::CertificateInvalid
+            }
+            pve::Origin::Transport { .. } => Reason::Unreachable,
+            pve::Origin::Http { status: 401, .. } => Reason::CredentialsUnavailable,
+            pve::Origin::Http { status: 403, .. } => Reason::PermissionMissing,
+            pve::Origin::Http {
+                status: 595 | 596, ..
+            } => Reason::NodeOffline,
+            pve::Origin::Config => Reason::ProviderNotConfigured,
+            _ => Reason::ApiError,
+        }
+    }
+
+    /// Whether this reason concerns the endpoint itself, so every node shares it and no
+    /// per-node call can succeed.
+    pub fn is_cluster_wide(self) -> bool {
+        matches!(
+            self,
+            Reason::CertificateInvalid
+                | Reason::CredentialsUnavailable
+                | Reason::Unreachable
+                | Reason::ProviderNotConfigured
+        )
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// rustls reports verification failures as "invalid peer certificate: UnknownIssuer" (or
+/// `NotValidForName`, `Expired`, …) inside reqwest's error chain.
+fn is_certificate_failure(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("certificate") || lower.contains("unknownissuer")
+}
+
+/// One finding: a code plus the human sentence that explains it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl Finding {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Finding {
+        Finding {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// A finding for a failed call, with a hint where one helps.
+    pub fn from_error(what: &str, error: &pve::Error) -> Finding {
+        let reason = Reason::of_error(error);
+        let hint = match reason {
+            Reason::CertificateInvalid => {
+                " Set `ca_cert` (or PROXMOX_VE_CA_CERT) to the cluster's /etc/pve/pve-root-ca.pem."
+            }
+            Reason::CredentialsUnavailable => {
+                " Check the token id and secret, and that the token is neither expired nor deleted."
+            }
+            Reason::Unreachable => " Check `endpoint` and that port 8006 is reachable.",
+            _ => "",
+        };
+        Finding::new(reason, format!("{what}: {error}.{hint}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_documented() {
+        let mut codes: Vec<&str> = Reason::ALL.iter().map(|r| r.code()).collect();
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), Reason::ALL.len());
+        let docs = Reason::documentation();
+        for reason in Reason::ALL {
+            assert!(
+                docs.contains(&format!("`{}`", reason.code())),
+                "{reason} undocumented"
+            );
+        }
+    }
+
+    #[test]
+    fn certificate_failures_are_recognised_in_rustls_wording() {
+        assert!(is_certificate_failure(
+            "error sending request: client error (Connect): invalid peer certificate: UnknownIssuer"
+        ));
+        assert!(!is_certificate_failure(
+            "error sending request: tcp connect error: Connection refused (os error 111)"
+        ));
+    }
+}

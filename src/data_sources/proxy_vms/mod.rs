@@ -1,0 +1,193 @@
+//! `data "proxmox_proxy_vms"`: every VM of ours across the cluster, from one
+//! `/cluster/resources` listing, so users can find VMs no state knows about.
+
+use std::sync::Arc;
+
+use pve::cluster::ClusterVm;
+use tfplugin::{
+    Attribute, Block, Context, DataSource, DataSourceResponse, Diagnostic, Diagnostics, Nesting,
+    Schema, Type, Value,
+};
+
+use crate::ownership::{OWNER_TAG, user_tags};
+use crate::provider::Shared;
+
+pub const TYPE_NAME: &str = "proxmox_proxy_vms";
+
+#[derive(Debug)]
+pub struct ProxyVmsDataSource {
+    shared: Arc<Shared>,
+}
+
+impl ProxyVmsDataSource {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+}
+
+pub fn schema() -> Schema {
+    let vm = vec![
+        Attribute::new("vmid", Type::Number).computed().description("VMID."),
+        Attribute::new("name", Type::String).computed().description(
+            "VM name. PVE's listing shows names only once its statistics daemon has seen the VM (about 10 s after a clone), so a VM that was just created has an empty name.",
+        ),
+        Attribute::new("node", Type::String)
+            .computed()
+            .description("Node the VM is on now."),
+        Attribute::new("status", Type::String).computed().description(
+            "`running`, `stopped`, or `unknown` while PVE has no statistics for the VM (just cloned, or its node offline).",
+        ),
+        Attribute::new("tags", Type::list(Type::String)).computed().description(format!(
+            "The VM's tags as PVE stores them (lower-case, sorted), without the provider's own `{OWNER_TAG}` tag."
+        )),
+        Attribute::new("lock", Type::String).computed().description(
+            "PVE's config lock (`clone`, `backup`, …), or an empty string when the VM is not locked.",
+        ),
+    ];
+    Schema::new(
+        Block::new()
+            .description(format!(
+                "Lists every VM that carries the provider's ownership tag `{OWNER_TAG}` across the cluster, from one `GET /cluster/resources?type=vm` call, sorted by VMID. Compare it with the VMs in state to find orphans (VMs of ours that no configuration manages). Only VMs the token may audit (`VM.Audit`) are visible; other guests, including containers, never appear."
+            ))
+            .attribute(Attribute::new("name_prefix", Type::String).optional().description(
+                "Only VMs whose name starts with this prefix. VMs whose name PVE does not report yet (just cloned) never match a non-empty prefix.",
+            ))
+            .attribute(
+                Attribute::nested("vms", Nesting::List, vm)
+                    .computed()
+                    .description("The VMs of ours, sorted by VMID."),
+            ),
+    )
+}
+
+/// Our VMs in a listing: QEMU guests with our tag, optionally by name prefix, by VMID.
+pub fn ours<'a>(listing: &'a [ClusterVm], name_prefix: Option<&str>) -> Vec<&'a ClusterVm> {
+    let mut out: Vec<&ClusterVm> = listing
+        .iter()
+        .filter(|vm| vm.guest_type == "qemu")
+        .filter(|vm| {
+            vm.tag_list()
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(OWNER_TAG))
+        })
+        .filter(|vm| {
+            name_prefix.is_none_or(|prefix| vm.name.as_deref().unwrap_or("").starts_with(prefix))
+        })
+        .collect();
+    out.sort_by_key(|vm| vm.vmid);
+    out
+}
+
+fn vm_value(vm: &ClusterVm) -> Value {
+    Value::object([
+        ("vmid", Value::from(i64::from(vm.vmid))),
+        ("name", Value::from(vm.name.clone().unwrap_or_default())),
+        ("node", Value::from(vm.node.clone())),
+        (
+            "status",
+            Value::from(vm.status.clone().unwrap_or_else(|| "unknown".to_owned())),
+        ),
+        (
+            "tags",
+            Value::List(
+                user_tags(vm.tags.as_deref().unwrap_or(""))
+                    .into_iter()
+                    .map(Value::from)
+                    .collect(),
+            ),
+        ),
+        ("lock", Value::from(vm.lock.clone().unwrap_or_default())),
+    ])
+}
+
+#[tfplugin::async_trait]
+impl DataSource for ProxyVmsDataSource {
+    fn type_name(&self) -> &str {
+        TYPE_NAME
+    }
+
+    fn schema(&self) -> Schema {
+        schema()
+    }
+
+    async fn read(&self, _ctx: &Context, config: &Value) -> DataSourceResponse {
+        let mut diagnostics = Diagnostics::new();
+        let configured = match self.shared.get() {
+            Ok(configured) => configured,
+            Err(diag) => {
+                diagnostics.push(diag);
+                return DataSourceResponse {
+                    state: config.clone(),
+                    diagnostics,
+                };
+            }
+        };
+        let listing = match configured.runtime.vm_listing(&configured.client).await {
+            Ok(listing) => listing,
+            Err(error) => {
+                diagnostics.push(Diagnostic::error(
+                    "Unable to list proxy VMs",
+                    format!("Listing the cluster's VMs failed: {error}"),
+                ));
+                return DataSourceResponse {
+                    state: config.clone(),
+                    diagnostics,
+                };
+            }
+        };
+        let prefix = config.get_attr("name_prefix").as_str();
+        let vms = ours(&listing, prefix);
+        let mut state = config.clone();
+        state.set_attr("vms", Value::List(vms.into_iter().map(vm_value).collect()));
+        DataSourceResponse { state, diagnostics }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing() -> Vec<ClusterVm> {
+        serde_json::from_value(serde_json::json!([
+            {"id": "qemu/300", "vmid": 300, "node": "pve2", "type": "qemu", "status": "running", "name": "edge-b", "tags": "proxyvm;web"},
+            {"id": "qemu/200", "vmid": 200, "node": "pve1", "type": "qemu", "status": "stopped", "name": "edge-a", "tags": "proxyvm", "lock": "backup"},
+            {"id": "qemu/201", "vmid": 201, "node": "pve1", "type": "qemu", "status": "unknown", "tags": "proxyvm", "lock": "clone"},
+            {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu", "status": "running", "name": "edge-x", "tags": "infra"},
+            {"id": "lxc/400", "vmid": 400, "node": "pve1", "type": "lxc", "status": "running", "name": "edge-ct", "tags": "proxyvm"},
+        ]))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_tagged_qemu_vms_sorted_by_vmid() {
+        let listing = listing();
+        let vmids: Vec<u32> = ours(&listing, None).iter().map(|vm| vm.vmid).collect();
+        assert_eq!(vmids, vec![200, 201, 300]);
+    }
+
+    #[test]
+    fn prefix_filters_by_name_and_skips_nameless() {
+        let listing = listing();
+        let vmids: Vec<u32> = ours(&listing, Some("edge-b"))
+            .iter()
+            .map(|vm| vm.vmid)
+            .collect();
+        assert_eq!(vmids, vec![300]);
+        let vmids: Vec<u32> = ours(&listing, Some("edge"))
+            .iter()
+            .map(|vm| vm.vmid)
+            .collect();
+        assert_eq!(vmids, vec![200, 300]);
+    }
+
+    #[test]
+    fn values_hide_our_tag_and_default_missing_fields() {
+        let listing = listing();
+        let nameless = vm_value(ours(&listing, None)[1]);
+        assert_eq!(nameless.get_attr("name").as_str(), Some(""));
+        assert_eq!(nameless.get_attr("lock").as_str(), Some("clone"));
+        let web = vm_value(ours(&listing, None)[2]);
+        assert_eq!(web.get_attr("tags").as_string_list(), Some(vec!["web"]));
+        assert_eq!(web.get_attr("lock").as_str(), Some(""));
+    }
+}

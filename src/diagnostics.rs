@@ -1,0 +1,59 @@
+//! Where PVE errors become Terraform diagnostics: one summary naming the operation and the
+//! VM, PVE's own message quoted, and a hint where one helps.
+
+use tfplugin::Diagnostic;
+
+/// "Unable to create proxy VM edge-1" + PVE's message + a hint.
+pub fn pve_error(operation: &str, vm_name: &str, error: &pve::Error) -> Diagnostic {
+    let mut detail = error.to_string();
+    if let Some(failure) = error.task_failure()
+        && !failure.log_tail.is_empty()
+    {
+        detail.push_str("\n\nLast lines of the task log:\n");
+        for line in failure.log_tail.iter().rev().take(8).rev() {
+            detail.push_str("  ");
+            detail.push_str(line);
+            detail.push('\n');
+        }
+    }
+    if let Some(hint) = hint(error) {
+        detail.push_str("\n\n");
+        detail.push_str(&hint);
+    }
+    Diagnostic::error(format!("Unable to {operation} proxy VM {vm_name}"), detail)
+}
+
+/// A plain error about a VM, for failures that are not PVE errors.
+pub fn vm_error(operation: &str, vm_name: &str, detail: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(format!("Unable to {operation} proxy VM {vm_name}"), detail)
+}
+
+fn hint(error: &pve::Error) -> Option<String> {
+    let message = error.message();
+    match error.kind() {
+        pve::ErrorKind::Auth if message.contains("Permission check failed") => Some(
+            "The API token lacks the privilege named above. Grant it to the token's role (see docs/pve-setup.md for the exact list), or run the proxmox_health data source to list every missing privilege.".into(),
+        ),
+        pve::ErrorKind::Auth => Some(
+            "PVE refused the API token. Check PROXMOX_VE_API_TOKEN / api_token (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that the user exists.".into(),
+        ),
+        pve::ErrorKind::Locked => Some(
+            "Another task held the VM's lock for longer than the provider retries. Check the task list on the node; the next apply resumes where this one stopped.".into(),
+        ),
+        pve::ErrorKind::Transient => Some(
+            "The cluster did not answer in time, repeatedly. The next apply resumes where this one stopped; nothing was left half-tracked.".into(),
+        ),
+        _ if message.contains("does not support 'iso' content")
+            || message.contains("does not support iso") =>
+        {
+            Some("The seed storage must accept `iso` content: enable ISO images on it in Datacenter → Storage, or choose another with `seed_storage`.".into())
+        }
+        _ if message.contains("you can't start a vm if it's a template") => Some(
+            "The VMID belongs to a template. Choose another `vmid`.".into(),
+        ),
+        _ if message.contains("shrinking disks is not supported") => Some(
+            "PVE cannot shrink disks. Set `disk_gib` to at least the current size; a smaller value plans a replacement.".into(),
+        ),
+        _ => None,
+    }
+}

@@ -1,0 +1,369 @@
+//! Typed views of the resource's values: what the configuration asks for, and what the
+//! cluster shows, turned into state.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tfplugin::{AttributePath, Diagnostics, Value};
+
+use crate::validate;
+
+pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_UPDATE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+pub const DEFAULT_DELETE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// What the configuration (or plan) asks for. Optional numbers are `None` when unset or
+/// still unknown.
+#[derive(Debug, Clone)]
+pub struct Desired {
+    pub name: String,
+    pub node: String,
+    pub template: String,
+    pub vmid: Option<u32>,
+    pub cores: Option<u32>,
+    pub memory_mib: Option<u64>,
+    pub disk_gib: Option<u64>,
+    pub bridge: Option<String>,
+    pub vlan_tag: Option<u16>,
+    pub tags: Option<Vec<String>>,
+    pub user_data: Option<String>,
+    pub network_config: Option<String>,
+    pub seed_storage: String,
+    pub clone_storage: Option<String>,
+    pub pool: Option<String>,
+    pub started: bool,
+    pub wait_for_address: bool,
+    pub reboot_if_needed: bool,
+    pub timeouts: Timeouts,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub create: Duration,
+    pub update: Duration,
+    pub delete: Duration,
+}
+
+impl Timeouts {
+    pub fn from_value(value: &Value) -> Self {
+        let read = |name: &str, default: Duration| {
+            value
+                .get_attr(name)
+                .as_str()
+                .and_then(|text| validate::duration(text).ok())
+                .unwrap_or(default)
+        };
+        Self {
+            create: read("create", DEFAULT_CREATE_TIMEOUT),
+            update: read("update", DEFAULT_UPDATE_TIMEOUT),
+            delete: read("delete", DEFAULT_DELETE_TIMEOUT),
+        }
+    }
+}
+
+fn str_attr(value: &Value, name: &str) -> Option<String> {
+    value.get_attr(name).as_str().map(str::to_owned)
+}
+
+fn num_attr<T: TryFrom<i64>>(value: &Value, name: &str) -> Option<T> {
+    value.get_attr(name).as_i64().and_then(|n| T::try_from(n).ok())
+}
+
+impl Desired {
+    /// From a planned state (for everything) and the configuration (for the write-only
+    /// seed inputs, which the plan never holds).
+    pub fn from_plan(planned: &Value, config: &Value, default_seed_storage: &str) -> Self {
+        Self {
+            name: str_attr(planned, "name").unwrap_or_default(),
+            node: str_attr(planned, "node").unwrap_or_default(),
+            template: str_attr(planned, "template").unwrap_or_default(),
+            vmid: num_attr(planned, "vmid"),
+            cores: num_attr(planned, "cores"),
+            memory_mib: num_attr(planned, "memory"),
+            disk_gib: num_attr(planned, "disk_gib"),
+            bridge: str_attr(planned, "bridge"),
+            vlan_tag: num_attr(planned, "vlan_tag"),
+            tags: planned
+                .get_attr("tags")
+                .as_string_list()
+                .map(|tags| tags.into_iter().map(str::to_owned).collect()),
+            user_data: str_attr(config, "user_data"),
+            network_config: str_attr(config, "network_config"),
+            seed_storage: str_attr(planned, "seed_storage")
+                .unwrap_or_else(|| default_seed_storage.to_owned()),
+            clone_storage: str_attr(planned, "clone_storage"),
+            pool: str_attr(planned, "pool"),
+            started: planned.get_attr("started").as_bool().unwrap_or(true),
+            wait_for_address: planned.get_attr("wait_for_address").as_bool().unwrap_or(true),
+            reboot_if_needed: planned.get_attr("reboot_if_needed").as_bool().unwrap_or(false),
+            timeouts: Timeouts::from_value(planned.get_attr("timeouts")),
+        }
+    }
+
+    /// The seed built for this VM.
+    pub fn seed(&self, node: &str, vmid: u32) -> nocloud::Seed {
+        let mut seed = nocloud::Seed::new(&self.name, format!("{node}/{vmid}"))
+            .user_data(self.user_data.clone().unwrap_or_default());
+        if let Some(network) = &self.network_config {
+            seed = seed.network_config(network.clone());
+        }
+        seed
+    }
+}
+
+/// The hash of everything the seed carries apart from the VM's identity, so it is known at
+/// plan time (before a VMID is) and changes exactly when the seed's content does.
+pub fn seed_hash(user_data: Option<&str>, network_config: Option<&str>) -> String {
+    let mut hasher = Sha256::new();
+    // Lengths first, so moving bytes between fields changes the hash.
+    for part in [
+        user_data.unwrap_or_default().as_bytes(),
+        network_config.map(str::as_bytes).unwrap_or(b"\0none"),
+        nocloud::render::vendor_data_guest_agent().as_bytes(),
+    ] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Checks on a configuration that need no API call. Unknown values are skipped.
+pub fn validate_config(config: &Value) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let at = |name: &str| AttributePath::root().attr(name);
+    let invalid = "Invalid Attribute Value";
+    if let Some(name) = config.get_attr("name").as_str()
+        && let Err(why) = validate::vm_name(name)
+    {
+        diags.attribute_error(at("name"), invalid, why);
+    }
+    if let Some(template) = config.get_attr("template").as_str()
+        && template.trim().is_empty()
+    {
+        diags.attribute_error(at("template"), invalid, "the template name or VMID is empty");
+    }
+    let range = |name: &str, low: i64, high: i64, diags: &mut Diagnostics| {
+        if let Some(number) = config.get_attr(name).as_number() {
+            match number.as_i64() {
+                Some(n) if (low..=high).contains(&n) => {}
+                _ => diags.attribute_error(
+                    at(name),
+                    invalid,
+                    format!("Attribute {name} value must be a whole number between {low} and {high}, got: {}", number.as_f64()),
+                ),
+            }
+        }
+    };
+    range("vmid", 100, 999_999_999, &mut diags);
+    range("cores", 1, 512, &mut diags);
+    range("memory", 16, 16 * 1024 * 1024, &mut diags);
+    range("disk_gib", 1, 128 * 1024, &mut diags);
+    range("vlan_tag", 1, 4094, &mut diags);
+    for name in ["seed_storage", "clone_storage"] {
+        if let Some(id) = config.get_attr(name).as_str()
+            && let Err(why) = validate::storage_id(id)
+        {
+            diags.attribute_error(at(name), invalid, why);
+        }
+    }
+    if let Some(bridge) = config.get_attr("bridge").as_str()
+        && !(bridge.len() <= 15
+            && bridge.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && bridge.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+    {
+        diags.attribute_error(
+            at("bridge"),
+            invalid,
+            format!("`{bridge}` is not a bridge name (e.g. vmbr0): a letter, then letters, digits, _ . -, at most 15 characters"),
+        );
+    }
+    if let Some(tags) = config.get_attr("tags").as_elements() {
+        for (index, tag) in tags.iter().enumerate() {
+            if let Some(text) = tag.as_str()
+                && let Err(why) = crate::ownership::check_tag(text)
+            {
+                let _ = index;
+                diags.attribute_error(at("tags"), invalid, why);
+            }
+        }
+    }
+    if let Some(text) = config.get_attr("user_data").as_str() {
+        match nocloud::user_data::validate(text) {
+            Ok(check) => {
+                if let Some(warning) = check.warning() {
+                    diags.push(tfplugin::Diagnostic::warning("user_data switches vendor-data off", warning).with_attribute(at("user_data")));
+                }
+            }
+            Err(why) => diags.attribute_error(at("user_data"), "Invalid user_data", why.to_string()),
+        }
+    }
+    if let Some(text) = config.get_attr("network_config").as_str()
+        && let Err(why) = nocloud::network_config::validate(text)
+    {
+        diags.attribute_error(at("network_config"), "Invalid network_config", why.to_string());
+    }
+    let timeouts = config.get_attr("timeouts");
+    for name in ["create", "update", "delete"] {
+        if let Some(text) = timeouts.get_attr(name).as_str()
+            && let Err(why) = validate::duration(text)
+        {
+            diags.attribute_error(at("timeouts").attr(name), invalid, why);
+        }
+    }
+    diags
+}
+
+/// What the cluster shows of one VM, read for drift.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    pub vmid: u32,
+    pub node: String,
+    pub name: String,
+    pub mark: Option<crate::ownership::Mark>,
+    pub cores: u32,
+    pub memory_mib: u64,
+    pub disk_gib: Option<u64>,
+    pub disk_storage: Option<String>,
+    pub bridge: Option<String>,
+    pub vlan_tag: Option<u16>,
+    pub mac: Option<String>,
+    pub tags: Vec<String>,
+    pub seed_volume: Option<String>,
+    pub status: String,
+    pub running: bool,
+    pub pool: Option<String>,
+    pub ipv4: Vec<String>,
+    pub ipv6: Vec<String>,
+}
+
+impl Observed {
+    /// State from what the cluster shows, keeping what only the configuration knows from
+    /// `prior` (null on import).
+    pub fn to_state(&self, prior: &Value) -> Value {
+        // What only the configuration knows; a value still unknown in a plan counts as absent.
+        let keep = |name: &str| {
+            let value = prior.get_attr(name);
+            if value.is_wholly_known() { value.clone() } else { Value::Null }
+        };
+        let or_prior = |value: Option<Value>, name: &str| value.unwrap_or_else(|| keep(name));
+        let text = |t: &str| Value::string(t);
+        let mark = self.mark.as_ref();
+        let mut attrs: BTreeMap<String, Value> = BTreeMap::new();
+        attrs.insert("id".into(), text(&self.vmid.to_string()));
+        attrs.insert("vmid".into(), Value::number(i64::from(self.vmid)));
+        attrs.insert("name".into(), text(&self.name));
+        // `node` is where the user asked for the VM; a migration does not change it.
+        attrs.insert(
+            "node".into(),
+            or_prior(None, "node").non_null_or(text(&self.node)),
+        );
+        attrs.insert(
+            "template".into(),
+            keep("template").non_null_or(
+                mark.and_then(|m| m.template.as_deref())
+                    .map(text)
+                    .unwrap_or(Value::Null),
+            ),
+        );
+        attrs.insert("cores".into(), Value::number(i64::from(self.cores)));
+        attrs.insert("memory".into(), Value::number(self.memory_mib as i64));
+        attrs.insert(
+            "disk_gib".into(),
+            self.disk_gib.map(|g| Value::number(g as i64)).unwrap_or(Value::Null),
+        );
+        attrs.insert("bridge".into(), self.bridge.as_deref().map(text).unwrap_or(Value::Null));
+        attrs.insert(
+            "vlan_tag".into(),
+            self.vlan_tag.map(|t| Value::number(i64::from(t))).unwrap_or(Value::Null),
+        );
+        attrs.insert("tags".into(), Value::Set(self.tags.iter().map(|t| text(t)).collect()));
+        attrs.insert("user_data".into(), Value::Null);
+        attrs.insert("network_config".into(), Value::Null);
+        attrs.insert(
+            "seed_hash".into(),
+            mark.and_then(|m| m.seed_hash.as_deref())
+                .map(text)
+                .unwrap_or_else(|| keep("seed_hash")),
+        );
+        let seed_storage = self
+            .seed_volume
+            .as_deref()
+            .and_then(|v| v.split_once(':'))
+            .map(|(storage, _)| text(storage));
+        attrs.insert("seed_storage".into(), keep("seed_storage").non_null_or(seed_storage.unwrap_or(Value::Null)));
+        attrs.insert(
+            "clone_storage".into(),
+            keep("clone_storage").non_null_or(self.disk_storage.as_deref().map(text).unwrap_or(Value::Null)),
+        );
+        attrs.insert(
+            "pool".into(),
+            self.pool.as_deref().map(text).unwrap_or_else(|| keep("pool")),
+        );
+        attrs.insert("started".into(), Value::Bool(self.running));
+        attrs.insert("wait_for_address".into(), keep("wait_for_address").non_null_or(Value::Bool(true)));
+        attrs.insert("reboot_if_needed".into(), keep("reboot_if_needed").non_null_or(Value::Bool(false)));
+        attrs.insert("timeouts".into(), keep("timeouts"));
+        attrs.insert("current_node".into(), text(&self.node));
+        attrs.insert("status".into(), text(&self.status));
+        attrs.insert("mac_address".into(), text(self.mac.as_deref().unwrap_or_default()));
+        attrs.insert("ipv4_address".into(), text(self.ipv4.first().map(String::as_str).unwrap_or_default()));
+        attrs.insert("ipv4_addresses".into(), Value::List(self.ipv4.iter().map(|a| text(a)).collect()));
+        attrs.insert("ipv6_addresses".into(), Value::List(self.ipv6.iter().map(|a| text(a)).collect()));
+        attrs.insert(
+            "seed_volume".into(),
+            text(self.seed_volume.as_deref().unwrap_or_default()),
+        );
+        Value::Object(attrs)
+    }
+}
+
+trait NonNullOr {
+    fn non_null_or(self, fallback: Value) -> Value;
+}
+
+impl NonNullOr for Value {
+    fn non_null_or(self, fallback: Value) -> Value {
+        if self.is_null() { fallback } else { self }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_hash_tracks_content_only() {
+        let a = seed_hash(Some("#cloud-config\n"), None);
+        assert_eq!(a, seed_hash(Some("#cloud-config\n"), None));
+        assert_ne!(a, seed_hash(Some("#cloud-config\n#x\n"), None));
+        assert_ne!(a, seed_hash(Some("#cloud-config\n"), Some("version: 2\n")));
+        assert_ne!(seed_hash(Some("ab"), Some("")), seed_hash(Some("a"), Some("b")));
+        assert_eq!(a.len(), 64);
+    }
+
+    #[test]
+    fn validation_points_at_attributes() {
+        let config = Value::object([
+            ("name", Value::string("edge_1")),
+            ("vlan_tag", Value::number(5000)),
+            ("cores", Value::Unknown),
+            ("user_data", Value::string("hello")),
+            ("timeouts", Value::object([("create", Value::string("soon"))])),
+        ]);
+        let diags = validate_config(&config);
+        let paths: Vec<String> = diags
+            .iter()
+            .map(|d| format!("{:?}", d.attribute.as_ref().unwrap().steps()))
+            .collect();
+        assert_eq!(diags.iter().count(), 4, "{diags:?}");
+        assert!(paths.iter().any(|p| p.contains("\"name\"")));
+        assert!(paths.iter().any(|p| p.contains("\"vlan_tag\"")));
+        assert!(paths.iter().any(|p| p.contains("\"user_data\"")));
+        assert!(paths.iter().any(|p| p.contains("\"create\"")));
+    }
+}

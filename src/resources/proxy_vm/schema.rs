@@ -1,0 +1,65 @@
+//! The `proxmox_proxy_vm` schema.
+
+use tfplugin::{Attribute, Block, Nesting, Schema, Type};
+
+pub const TYPE_NAME: &str = "proxmox_proxy_vm";
+
+/// Attributes whose change cannot be applied to the existing VM.
+pub const REPLACE_ON_CHANGE: &[&str] = &[
+    "name",
+    "node",
+    "template",
+    "vmid",
+    "seed_storage",
+    "clone_storage",
+    "pool",
+    "seed_hash",
+];
+
+pub fn schema() -> Schema {
+    let s = |name: &str| Attribute::new(name, Type::String);
+    let n = |name: &str| Attribute::new(name, Type::Number);
+    let b = |name: &str| Attribute::new(name, Type::Bool);
+    Schema::new(
+        Block::new()
+            .description(
+                "A small proxy VM: a full clone of a cloud-init-ready template, given a NoCloud seed ISO (user-data, network-config, and vendor-data that installs the QEMU guest agent), configured, grown and started, all through the PVE API.\n\nCreate resumes after any interruption: a re-run adopts the half-made VM it left (recognised by the ownership mark in its description), never clones a duplicate, and never touches a VM without the mark.",
+            )
+            .attribute(s("id").computed().description("The VMID as a string. Stable when the VM migrates to another node."))
+            .attribute(s("name").required().description("The VM's name and the guest's hostname: a DNS name. Changing it replaces the VM."))
+            .attribute(s("node").required().description("The node to create the VM on. Changing it replaces the VM. A VM moved to another node by HA or migration is followed (see `current_node`), not replaced."))
+            .attribute(s("template").required().description("The template to clone: its name or its VMID. It must be a template (`template: 1`) visible from `node` (on the node, or on shared storage). Changing it replaces the VM."))
+            .attribute(n("vmid").optional().computed().description("The VMID. When unset, one is derived from `name` in the provider's VMID range (the same name always starts at the same VMID, probing past VMs that are not ours). Changing it replaces the VM."))
+            .attribute(n("cores").optional().computed().description("CPU cores. Unset keeps the template's. Changes in place; a running VM may need a reboot to see it (see `reboot_if_needed`)."))
+            .attribute(n("memory").optional().computed().description("Memory in MiB. Unset keeps the template's. Changes in place; a running VM may need a reboot to see it."))
+            .attribute(n("disk_gib").optional().computed().description("Size of the boot disk in GiB. Unset keeps the template's. Growing happens in place; a value smaller than the current size replaces the VM, because PVE cannot shrink disks."))
+            .attribute(s("bridge").optional().computed().description("Bridge of the first network interface (`net0`). Unset keeps the template's. Changes in place and keeps the MAC address."))
+            .attribute(n("vlan_tag").optional().computed().description("VLAN tag of `net0`, 1–4094. Unset keeps the template's. Changes in place and keeps the MAC address."))
+            .attribute(Attribute::new("tags", Type::set(Type::String)).optional().computed().description("PVE tags, normalised as PVE stores them (lower case, sorted, unique). The provider's own ownership tag `proxyvm` is always added and never shown here."))
+            .attribute(s("user_data").optional().sensitive().write_only().description("cloud-init user-data: a `#cloud-config` document or a script (`#!`). Write-only: it is never stored in the plan or state; a change is detected through `seed_hash` and replaces the VM. Needs Terraform ≥ 1.11 or OpenTofu ≥ 1.11."))
+            .attribute(s("network_config").optional().write_only().description("cloud-init network-config (version 2). Write-only like `user_data`; a change replaces the VM."))
+            .attribute(s("seed_hash").computed().description("SHA-256 of the seed's content (user-data, network-config, vendor-data). Recorded in the VM's description so that changes to the write-only inputs are detected, also after an import."))
+            .attribute(s("seed_storage").optional().computed().description("Storage for the seed ISO (content `iso`) on the VM's node. Defaults to the provider's `seed_storage`. Changing it replaces the VM."))
+            .attribute(s("clone_storage").optional().computed().description("Storage for the cloned disks. Defaults to the provider's `clone_storage`, else the template's storage. Changing it replaces the VM."))
+            .attribute(s("pool").optional().description("Resource pool to put the VM in. Changing it replaces the VM."))
+            .attribute(b("started").optional().computed().description("Whether the VM should be running. Defaults to `true`. Changes in place; a VM found stopped behind Terraform's back shows as drift and is started again."))
+            .attribute(b("wait_for_address").optional().computed().description("Whether create waits, within the create timeout, until the guest agent reports an IPv4 address. Defaults to `true`."))
+            .attribute(b("reboot_if_needed").optional().computed().description("Whether an update that PVE can only apply at the next boot (e.g. `cores` without CPU hotplug) reboots the VM. Defaults to `false`: such changes are reported as pending in a warning."))
+            .attribute(Attribute::nested(
+                "timeouts",
+                Nesting::Single,
+                vec![
+                    s("create").optional().description("Create, including waiting for an address. Default `15m`."),
+                    s("update").optional().description("Update. Default `10m`."),
+                    s("delete").optional().description("Delete. Default `10m`."),
+                ],
+            ).optional().description("How long each operation may take, as durations like `\"90s\"`, `\"15m\"` or `\"1h30m\"`."))
+            .attribute(s("current_node").computed().description("The node the VM runs on now (differs from `node` after a migration)."))
+            .attribute(s("status").computed().description("Power state: `running`, `stopped` or `paused`."))
+            .attribute(s("mac_address").computed().description("MAC address of `net0`, kept across bridge and VLAN changes."))
+            .attribute(s("ipv4_address").computed().description("The primary IPv4 address reported by the guest agent (empty when unknown)."))
+            .attribute(Attribute::new("ipv4_addresses", Type::list(Type::String)).computed().description("Every global IPv4 address the guest agent reports."))
+            .attribute(Attribute::new("ipv6_addresses", Type::list(Type::String)).computed().description("Every IPv6 address the guest agent reports."))
+            .attribute(s("seed_volume").computed().description("The seed ISO's volume, e.g. `local:iso/seed-edge-0-1a2b3c4d.iso`.")),
+    )
+}
