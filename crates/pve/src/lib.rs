@@ -67,8 +67,9 @@
 //! # Waiting for tasks
 //!
 //! [`Client::wait_for_task`] polls `GET /nodes/{upid node}/tasks/{upid}/status`: first after
-//! 5 ms, then ×1.5 up to 1 s. "no such task" right after dispatch is retried for a grace
-//! period; transient polling errors are retried. The caller owns the deadline: wrap the
+//! 5 ms, then ×1.25 up to 1 s (steady state: one request per second per waiting task; see
+//! `BENCH.md`). "no such task" right after dispatch is retried for a grace period; transient
+//! polling errors are retried. The caller owns the deadline: wrap the
 //! call in `tokio::time::timeout`.
 //!
 //! # Observability

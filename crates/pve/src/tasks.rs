@@ -76,7 +76,8 @@ pub struct TaskOutcome {
 pub struct TaskWait {
     /// Delay before the first status request: short tasks end within milliseconds.
     pub first_poll: Duration,
-    /// Each later delay is the previous one times this factor…
+    /// Each later delay is the previous one times this factor (1.25: a task is noticed on
+    /// average within ~1/8 of its run time; see `BENCH.md` for the trade-off)…
     pub backoff: f64,
     /// …up to this ceiling.
     pub max_interval: Duration,
@@ -91,7 +92,7 @@ impl Default for TaskWait {
     fn default() -> Self {
         TaskWait {
             first_poll: Duration::from_millis(5),
-            backoff: 1.5,
+            backoff: 1.25,
             max_interval: Duration::from_secs(1),
             unknown_grace: Duration::from_secs(10),
             log_tail_lines: 20,

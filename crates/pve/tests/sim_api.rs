@@ -245,12 +245,20 @@ async fn whole_proxy_vm_lifecycle() {
     assert!(cores.is_pending(), "{cores:?}");
     assert_eq!(vm.config_current().await.unwrap().cores(), 2);
 
-    // Stopping twice is fine; a stopped VM has no agent.
-    for _ in 0..2 {
-        let upid = vm.stop().await.unwrap();
-        c.wait_for_task(&upid).await.unwrap();
-    }
+    // Graceful shutdown, then a hard stop of the stopped VM is still OK; shutting down a
+    // stopped VM is refused synchronously.
+    let upid = vm.shutdown(Some(30), true).await.unwrap();
+    assert_eq!(upid.task_type(), "qmshutdown");
+    c.wait_for_task(&upid).await.unwrap();
     assert!(!vm.status().await.unwrap().is_running());
+    let upid = vm.stop().await.unwrap();
+    c.wait_for_task(&upid).await.unwrap();
+    let not_running = vm.shutdown(None, false).await.unwrap_err();
+    assert_eq!(not_running.kind(), ErrorKind::Permanent, "{not_running}");
+    assert!(
+        not_running.message().contains("not running"),
+        "{not_running}"
+    );
     let no_agent = vm.agent().ping().await.unwrap_err();
     assert_eq!(no_agent.kind(), ErrorKind::Permanent, "{no_agent}");
 
