@@ -510,7 +510,8 @@ pub fn decode_json(bytes: &[u8], ty: &Type) -> Result<Value, CodecError> {
 /// Type-directed conversion of an already parsed JSON value.
 pub fn json_value(json: &serde_json::Value, ty: &Type) -> Result<Value, CodecError> {
     use serde_json::Value as J;
-    let unexpected = || CodecError::new(format!("expected {ty}, found {json}"));
+    // Name the JSON kind, never the value: it may be a secret from stored state.
+    let unexpected = || CodecError::new(format!("expected {ty}, found {}", json_kind(json)));
     if json.is_null() {
         return Ok(Value::Null);
     }
@@ -602,6 +603,18 @@ pub fn json_value(json: &serde_json::Value, ty: &Type) -> Result<Value, CodecErr
             }
             Ok(Value::Object(items))
         }
+    }
+}
+
+fn json_kind(json: &serde_json::Value) -> &'static str {
+    use serde_json::Value as J;
+    match json {
+        J::Null => "null",
+        J::Bool(_) => "a bool",
+        J::Number(_) => "a number",
+        J::String(_) => "a string",
+        J::Array(_) => "an array",
+        J::Object(_) => "an object",
     }
 }
 
@@ -832,6 +845,8 @@ mod tests {
         let ty = Type::object([("cores", Type::Number)]);
         let err = decode_json(br#"{"cores": "many"}"#, &ty).unwrap_err();
         assert_eq!(err.path(), &AttributePath::from("cores"));
+        let err = decode_json(br#"{"cores": ["s3cr3t"]}"#, &ty).unwrap_err();
+        assert!(!err.to_string().contains("s3cr3t"), "{err}");
     }
 
     #[test]

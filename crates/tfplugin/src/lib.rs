@@ -15,8 +15,9 @@
 //!   certificate and requires the client to present exactly the certificate
 //!   Terraform gave us; plaintext otherwise;
 //! - serves `tfplugin6.Provider` (every RPC it does not implement answers
-//!   `Unimplemented`), go-plugin's `GRPCController` (Shutdown exits within
-//!   ~1.5 s), `GRPCStdio` and gRPC health (`plugin` is SERVING);
+//!   `Unimplemented`), go-plugin's `GRPCController` (Shutdown exits in
+//!   milliseconds, at most 0.5 s), `GRPCStdio` and gRPC health (`plugin` is
+//!   SERVING);
 //! - `StopProvider` raises the [`StopSignal`] in every in-flight call's
 //!   [`Context`]; SIGINT is ignored;
 //! - `--debug` serves without the cookie, in plaintext, prints the

@@ -116,6 +116,14 @@ pub fn changed_attributes(prior: &Value, proposed: &Value) -> Vec<String> {
     names
 }
 
+/// [`changed_attributes`] as attribute paths.
+pub fn changed_paths(prior: &Value, proposed: &Value) -> Vec<AttributePath> {
+    changed_attributes(prior, proposed)
+        .into_iter()
+        .map(|name| AttributePath::root().attr(name))
+        .collect()
+}
+
 /// The `requires_replace` paths: those of `replace_on_change` whose value
 /// changes (or is unknown) between `prior` and `proposed`. Empty on create.
 pub fn requires_replace(

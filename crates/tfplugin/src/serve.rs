@@ -37,8 +37,8 @@ const APP_PROTOCOL_VERSION: u32 = 6;
 const MAX_MESSAGE_SIZE: usize = 256 << 20;
 /// A client that connects but never finishes TLS is dropped after this.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// go-plugin kills us 2 s after Shutdown; in-flight calls get this long to finish.
-const GRACEFUL_SHUTDOWN_LIMIT: Duration = Duration::from_millis(1500);
+/// go-plugin kills us 2 s after Shutdown; calls still in flight (none, normally) get this long to finish.
+const GRACEFUL_SHUTDOWN_LIMIT: Duration = Duration::from_millis(500);
 
 /// How [`serve`] runs.
 #[derive(Clone, Debug)]

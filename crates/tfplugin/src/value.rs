@@ -157,12 +157,18 @@ impl Number {
         if let Ok(int) = trimmed.parse::<i64>() {
             return Ok(Number::Int(int));
         }
-        let float: f64 = trimmed
-            .parse()
-            .map_err(|_| crate::CodecError::new(format!("{text:?} is not a number")))?;
-        if float.is_nan() {
-            return Err(crate::CodecError::new(format!("{text:?} is not a number")));
+        // Decimal syntax only (no "inf"/"nan"); the text itself stays out of
+        // the error, as it may be a misplaced secret.
+        let not_a_number =
+            || crate::CodecError::new("a string in a number slot is not a decimal number");
+        let decimal_syntax = trimmed.chars().any(|c| c.is_ascii_digit())
+            && trimmed
+                .chars()
+                .all(|c| c.is_ascii_digit() || matches!(c, '+' | '-' | '.' | 'e' | 'E'));
+        if !decimal_syntax {
+            return Err(not_a_number());
         }
+        let float: f64 = trimmed.parse().map_err(|_| not_a_number())?;
         if float.is_infinite() {
             // Valid decimal syntax beyond f64's range: keep it exactly.
             return Ok(Number::Decimal(trimmed.to_owned()));
@@ -557,6 +563,12 @@ mod tests {
             Number::Decimal("1180591620717411303425".into())
         );
         assert!(Number::from_decimal("abc").is_err());
+        assert!(Number::from_decimal("inf").is_err());
+        assert!(Number::from_decimal("NaN").is_err());
+        assert_eq!(
+            Number::from_decimal("1e400").unwrap(),
+            Number::Decimal("1e400".into())
+        );
     }
 
     #[test]
