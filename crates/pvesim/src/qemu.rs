@@ -1049,9 +1049,13 @@ pub fn start(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         }
         if resume {
             log.info("Resuming suspended VM");
-            if let Some(vm) = world.vms.get_mut(&vmid) {
+            let node = world.vms[&vmid].node.clone();
+            let state = world.vms.get_mut(&vmid).and_then(|vm| {
                 vm.config.remove("lock");
-                vm.config.remove("vmstate");
+                vm.config.remove("vmstate")
+            });
+            if let Some(volid) = state {
+                world.remove_volume(&volid, &node);
             }
         }
         boot(world, vmid);
@@ -1131,12 +1135,20 @@ pub fn suspend(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
             if to_disk {
                 let node = world.vms[&vmid].node.clone();
                 halt(world, vmid);
+                // The RAM image lives on the first storage that takes VM images.
+                let storage = world
+                    .storages
+                    .iter()
+                    .find(|s| s.content.iter().any(|c| c == "images"))
+                    .map(|s| s.id.clone())
+                    .unwrap_or_else(|| "local".into());
+                let volid = format!("{storage}:vm-{vmid}-state-suspend-{node}");
+                let memory = crate::world::memory_mib(&world.vms[&vmid].config) << 20;
+                let scope = world.scope_for(&storage, &node);
+                world.put_volume(scope, &volid, memory, "images", "raw", None, &node);
                 if let Some(vm) = world.vms.get_mut(&vmid) {
                     vm.config.insert("lock".into(), "suspended".into());
-                    vm.config.insert(
-                        "vmstate".into(),
-                        format!("vmdata:vm-{vmid}-state-suspend-{node}"),
-                    );
+                    vm.config.insert("vmstate".into(), volid);
                 }
             } else if let Some(vm) = world.vms.get_mut(&vmid) {
                 vm.paused = true;

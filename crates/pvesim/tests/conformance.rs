@@ -1040,3 +1040,34 @@ async fn background_delay_waits_for_the_config_task() {
     assert_eq!(tasks[0]["type"], "qmconfig");
     h.sim.shutdown().await;
 }
+
+/// facts §8/§9: hibernation stops the VM with `lock: suspended` and a `vmstate`; destroy
+/// accepts a hibernated VM (the `suspended` lock is exempt) and frees the state volume.
+#[tokio::test]
+async fn hibernated_vm_can_be_destroyed() {
+    let h = start(fast_config()).await;
+    h.clone_template(188, "hib").await;
+    let start_upid = h
+        .post("/nodes/pve1/qemu/188/status/start", &[])
+        .await
+        .data();
+    h.wait_task(start_upid.as_str().unwrap()).await;
+    let hibernate = h
+        .post("/nodes/pve1/qemu/188/status/suspend", &[("todisk", "1")])
+        .await
+        .data();
+    assert_eq!(h.wait_task(hibernate.as_str().unwrap()).await, "OK");
+    let status = h.get("/nodes/pve1/qemu/188/status/current").await.data();
+    assert_eq!(status["status"], "stopped");
+    assert_eq!(status["lock"], "suspended");
+    let destroy = h.delete("/nodes/pve1/qemu/188?purge=1").await.data();
+    assert_eq!(h.wait_task(destroy.as_str().unwrap()).await, "OK");
+    let state = h.admin_get("state").await;
+    let volumes = state["volumes"].as_array().unwrap();
+    assert!(
+        volumes
+            .iter()
+            .all(|v| !v["volid"].as_str().unwrap().contains("vm-188-"))
+    );
+    h.sim.shutdown().await;
+}
