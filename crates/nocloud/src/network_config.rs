@@ -14,7 +14,7 @@
 
 use saphyr_parser::{Event, Parser, ScalarStyle};
 
-use crate::user_data::{MISPLACED_TAB, misplaced_tab};
+use crate::user_data::{MISPLACED_TAB, UNSAFE_TAG, misplaced_tab, reject_unsafe_tag};
 
 /// Which network-config format the text is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +128,11 @@ fn top_two_levels(text: &str) -> Result<Vec<(String, Value)>, NetworkConfigError
                 }
                 info => info.to_owned(),
             },
+        })?;
+        reject_unsafe_tag(&event, &span).map_err(|(line, column)| NetworkConfigError::Yaml {
+            line,
+            column,
+            reason: UNSAFE_TAG.to_owned(),
         })?;
         match event {
             Event::DocumentStart(_) => {
@@ -250,6 +255,10 @@ mod tests {
         assert!(matches!(
             validate("version: 2\nethernets:\n  eth0:\n   \tdhcp4: true\n"),
             Err(NetworkConfigError::Yaml { line: 4, .. })
+        ));
+        assert!(matches!(
+            validate("version: 2\nethernets: !custom {}\n"),
+            Err(NetworkConfigError::Yaml { line: 2, .. })
         ));
         let err = validate("version: 2\nethernets: {eth0: [secret\n").unwrap_err();
         assert!(matches!(err, NetworkConfigError::Yaml { .. }), "{err:?}");

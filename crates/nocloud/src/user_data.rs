@@ -16,7 +16,9 @@
 //! differ on scalar types (`yes`, octal numbers) that a syntax check does not
 //! look at. PyYAML is stricter about tabs than YAML 1.2: it allows them only
 //! inside quoted scalars, block scalars (`|`, `>`) and comments, so
-//! [`validate`] rejects a tab anywhere else too. Whether keys match
+//! [`validate`] rejects a tab anywhere else too; and cloud-init loads with
+//! `yaml.safe_load`, which fails on any tag but the standard `!!` ones, so
+//! those are rejected as well. Whether keys match
 //! cloud-init's schema is left to `cloud-init schema` and the guest: the
 //! schema changes with each cloud-init release.
 //!
@@ -27,7 +29,7 @@ use std::fmt;
 
 use std::ops::Range;
 
-use saphyr_parser::{Event, Parser, ScalarStyle, ScanError};
+use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span, Tag};
 
 /// What kind of user-data cloud-init will see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,6 +255,11 @@ fn parse_single_document(text: &str) -> Result<Root, UserDataError> {
 
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| yaml_error(&e))?;
+        reject_unsafe_tag(&event, &span).map_err(|(line, column)| UserDataError::Yaml {
+            line,
+            column,
+            reason: UNSAFE_TAG.to_owned(),
+        })?;
         if let Event::Scalar(_, style, ..) = &event
             && *style != ScalarStyle::Plain
         {
@@ -330,6 +337,55 @@ fn parse_single_document(text: &str) -> Result<Root, UserDataError> {
         summary.disables_vendor_data = vendor_data.disables();
     }
     Ok(root)
+}
+
+pub(crate) const UNSAFE_TAG: &str = "a YAML tag that cloud-init's YAML loader (yaml.safe_load) cannot construct; only the \
+     standard !! tags are allowed";
+
+/// The tags `yaml.safe_load` constructs (PyYAML's SafeConstructor).
+const SAFE_TAGS: &[&str] = &[
+    "null",
+    "bool",
+    "int",
+    "float",
+    "binary",
+    "timestamp",
+    "omap",
+    "pairs",
+    "set",
+    "str",
+    "seq",
+    "map",
+];
+
+/// PyYAML's `safe_load` fails on any tag outside [`SAFE_TAGS`]; returns the
+/// 1-based position of such a tag's node.
+pub(crate) fn reject_unsafe_tag(event: &Event<'_>, span: &Span) -> Result<(), (usize, usize)> {
+    let tag = match event {
+        Event::Scalar(_, _, _, tag)
+        | Event::SequenceStart(_, tag)
+        | Event::MappingStart(_, tag) => tag.as_deref(),
+        _ => None,
+    };
+    match tag {
+        Some(tag) if !is_safe_tag(tag) => Err((span.start.line(), span.start.col() + 1)),
+        _ => Ok(()),
+    }
+}
+
+fn is_safe_tag(tag: &Tag) -> bool {
+    const CORE: &str = "tag:yaml.org,2002:";
+    let safe = |name: &str| SAFE_TAGS.contains(&name);
+    if tag.is_yaml_core_schema() {
+        // `!!str`
+        safe(&tag.suffix)
+    } else if tag.handle.is_empty() {
+        // `!` alone (non-specific: PyYAML resolves it as usual), or the
+        // verbatim `!<tag:yaml.org,2002:str>`.
+        tag.suffix == "!" || tag.suffix.strip_prefix(CORE).is_some_and(safe)
+    } else {
+        false
+    }
 }
 
 pub(crate) const MISPLACED_TAB: &str = "a tab outside quotes, block scalars and comments, which cloud-init's YAML parser rejects; \
@@ -610,6 +666,23 @@ mod tests {
         );
         // Scripts are not YAML: tabs are theirs to use.
         assert!(validate("#!/bin/sh\n\techo hi\n").is_ok());
+    }
+
+    #[test]
+    fn only_tags_safe_load_constructs() {
+        assert!(validate("#cloud-config\na: !!binary aGk=\nb: !!str 1\n").is_ok());
+        assert!(validate("#cloud-config\na: ! x\nb: !<tag:yaml.org,2002:str> y\n").is_ok());
+        for bad in [
+            "a: !custom x\n",
+            "a: !!python/name:os.system\n",
+            "a: !<tag:x> y\n",
+        ] {
+            let err = validate(&format!("#cloud-config\n{bad}")).unwrap_err();
+            assert!(
+                matches!(&err, UserDataError::Yaml { line: 2, reason, .. } if reason == UNSAFE_TAG),
+                "{bad:?}: {err:?}"
+            );
+        }
     }
 
     #[test]

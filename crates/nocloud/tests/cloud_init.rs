@@ -263,6 +263,24 @@ fn validator_agrees_with_pyyaml_on_cloud_config_syntax() {
         "a: |\n  x\n  \ty\n",
         "a: 1 # c\tx\n",
         "a: x\n  \ty\n",
+        "a: @b\n",
+        "a: `b\n",
+        "a: *undefined\n",
+        "a: !custom x\n",
+        "a: ! x\n",
+        "a: !<tag:yaml.org,2002:str> x\n",
+        "a: !<tag:example.com,2000:x> y\n",
+        "a: !!set {x, y}\n",
+        "a: !!timestamp 2001-12-14\n",
+        "!!map {a: 1}\n",
+        "a: !!binary aGk=\n",
+        "a: !!str 1\n",
+        "a: !!python/name:os.system\n",
+        "%YAML 1.2\n---\na: 1\n",
+        "a: 1\na: 2\n",
+        "a: {b: c\n",
+        "a: 'it''s'\n",
+        "a:\n- b\n- c\n",
     ];
     // cloud-init loads cloud-config with yaml.safe_load and uses it only if
     // it is a mapping (or empty).
@@ -271,7 +289,7 @@ fn validator_agrees_with_pyyaml_on_cloud_config_syntax() {
     let input = write_file(
         dir.path(),
         "docs.json",
-        serde_json::to_string(&documents).unwrap().as_bytes(),
+        serde_json::to_string(&documents[..]).unwrap().as_bytes(),
     );
     let output = run(Command::new(&tools.python)
         .args(["-c", probe])
