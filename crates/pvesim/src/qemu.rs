@@ -268,8 +268,22 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
             Some(_) => {}
         }
     }
+    let online = world
+        .nodes
+        .iter()
+        .filter(|n| world.node_online(&n.name))
+        .count();
+    if online * 2 <= world.nodes.len() {
+        return Err(ApiError::die("cluster not ready - no quorum?"));
+    }
     let source = load_vm(world, &node, vmid)?;
     check_lock(source).map_err(ApiError::die)?;
+    if let Some(snapshot) = call.str("snapname") {
+        // pve-sim models no snapshots.
+        return Err(ApiError::die(format!(
+            "snapshot '{snapshot}' does not exist"
+        )));
+    }
     if world.vms.get(&newid).is_some_and(|vm| vm.node == node) {
         return Err(ApiError::die(format!(
             "unable to create VM {newid}: config file already exists"
