@@ -1071,3 +1071,23 @@ async fn hibernated_vm_can_be_destroyed() {
     );
     h.sim.shutdown().await;
 }
+
+/// The README's example config parses and starts (as `--config` would load it).
+#[tokio::test]
+async fn example_config_file_starts() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/config.json"))
+            .unwrap();
+    let config: pvesim::SimConfig = serde_json::from_str(&text).unwrap();
+    assert_eq!(config.token_id, "ci@pve!sim");
+    let mut config = config;
+    config.faults = pvesim::Faults::default();
+    config.timings.auth_fail_delay_ms = 0;
+    let h = start(config).await;
+    assert!(h.sim.token().starts_with("ci@pve!sim=7e0a6c1e"));
+    let nodes = h.get("/nodes").await.data();
+    assert_eq!(nodes.as_array().unwrap().len(), 2);
+    let bogus: Result<pvesim::SimConfig, _> = serde_json::from_str(r#"{"nodez": []}"#);
+    assert!(bogus.is_err(), "unknown fields are rejected");
+    h.sim.shutdown().await;
+}
