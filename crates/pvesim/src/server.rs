@@ -348,6 +348,9 @@ fn match_http_fault(world: &mut World, method: &str, api_path: &str) -> Option<F
     None
 }
 
+/// The journal keeps the most recent entries only.
+const JOURNAL_CAPACITY: usize = 200_000;
+
 const SECRET_PARAMS: &[&str] = &["cipassword", "password", "new-password", "token", "secret"];
 
 fn journal(shared: &Shared, method: &str, path: &str, mut params: Map<String, Value>, status: u16) {
@@ -356,7 +359,12 @@ fn journal(shared: &Shared, method: &str, path: &str, mut params: Map<String, Va
             *value = json!("<redacted>");
         }
     }
-    shared.lock().journal.push(JournalEntry {
+    let mut world = shared.lock();
+    if world.journal.len() >= JOURNAL_CAPACITY {
+        // Long-running simulators with pollers would otherwise grow without bound.
+        world.journal.drain(..JOURNAL_CAPACITY / 10);
+    }
+    world.journal.push(JournalEntry {
         method: method.to_string(),
         path: path.to_string(),
         params,
