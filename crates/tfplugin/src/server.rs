@@ -104,7 +104,9 @@ impl ProviderService {
 
     fn span(&self, rpc: &'static str, type_name: &str) -> tracing::Span {
         let request_id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
-        tracing::debug_span!(
+        // ERROR level so the span is recorded whenever any event is: spans
+        // print nothing themselves, they only add their fields to events.
+        tracing::error_span!(
             "rpc",
             tf_rpc = rpc,
             tf_req_id = request_id,

@@ -570,3 +570,60 @@ fn debug_mode_prints_reattach_config_and_serves_plaintext() {
 fn cookie_constant_matches_terraforms() {
     assert_eq!(tfplugin::MAGIC_COOKIE_VALUE, COOKIE);
 }
+
+#[tokio::test]
+async fn logs_are_hclog_json_on_stderr_at_the_requested_level() {
+    use std::io::Read as _;
+    let mut plugin = common::Plugin::start_capturing_stderr(&[("TF_LOG_PROVIDER", "INFO")]);
+    let channel = plugin.channel(None).await.unwrap();
+    ProviderClient::new(channel.clone())
+        .configure_provider(pb::configure_provider::Request {
+            terraform_version: "1.11.4".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    GrpcControllerClient::new(channel)
+        .shutdown(tfplugin::proto::plugin::Empty {})
+        .await
+        .unwrap();
+    let mut stderr = String::new();
+    // EOF arrives when the plugin exits.
+    plugin
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(
+        plugin.rest_of_stdout(),
+        "",
+        "stdout after the handshake line"
+    );
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every stderr line is JSON"))
+        .collect();
+    let configured = lines
+        .iter()
+        .find(|line| line["@message"] == "echo provider configured")
+        .expect("the provider's info line");
+    assert_eq!(configured["@level"], "info");
+    assert_eq!(configured["terraform_version"], "1.11.4");
+    assert_eq!(configured["tf_rpc"], "ConfigureProvider");
+    assert!(
+        configured["@module"]
+            .as_str()
+            .unwrap()
+            .starts_with("provider")
+    );
+    let stamp = configured["@timestamp"].as_str().unwrap();
+    let fraction = stamp.split('.').nth(1).unwrap();
+    assert_eq!(fraction.len(), "123456Z".len(), "{stamp}");
+    // INFO filters out the server's debug lines.
+    assert!(
+        lines.iter().all(|line| line["@level"] != "debug"),
+        "{stderr}"
+    );
+}

@@ -121,6 +121,15 @@ impl Plugin {
     }
 
     pub fn start_with(client_cert_pem: Option<&str>, extra_env: &[(&str, &str)]) -> Plugin {
+        Plugin::spawn(client_cert_pem, extra_env, Stdio::null())
+    }
+
+    /// Like [`Plugin::start_with`], with stderr piped into `child.stderr`.
+    pub fn start_capturing_stderr(extra_env: &[(&str, &str)]) -> Plugin {
+        Plugin::spawn(None, extra_env, Stdio::piped())
+    }
+
+    fn spawn(client_cert_pem: Option<&str>, extra_env: &[(&str, &str)], stderr: Stdio) -> Plugin {
         let socket_dir = tempfile::tempdir().unwrap();
         let mut command = Command::new(plugin_binary());
         command
@@ -134,7 +143,7 @@ impl Plugin {
             .env_remove("TF_LOG_PROVIDER")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(stderr);
         if let Some(pem) = client_cert_pem {
             command.env("PLUGIN_CLIENT_CERT", pem);
         }
