@@ -126,6 +126,26 @@ fn isoinfo_reads_rock_ridge_joliet_and_plain_trees() {
 }
 
 #[test]
+fn isovfy_finds_no_errors() {
+    // genisoimage's structure checker: directory records, extents, sizes.
+    let Some(isovfy) = tool("isovfy", "isovfy_finds_no_errors") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (name, seed) in [
+        ("full", full_seed()),
+        (
+            "minimal",
+            nocloud::Seed::new("m", "1").without_vendor_data(),
+        ),
+    ] {
+        let image = write_file(dir.path(), name, &seed.build().unwrap().bytes);
+        let report = stdout(&run(Command::new(&isovfy).arg(&image)));
+        assert!(report.contains("No errors found"), "{name}: {report}");
+    }
+}
+
+#[test]
 fn multi_sector_files_round_trip() {
     let Some(isoinfo) = tool("isoinfo", "multi_sector_files_round_trip") else {
         return;
