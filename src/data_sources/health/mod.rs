@@ -86,7 +86,7 @@ pub fn schema() -> Schema {
             .computed()
             .description("Every entry of `bridges` exists on the node (true when `bridges` is empty)."),
         Attribute::new("reasons", Type::list(Type::String)).computed().description(format!(
-            "Stable reason codes, sorted, each once; empty when the node is healthy. The codes:\n\n{reasons_doc}"
+            "Stable reason codes, sorted alphabetically, each once; empty when the node is healthy. The codes:\n\n{reasons_doc}"
         )),
         Attribute::new("messages", Type::list(Type::String))
             .computed()
@@ -122,7 +122,7 @@ Reason codes:\n\n{reasons_doc}",
                 "The PVE version of the API endpoint (`GET /version`), e.g. `9.2.11`; empty when unreachable.",
             ))
             .attribute(Attribute::new("reasons", Type::list(Type::String)).computed().description(
-                "Every reason code of the cluster and all nodes, sorted, each once; empty when healthy. See the codes above.",
+                "Every reason code of the cluster and all nodes, sorted alphabetically, each once; empty when healthy. See the codes above.",
             ))
             .attribute(Attribute::new("messages", Type::list(Type::String)).computed().description(
                 "Every explanation: cluster-wide ones first, then node ones prefixed with the node name.",

@@ -6,7 +6,7 @@
 use std::fmt;
 
 /// Why a node (or the whole cluster) is not fit for proxy VMs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {
     CertificateInvalid,
     CredentialsUnavailable,
@@ -157,6 +157,19 @@ impl Reason {
                 | Reason::Unreachable
                 | Reason::ProviderNotConfigured
         )
+    }
+}
+
+/// Alphabetical by code, so sorted reason lists read the same in every release.
+impl Ord for Reason {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.code().cmp(other.code())
+    }
+}
+
+impl PartialOrd for Reason {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 

@@ -1,0 +1,498 @@
+//! Acceptance: `data "proxmox_health"` through the real terraform against pve-sim. Every
+//! failure case yields its documented reason code as data (never a crashed run), a
+//! `precondition` blocks an apply, a `check` block only warns, and the per-node checks run
+//! concurrently.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use pvesim::{Faults, HttpFault, NodeConfig, SimConfig, StorageConfig};
+use serde_json::Value;
+use support::{Target, Workspace, acceptance_enabled, start_sim};
+
+fn provider_block() -> String {
+    format!("{}\nprovider \"proxmox\" {{}}\n", Workspace::preamble())
+}
+
+/// A configuration with one health data source (arguments as HCL lines) and its whole
+/// value as an output.
+fn health_config(arguments: &str) -> String {
+    format!(
+        "{}\ndata \"proxmox_health\" \"pve\" {{\n{arguments}\n}}\n\noutput \"health\" {{\n  value = data.proxmox_health.pve\n}}\n",
+        provider_block()
+    )
+}
+
+/// Applies the configuration and returns the data source's value.
+async fn health(target: Target, arguments: &str) -> Value {
+    let ws = Workspace::new(target);
+    ws.write_main_tf(&health_config(arguments));
+    ws.init().await;
+    ws.apply().await.success();
+    let out = ws
+        .terraform(&["output", "-json", "-no-color", "health"])
+        .await
+        .success();
+    serde_json::from_str(&out.stdout()).expect("terraform output printed no JSON")
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {value}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Node name → its reason codes.
+fn node_reasons(health: &Value) -> BTreeMap<String, Vec<String>> {
+    health["nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no nodes: {health}"))
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().to_owned(),
+                strings(&n["reasons"]),
+            )
+        })
+        .collect()
+}
+
+/// Terraform wraps diagnostics and prefixes their lines with `│`: compare flattened text.
+fn flat(text: &str) -> String {
+    text.replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn node<'a>(health: &'a Value, name: &str) -> &'a Value {
+    health["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("no node {name}: {health}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn healthy_cluster_reports_every_node_ok() {
+    if !acceptance_enabled("healthy_cluster_reports_every_node_ok") {
+        return;
+    }
+    let (_sim, target) = start_sim(SimConfig::default()).await;
+    let health = health(
+        target,
+        "  templates = [\"debian-13-proxy\", \"9000\"]\n  bridges = [\"vmbr0\"]",
+    )
+    .await;
+    assert_eq!(health["healthy"], true, "{health:#}");
+    assert_eq!(health["version"], "9.2.11");
+    assert_eq!(
+        health["iso_storage"], "local",
+        "defaults to the provider's seed storage"
+    );
+    assert_eq!(strings(&health["reasons"]), Vec::<String>::new());
+    let reasons = node_reasons(&health);
+    assert_eq!(reasons.keys().collect::<Vec<_>>(), ["pve1", "pve2", "pve3"]);
+    for (name, codes) in &reasons {
+        assert!(codes.is_empty(), "{name}: {codes:?}");
+        let node = node(&health, name);
+        for flag in [
+            "online",
+            "iso_storage_ok",
+            "templates_ok",
+            "privileges_ok",
+            "bridges_ok",
+        ] {
+            assert_eq!(node[flag], true, "{name}.{flag}: {node}");
+        }
+        assert_eq!(node["version"], "9.2.11");
+        assert!(
+            node["iso_storage_free_bytes"].as_u64().unwrap() > 0,
+            "{node}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_template_and_plain_vm_are_named() {
+    if !acceptance_enabled("missing_template_and_plain_vm_are_named") {
+        return;
+    }
+    let (_sim, target) = start_sim(SimConfig::default()).await;
+    // `dns1` is an ordinary VM of the default world.
+    let health = health(target, "  templates = [\"no-such-template\", \"dns1\"]").await;
+    assert_eq!(health["healthy"], false);
+    for (name, codes) in node_reasons(&health) {
+        assert_eq!(codes, ["NotATemplate", "TemplateNotFound"], "{name}");
+        assert_eq!(node(&health, &name)["templates_ok"], false);
+        assert_eq!(node(&health, &name)["iso_storage_ok"], true);
+    }
+    let messages = strings(&health["messages"]).join("\n");
+    assert!(messages.contains("no-such-template"), "{messages}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_template_on_local_storage_only_counts_on_its_node() {
+    if !acceptance_enabled("a_template_on_local_storage_only_counts_on_its_node") {
+        return;
+    }
+    let mut config = SimConfig::default();
+    config.storages.push(StorageConfig {
+        id: "local-lvm".into(),
+        plugin_type: "lvmthin".into(),
+        content: vec!["images".into()],
+        has_path: false,
+        ..StorageConfig::default()
+    });
+    let template = config.vms.iter_mut().find(|vm| vm.vmid == 9000).unwrap();
+    template
+        .config
+        .insert("scsi0".into(), "local-lvm:base-9000-disk-0,size=4G".into());
+    let (_sim, target) = start_sim(config).await;
+    let health = health(target, "  templates = [\"debian-13-proxy\"]").await;
+    let reasons = node_reasons(&health);
+    assert_eq!(reasons["pve1"], Vec::<String>::new());
+    assert_eq!(reasons["pve2"], ["TemplateNotShared"]);
+    assert_eq!(reasons["pve3"], ["TemplateNotShared"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_and_inactive_storages_are_named() {
+    if !acceptance_enabled("missing_and_inactive_storages_are_named") {
+        return;
+    }
+    let mut config = SimConfig::default();
+    // Available on pve1 only: inactive on the other nodes.
+    config.storages.push(StorageConfig {
+        id: "seeds-pve1".into(),
+        content: vec!["iso".into()],
+        nodes: Some(vec!["pve1".into()]),
+        ..StorageConfig::default()
+    });
+    // Disabled everywhere.
+    config.storages.push(StorageConfig {
+        id: "seeds-off".into(),
+        content: vec!["iso".into()],
+        enabled: false,
+        ..StorageConfig::default()
+    });
+    // Holds disks only.
+    let (_sim, target) = start_sim(config).await;
+
+    let missing = health(target.clone(), "  iso_storage = \"nosuch\"").await;
+    for (name, codes) in node_reasons(&missing) {
+        assert_eq!(codes, ["StorageNotFound"], "{name}");
+        assert_eq!(node(&missing, &name)["iso_storage_ok"], false);
+    }
+
+    let restricted = health(target.clone(), "  iso_storage = \"seeds-pve1\"").await;
+    let reasons = node_reasons(&restricted);
+    assert_eq!(reasons["pve1"], Vec::<String>::new());
+    assert_eq!(reasons["pve2"], ["StorageInactive"]);
+    assert_eq!(reasons["pve3"], ["StorageInactive"]);
+
+    let disabled = health(target.clone(), "  iso_storage = \"seeds-off\"").await;
+    for (name, codes) in node_reasons(&disabled) {
+        assert_eq!(codes, ["StorageInactive"], "{name}");
+    }
+
+    let no_iso = health(target, "  iso_storage = \"vmdata\"").await;
+    for (name, codes) in node_reasons(&no_iso) {
+        assert_eq!(codes, ["StorageNoIsoContent"], "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn offline_nodes_are_reported_from_the_listing_and_from_595() {
+    if !acceptance_enabled("offline_nodes_are_reported_from_the_listing_and_from_595") {
+        return;
+    }
+    let mut config = SimConfig::default();
+    // pve3 is down as the cluster sees it; pve2 is listed online but PVE cannot proxy to it.
+    config.nodes[2] = NodeConfig {
+        name: "pve3".into(),
+        online: false,
+        ..NodeConfig::default()
+    };
+    config.faults = Faults {
+        http: vec![HttpFault {
+            path_regex: "^/nodes/pve2/".into(),
+            status: Some(595),
+            ..HttpFault::default()
+        }],
+        ..Faults::default()
+    };
+    let (_sim, target) = start_sim(config).await;
+    let health = health(target, "  templates = [\"debian-13-proxy\"]").await;
+    assert_eq!(health["healthy"], false);
+    let reasons = node_reasons(&health);
+    assert_eq!(reasons["pve1"], Vec::<String>::new());
+    assert_eq!(reasons["pve2"], ["NodeOffline"]);
+    assert_eq!(reasons["pve3"], ["NodeOffline"]);
+    assert_eq!(node(&health, "pve2")["online"], false);
+    assert_eq!(node(&health, "pve3")["online"], false);
+    let messages = strings(&node(&health, "pve2")["messages"]).join("\n");
+    assert!(messages.contains("595"), "{messages}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_token_secret_is_credentials_unavailable_everywhere() {
+    if !acceptance_enabled("a_wrong_token_secret_is_credentials_unavailable_everywhere") {
+        return;
+    }
+    let (_sim, mut target) = start_sim(SimConfig::default()).await;
+    let (id, _secret) = target.token.rsplit_once('=').unwrap();
+    target.token = format!("{id}=00000000-0000-4000-8000-000000000000");
+
+    let named = health(target.clone(), "  node_names = [\"pve1\", \"pve2\"]").await;
+    assert_eq!(named["healthy"], false);
+    for (name, codes) in node_reasons(&named) {
+        assert_eq!(codes, ["CredentialsUnavailable"], "{name}");
+    }
+
+    // Without node names nothing can list the nodes: the code is at the top.
+    let all = health(target, "").await;
+    assert_eq!(strings(&all["reasons"]), ["CredentialsUnavailable"]);
+    assert_eq!(all["nodes"], serde_json::json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_token_is_credentials_unavailable() {
+    if !acceptance_enabled("a_revoked_token_is_credentials_unavailable") {
+        return;
+    }
+    let config = SimConfig {
+        faults: Faults {
+            token_revoked: true,
+            ..Faults::default()
+        },
+        ..SimConfig::default()
+    };
+    let (_sim, target) = start_sim(config).await;
+    let health = health(target, "  node_names = [\"pve1\"]").await;
+    assert_eq!(node_reasons(&health)["pve1"], ["CredentialsUnavailable"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ca_that_does_not_match_is_certificate_invalid() {
+    if !acceptance_enabled("a_ca_that_does_not_match_is_certificate_invalid") {
+        return;
+    }
+    let (_sim, mut target) = start_sim(SimConfig::default()).await;
+    let (_other, other_target) = start_sim(SimConfig::default()).await;
+    target.ca_pem = other_target.ca_pem;
+    let health = health(target, "  node_names = [\"pve1\", \"pve2\", \"pve3\"]").await;
+    assert_eq!(health["healthy"], false);
+    assert_eq!(strings(&health["reasons"]), ["CertificateInvalid"]);
+    for (name, codes) in node_reasons(&health) {
+        assert_eq!(codes, ["CertificateInvalid"], "{name}");
+    }
+    let messages = strings(&health["messages"]).join("\n");
+    assert!(
+        messages.contains("ca_cert"),
+        "no hint about ca_cert: {messages}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_privileges_are_named_with_their_path() {
+    if !acceptance_enabled("missing_privileges_are_named_with_their_path") {
+        return;
+    }
+    let mut config = SimConfig::default();
+    let everything = config.privileges.remove("/").unwrap();
+    let without_upload: Vec<String> = everything
+        .into_iter()
+        .filter(|p| p != "Datastore.AllocateTemplate")
+        .collect();
+    config.privileges.insert("/".into(), without_upload);
+    let (_sim, target) = start_sim(config).await;
+    let health = health(target, "  node_names = [\"pve1\"]").await;
+    assert_eq!(node_reasons(&health)["pve1"], ["PermissionMissing"]);
+    assert_eq!(node(&health, "pve1")["privileges_ok"], false);
+    let messages = strings(&health["messages"]).join("\n");
+    assert!(
+        messages.contains("Datastore.AllocateTemplate on /storage/local"),
+        "{messages}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_precondition_blocks_the_apply_when_unhealthy() {
+    if !acceptance_enabled("a_precondition_blocks_the_apply_when_unhealthy") {
+        return;
+    }
+    let (_sim, target) = start_sim(SimConfig::default()).await;
+    let ws = Workspace::new(target);
+    ws.write_main_tf(&format!(
+        r#"{}
+data "proxmox_health" "pve" {{
+  templates = ["no-such-template"]
+}}
+
+resource "terraform_data" "fleet_gate" {{
+  lifecycle {{
+    precondition {{
+      condition     = data.proxmox_health.pve.healthy
+      error_message = "PVE is not ready for proxy VMs: ${{join(", ", data.proxmox_health.pve.reasons)}}"
+    }}
+  }}
+}}
+"#,
+        provider_block()
+    ));
+    ws.init().await;
+    let out = ws.apply().await.failure();
+    let text = flat(&out.all_text());
+    assert!(text.contains("Resource precondition failed"), "{text}");
+    assert!(
+        text.contains("PVE is not ready for proxy VMs: TemplateNotFound"),
+        "{text}"
+    );
+    let state = ws.terraform(&["state", "list"]).await;
+    assert!(
+        !state.stdout().contains("terraform_data.fleet_gate"),
+        "the gate was created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_check_block_only_warns() {
+    if !acceptance_enabled("a_check_block_only_warns") {
+        return;
+    }
+    let (_sim, target) = start_sim(SimConfig::default()).await;
+    let ws = Workspace::new(target);
+    ws.write_main_tf(&format!(
+        r#"{}
+check "proxmox" {{
+  data "proxmox_health" "pve" {{
+    iso_storage = "nosuch"
+  }}
+
+  assert {{
+    condition     = data.proxmox_health.pve.healthy
+    error_message = "PVE health: ${{join("; ", data.proxmox_health.pve.messages)}}"
+  }}
+}}
+
+resource "terraform_data" "after_check" {{}}
+"#,
+        provider_block()
+    ));
+    ws.init().await;
+    let out = ws.apply().await.success();
+    let text = flat(&out.all_text());
+    assert!(
+        text.contains("Warning: Check block assertion failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("PVE health: pve1: Storage nosuch does not exist"),
+        "{text}"
+    );
+    let state = ws.terraform(&["state", "list"]).await.success();
+    assert!(
+        state.stdout().contains("terraform_data.after_check"),
+        "{}",
+        state.all_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_arguments_point_at_their_attribute() {
+    if !acceptance_enabled("invalid_arguments_point_at_their_attribute") {
+        return;
+    }
+    let (_sim, target) = start_sim(SimConfig::default()).await;
+    let ws = Workspace::new(target);
+    ws.write_main_tf(&health_config(
+        "  iso_storage = \"Bad Storage\"\n  templates = [\"\"]",
+    ));
+    ws.init().await;
+    let out = ws.terraform(&["validate", "-no-color"]).await.failure();
+    let text = out.all_text();
+    assert!(text.contains("Attribute iso_storage"), "{text}");
+    assert!(text.contains("Attribute templates[0]"), "{text}");
+}
+
+/// The sim's request journal (admin API, outside PVE's tree).
+async fn journal(endpoint: &str, token: &str, ca_pem: &str) -> Vec<Value> {
+    let http = reqwest::Client::builder()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(ca_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let response = http
+        .get(format!("{endpoint}/_sim/journal"))
+        .header("Authorization", format!("PVEAPIToken={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn per_node_checks_run_concurrently() {
+    if !acceptance_enabled("per_node_checks_run_concurrently") {
+        return;
+    }
+    // Every request waits 500 ms before PVE handles (and journals) it. Each node asks for
+    // its status, then for its storages. Run one node after another, the journal would read
+    // status₁ storage₁ status₂ storage₂ …; run together, every node's status call is
+    // answered before any node's storage call, half a second apart.
+    let config = SimConfig {
+        faults: Faults {
+            latency_ms: 500,
+            ..Faults::default()
+        },
+        ..SimConfig::default()
+    };
+    let (sim, target) = start_sim(config).await;
+    let health = health(target, "").await;
+    assert_eq!(health["healthy"], true, "{health:#}");
+
+    let journal = journal(sim.endpoint(), sim.token(), sim.ca_pem()).await;
+    let per_node: Vec<(String, &str)> = journal
+        .iter()
+        .filter_map(|entry| {
+            let path = entry["path"].as_str()?;
+            let rest = path.strip_prefix("/nodes/")?;
+            let (node, leaf) = rest.split_once('/')?;
+            let kind = match leaf {
+                "status" => "status",
+                "storage" => "storage",
+                _ => return None,
+            };
+            Some((node.to_owned(), kind))
+        })
+        .collect();
+    // The data source is read at plan and again at apply: judge each read on its own.
+    let reads: Vec<&[(String, &str)]> = per_node.chunks(6).collect();
+    assert!(
+        !reads.is_empty() && reads.iter().all(|r| r.len() == 6),
+        "{per_node:?}"
+    );
+    for read in reads {
+        let last_status = read
+            .iter()
+            .rposition(|(_, kind)| *kind == "status")
+            .unwrap();
+        let first_storage = read
+            .iter()
+            .position(|(_, kind)| *kind == "storage")
+            .unwrap();
+        assert!(
+            last_status < first_storage,
+            "a node's storage call was answered before another node's status call, so the nodes were not checked together: {read:?}"
+        );
+        let nodes: std::collections::BTreeSet<&str> =
+            read.iter().map(|(node, _)| node.as_str()).collect();
+        assert_eq!(nodes.len(), 3, "{read:?}");
+    }
+}
