@@ -627,3 +627,35 @@ async fn logs_are_hclog_json_on_stderr_at_the_requested_level() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn falls_back_to_loopback_tcp_when_no_unix_socket_can_be_made() {
+    let client = terraform_like_client_identity();
+    let plugin = Plugin::start_with(
+        Some(&client.pem),
+        &[("PLUGIN_UNIX_SOCKET_DIR", "/nonexistent/tfplugin-test")],
+    );
+    assert_eq!(plugin.handshake.network, "tcp");
+    assert!(plugin.handshake.address.starts_with("127.0.0.1:"));
+    let port: u16 = plugin.handshake.address[10..].parse().unwrap();
+    assert!(
+        (10000..=25000).contains(&port),
+        "port {port} outside PLUGIN_MIN/MAX_PORT"
+    );
+    let channel = plugin.channel(Some(&client)).await.unwrap();
+    ProviderClient::new(channel)
+        .get_metadata(pb::get_metadata::Request {})
+        .await
+        .unwrap();
+    let refused = match plugin.channel(None).await {
+        Err(_) => true,
+        Ok(channel) => ProviderClient::new(channel)
+            .get_metadata(pb::get_metadata::Request {})
+            .await
+            .is_err(),
+    };
+    assert!(
+        refused,
+        "a client without a certificate was served over TCP"
+    );
+}
