@@ -317,7 +317,13 @@ impl Client {
                 );
                 if status.is_success() {
                     serde_json::from_slice::<Envelope<T>>(&bytes).map_err(|e| {
-                        Error::decode(method_str, path, format!("cannot decode response: {e}"))
+                        // serde quotes offending values, which may be echoed server text.
+                        let detail = inner.scrubber.scrub(&e.to_string());
+                        Error::decode(
+                            method_str,
+                            path,
+                            format!("cannot decode response: {detail}"),
+                        )
                     })
                 } else {
                     Err(self.http_error(method_str, path, status, reason, &bytes))

@@ -89,7 +89,10 @@ impl Cluster<'_> {
         let value: serde_json::Value = self.client.get("/cluster/nextid", &query).await?;
         value_as_u64(&value)
             .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| Error::decode("GET", "/cluster/nextid", format!("not a VMID: {value}")))
+            .ok_or_else(|| {
+                let shown = self.client.scrub(&value.to_string());
+                Error::decode("GET", "/cluster/nextid", format!("not a VMID: {shown}"))
+            })
     }
 }
 

@@ -71,6 +71,17 @@ fn respond(path: &str, auth: &str) -> (String, String) {
             "500 Internal Server Error".to_owned(),
             format!("upload failed for {auth}"),
         )
+    } else if path.starts_with("/api2/json/cluster/nextid") {
+        // A success envelope whose data is not a VMID: the decode error quotes it.
+        (
+            "200 OK".to_owned(),
+            json(serde_json::json!({"data": {"weird": auth}})),
+        )
+    } else if path.starts_with("/api2/json/nodes/pve1/qemu/100/status/current") {
+        (
+            "200 OK".to_owned(),
+            json(serde_json::json!({"data": {"vmid": auth, "status": "running"}})),
+        )
     } else if path.contains("/tasks/") && path.contains("/status") {
         (
             "200 OK".to_owned(),
@@ -223,6 +234,16 @@ async fn token_never_leaks_into_errors_debug_or_logs() {
 
     let e = client.pools().await.unwrap_err();
     assert!(e.message().contains("<redacted>"), "plain-text echo: {e}");
+    errors.push(e);
+
+    let e = client.cluster().next_id(None).await.unwrap_err();
+    assert_eq!(e.origin(), &pve::Origin::Decode);
+    errors.push(e);
+    let e = client.node("pve1").qemu(100).status().await.unwrap_err();
+    assert!(
+        e.message().contains("<redacted>"),
+        "decode error quoting the value: {e}"
+    );
     errors.push(e);
 
     let upid: pve::Upid = UPID.parse().unwrap();
