@@ -156,7 +156,10 @@ if ! command -v qemu-ga >/dev/null 2>&1; then
     zypper --non-interactive install qemu-guest-agent
   fi
 fi
-systemctl enable --now qemu-guest-agent || systemctl start qemu-guest-agent
+# Debian's unit is static (udev starts it at boot), where enable only prints
+# a notice; start makes sure it runs now either way.
+systemctl enable --now qemu-guest-agent
+systemctl start qemu-guest-agent
 "
     };
 }

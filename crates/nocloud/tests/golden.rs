@@ -43,11 +43,11 @@ fn iso_writer_bytes_are_pinned() {
 #[test]
 fn typical_seed_bytes_and_instance_id_are_pinned() {
     let seed = typical_seed().build().unwrap();
-    assert_eq!(seed.instance_id, "iid-9009d5f180830406ee4f71fe104f2a9f");
+    assert_eq!(seed.instance_id, "iid-4466265a8b771ac626f4679ed2135fa3");
     assert_eq!(seed.file_name_suggestion, "seed-edge-0-3818de86.iso");
     assert_eq!(
         seed.sha256_hex(),
-        "4d304c71930a3c6b9a99637ac2f8277ba36a611a43e71787abb5baff91af1ca8",
+        "f50701852c36a29d89bfd2ce727416292a3a4b1c1b418901fa3252f183c7bbbf",
         "seed image changed"
     );
     assert!(seed.bytes.len() < 100 * 1024, "{} bytes", seed.bytes.len());
