@@ -1,0 +1,4 @@
+import {
+  to = proxmox_proxy_vm.example
+  id = "pve1/100042"
+}

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# The README's first command: the whole product on the embedded simulator, no PVE host needed.
+#
+# Builds the provider and pve-sim, starts pve-sim on a free loopback port, installs the built
+# provider through a local filesystem mirror (no registry is contacted), runs `init` and
+# `apply` on examples/quickstart with tofu (or terraform when tofu is absent), prints the VMs
+# and their addresses, shows that the next plan is empty, destroys, checks that no VM of ours
+# is left, and stops the simulator. Any failure stops the demo with a non-zero exit.
+#
+# Environment: TF_CLI=/path/to/terraform-or-tofu picks the CLI; KEEP_DEMO_DIR=1 keeps the
+# working directory (state, logs) even on success.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+
+step() { printf '\n==> %s\n' "$*"; }
+die() {
+  printf '\ndemo failed: %s\n' "$*" >&2
+  exit 1
+}
+
+tf="${TF_CLI:-$(command -v tofu || command -v terraform || true)}"
+[ -n "$tf" ] || die "neither tofu nor terraform is on the PATH (Terraform >= 1.11 or OpenTofu >= 1.11)"
+tf_name="$(basename "$tf")"
+# The quickstart's user_data is a write-only argument, which OpenTofu supports from 1.11.
+if [ -z "${TF_CLI:-}" ] && [ "$tf_name" = tofu ]; then
+  read -r tofu_major tofu_minor <<<"$("$tf" version | sed -n '1s/^OpenTofu v\([0-9]*\)\.\([0-9]*\).*/\1 \2/p')"
+  if [ "${tofu_major:-1}" -eq 1 ] && [ "${tofu_minor:-11}" -lt 11 ]; then
+    if command -v terraform >/dev/null 2>&1; then
+      tf="$(command -v terraform)"
+      tf_name=terraform
+    else
+      die "OpenTofu $tofu_major.$tofu_minor is too old for the quickstart (write-only user_data needs >= 1.11)"
+    fi
+  fi
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/proxmox-demo.XXXXXX")"
+sim_pid=""
+finish() {
+  status=$?
+  if [ -n "$sim_pid" ] && kill -0 "$sim_pid" 2>/dev/null; then
+    printf '==> stopping pve-sim (pid %s)\n' "$sim_pid"
+    kill -TERM "$sim_pid" 2>/dev/null || true
+    wait "$sim_pid" 2>/dev/null || true
+  fi
+  if [ "$status" -ne 0 ] || [ -n "${KEEP_DEMO_DIR:-}" ]; then
+    printf '==> kept %s (simulator log: %s/sim.log)\n' "$work" "$work" >&2
+  else
+    rm -rf "$work"
+  fi
+  exit "$status"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+step "building the provider and pve-sim (cargo build --release --locked)"
+cargo build --release --locked --workspace --bins
+provider_bin="$root/target/release/terraform-provider-proxmox"
+sim_bin="$root/target/release/pve-sim"
+[ -x "$provider_bin" ] || die "the build did not produce $provider_bin"
+[ -x "$sim_bin" ] || die "the build did not produce $sim_bin"
+
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
+case "$(uname -s)" in
+  Linux) os=linux ;;
+  Darwin) os=darwin ;;
+  FreeBSD) os=freebsd ;;
+  *) die "unsupported OS $(uname -s)" ;;
+esac
+case "$(uname -m)" in
+  x86_64 | amd64) arch=amd64 ;;
+  aarch64 | arm64) arch=arm64 ;;
+  *) die "unsupported CPU $(uname -m)" ;;
+esac
+
+step "starting pve-sim on a free port"
+"$sim_bin" --listen 127.0.0.1:0 --state-dir "$work/sim" >"$work/sim.out" 2>"$work/sim.log" &
+sim_pid=$!
+# pve-sim writes the endpoint file once it accepts connections.
+for _ in $(seq 1 300); do
+  [ -s "$work/sim/endpoint" ] && break
+  kill -0 "$sim_pid" 2>/dev/null || die "pve-sim exited early: $(tail -n 5 "$work/sim.log")"
+  sleep 0.1
+done
+[ -s "$work/sim/endpoint" ] || die "pve-sim did not become ready within 30 s"
+endpoint="$(cat "$work/sim/endpoint")"
+echo "    pve-sim serves $endpoint (nodes pve1..pve3, template debian-13-proxy, ISO storage proxy-seeds)"
+
+step "installing provider $version ($os/$arch) into a local filesystem mirror"
+# The same package under both registry hosts: `proxyvm/proxmox` means registry.terraform.io
+# to terraform and registry.opentofu.org to tofu.
+for host in registry.terraform.io registry.opentofu.org; do
+  dir="$work/mirror/$host/proxyvm/proxmox/$version/${os}_${arch}"
+  mkdir -p "$dir"
+  cp "$provider_bin" "$dir/terraform-provider-proxmox_v$version"
+done
+cat >"$work/cli.tfrc" <<EOF
+provider_installation {
+  filesystem_mirror {
+    path    = "$work/mirror"
+    include = ["registry.terraform.io/proxyvm/proxmox", "registry.opentofu.org/proxyvm/proxmox"]
+  }
+}
+EOF
+
+export TF_CLI_CONFIG_FILE="$work/cli.tfrc"
+export CHECKPOINT_DISABLE=1
+export TF_IN_AUTOMATION=1
+export PROXMOX_VE_ENDPOINT="$endpoint"
+export PROXMOX_VE_API_TOKEN="$(cat "$work/sim/token")"
+export PROXMOX_VE_CA_CERT="$work/sim/ca.pem"
+export TF_VAR_seed_storage=proxy-seeds
+unset PROXMOX_VE_INSECURE TF_LOG TF_LOG_PROVIDER
+
+cp -R examples/quickstart "$work/quickstart"
+run_tf() { "$tf" -chdir="$work/quickstart" "$@"; }
+
+step "$tf_name init (offline, from the mirror)"
+"$tf" version | head -n 1
+run_tf init -input=false -no-color >"$work/init.log" 2>&1 || {
+  cat "$work/init.log" >&2
+  die "$tf_name init failed"
+}
+grep -i "installed proxyvm/proxmox" "$work/init.log" || true
+
+step "$tf_name apply: clone, seed, configure, start, wait for addresses"
+run_tf apply -auto-approve -input=false || die "$tf_name apply failed"
+
+step "the VMs and their addresses"
+run_tf output vms || die "no vms output"
+addresses="$(run_tf output -json vms)"
+case "$addresses" in
+  *'"ipv4_address": ""'* | *'"ipv4_address":""'* | *'"ipv4_address":null'*) die "a VM has no address" ;;
+esac
+
+step "$tf_name plan: nothing to change"
+set +e
+run_tf plan -detailed-exitcode -input=false -no-color >"$work/plan.log" 2>&1
+plan_status=$?
+set -e
+case "$plan_status" in
+  0) tail -n 1 "$work/plan.log" ;;
+  2)
+    cat "$work/plan.log" >&2
+    die "the plan after apply is not empty"
+    ;;
+  *)
+    cat "$work/plan.log" >&2
+    die "$tf_name plan failed"
+    ;;
+esac
+
+step "$tf_name destroy"
+run_tf destroy -auto-approve -input=false || die "$tf_name destroy failed"
+
+step "nothing of ours is left (data source proxmox_proxy_vms)"
+mkdir -p "$work/leftovers"
+cat >"$work/leftovers/main.tf" <<'EOF'
+terraform {
+  required_providers {
+    proxmox = { source = "proxyvm/proxmox" }
+  }
+}
+data "proxmox_proxy_vms" "left" {}
+output "left" { value = length(data.proxmox_proxy_vms.left.vms) }
+EOF
+"$tf" -chdir="$work/leftovers" init -input=false -no-color >"$work/leftovers.log" 2>&1 &&
+  "$tf" -chdir="$work/leftovers" apply -auto-approve -input=false -no-color >>"$work/leftovers.log" 2>&1 || {
+  cat "$work/leftovers.log" >&2
+  die "listing leftover VMs failed"
+}
+left="$("$tf" -chdir="$work/leftovers" output -raw left)"
+[ "$left" = "0" ] || die "$left VM(s) of ours are still in the cluster after destroy"
+echo "    0 VMs of ours left"
+
+step "done: the demo ran init, apply, an empty plan and destroy against pve-sim"
