@@ -94,6 +94,7 @@ pub struct Error {
     message: String,
     param_errors: BTreeMap<String, String>,
     task: Option<Box<TaskFailure>>,
+    certificate: bool,
 }
 
 /// Result alias for this crate.
@@ -167,6 +168,12 @@ impl Error {
         }
     }
 
+    /// Whether the server's TLS certificate was rejected (wrong CA, expired, name mismatch):
+    /// the fix is configuration (`ca_cert`), never a retry.
+    pub fn is_certificate_error(&self) -> bool {
+        self.certificate
+    }
+
     /// Whether this error is the guest agent not (yet) answering — useful while waiting for boot.
     pub fn is_agent_not_running(&self) -> bool {
         self.message.contains("QEMU guest agent is not running")
@@ -193,6 +200,7 @@ impl Error {
             message,
             param_errors,
             task: None,
+            certificate: false,
         }
     }
 
@@ -203,14 +211,21 @@ impl Error {
         timeout: bool,
         message: String,
     ) -> Error {
+        let certificate = looks_like_certificate_failure(&message);
         Error {
-            kind: ErrorKind::Transient,
+            // A rejected certificate stays rejected; everything else on the wire may pass.
+            kind: if certificate {
+                ErrorKind::Permanent
+            } else {
+                ErrorKind::Transient
+            },
             origin: Origin::Transport { connect, timeout },
             method: Some(method.to_owned()),
             path: Some(path.to_owned()),
             message,
             param_errors: BTreeMap::new(),
             task: None,
+            certificate,
         }
     }
 
@@ -223,6 +238,7 @@ impl Error {
             message,
             param_errors: BTreeMap::new(),
             task: None,
+            certificate: false,
         }
     }
 
@@ -235,6 +251,7 @@ impl Error {
             message: message.into(),
             param_errors: BTreeMap::new(),
             task: None,
+            certificate: false,
         }
     }
 
@@ -247,6 +264,7 @@ impl Error {
             message: failure.exitstatus.clone(),
             param_errors: BTreeMap::new(),
             task: Some(Box::new(failure)),
+            certificate: false,
         }
     }
 
@@ -292,6 +310,19 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// rustls's texts for a rejected server certificate, as they surface in reqwest's error chain.
+fn looks_like_certificate_failure(chain: &str) -> bool {
+    contains_any(
+        chain,
+        &[
+            "invalid peer certificate",
+            "UnknownIssuer",
+            "NotValidForName",
+            "certificate verify failed",
+        ],
+    )
+}
 
 fn contains_any(haystack: &str, needles: &[&str]) -> bool {
     needles.iter().any(|n| haystack.contains(n))

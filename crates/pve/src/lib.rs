@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | [`client`] | transport | [`Client::new`], [`ClientConfig`], [`ApiToken`], [`TlsTrust`], raw [`Client::get`]/`post`/`put`/`delete` |
 //! | [`version`] | `/version` | [`Client::version`] |
-//! | [`nodes`] | `/nodes`, `/nodes/{node}/status` | [`Client::nodes`], [`Client::node`] → [`nodes::Node::status`] |
+//! | [`nodes`] | `/nodes`, `/nodes/{node}/status`, `/nodes/{node}/network` | [`Client::nodes`], [`Client::node`] → [`nodes::Node::status`], [`nodes::Node::network`] |
 //! | [`cluster`] | `/cluster/resources?type=vm`, `/cluster/nextid` | [`Client::cluster`] → `vm_resources`, `next_id` |
 //! | [`qemu`] | `/nodes/{node}/qemu/{vmid}/…` | `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config` (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`, `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name` |
 //! | [`storage`] | `/nodes/{node}/storage/…` | `client.node(n).storages(..)`, `.storage(id)` → `status`, `content`, `volume`, `delete_volume`, `upload` |
@@ -41,7 +41,7 @@
 //! | `Transient` | connect/reset/timeout; 502/503/504/595/596/599; "got no worker upid"; "QEMU guest agent is not running"; other "got timeout" |
 //! | `Auth` | 401 ("Authentication failed!", "No ticket"), 403 ("Permission check failed (/path, Priv)") |
 //! | `Invalid` | other 400 "Parameter verification failed." with the per-parameter map in [`Error::param_errors`]; bad client configuration |
-//! | `Permanent` | everything else (e.g. "VM 100 not running", "shrinking disks is not supported") |
+//! | `Permanent` | a rejected TLS certificate ([`Error::is_certificate_error`]); everything else (e.g. "VM 100 not running", "shrinking disks is not supported") |
 //!
 //! A failed task is an `Error` too, classified from its exit status, carrying the exit status
 //! and a log tail ([`Error::task_failure`]). `WARNINGS: n` is success ([`tasks::TaskExit::Warnings`]).

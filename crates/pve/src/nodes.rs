@@ -54,6 +54,25 @@ pub struct NodeStatus {
     pub cpu: Option<f64>,
 }
 
+/// A row of `GET /nodes/{node}/network`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct NetworkInterface {
+    /// Interface name, e.g. `vmbr0`.
+    pub iface: String,
+    /// `bridge`, `OVSBridge`, `eth`, `bond`, …
+    #[serde(rename = "type")]
+    pub iface_type: String,
+    /// Whether it is up.
+    #[serde(default, deserialize_with = "de::bool01")]
+    pub active: bool,
+    /// Whether it starts at boot.
+    #[serde(default, deserialize_with = "de::bool01")]
+    pub autostart: bool,
+    /// Whether the bridge is VLAN-aware (needed for a `tag` on a NIC).
+    #[serde(default, rename = "bridge_vlan_aware", deserialize_with = "de::bool01")]
+    pub vlan_aware: bool,
+}
+
 /// Calls under `/nodes/{node}`.
 #[derive(Debug, Clone, Copy)]
 pub struct Node<'a> {
@@ -75,6 +94,17 @@ impl<'a> Node<'a> {
     pub async fn status(self) -> Result<NodeStatus> {
         self.client
             .get(&format!("{}/status", self.path()), &Form::new())
+            .await
+    }
+}
+
+impl Node<'_> {
+    /// `GET /nodes/{node}/network[?type=…]`, e.g. `Some("any_bridge")` for bridges and OVS
+    /// bridges.
+    pub async fn network(self, iface_type: Option<&str>) -> Result<Vec<NetworkInterface>> {
+        let query = Form::new().opt_text("type", iface_type);
+        self.client
+            .get(&format!("{}/network", self.path()), &query)
             .await
     }
 }

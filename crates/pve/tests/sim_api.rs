@@ -356,3 +356,24 @@ async fn upload_streams_with_exact_length_to_the_named_node() {
     assert!(!on_pve1.iter().any(|i| i.volid.ends_with("edge-9.iso")));
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_network_lists_bridges() {
+    let env = common::start().await;
+    let bridges = env
+        .client
+        .node("pve1")
+        .network(Some("any_bridge"))
+        .await
+        .unwrap();
+    assert!(
+        bridges.iter().any(|b| b.iface == "vmbr0" && b.active),
+        "{bridges:?}"
+    );
+    assert!(
+        bridges
+            .iter()
+            .all(|b| b.iface_type.to_lowercase().contains("bridge"))
+    );
+    env.shutdown().await;
+}
