@@ -20,6 +20,50 @@
 //! | [`upid`] | — | [`Upid`] (parse, display verbatim, `node()`) |
 //! | [`retry`] | — | [`retry::RetryPolicy`], [`retry::retry_idempotent`], [`retry::retry_with_check`] |
 //!
+//! # Example
+//!
+//! ```no_run
+//! use pve::qemu::{CloneRequest, ConfigUpdate};
+//! use pve::{ApiToken, Client, ClientConfig, ErrorKind, RetryPolicy, TlsTrust};
+//!
+//! # async fn demo(ca_pem: String) -> pve::Result<()> {
+//! let token = ApiToken::parse("terraform@pve!provider=00000000-0000-0000-0000-000000000000")?;
+//! let client = Client::new(ClientConfig::new("https://pve1:8006", token, TlsTrust::CaPem(ca_pem)))?;
+//! let policy = RetryPolicy::default();
+//!
+//! // Clone is not idempotent: if an attempt's outcome is unknown, look before re-sending.
+//! let template = client.node("pve1").qemu(9000);
+//! let mut request = CloneRequest::full(123);
+//! request.name = Some("edge-0".into());
+//! let upid = pve::retry_with_check(
+//!     &policy,
+//!     || async { template.clone_to(&request).await.map(Some) },
+//!     || async {
+//!         match client.node("pve1").qemu(123).status().await {
+//!             Ok(_) => Ok(Some(None)), // the clone did happen: nothing to wait for
+//!             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None), // safe to send again
+//!             Err(e) => Err(e),
+//!         }
+//!     },
+//! )
+//! .await?;
+//! if let Some(upid) = upid {
+//!     // The caller owns the deadline.
+//!     let deadline = std::time::Duration::from_secs(600);
+//!     match tokio::time::timeout(deadline, client.wait_for_task(&upid)).await {
+//!         Ok(outcome) => drop(outcome?),
+//!         Err(_) => panic!("clone still running after {deadline:?}"),
+//!     }
+//! }
+//!
+//! // Reads and config writes may be repeated freely.
+//! let vm = client.node("pve1").qemu(123);
+//! let update = ConfigUpdate::new().cores(2).memory_mib(2048).agent(true);
+//! pve::retry_idempotent(&policy.clone().with_locked(), || vm.update_config(&update)).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Transport
 //!
 //! reqwest on rustls (aws-lc-rs), HTTP/1.1 only, idle pooled connections dropped after 4 s
