@@ -490,6 +490,19 @@ mod tests {
     }
 
     #[test]
+    fn defaults_close_idle_connections_before_pveproxy_does() {
+        let config = ClientConfig::new(
+            "https://h:8006",
+            ApiToken::parse(TOKEN).unwrap(),
+            TlsTrust::SystemRoots,
+        );
+        // pveproxy drops idle keep-alive connections after 5 s.
+        assert!(config.pool_idle_timeout < Duration::from_secs(5));
+        assert!(config.request_timeout > Duration::ZERO);
+        assert!(!format!("{config:?}").contains("1b6e1f0c"));
+    }
+
+    #[test]
     fn rejects_plain_http_and_bad_ca() {
         let token = ApiToken::parse(TOKEN).unwrap();
         let http = Client::new(ClientConfig::new(
