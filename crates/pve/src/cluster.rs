@@ -78,6 +78,16 @@ impl Cluster<'_> {
             .await
     }
 
+    /// Where a guest lives now (it may have been migrated or moved by HA): its row of
+    /// `/cluster/resources`, or `None` when no node has it.
+    pub async fn locate_vm(self, vmid: u32) -> Result<Option<ClusterVm>> {
+        Ok(self
+            .vm_resources()
+            .await?
+            .into_iter()
+            .find(|vm| vm.vmid == vmid))
+    }
+
     /// `GET /cluster/nextid`: advisory only (racy). With `Some(vmid)`, checks that id:
     /// a taken id is an [`crate::ErrorKind::AlreadyExists`] error.
     pub async fn next_id(self, vmid: Option<u32>) -> Result<u32> {

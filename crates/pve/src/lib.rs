@@ -10,7 +10,7 @@
 //! | [`client`] | transport | [`Client::new`], [`ClientConfig`], [`ApiToken`], [`TlsTrust`], raw [`Client::get`]/`post`/`put`/`delete` |
 //! | [`version`] | `/version` | [`Client::version`] |
 //! | [`nodes`] | `/nodes`, `/nodes/{node}/status`, `/nodes/{node}/network` | [`Client::nodes`], [`Client::node`] → [`nodes::Node::status`], [`nodes::Node::network`] |
-//! | [`cluster`] | `/cluster/resources?type=vm`, `/cluster/nextid` | [`Client::cluster`] → `vm_resources`, `next_id` |
+//! | [`cluster`] | `/cluster/resources?type=vm`, `/cluster/nextid` | [`Client::cluster`] → `vm_resources`, `locate_vm`, `next_id` |
 //! | [`qemu`] | `/nodes/{node}/qemu/{vmid}/…` | `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config` (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`, `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name` |
 //! | [`storage`] | `/nodes/{node}/storage/…` | `client.node(n).storages(..)`, `.storage(id)` → `status`, `content`, `volume`, `delete_volume`, `upload` |
 //! | [`tasks`] | `/nodes/{node}/tasks/{upid}/…` | [`Client::task_status`], [`Client::task_log_tail`], [`Client::wait_for_task`] |

@@ -42,6 +42,15 @@ async fn reads_of_the_default_world() {
     let legacy = vms.iter().find(|v| v.vmid == 102).unwrap();
     assert_eq!(legacy.tag_list(), ["legacy", "storage"]);
 
+    let gitlab = c
+        .cluster()
+        .locate_vm(101)
+        .await
+        .unwrap()
+        .expect("VM 101 exists");
+    assert_eq!(gitlab.node, "pve2");
+    assert!(c.cluster().locate_vm(4321).await.unwrap().is_none());
+
     assert_eq!(c.cluster().next_id(None).await.unwrap(), 103);
     assert_eq!(c.cluster().next_id(Some(4242)).await.unwrap(), 4242);
     let taken = c.cluster().next_id(Some(100)).await.unwrap_err();
