@@ -496,3 +496,69 @@ async fn per_node_checks_run_concurrently() {
         assert_eq!(nodes.len(), 3, "{read:?}");
     }
 }
+
+/// Benchmark, not a test: wall time of one health check for 1 node and for 3 nodes with
+/// 200 ms added to every request. Run with
+/// `cargo test --release --test acc_health -- --ignored --nocapture bench_health_wall_time`
+/// (figures recorded in docs/benchmarks-health.md).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "benchmark: prints wall times, asserts only that the checks pass"]
+async fn bench_health_wall_time() {
+    use std::time::{Duration, Instant};
+    use terraform_provider_proxmox::data_sources::health::{HealthRequest, check};
+    use terraform_provider_proxmox::provider::Configured;
+
+    const LATENCY_MS: u64 = 200;
+    const RUNS: usize = 7;
+    let config = SimConfig {
+        faults: Faults {
+            latency_ms: LATENCY_MS,
+            ..Faults::default()
+        },
+        ..SimConfig::default()
+    };
+    let (_sim, target) = start_sim(config).await;
+    let configured = || {
+        let token = pve::ApiToken::parse(&target.token).unwrap();
+        let tls = pve::TlsTrust::CaPem(target.ca_pem.clone().unwrap());
+        Configured {
+            client: pve::Client::new(pve::ClientConfig::new(&target.endpoint, token, tls)).unwrap(),
+            seed_storage: "local".into(),
+            clone_storage: None,
+            vmid_range: Default::default(),
+            runtime: Default::default(),
+        }
+    };
+    let mut rows = Vec::new();
+    for nodes in [vec!["pve1"], vec!["pve1", "pve2", "pve3"]] {
+        let request = HealthRequest {
+            node_names: Some(nodes.iter().map(|n| n.to_string()).collect()),
+            templates: vec!["debian-13-proxy".into()],
+            iso_storage: "local".into(),
+            bridges: vec!["vmbr0".into()],
+            clone_storage: None,
+        };
+        let mut times: Vec<Duration> = Vec::new();
+        for _ in 0..RUNS {
+            // A fresh client and cache per run: every run pays for its connections.
+            let configured = configured();
+            let started = Instant::now();
+            let report = check::run(&configured, &request).await;
+            times.push(started.elapsed());
+            assert!(report.healthy(), "{report:?}");
+        }
+        times.sort();
+        rows.push((nodes.len(), times[RUNS / 2], times[0], times[RUNS - 1]));
+    }
+    println!("latency per request: {LATENCY_MS} ms, {RUNS} runs each");
+    println!("| nodes | median | min | max |");
+    println!("|---|---|---|---|");
+    for (nodes, median, min, max) in rows {
+        println!(
+            "| {nodes} | {} ms | {} ms | {} ms |",
+            median.as_millis(),
+            min.as_millis(),
+            max.as_millis()
+        );
+    }
+}
