@@ -323,6 +323,60 @@ async fn missing_privileges_are_named_with_their_path() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_missing_bridge_is_named() {
+    if !acceptance_enabled("a_missing_bridge_is_named") {
+        return;
+    }
+    let mut config = SimConfig::default();
+    config.nodes[1].bridges.push("vmbr1".into());
+    let (_sim, target) = start_sim(config).await;
+    let health = health(target, "  bridges = [\"vmbr0\", \"vmbr1\"]").await;
+    let reasons = node_reasons(&health);
+    assert_eq!(reasons["pve1"], ["BridgeNotFound"]);
+    assert_eq!(reasons["pve2"], Vec::<String>::new());
+    assert_eq!(reasons["pve3"], ["BridgeNotFound"]);
+    assert_eq!(node(&health, "pve1")["bridges_ok"], false);
+    assert_eq!(node(&health, "pve2")["bridges_ok"], true);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pve_8_is_version_unsupported() {
+    if !acceptance_enabled("pve_8_is_version_unsupported") {
+        return;
+    }
+    let config = SimConfig {
+        version: pvesim::VersionInfo {
+            version: "8.4.1".into(),
+            release: "8.4".into(),
+            repoid: "2a5fa54a8503f96d".into(),
+        },
+        ..SimConfig::default()
+    };
+    let (_sim, target) = start_sim(config).await;
+    let health = health(target, "").await;
+    assert_eq!(health["version"], "8.4.1");
+    assert_eq!(strings(&health["reasons"]), ["VersionUnsupported"]);
+    for (name, codes) in node_reasons(&health) {
+        assert_eq!(codes, ["VersionUnsupported"], "{name}");
+        assert_eq!(node(&health, &name)["version"], "8.4.1");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endpoint_nobody_listens_on_is_unreachable() {
+    if !acceptance_enabled("an_endpoint_nobody_listens_on_is_unreachable") {
+        return;
+    }
+    let (sim, target) = start_sim(SimConfig::default()).await;
+    // The port of a simulator that has stopped: nothing listens there any more.
+    sim.shutdown().await;
+    let health = health(target, "  node_names = [\"pve1\"]").await;
+    assert_eq!(strings(&health["reasons"]), ["Unreachable"]);
+    assert_eq!(node_reasons(&health)["pve1"], ["Unreachable"]);
+    assert_eq!(health["version"], "");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_precondition_blocks_the_apply_when_unhealthy() {
     if !acceptance_enabled("a_precondition_blocks_the_apply_when_unhealthy") {
         return;
@@ -412,13 +466,14 @@ async fn invalid_arguments_point_at_their_attribute() {
     let (_sim, target) = start_sim(SimConfig::default()).await;
     let ws = Workspace::new(target);
     ws.write_main_tf(&health_config(
-        "  iso_storage = \"Bad Storage\"\n  templates = [\"\"]",
+        "  iso_storage = \"Bad Storage\"\n  templates = [\"\"]\n  node_names = []",
     ));
     ws.init().await;
     let out = ws.terraform(&["validate", "-no-color"]).await.failure();
     let text = out.all_text();
     assert!(text.contains("Attribute iso_storage"), "{text}");
     assert!(text.contains("Attribute templates[0]"), "{text}");
+    assert!(text.contains("at least one node"), "{text}");
 }
 
 /// The sim's request journal (admin API, outside PVE's tree).

@@ -243,6 +243,17 @@ impl DataSource for HealthDataSource {
     async fn validate(&self, _ctx: &Context, config: &Value) -> Diagnostics {
         let mut diags = Diagnostics::new();
         check_names(&mut diags, config, "node_names", non_empty_name);
+        if config
+            .get_attr("node_names")
+            .as_elements()
+            .is_some_and(<[Value]>::is_empty)
+        {
+            diags.attribute_error(
+                AttributePath::root().attr("node_names"),
+                "Invalid Attribute Value",
+                "Attribute node_names must name at least one node; leave it out to check every node",
+            );
+        }
         check_names(&mut diags, config, "templates", non_empty_name);
         check_names(&mut diags, config, "bridges", non_empty_name);
         if let Some(storage) = config.get_attr("iso_storage").as_str()
