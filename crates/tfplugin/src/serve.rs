@@ -141,6 +141,8 @@ async fn serve_inner(
     // Handlers go in before the handshake line: from then on the host may
     // forward a terminal Ctrl-C to us at any moment.
     let signals = Signals::install();
+    // Recorded before the handshake line, while the host is certainly waiting for it.
+    let host = std::os::unix::process::parent_id();
     check_protocol_versions();
     let listener = PluginListener::bind().map_err(ServeError::Listen)?;
 
@@ -173,6 +175,9 @@ async fn serve_inner(
 
     let (shutdown_sender, mut shutdown) = watch::channel(false);
     tokio::spawn(signals.watch(shutdown_sender.clone(), debug));
+    if !debug {
+        tokio::spawn(exit_when_orphaned(host, shutdown_sender.clone()));
+    }
 
     let (connections, incoming) = mpsc::channel::<std::io::Result<PluginConn>>(16);
     let accept_loop = tokio::spawn(accept_loop(listener, acceptor, connections));
@@ -276,6 +281,20 @@ impl Signals {
                     return;
                 }
             }
+        }
+    }
+}
+
+/// A host killed without closing us (SIGKILL, a broken pipe) would leave us
+/// serving forever; when our parent changes, nobody can reach us any more.
+async fn exit_when_orphaned(host: u32, shutdown: watch::Sender<bool>) {
+    let mut every_second = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        every_second.tick().await;
+        if std::os::unix::process::parent_id() != host {
+            tracing::warn!("the host process is gone; shutting down");
+            shutdown.send_replace(true);
+            return;
         }
     }
 }

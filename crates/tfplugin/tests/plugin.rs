@@ -659,3 +659,44 @@ async fn falls_back_to_loopback_tcp_when_no_unix_socket_can_be_made() {
         "a client without a certificate was served over TCP"
     );
 }
+
+#[test]
+fn an_orphaned_plugin_exits_when_its_host_dies() {
+    use std::io::BufRead as _;
+    // A shell stands in for Terraform: it starts the plugin in the background,
+    // reports the plugin's pid, waits for the handshake line, then dies
+    // without shutting the plugin down.
+    let socket_dir = tempfile::tempdir().unwrap();
+    let handshake_file = socket_dir.path().join("handshake");
+    let mut host = Command::new("sh")
+        .arg("-c")
+        .arg(r#""$0" >"$1" 2>/dev/null & echo $!; while [ ! -s "$1" ]; do :; done"#)
+        .arg(plugin_binary())
+        .arg(&handshake_file)
+        .env("TF_PLUGIN_MAGIC_COOKIE", COOKIE)
+        .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pid = String::new();
+    std::io::BufReader::new(host.stdout.take().unwrap())
+        .read_line(&mut pid)
+        .unwrap();
+    host.wait().unwrap();
+    let handshake = std::fs::read_to_string(&handshake_file).unwrap();
+    assert!(handshake.starts_with("1|6|unix|"), "{handshake:?}");
+    let proc_dir = format!("/proc/{}", pid.trim());
+    let start = std::time::Instant::now();
+    while std::path::Path::new(&proc_dir).exists() {
+        // Zombies of exited orphans are reaped by init; a live plugin stays "S"/"R".
+        let state = std::fs::read_to_string(format!("{proc_dir}/stat")).unwrap_or_default();
+        if state.contains(") Z ") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "orphaned plugin {pid} still running"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
