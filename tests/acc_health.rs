@@ -213,7 +213,8 @@ async fn offline_nodes_are_reported_from_the_listing_and_from_595() {
         return;
     }
     let mut config = SimConfig::default();
-    // pve3 is down as the cluster sees it; pve2 is listed online but PVE cannot proxy to it.
+    // pve3 is down as the cluster sees it; pve1, the template's node, is listed online but
+    // PVE cannot proxy to it.
     config.nodes[2] = NodeConfig {
         name: "pve3".into(),
         online: false,
@@ -221,7 +222,7 @@ async fn offline_nodes_are_reported_from_the_listing_and_from_595() {
     };
     config.faults = Faults {
         http: vec![HttpFault {
-            path_regex: "^/nodes/pve2/".into(),
+            path_regex: "^/nodes/pve1/".into(),
             status: Some(595),
             ..HttpFault::default()
         }],
@@ -231,12 +232,14 @@ async fn offline_nodes_are_reported_from_the_listing_and_from_595() {
     let health = health(target, "  templates = [\"debian-13-proxy\"]").await;
     assert_eq!(health["healthy"], false);
     let reasons = node_reasons(&health);
-    assert_eq!(reasons["pve1"], Vec::<String>::new());
-    assert_eq!(reasons["pve2"], ["NodeOffline"]);
+    assert_eq!(reasons["pve1"], ["NodeOffline"]);
+    // pve2 itself is fine, but the template it would clone from is out of reach.
+    assert_eq!(reasons["pve2"], ["TemplateNotFound"]);
     assert_eq!(reasons["pve3"], ["NodeOffline"]);
-    assert_eq!(node(&health, "pve2")["online"], false);
+    assert_eq!(node(&health, "pve1")["online"], false);
+    assert_eq!(node(&health, "pve2")["online"], true);
     assert_eq!(node(&health, "pve3")["online"], false);
-    let messages = strings(&node(&health, "pve2")["messages"]).join("\n");
+    let messages = strings(&node(&health, "pve1")["messages"]).join("\n");
     assert!(messages.contains("595"), "{messages}");
 }
 

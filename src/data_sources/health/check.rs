@@ -396,6 +396,17 @@ async fn gather_templates(
                     disk_storages: disk_storages(config.raw()),
                     node,
                 },
+                // The template's node is unreachable: a fact about the template, not about
+                // every node that wants to clone it.
+                Err(error) if Reason::of_error(&error) == Reason::NodeOffline => {
+                    TemplateFact::Found {
+                        vmid,
+                        node,
+                        is_template: true,
+                        node_online: false,
+                        disk_storages: Vec::new(),
+                    }
+                }
                 Err(error) => TemplateFact::Unknown(Finding::from_error(
                     &format!("Unable to read the config of template {wanted_name} (VMID {vmid})"),
                     &error,
@@ -636,7 +647,9 @@ fn judge_node(
                 ..
             } => Some(Finding::new(
                 Reason::TemplateNotFound,
-                format!("Template {wanted} (VMID {vmid}) is on node {home}, which is offline."),
+                format!(
+                    "Template {wanted} (VMID {vmid}) is on node {home}, which is offline or unreachable."
+                ),
             )),
             TemplateFact::Found {
                 is_template: false,
