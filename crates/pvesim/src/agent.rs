@@ -69,6 +69,12 @@ pub fn evaluate_seed(world: &World, vm: &Vm) -> Option<String> {
         };
         let user_data = text("user-data");
         let vendor_data = text("vendor-data");
+        // cloud-init skips vendor-data when user-data switches it off.
+        let vendor_data = vendor_data.filter(|_| {
+            !user_data
+                .as_deref()
+                .is_some_and(user_data_disables_vendor_data)
+        });
         let installs = [&user_data, &vendor_data]
             .into_iter()
             .flatten()
@@ -85,7 +91,101 @@ pub fn evaluate_seed(world: &World, vm: &Vm) -> Option<String> {
 ///   entry mentions `qemu-guest-agent` together with `start` or `--now`;
 /// - a script (`#!`): one line installs it (`install` and `qemu-guest-agent`) and one
 ///   starts it (`qemu-guest-agent` with `start` or `--now`).
+/// A MIME multipart message (what `cloud-init devel make-mime` writes) counts when any of
+/// its `text/cloud-config` or `text/x-shellscript` parts does.
 pub fn installs_and_starts_agent(text: &str) -> bool {
+    if let Some(parts) = mime_parts(text) {
+        return parts.into_iter().any(|(content_type, body)| {
+            match content_type.as_str() {
+                "text/cloud-config" if body.starts_with("#cloud-config") => {
+                    installs_and_starts_agent(&body)
+                }
+                "text/cloud-config" => installs_and_starts_agent(&format!("#cloud-config\n{body}")),
+                "text/x-shellscript" | "multipart/mixed" => installs_and_starts_agent(&body),
+                _ => false,
+            }
+        });
+    }
+    single_part_installs_and_starts_agent(text)
+}
+
+/// The parts of a MIME multipart message as (content type, body); `None` if `text` is not one.
+fn mime_parts(text: &str) -> Option<Vec<(String, String)>> {
+    let (headers, body) = split_headers(text)?;
+    let content_type = header(&headers, "content-type")?;
+    if !content_type.to_ascii_lowercase().starts_with("multipart/") {
+        return None;
+    }
+    let boundary = content_type
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("boundary="))?
+        .trim_matches('"')
+        .to_string();
+    let delimiter = format!("--{boundary}");
+    let mut parts = Vec::new();
+    for chunk in body.split(delimiter.as_str()).skip(1) {
+        if chunk.starts_with("--") {
+            break;
+        }
+        let chunk = chunk.strip_prefix('\n').unwrap_or(chunk);
+        let Some((part_headers, part_body)) = split_headers(chunk) else {
+            continue;
+        };
+        let part_type = header(&part_headers, "content-type")
+            .map(|t| t.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+            .unwrap_or_else(|| "text/plain".into());
+        let part_body = if part_type.starts_with("multipart/") {
+            chunk.to_string()
+        } else {
+            part_body.to_string()
+        };
+        parts.push((part_type, part_body));
+    }
+    Some(parts)
+}
+
+/// Header lines up to the first empty line, and the rest.
+fn split_headers(text: &str) -> Option<(Vec<(String, String)>, &str)> {
+    let end = text.find("\n\n")?;
+    let mut headers = Vec::new();
+    for line in text[..end].lines() {
+        let (name, value) = line.split_once(':')?;
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    Some((headers, &text[end + 2..]))
+}
+
+fn header(headers: &[(String, String)], name: &str) -> Option<String> {
+    headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+}
+
+/// A user-data cloud-config with `vendor_data: {enabled: false}` (or a false `enabled`
+/// in flow style): cloud-init then runs none of the vendor-data.
+fn user_data_disables_vendor_data(user_data: &str) -> bool {
+    if !user_data.starts_with("#cloud-config") {
+        return false;
+    }
+    let falsy = |v: &str| {
+        matches!(
+            v.trim().trim_matches(['"', '\'', '}', ' ']).to_ascii_lowercase().as_str(),
+            "false" | "no" | "off" | "0"
+        )
+    };
+    top_level_sections(user_data)
+        .iter()
+        .filter(|(key, _)| key == "vendor_data")
+        .any(|(_, body)| {
+            body.iter().any(|line| {
+                line.split(['{', ',']).any(|item| {
+                    item.trim()
+                        .strip_prefix("enabled:")
+                        .is_some_and(falsy)
+                })
+            })
+        })
+}
+
+fn single_part_installs_and_starts_agent(text: &str) -> bool {
     const AGENT: &str = "qemu-guest-agent";
     let starts =
         |line: &str| line.contains(AGENT) && (line.contains("start") || line.contains("--now"));
@@ -316,6 +416,15 @@ mod tests {
         let inline = "#cloud-config\npackages: [qemu-guest-agent]\nbootcmd:\n  - [systemctl, start, qemu-guest-agent]\n";
         assert!(installs_and_starts_agent(inline));
         let not_started = "#cloud-config\npackages:\n  - qemu-guest-agent\n";
+        let multipart = "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n--XYZ\nContent-Type: text/cloud-config\n\n#cloud-config\npackages:\n  - qemu-guest-agent\nruncmd:\n  - [systemctl, enable, --now, qemu-guest-agent]\n\n--XYZ--\n";
+        assert!(installs_and_starts_agent(multipart));
+        let multipart_script = "Content-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/plain\n\nhello\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\napt-get install -y qemu-guest-agent\nsystemctl start qemu-guest-agent\n--B--\n";
+        assert!(installs_and_starts_agent(multipart_script));
+        let multipart_unrelated = "Content-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho hi\n--B--\n";
+        assert!(!installs_and_starts_agent(multipart_unrelated));
+        assert!(user_data_disables_vendor_data("#cloud-config\nvendor_data:\n  enabled: false\n"));
+        assert!(user_data_disables_vendor_data("#cloud-config\nvendor_data: {enabled: false}\n"));
+        assert!(!user_data_disables_vendor_data("#cloud-config\nvendor_data:\n  enabled: true\n"));
         assert!(!installs_and_starts_agent(not_started));
         let not_installed = "#cloud-config\nruncmd:\n  - systemctl start qemu-guest-agent\n";
         assert!(!installs_and_starts_agent(not_installed));
