@@ -217,8 +217,10 @@ pub async fn run(configured: &Configured, request: &HealthRequest) -> HealthRepo
         client.nodes(),
         client.permissions(None),
         async {
+            // Not the runtime's shared listing: that one retries, and a health check
+            // reports what a single attempt sees.
             if want_listing {
-                Some(configured.runtime.vm_listing(client).await)
+                Some(client.cluster().vm_resources().await.map(Arc::new))
             } else {
                 None
             }
