@@ -241,12 +241,22 @@ pub struct ImportResponse {
 }
 
 /// `UpgradeResourceState` input.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct UpgradeRequest {
     /// Schema version the state was written with.
     pub version: i64,
     /// The stored state as JSON, in that version's shape.
     pub raw_state_json: Vec<u8>,
+}
+
+impl std::fmt::Debug for UpgradeRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Stored state may hold secrets: show its size only.
+        f.debug_struct("UpgradeRequest")
+            .field("version", &self.version)
+            .field("raw_state_json_len", &self.raw_state_json.len())
+            .finish()
+    }
 }
 
 /// `UpgradeResourceState` output.

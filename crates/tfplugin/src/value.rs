@@ -245,7 +245,10 @@ impl From<f64> for Number {
 /// Values do not carry their full type; encoding and decoding are driven by
 /// the schema's [`Type`]. Objects always hold every attribute of their type
 /// after decoding (absent ones as [`Value::Null`]).
-#[derive(Clone, Debug, PartialEq, Default)]
+///
+/// `Debug` shows the structure but never string contents (configuration and
+/// state hold secrets such as tokens); use [`Value::as_str`] to see a string.
+#[derive(Clone, PartialEq, Default)]
 pub enum Value {
     /// null
     #[default]
@@ -274,6 +277,24 @@ pub enum Value {
 }
 
 static NULL: Value = Value::Null;
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("Null"),
+            Value::Unknown => f.write_str("Unknown"),
+            Value::Bool(flag) => write!(f, "Bool({flag})"),
+            Value::Number(number) => write!(f, "Number({number})"),
+            Value::String(text) => write!(f, "String(<{} bytes>)", text.len()),
+            Value::List(items) => f.debug_tuple("List").field(items).finish(),
+            Value::Set(items) => f.debug_tuple("Set").field(items).finish(),
+            Value::Tuple(items) => f.debug_tuple("Tuple").field(items).finish(),
+            Value::Map(items) => f.debug_tuple("Map").field(items).finish(),
+            Value::Object(items) => f.debug_tuple("Object").field(items).finish(),
+            Value::Dynamic(ty, inner) => write!(f, "Dynamic({ty}, {inner:?})"),
+        }
+    }
+}
 
 impl Value {
     /// A string value.
@@ -580,6 +601,14 @@ mod tests {
         assert!(!Value::Unknown.is_known());
         assert!(!Value::List(vec![Value::Unknown]).is_wholly_known());
         assert!(Value::List(vec![Value::Unknown]).is_known());
+    }
+
+    #[test]
+    fn debug_output_hides_string_contents() {
+        let value = Value::object([("api_token", Value::from("root@pam!t=s3cr3t"))]);
+        let shown = format!("{value:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(shown.contains("api_token"), "{shown}");
     }
 
     #[test]
