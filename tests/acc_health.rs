@@ -258,6 +258,13 @@ async fn a_wrong_token_secret_is_credentials_unavailable_everywhere() {
         assert_eq!(codes, ["CredentialsUnavailable"], "{name}");
     }
 
+    assert!(
+        !named
+            .to_string()
+            .contains("00000000-0000-4000-8000-000000000000"),
+        "the secret leaked into the result: {named}"
+    );
+
     // Without node names nothing can list the nodes: the code is at the top.
     let all = health(target, "").await;
     assert_eq!(strings(&all["reasons"]), ["CredentialsUnavailable"]);
