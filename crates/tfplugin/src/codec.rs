@@ -799,6 +799,26 @@ mod tests {
     }
 
     #[test]
+    fn truncated_or_corrupted_input_is_an_error_never_a_panic() {
+        let ty = vm_type();
+        let bytes = encode_msgpack(&sample(), &ty).unwrap();
+        for len in 0..bytes.len() {
+            assert!(decode_msgpack(&bytes[..len], &ty).is_err(), "prefix {len}");
+        }
+        // Deterministic pseudo-random corruption (xorshift), every byte position.
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        for round in 0..4000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mut corrupted = bytes.clone();
+            let position = round % corrupted.len();
+            corrupted[position] = (state >> 24) as u8;
+            let _ = decode_msgpack(&corrupted, &ty);
+        }
+    }
+
+    #[test]
     fn missing_object_attributes_decode_as_null() {
         let ty = Type::object([("a", Type::String), ("b", Type::String)]);
         let value = decode_msgpack(&[0x81, 0xa1, b'a', 0xa1, b'x'], &ty).unwrap();
