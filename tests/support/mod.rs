@@ -57,7 +57,10 @@ impl Workspace {
     pub fn new(target: Target) -> Self {
         let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
         std::fs::create_dir_all(base).unwrap();
-        let dir = tempfile::Builder::new().prefix("acc-").tempdir_in(base).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("acc-")
+            .tempdir_in(base)
+            .unwrap();
         let mirror_dir = dir
             .path()
             .join("mirror/registry.terraform.io/proxyvm/proxmox")
@@ -76,7 +79,11 @@ impl Workspace {
         );
         std::fs::write(dir.path().join("cli.tfrc"), cli_config).unwrap();
         std::fs::create_dir_all(dir.path().join("work")).unwrap();
-        Self { dir, target, extra_env: Vec::new() }
+        Self {
+            dir,
+            target,
+            extra_env: Vec::new(),
+        }
     }
 
     pub fn work_dir(&self) -> PathBuf {
@@ -121,11 +128,16 @@ impl Workspace {
             cmd.env(key, value);
         }
         let output = cmd.output().await.expect("terraform could not be started");
-        TfOutput { args: args.iter().map(|a| a.to_string()).collect(), output }
+        TfOutput {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            output,
+        }
     }
 
     pub async fn init(&self) {
-        self.terraform(&["init", "-input=false", "-no-color"]).await.success();
+        self.terraform(&["init", "-input=false", "-no-color"])
+            .await
+            .success();
     }
 
     pub async fn apply(&self) -> TfOutput {
@@ -142,7 +154,13 @@ impl Workspace {
     pub async fn assert_plans_empty(&self) {
         for refresh in ["-refresh=false", "-refresh=true"] {
             let out = self
-                .terraform(&["plan", "-detailed-exitcode", "-input=false", "-no-color", refresh])
+                .terraform(&[
+                    "plan",
+                    "-detailed-exitcode",
+                    "-input=false",
+                    "-no-color",
+                    refresh,
+                ])
                 .await;
             assert_eq!(
                 out.code(),
@@ -156,7 +174,10 @@ impl Workspace {
 
     /// `terraform show -json` of the current state.
     pub async fn state(&self) -> serde_json::Value {
-        let out = self.terraform(&["show", "-json", "-no-color"]).await.success();
+        let out = self
+            .terraform(&["show", "-json", "-no-color"])
+            .await
+            .success();
         serde_json::from_str(&out.stdout()).expect("terraform show -json printed no JSON")
     }
 }
@@ -187,7 +208,11 @@ impl TfOutput {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
     pub fn all_text(&self) -> String {
-        format!("--- stdout\n{}\n--- stderr\n{}", self.stdout(), self.stderr())
+        format!(
+            "--- stdout\n{}\n--- stderr\n{}",
+            self.stdout(),
+            self.stderr()
+        )
     }
     #[track_caller]
     pub fn success(self) -> Self {
@@ -215,7 +240,11 @@ impl TfOutput {
 pub fn real_pve_target() -> Option<Target> {
     let endpoint = std::env::var("PROXMOX_VE_ENDPOINT").ok()?;
     let token = std::env::var("PROXMOX_VE_API_TOKEN").ok()?;
-    Some(Target { endpoint, token, ca_pem: std::env::var("PROXMOX_VE_CA_CERT").ok() })
+    Some(Target {
+        endpoint,
+        token,
+        ca_pem: std::env::var("PROXMOX_VE_CA_CERT").ok(),
+    })
 }
 
 /// A simulator on a free loopback port, living as long as the returned value.
@@ -229,4 +258,127 @@ pub async fn start_sim(config: pvesim::SimConfig) -> (pvesim::Sim, Target) {
         ca_pem: Some(sim.ca_pem().to_owned()),
     };
     (sim, target)
+}
+
+/// Talks to the simulator as a test: its admin API (`/_sim/…`) and its PVE API, for changes
+/// made behind Terraform's back.
+pub struct SimClient {
+    http: reqwest::Client,
+    endpoint: String,
+    auth: String,
+}
+
+impl SimClient {
+    pub fn new(target: &Target) -> Self {
+        let ca =
+            reqwest::Certificate::from_pem(target.ca_pem.as_deref().unwrap().as_bytes()).unwrap();
+        let http = reqwest::Client::builder()
+            .tls_certs_only([ca])
+            .build()
+            .unwrap();
+        Self {
+            http,
+            endpoint: target.endpoint.clone(),
+            auth: format!("PVEAPIToken={}", target.token),
+        }
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> serde_json::Value {
+        let response = request
+            .header("Authorization", &self.auth)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert!(status.is_success(), "simulator answered {status}: {text}");
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// `GET /_sim/state`.
+    pub async fn state(&self) -> serde_json::Value {
+        self.send(self.http.get(format!("{}/_sim/state", self.endpoint)))
+            .await
+    }
+
+    /// `GET /_sim/journal`: every request, oldest first.
+    pub async fn journal(&self) -> Vec<serde_json::Value> {
+        self.send(self.http.get(format!("{}/_sim/journal", self.endpoint)))
+            .await
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub async fn put_admin(&self, leaf: &str, body: serde_json::Value) {
+        self.send(
+            self.http
+                .put(format!("{}/_sim/{leaf}", self.endpoint))
+                .json(&body),
+        )
+        .await;
+    }
+
+    /// A PVE API call with a form body (or query for GET/DELETE); returns `data`.
+    pub async fn api(&self, method: &str, path: &str, form: &[(&str, &str)]) -> serde_json::Value {
+        let url = format!("{}/api2/json{path}", self.endpoint);
+        let request = match method {
+            "GET" => self.http.get(url).query(form),
+            "DELETE" => self.http.delete(url).query(form),
+            "POST" => self.http.post(url).form(form),
+            "PUT" => self.http.put(url).form(form),
+            other => panic!("no method {other}"),
+        };
+        self.send(request).await["data"].clone()
+    }
+
+    /// Waits for a task the test started itself.
+    pub async fn wait_task(&self, upid: &serde_json::Value) {
+        let upid = upid.as_str().unwrap();
+        let node = upid.split(':').nth(1).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let status = self
+                .api("GET", &format!("/nodes/{node}/tasks/{upid}/status"), &[])
+                .await;
+            if status["status"] == "stopped" {
+                assert_eq!(status["exitstatus"], "OK", "task {upid} failed: {status}");
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task {upid} did not end"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The VMs that carry our ownership tag.
+    pub async fn our_vms(&self) -> Vec<serde_json::Value> {
+        self.state().await["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|vm| {
+                vm["tags"]
+                    .as_str()
+                    .is_some_and(|t| t.split(';').any(|t| t == "proxyvm"))
+                    || vm["config"]["description"]
+                        .as_str()
+                        .is_some_and(|d| d.contains("proxyvm-owner:"))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Volumes on the given storage.
+    pub async fn volumes_on(&self, storage: &str) -> Vec<serde_json::Value> {
+        self.state().await["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["storage"] == storage)
+            .cloned()
+            .collect()
+    }
 }

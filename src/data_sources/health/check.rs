@@ -204,8 +204,8 @@ pub struct NodeFacts {
 pub struct ClusterFacts {
     pub version: pve::Result<pve::version::Version>,
     pub permissions: pve::Result<Permissions>,
-    /// Requested template (as written) → what was found.
-    pub templates: BTreeMap<String, TemplateFact>,
+    /// Requested template (as written) → every copy found, in listing order (empty: none).
+    pub templates: BTreeMap<String, Vec<TemplateFact>>,
 }
 
 /// Runs the whole check against the configured provider.
@@ -347,93 +347,118 @@ async fn node_bridges(client: &pve::Client, node: &str) -> pve::Result<Vec<Strin
     Ok(rows.into_iter().map(|r| r.iface).collect())
 }
 
-/// Finds each requested template in the cluster listing and reads its config (all at once).
+/// Finds every copy of each requested template in the cluster listing and reads their
+/// configs (all at once).
 async fn gather_templates(
     client: &pve::Client,
     wanted: &[String],
     listing: Option<pve::Result<Arc<Vec<ClusterVm>>>>,
     node_online: &BTreeMap<String, bool>,
-) -> BTreeMap<String, TemplateFact> {
+) -> BTreeMap<String, Vec<TemplateFact>> {
     let listing = match listing {
         None => return BTreeMap::new(),
         Some(Err(error)) => {
             let finding = Finding::from_error("Unable to list the cluster's VMs", &error);
             return wanted
                 .iter()
-                .map(|w| (w.clone(), TemplateFact::Unknown(finding.clone())))
+                .map(|w| (w.clone(), vec![TemplateFact::Unknown(finding.clone())]))
                 .collect();
         }
         Some(Ok(listing)) => listing,
     };
     let mut tasks = JoinSet::new();
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<String, Vec<Option<TemplateFact>>> = BTreeMap::new();
     for wanted_name in wanted {
-        let Some(row) = find_template_row(&listing, wanted_name) else {
-            out.insert(wanted_name.clone(), TemplateFact::Missing);
-            continue;
-        };
-        let (vmid, node) = (row.vmid, row.node.clone());
-        let online = node_online.get(&node).copied().unwrap_or(false);
-        if !online {
-            out.insert(
-                wanted_name.clone(),
-                TemplateFact::Found {
+        let rows = find_template_rows(&listing, wanted_name);
+        let copies = out.entry(wanted_name.clone()).or_default();
+        copies.resize(rows.len(), None);
+        for (index, row) in rows.into_iter().enumerate() {
+            let (vmid, node) = (row.vmid, row.node.clone());
+            if !node_online.get(&node).copied().unwrap_or(false) {
+                copies[index] = Some(TemplateFact::Found {
                     vmid,
                     node,
                     is_template: row.template,
                     node_online: false,
                     disk_storages: Vec::new(),
-                },
-            );
-            continue;
+                });
+                continue;
+            }
+            let client = client.clone();
+            let wanted_name = wanted_name.clone();
+            tasks.spawn(async move {
+                let fact = template_fact(&client, &wanted_name, vmid, node).await;
+                (wanted_name, index, fact)
+            });
         }
-        let client = client.clone();
-        let wanted_name = wanted_name.clone();
-        tasks.spawn(async move {
-            let fact = match client.node(&node).qemu(vmid).config().await {
-                Ok(config) => TemplateFact::Found {
-                    vmid,
-                    is_template: config.is_template(),
-                    node_online: true,
-                    disk_storages: disk_storages(config.raw()),
-                    node,
-                },
-                // The template's node is unreachable: a fact about the template, not about
-                // every node that wants to clone it.
-                Err(error) if Reason::of_error(&error) == Reason::NodeOffline => {
-                    TemplateFact::Found {
-                        vmid,
-                        node,
-                        is_template: true,
-                        node_online: false,
-                        disk_storages: Vec::new(),
-                    }
-                }
-                Err(error) => TemplateFact::Unknown(Finding::from_error(
-                    &format!("Unable to read the config of template {wanted_name} (VMID {vmid})"),
-                    &error,
-                )),
-            };
-            (wanted_name, fact)
-        });
     }
     while let Some(joined) = tasks.join_next().await {
-        if let Ok((wanted_name, fact)) = joined {
-            out.insert(wanted_name, fact);
+        if let Ok((wanted_name, index, fact)) = joined
+            && let Some(slot) = out.get_mut(&wanted_name).and_then(|c| c.get_mut(index))
+        {
+            *slot = Some(fact);
         }
     }
-    out
+    out.into_iter()
+        .map(|(name, copies)| (name, copies.into_iter().flatten().collect()))
+        .collect()
 }
 
-/// The listing row a template reference means: a VMID matches its VM; a name matches a
-/// template of that name first, else any VM of that name (to report `NotATemplate`).
-fn find_template_row<'a>(listing: &'a [ClusterVm], wanted: &str) -> Option<&'a ClusterVm> {
+/// One copy of a template, from its config.
+async fn template_fact(
+    client: &pve::Client,
+    wanted: &str,
+    vmid: u32,
+    node: String,
+) -> TemplateFact {
+    match client.node(&node).qemu(vmid).config().await {
+        Ok(config) => TemplateFact::Found {
+            vmid,
+            is_template: config.is_template(),
+            node_online: true,
+            disk_storages: disk_storages(config.raw()),
+            node,
+        },
+        // The template's node is unreachable: a fact about the template, not about every
+        // node that wants to clone it.
+        Err(error) if Reason::of_error(&error) == Reason::NodeOffline => TemplateFact::Found {
+            vmid,
+            node,
+            is_template: true,
+            node_online: false,
+            disk_storages: Vec::new(),
+        },
+        Err(error) => TemplateFact::Unknown(Finding::from_error(
+            &format!("Unable to read the config of template {wanted} (VMID {vmid})"),
+            &error,
+        )),
+    }
+}
+
+/// The listing rows a template reference means, in listing order: a VMID matches its VM; a
+/// name matches every template of that name (as `proxmox_proxy_vm` resolves it), else the
+/// first VM of that name (to report `NotATemplate`).
+fn find_template_rows<'a>(listing: &'a [ClusterVm], wanted: &str) -> Vec<&'a ClusterVm> {
     let qemu = || listing.iter().filter(|vm| vm.guest_type == "qemu");
     if let Ok(vmid) = wanted.parse::<u32>() {
-        return qemu().find(|vm| vm.vmid == vmid);
+        return qemu().filter(|vm| vm.vmid == vmid).collect();
     }
     let named = || qemu().filter(|vm| vm.name.as_deref() == Some(wanted));
-    named().find(|vm| vm.template).or_else(|| named().next())
+    let templates: Vec<&ClusterVm> = named().filter(|vm| vm.template).collect();
+    if templates.is_empty() {
+        named().take(1).collect()
+    } else {
+        templates
+    }
+}
+
+/// The copy a clone onto `node` uses, as `proxmox_proxy_vm` picks it: the one on that node,
+/// else the first.
+fn copy_for<'a>(copies: &'a [TemplateFact], node: &str) -> Option<&'a TemplateFact> {
+    copies
+        .iter()
+        .find(|c| matches!(c, TemplateFact::Found { node: home, .. } if home == node))
+        .or_else(|| copies.first())
 }
 
 /// The storages holding a VM's disks (cdroms and empty drives excluded), each once.
@@ -627,16 +652,13 @@ fn judge_node(
         }
     }
 
-    // Templates: on this node, or on another online node with every disk on a shared
-    // storage that is active here (PVE then clones with `target`).
+    // Templates: the copy on this node, else the first copy, which must be on an online
+    // node with every disk on a shared storage active here (PVE then clones with `target`).
     let storages_known = matches!(&node.storages, Some(Ok(_)));
     let mut templates_ok = true;
     for wanted in &request.templates {
-        let finding = match facts
-            .templates
-            .get(wanted)
-            .unwrap_or(&TemplateFact::Missing)
-        {
+        let copies = facts.templates.get(wanted).map_or(&[][..], Vec::as_slice);
+        let finding = match copy_for(copies, &name).unwrap_or(&TemplateFact::Missing) {
             TemplateFact::Missing => Some(Finding::new(
                 Reason::TemplateNotFound,
                 format!("Template {wanted} does not exist, or the token lacks VM.Audit on it."),
@@ -793,7 +815,7 @@ pub fn missing_privileges(
     if let Some(storage) = &request.clone_storage {
         disk_storages.insert(storage.clone());
     }
-    for fact in facts.templates.values() {
+    for fact in facts.templates.values().flatten() {
         if let TemplateFact::Found {
             vmid,
             disk_storages: storages,
@@ -901,7 +923,7 @@ mod tests {
                 repoid: String::new(),
             }),
             permissions: Ok(all_privileges()),
-            templates: BTreeMap::from([("debian".to_owned(), template)]),
+            templates: BTreeMap::from([("debian".to_owned(), vec![template])]),
         }
     }
 
@@ -1047,20 +1069,66 @@ mod tests {
     }
 
     #[test]
-    fn template_references_match_vmid_then_template_name() {
+    fn template_references_match_vmid_then_every_template_of_the_name() {
         let rows: Vec<ClusterVm> = serde_json::from_value(serde_json::json!([
             {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu", "name": "debian", "template": 0},
             {"id": "qemu/9000", "vmid": 9000, "node": "pve1", "type": "qemu", "name": "debian", "template": 1},
+            {"id": "qemu/9001", "vmid": 9001, "node": "pve2", "type": "qemu", "name": "debian", "template": 1},
+            {"id": "qemu/101", "vmid": 101, "node": "pve2", "type": "qemu", "name": "web"},
             {"id": "lxc/200", "vmid": 200, "node": "pve1", "type": "lxc", "name": "ct"},
         ]))
         .unwrap();
-        assert_eq!(
-            find_template_row(&rows, "debian").map(|r| r.vmid),
-            Some(9000)
+        let vmids = |wanted: &str| -> Vec<u32> {
+            find_template_rows(&rows, wanted)
+                .iter()
+                .map(|r| r.vmid)
+                .collect()
+        };
+        assert_eq!(vmids("debian"), [9000, 9001]);
+        assert_eq!(vmids("100"), [100]);
+        assert_eq!(vmids("web"), [101], "a plain VM, to report NotATemplate");
+        assert_eq!(vmids("200"), Vec::<u32>::new());
+        assert_eq!(vmids("ct"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn each_node_uses_its_own_copy_of_a_template_else_the_first() {
+        let copies = [
+            template_on("pve1", &["local-lvm"]),
+            TemplateFact::Found {
+                vmid: 9001,
+                node: "pve2".into(),
+                is_template: true,
+                node_online: true,
+                disk_storages: vec!["local-lvm".into()],
+            },
+        ];
+        let vmid_for = |node: &str| match copy_for(&copies, node) {
+            Some(TemplateFact::Found { vmid, .. }) => *vmid,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(vmid_for("pve1"), 9000);
+        assert_eq!(vmid_for("pve2"), 9001);
+        assert_eq!(vmid_for("pve3"), 9000);
+        assert!(copy_for(&[], "pve1").is_none());
+
+        let facts = ClusterFacts {
+            templates: BTreeMap::from([("debian".to_owned(), copies.to_vec())]),
+            ..facts(TemplateFact::Missing)
+        };
+        let report = judge(
+            &request(),
+            &facts,
+            vec!["pve1".into(), "pve2".into(), "pve3".into()],
+            vec![
+                healthy_node("pve1"),
+                healthy_node("pve2"),
+                healthy_node("pve3"),
+            ],
+            vec![],
         );
-        assert_eq!(find_template_row(&rows, "100").map(|r| r.vmid), Some(100));
-        assert!(find_template_row(&rows, "200").is_none());
-        assert!(find_template_row(&rows, "ct").is_none());
+        let reasons: Vec<Vec<Reason>> = report.nodes.iter().map(NodeReport::reasons).collect();
+        assert_eq!(reasons, [vec![], vec![], vec![Reason::TemplateNotShared]]);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions, VmConfig};
+use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions, GuestInterface, VmConfig};
 use pve::storage::Upload;
 use pve::wire::{ByteSize, CdromDrive};
 use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
@@ -56,7 +56,11 @@ fn plain<T>(text: impl Into<String>) -> Step<T> {
 /// Retries for calls that are safe to repeat, lock timeouts included: another task on the
 /// same VM (our own parallel clones, a backup) usually finishes within seconds.
 fn patient() -> RetryPolicy {
-    RetryPolicy { max_attempts: 8, ..RetryPolicy::default() }.with_locked()
+    RetryPolicy {
+        max_attempts: 8,
+        ..RetryPolicy::default()
+    }
+    .with_locked()
 }
 
 async fn wait(client: &Client, upid: &pve::Upid) -> Step<pve::TaskOutcome> {
@@ -67,12 +71,15 @@ async fn wait(client: &Client, upid: &pve::Upid) -> Step<pve::TaskOutcome> {
 
 /// Where the template lives: (node, vmid).
 async fn resolve_template(client: &Client, template: &str, node: &str) -> Step<(String, u32)> {
-    let listing = retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
+    let listing =
+        retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
     let candidates: Vec<&pve::cluster::ClusterVm> = match template.parse::<u32>() {
         Ok(vmid) => listing.iter().filter(|vm| vm.vmid == vmid).collect(),
         Err(_) => listing
             .iter()
-            .filter(|vm| vm.guest_type == "qemu" && vm.template && vm.name.as_deref() == Some(template))
+            .filter(|vm| {
+                vm.guest_type == "qemu" && vm.template && vm.name.as_deref() == Some(template)
+            })
             .collect(),
     };
     let chosen = candidates
@@ -119,7 +126,12 @@ impl Drop for Reservation<'_> {
 
 /// Waits until a VM is no longer locked by a clone: a half-made VM has no name or
 /// description until the clone writes its config, so ownership is decided afterwards.
-async fn config_after_clone(client: &Client, node: &str, vmid: u32, deadline: Instant) -> Step<Option<VmConfig>> {
+async fn config_after_clone(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    deadline: Instant,
+) -> Step<Option<VmConfig>> {
     let mut delay = Duration::from_millis(100);
     loop {
         match client.node(node).qemu(vmid).config().await {
@@ -130,7 +142,9 @@ async fn config_after_clone(client: &Client, node: &str, vmid: u32, deadline: In
             Err(e) => return Err(e.into()),
         }
         if Instant::now() + delay > deadline {
-            return plain(format!("VM {vmid} on {node} stayed locked by a clone until the timeout"));
+            return plain(format!(
+                "VM {vmid} on {node} stayed locked by a clone until the timeout"
+            ));
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(2));
@@ -145,7 +159,8 @@ async fn choose_slot<'a>(
     let client = &configured.client;
     let runtime = &configured.runtime;
     // A fresh listing: a cached one may predate VMs made a moment ago.
-    let listing = retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
+    let listing =
+        retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
     let candidates: Box<dyn Iterator<Item = u32> + Send + '_> = match desired.vmid {
         Some(vmid) => Box::new(std::iter::once(vmid)),
         None => Box::new(configured.vmid_range.probe_sequence(&desired.name)),
@@ -153,7 +168,9 @@ async fn choose_slot<'a>(
     for vmid in candidates {
         if !runtime.reserve_vmid(vmid) {
             if desired.vmid.is_some() {
-                return plain(format!("VMID {vmid} is also being created by another resource in this run"));
+                return plain(format!(
+                    "VMID {vmid} is also being created by another resource in this run"
+                ));
             }
             continue;
         }
@@ -181,7 +198,10 @@ async fn choose_slot<'a>(
                         "VMID {vmid} is taken by {whose}; it is never modified. Choose another `vmid`, or leave it unset to derive one."
                     ));
                 }
-                tracing::debug!(vmid, "VMID taken by a VM that is not this resource's; probing on");
+                tracing::debug!(
+                    vmid,
+                    "VMID taken by a VM that is not this resource's; probing on"
+                );
             }
         }
     }
@@ -205,7 +225,8 @@ pub async fn locate_own(configured: &Configured, desired: &Desired) -> Option<(u
         let config = client.node(&entry.node).qemu(vmid).config().await.ok()?;
         let is_clone_in_progress = config.lock().as_deref() == Some("clone");
         if is_clone_in_progress
-            || ownership::classify(config.description().as_deref(), &desired.name) == Ownership::OursForThisName
+            || ownership::classify(config.description().as_deref(), &desired.name)
+                == Ownership::OursForThisName
         {
             return Some((vmid, entry.node.clone()));
         }
@@ -250,19 +271,31 @@ async fn clone_vm(
 }
 
 async fn upload_seed(client: &Client, node: &str, vmid: u32, desired: &Desired) -> Step<String> {
-    let seed = desired.seed(node, vmid).build().map_err(|e| StepError::Plain(format!("building the seed ISO failed: {e}")))?;
+    let seed = desired
+        .seed(node, vmid)
+        .build()
+        .map_err(|e| StepError::Plain(format!("building the seed ISO failed: {e}")))?;
     let bytes = bytes::Bytes::from(seed.bytes);
     let file = seed.file_name_suggestion;
     let storage = client.node(node).storage(&desired.seed_storage);
     // Uploads overwrite, so repeating one is harmless.
-    let upid = retry_idempotent(&patient(), || storage.upload(Upload::iso(&file, bytes.clone()))).await?;
+    let upid = retry_idempotent(&patient(), || {
+        storage.upload(Upload::iso(&file, bytes.clone()))
+    })
+    .await?;
     wait(client, &upid).await?;
     Ok(format!("{}:iso/{file}", desired.seed_storage))
 }
 
 /// Writes cores, memory, agent, the seed as `ide2`, tags, the mark with the seed hash, and
 /// net0's bridge/VLAN keeping its MAC. Only keys whose value differs are sent.
-async fn write_config(client: &Client, node: &str, vmid: u32, desired: &Desired, seed_volume: Option<&str>) -> Step<()> {
+async fn write_config(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    desired: &Desired,
+    seed_volume: Option<&str>,
+) -> Step<()> {
     let qemu = client.node(node).qemu(vmid);
     let current = retry_idempotent(&patient(), || qemu.config()).await?;
     let mut update = ConfigUpdate::new();
@@ -317,7 +350,11 @@ async fn write_config(client: &Client, node: &str, vmid: u32, desired: &Desired,
                 }
             }
             Some(Err(e)) => return plain(format!("the VM's net0 cannot be read: {e}")),
-            None => return plain("the template has no net0 network interface to put on a bridge or VLAN"),
+            None => {
+                return plain(
+                    "the template has no net0 network interface to put on a bridge or VLAN",
+                );
+            }
         }
     }
     if update.is_empty() {
@@ -329,7 +366,9 @@ async fn write_config(client: &Client, node: &str, vmid: u32, desired: &Desired,
 }
 
 async fn grow_disk(client: &Client, node: &str, vmid: u32, disk_gib: Option<u64>) -> Step<()> {
-    let Some(wanted) = disk_gib else { return Ok(()) };
+    let Some(wanted) = disk_gib else {
+        return Ok(());
+    };
     let qemu = client.node(node).qemu(vmid);
     let config = retry_idempotent(&patient(), || qemu.config()).await?;
     let Some((key, disk)) = config.boot_disk() else {
@@ -373,16 +412,26 @@ async fn ensure_power(client: &Client, node: &str, vmid: u32, running: bool) -> 
     Ok(())
 }
 
-/// Polls the guest agent until it reports a usable IPv4 address or the deadline passes.
-async fn wait_for_address(client: &Client, node: &str, vmid: u32, deadline: Instant) -> Step<()> {
+/// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
+/// returns what it reported.
+async fn wait_for_address(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    deadline: Instant,
+) -> Step<Vec<GuestInterface>> {
     let agent = client.node(node).qemu(vmid).agent();
     let mut delay = Duration::from_millis(200);
     let mut last;
     loop {
         match agent.network_get_interfaces().await {
             Ok(interfaces) => {
-                if interfaces.iter().flat_map(|i| &i.ip_addresses).any(|ip| ip.is_usable_ipv4()) {
-                    return Ok(());
+                if interfaces
+                    .iter()
+                    .flat_map(|i| &i.ip_addresses)
+                    .any(|ip| ip.is_usable_ipv4())
+                {
+                    return Ok(interfaces);
                 }
                 last = "the guest agent reports no IPv4 address yet".into();
             }
@@ -405,8 +454,12 @@ pub async fn create(configured: &Configured, desired: &Desired) -> Result<Observ
     let _name_guard = configured.runtime.lock_name(&desired.name).await;
     let before = |error: StepError| Failure { made: None, error };
 
-    let template = resolve_template(client, &desired.template, &desired.node).await.map_err(before)?;
-    let (mut slot, mut _reservation) = choose_slot(configured, desired, deadline).await.map_err(before)?;
+    let template = resolve_template(client, &desired.template, &desired.node)
+        .await
+        .map_err(before)?;
+    let (mut slot, mut _reservation) = choose_slot(configured, desired, deadline)
+        .await
+        .map_err(before)?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
     // refuses the clone, and we look again.
     for attempt in 1.. {
@@ -417,7 +470,9 @@ pub async fn create(configured: &Configured, desired: &Desired) -> Result<Observ
             }
             Err(StepError::Pve(e)) if e.kind() == ErrorKind::AlreadyExists && attempt < 5 => {
                 tracing::info!(vmid, "VMID taken meanwhile; choosing again");
-                let (next, reservation) = choose_slot(configured, desired, deadline).await.map_err(before)?;
+                let (next, reservation) = choose_slot(configured, desired, deadline)
+                    .await
+                    .map_err(before)?;
                 slot = next;
                 _reservation = reservation;
             }
@@ -428,26 +483,52 @@ pub async fn create(configured: &Configured, desired: &Desired) -> Result<Observ
             Err(error) => {
                 // A failed clone task removes what it made; only a VM that exists is ours to track.
                 let exists = client.node(&desired.node).qemu(vmid).config().await.is_ok();
-                return Err(Failure { made: exists.then(|| (vmid, desired.node.clone())), error });
+                return Err(Failure {
+                    made: exists.then(|| (vmid, desired.node.clone())),
+                    error,
+                });
             }
         }
     }
-    let Slot::Adopt(vmid, node) = slot else { unreachable!("the loop leaves only adopted slots") };
+    let Slot::Adopt(vmid, node) = slot else {
+        unreachable!("the loop leaves only adopted slots")
+    };
     configured.runtime.forget_listing().await;
     let made = || Some((vmid, node.clone()));
-    let after = |error: StepError| Failure { made: made(), error };
+    let after = |error: StepError| Failure {
+        made: made(),
+        error,
+    };
 
-    config_after_clone(client, &node, vmid, deadline).await.map_err(after)?;
-    let seed_volume = upload_seed(client, &node, vmid, desired).await.map_err(after)?;
-    write_config(client, &node, vmid, desired, Some(&seed_volume)).await.map_err(after)?;
-    grow_disk(client, &node, vmid, desired.disk_gib).await.map_err(after)?;
-    ensure_power(client, &node, vmid, desired.started).await.map_err(after)?;
-    if desired.started && desired.wait_for_address {
-        wait_for_address(client, &node, vmid, deadline).await.map_err(after)?;
-    }
-    match observe(client, &node, vmid, desired.pool.clone()).await {
+    config_after_clone(client, &node, vmid, deadline)
+        .await
+        .map_err(after)?;
+    let seed_volume = upload_seed(client, &node, vmid, desired)
+        .await
+        .map_err(after)?;
+    write_config(client, &node, vmid, desired, Some(&seed_volume))
+        .await
+        .map_err(after)?;
+    grow_disk(client, &node, vmid, desired.disk_gib)
+        .await
+        .map_err(after)?;
+    ensure_power(client, &node, vmid, desired.started)
+        .await
+        .map_err(after)?;
+    let reported = if desired.started && desired.wait_for_address {
+        Some(
+            wait_for_address(client, &node, vmid, deadline)
+                .await
+                .map_err(after)?,
+        )
+    } else {
+        None
+    };
+    match observe_with(client, &node, vmid, desired.pool.clone(), reported).await {
         Ok(Some(observed)) => Ok(observed),
-        Ok(None) => Err(after(StepError::Plain(format!("VM {vmid} vanished right after it was created")))),
+        Ok(None) => Err(after(StepError::Plain(format!(
+            "VM {vmid} vanished right after it was created"
+        )))),
         Err(error) => Err(after(error)),
     }
 }
@@ -456,7 +537,23 @@ pub async fn create(configured: &Configured, desired: &Desired) -> Result<Observ
 
 /// What drift detection needs of one VM on a known node: config, status, and one agent
 /// attempt without waiting. `None` when the VM is not there.
-pub async fn observe(client: &Client, node: &str, vmid: u32, pool: Option<String>) -> Step<Option<Observed>> {
+pub async fn observe(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    pool: Option<String>,
+) -> Step<Option<Observed>> {
+    observe_with(client, node, vmid, pool, None).await
+}
+
+/// [`observe`], with the agent's interfaces when the caller already has them.
+pub async fn observe_with(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    pool: Option<String>,
+    reported: Option<Vec<GuestInterface>>,
+) -> Step<Option<Observed>> {
     let qemu = client.node(node).qemu(vmid);
     let config = match retry_idempotent(&RetryPolicy::default(), || qemu.config()).await {
         Ok(config) => config,
@@ -473,10 +570,18 @@ pub async fn observe(client: &Client, node: &str, vmid: u32, pool: Option<String
     let (mut ipv4, mut ipv6) = (Vec::new(), Vec::new());
     if status.is_running() && config.agent_enabled() {
         // One attempt: an agent that is not up yet is not an error for a refresh.
-        if let Ok(mut interfaces) = qemu.agent().network_get_interfaces().await {
+        let interfaces = match reported {
+            Some(interfaces) => Ok(interfaces),
+            None => qemu.agent().network_get_interfaces().await,
+        };
+        if let Ok(mut interfaces) = interfaces {
             // The interface with net0's MAC first, so the primary address is on it.
             interfaces.sort_by_key(|i| {
-                let same = i.hardware_address.as_deref().zip(mac.as_deref()).is_some_and(|(a, b)| a.eq_ignore_ascii_case(b));
+                let same = i
+                    .hardware_address
+                    .as_deref()
+                    .zip(mac.as_deref())
+                    .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b));
                 !same
             });
             for interface in interfaces.iter().filter(|i| i.name != "lo") {
@@ -502,8 +607,13 @@ pub async fn observe(client: &Client, node: &str, vmid: u32, pool: Option<String
         mark: config.description().as_deref().and_then(Mark::parse),
         cores: config.cores(),
         memory_mib: config.memory_mib(),
-        disk_gib: disk.as_ref().and_then(|(_, d)| d.size).map(|s| s.gib_ceil()),
-        disk_storage: disk.as_ref().and_then(|(_, d)| d.storage().map(str::to_owned)),
+        disk_gib: disk
+            .as_ref()
+            .and_then(|(_, d)| d.size)
+            .map(|s| s.gib_ceil()),
+        disk_storage: disk
+            .as_ref()
+            .and_then(|(_, d)| d.storage().map(str::to_owned)),
         bridge: net.as_ref().and_then(|n| n.bridge.clone()),
         vlan_tag: net.as_ref().and_then(|n| n.tag),
         mac,
@@ -519,7 +629,11 @@ pub async fn observe(client: &Client, node: &str, vmid: u32, pool: Option<String
 
 /// Finds VM `vmid` through the shared listing (following a migration) and observes it.
 /// `None` when it is gone, or when whatever holds the VMID now is not this resource's VM.
-pub async fn read(configured: &Configured, vmid: u32, name: Option<&str>) -> Step<Option<Observed>> {
+pub async fn read(
+    configured: &Configured,
+    vmid: u32,
+    name: Option<&str>,
+) -> Step<Option<Observed>> {
     let listing = configured.runtime.vm_listing(&configured.client).await?;
     let Some(entry) = listing.iter().find(|vm| vm.vmid == vmid) else {
         return Ok(None);
@@ -529,7 +643,10 @@ pub async fn read(configured: &Configured, vmid: u32, name: Option<&str>) -> Ste
         (Some(mark), Some(name)) => mark.owner == name,
         (Some(_), None) => true,
         (None, _) => {
-            tracing::warn!(vmid, "the VM at this VMID has no ownership mark: treating ours as gone");
+            tracing::warn!(
+                vmid,
+                "the VM at this VMID has no ownership mark: treating ours as gone"
+            );
             false
         }
     }))
@@ -537,23 +654,49 @@ pub async fn read(configured: &Configured, vmid: u32, name: Option<&str>) -> Ste
 
 // ---------------------------------------------------------------- update
 
-/// In-place changes; returns a warning when PVE holds some of them until a reboot.
-pub async fn update(configured: &Configured, node: &str, vmid: u32, desired: &Desired, disk_changed: bool) -> Step<Option<String>> {
+/// What an update did that the caller reports.
+#[derive(Debug, Default)]
+pub struct Updated {
+    /// PVE holds some changes until a reboot.
+    pub pending_warning: Option<String>,
+    /// The VM was (re)started and its agent already reported these interfaces.
+    pub interfaces: Option<Vec<GuestInterface>>,
+}
+
+/// In-place changes: config, disk growth, power. A VM that had to be started is waited on
+/// like a created one, so its address is known when the apply ends.
+pub async fn update(
+    configured: &Configured,
+    node: &str,
+    vmid: u32,
+    desired: &Desired,
+    disk_changed: bool,
+    deadline: Instant,
+) -> Step<Updated> {
     let client = &configured.client;
     write_config(client, node, vmid, desired, None).await?;
     if disk_changed {
         grow_disk(client, node, vmid, desired.disk_gib).await?;
     }
-    let mut warning = None;
+    let mut updated = Updated::default();
     let qemu = client.node(node).qemu(vmid);
-    if desired.started && qemu.status().await?.is_running() {
-        let pending: Vec<String> = qemu.pending().await?.into_iter().filter(|p| p.is_pending()).map(|p| p.key).collect();
+    let was_running = qemu.status().await?.is_running();
+    let mut rebooting = false;
+    if desired.started && was_running {
+        let pending: Vec<String> = qemu
+            .pending()
+            .await?
+            .into_iter()
+            .filter(|p| p.is_pending())
+            .map(|p| p.key)
+            .collect();
         if !pending.is_empty() {
             if desired.reboot_if_needed {
                 tracing::info!(vmid, ?pending, "rebooting to apply pending changes");
                 ensure_power(client, node, vmid, false).await?;
+                rebooting = true;
             } else {
-                warning = Some(format!(
+                updated.pending_warning = Some(format!(
                     "PVE applies these changes to VM {vmid} at its next boot: {}. Reboot it, or set reboot_if_needed = true to let the provider do it.",
                     pending.join(", ")
                 ));
@@ -561,36 +704,56 @@ pub async fn update(configured: &Configured, node: &str, vmid: u32, desired: &De
         }
     }
     ensure_power(client, node, vmid, desired.started).await?;
-    Ok(warning)
+    let booted = desired.started && (!was_running || rebooting);
+    if booted && desired.wait_for_address {
+        updated.interfaces = Some(wait_for_address(client, node, vmid, deadline).await?);
+    }
+    Ok(updated)
 }
 
 // ---------------------------------------------------------------- delete
 
 /// Stop, delete the seed, destroy with purge. The seed goes first, so a failed seed delete
 /// leaves the VM for the next delete instead of leaking the ISO. A VM already gone is done.
-pub async fn delete(configured: &Configured, vmid: u32, name: &str, seed: Option<(&str, &str)>) -> Step<Option<String>> {
+pub async fn delete(
+    configured: &Configured,
+    vmid: u32,
+    name: &str,
+    seed: Option<(&str, &str)>,
+) -> Step<Option<String>> {
     let client = &configured.client;
     let _name_guard = configured.runtime.lock_name(name).await;
-    let listing = retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
-    let location = listing.iter().find(|vm| vm.vmid == vmid).map(|vm| vm.node.clone());
+    let listing =
+        retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
+    let location = listing
+        .iter()
+        .find(|vm| vm.vmid == vmid)
+        .map(|vm| vm.node.clone());
     let mut note = None;
     let vm_is_ours = match &location {
         None => false,
-        Some(node) => match retry_idempotent(&patient(), || client.node(node).qemu(vmid).config()).await {
-            Ok(config) => match ownership::classify(config.description().as_deref(), name) {
-                Ownership::OursForThisName => true,
-                _ => {
-                    note = Some(format!("VM {vmid} now belongs to something else (no ownership mark for `{name}`); it was left untouched."));
-                    false
-                }
-            },
-            Err(e) if e.kind() == ErrorKind::NotFound => false,
-            Err(e) => return Err(e.into()),
-        },
+        Some(node) => {
+            match retry_idempotent(&patient(), || client.node(node).qemu(vmid).config()).await {
+                Ok(config) => match ownership::classify(config.description().as_deref(), name) {
+                    Ownership::OursForThisName => true,
+                    _ => {
+                        note = Some(format!(
+                            "VM {vmid} now belongs to something else (no ownership mark for `{name}`); it was left untouched."
+                        ));
+                        false
+                    }
+                },
+                Err(e) if e.kind() == ErrorKind::NotFound => false,
+                Err(e) => return Err(e.into()),
+            }
+        }
     };
     if let (true, Some(node)) = (vm_is_ours, &location) {
         let qemu = client.node(node).qemu(vmid);
-        if retry_idempotent(&patient(), || qemu.status()).await?.is_running() {
+        if retry_idempotent(&patient(), || qemu.status())
+            .await?
+            .is_running()
+        {
             // Hard stop: the VM is going away.
             let upid = retry_idempotent(&patient(), || qemu.stop()).await?;
             wait(client, &upid).await?;
@@ -610,7 +773,10 @@ pub async fn delete(configured: &Configured, vmid: u32, name: &str, seed: Option
     }
     if let (true, Some(node)) = (vm_is_ours, &location) {
         let qemu = client.node(node).qemu(vmid);
-        let options = DestroyOptions { purge: true, destroy_unreferenced_disks: true };
+        let options = DestroyOptions {
+            purge: true,
+            destroy_unreferenced_disks: true,
+        };
         match retry_idempotent(&patient(), || qemu.destroy(options)).await {
             Ok(upid) => {
                 wait(client, &upid).await?;

@@ -57,7 +57,10 @@ async fn bounded<T>(
 }
 
 fn vmid_of(state: &Value) -> Option<u32> {
-    state.get_attr("vmid").as_i64().and_then(|v| u32::try_from(v).ok())
+    state
+        .get_attr("vmid")
+        .as_i64()
+        .and_then(|v| u32::try_from(v).ok())
 }
 
 #[tfplugin::async_trait]
@@ -83,7 +86,11 @@ impl Resource for ProxyVm {
         let configured = match self.shared.get() {
             Ok(c) => c,
             Err(d) => {
-                return ApplyResponse { new_state: request.prior_state, diagnostics: d.into(), ..Default::default() };
+                return ApplyResponse {
+                    new_state: request.prior_state,
+                    diagnostics: d.into(),
+                    ..Default::default()
+                };
             }
         };
         match request.action() {
@@ -95,7 +102,10 @@ impl Resource for ProxyVm {
 
     async fn read(&self, _ctx: &Context, request: ReadRequest) -> ReadResponse {
         let prior = request.current_state;
-        let mut response = ReadResponse { private: request.private, ..Default::default() };
+        let mut response = ReadResponse {
+            private: request.private,
+            ..Default::default()
+        };
         let configured = match self.shared.get() {
             Ok(c) => c,
             Err(d) => {
@@ -115,7 +125,11 @@ impl Resource for ProxyVm {
             Ok(None) => response.new_state = Value::Null,
             Err(error) => {
                 response.new_state = prior;
-                response.diagnostics.push(step_diagnostic("read", name.as_deref().unwrap_or("?"), &error));
+                response.diagnostics.push(step_diagnostic(
+                    "read",
+                    name.as_deref().unwrap_or("?"),
+                    &error,
+                ));
             }
         }
         response
@@ -162,9 +176,21 @@ impl Resource for ProxyVm {
 
 /// Plan rules: defaults for unset attributes, unknown for what only apply can know, the seed
 /// hash from the write-only inputs, and replacement where PVE cannot change the VM in place.
-fn plan_change(schema: &Schema, configured: Option<&Configured>, request: PlanRequest) -> PlanResponse {
-    let PlanRequest { prior_state: prior, proposed_new_state: proposed, config, prior_private } = request;
-    let mut response = PlanResponse { planned_private: prior_private, ..Default::default() };
+fn plan_change(
+    schema: &Schema,
+    configured: Option<&Configured>,
+    request: PlanRequest,
+) -> PlanResponse {
+    let PlanRequest {
+        prior_state: prior,
+        proposed_new_state: proposed,
+        config,
+        prior_private,
+    } = request;
+    let mut response = PlanResponse {
+        planned_private: prior_private,
+        ..Default::default()
+    };
     if proposed.is_null() {
         response.planned_state = Value::Null;
         return response;
@@ -181,7 +207,11 @@ fn plan_change(schema: &Schema, configured: Option<&Configured>, request: PlanRe
     default(&mut planned, "reboot_if_needed", Value::Bool(false));
     if creating {
         if let Some(configured) = configured {
-            default(&mut planned, "seed_storage", Value::string(&configured.seed_storage));
+            default(
+                &mut planned,
+                "seed_storage",
+                Value::string(&configured.seed_storage),
+            );
             if let Some(storage) = &configured.clone_storage {
                 default(&mut planned, "clone_storage", Value::string(storage));
             }
@@ -189,7 +219,10 @@ fn plan_change(schema: &Schema, configured: Option<&Configured>, request: PlanRe
     }
     planned.set_attr("user_data", Value::Null);
     planned.set_attr("network_config", Value::Null);
-    let (user_data, network_config) = (config.get_attr("user_data"), config.get_attr("network_config"));
+    let (user_data, network_config) = (
+        config.get_attr("user_data"),
+        config.get_attr("network_config"),
+    );
     planned.set_attr(
         "seed_hash",
         if user_data.is_known() && network_config.is_known() {
@@ -224,10 +257,14 @@ fn plan_change(schema: &Schema, configured: Option<&Configured>, request: PlanRe
         }
     }
     response.requires_replace = plan::requires_replace(&prior, &planned, schema::REPLACE_ON_CHANGE);
-    if let (Some(new), Some(old)) = (planned.get_attr("disk_gib").as_i64(), prior.get_attr("disk_gib").as_i64())
-        && new < old
+    if let (Some(new), Some(old)) = (
+        planned.get_attr("disk_gib").as_i64(),
+        prior.get_attr("disk_gib").as_i64(),
+    ) && new < old
     {
-        response.requires_replace.push(AttributePath::root().attr("disk_gib"));
+        response
+            .requires_replace
+            .push(AttributePath::root().attr("disk_gib"));
         response.diagnostics.push(
             Diagnostic::warning(
                 "disk_gib shrinks: the VM will be replaced",
@@ -236,7 +273,9 @@ fn plan_change(schema: &Schema, configured: Option<&Configured>, request: PlanRe
             .with_attribute(AttributePath::root().attr("disk_gib")),
         );
     }
-    let in_place = ["cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started"];
+    let in_place = [
+        "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started",
+    ];
     let changed = plan::changed_attributes(&prior, &planned);
     if changed.iter().any(|name| in_place.contains(&name.as_str())) {
         for name in ["ipv4_address", "ipv4_addresses", "ipv6_addresses"] {
@@ -248,13 +287,25 @@ fn plan_change(schema: &Schema, configured: Option<&Configured>, request: PlanRe
 }
 
 async fn create(ctx: &Context, configured: &Configured, request: &ApplyRequest) -> ApplyResponse {
-    let desired = Desired::from_plan(&request.planned_state, &request.config, &configured.seed_storage);
-    let outcome = bounded(ctx, desired.timeouts.create, "create", lifecycle::create(configured, &desired)).await;
+    let desired = Desired::from_plan(
+        &request.planned_state,
+        &request.config,
+        &configured.seed_storage,
+    );
+    let outcome = bounded(
+        ctx,
+        desired.timeouts.create,
+        "create",
+        lifecycle::create(configured, &desired),
+    )
+    .await;
     let mut response = ApplyResponse::default();
     match outcome {
         Ok(observed) => response.new_state = observed.to_state(&request.planned_state),
         Err(failure) => {
-            response.diagnostics.push(step_diagnostic("create", &desired.name, &failure.error));
+            response
+                .diagnostics
+                .push(step_diagnostic("create", &desired.name, &failure.error));
             // A VM that exists stays in state (Terraform taints it), so the next apply replaces
             // it and a destroy removes it: nothing leaks.
             let made = match failure.made {
@@ -263,7 +314,8 @@ async fn create(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
                 None => lifecycle::locate_own(configured, &desired).await,
             };
             if let Some((vmid, node)) = made {
-                response.new_state = partial_state(configured, &request.planned_state, vmid, &node).await;
+                response.new_state =
+                    partial_state(configured, &request.planned_state, vmid, &node).await;
             }
         }
     }
@@ -294,9 +346,14 @@ async fn update(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
     let prior = &request.prior_state;
     let planned = &request.planned_state;
     let desired = Desired::from_plan(planned, &request.config, &configured.seed_storage);
-    let mut response = ApplyResponse { new_state: prior.clone(), ..Default::default() };
+    let mut response = ApplyResponse {
+        new_state: prior.clone(),
+        ..Default::default()
+    };
     let Some(vmid) = vmid_of(prior) else {
-        response.diagnostics.error("Unable to update proxy VM", "the state has no VMID");
+        response
+            .diagnostics
+            .error("Unable to update proxy VM", "the state has no VMID");
         return response;
     };
     let node = prior
@@ -305,53 +362,103 @@ async fn update(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
         .or_else(|| prior.get_attr("node").as_str())
         .unwrap_or_default()
         .to_owned();
-    let vm_touching = ["cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started"];
+    let vm_touching = [
+        "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started",
+    ];
     let changed = plan::changed_attributes(prior, planned);
-    if changed.iter().any(|name| vm_touching.contains(&name.as_str())) {
+    let mut interfaces = None;
+    if changed
+        .iter()
+        .any(|name| vm_touching.contains(&name.as_str()))
+    {
         let disk_changed = changed.iter().any(|n| n == "disk_gib");
+        let deadline = tokio::time::Instant::now() + desired.timeouts.update;
         let work = async {
-            lifecycle::update(configured, &node, vmid, &desired, disk_changed)
+            lifecycle::update(configured, &node, vmid, &desired, disk_changed, deadline)
                 .await
                 .map_err(|error| Failure { made: None, error })
         };
         match bounded(ctx, desired.timeouts.update, "update", work).await {
-            Ok(Some(warning)) => response.diagnostics.warning("Changes pending until reboot", warning),
-            Ok(None) => {}
+            Ok(updated) => {
+                if let Some(warning) = updated.pending_warning {
+                    response
+                        .diagnostics
+                        .warning("Changes pending until reboot", warning);
+                }
+                interfaces = updated.interfaces;
+            }
             Err(failure) => {
-                response.diagnostics.push(step_diagnostic("update", &desired.name, &failure.error));
+                response
+                    .diagnostics
+                    .push(step_diagnostic("update", &desired.name, &failure.error));
                 return response;
             }
         }
     }
-    match lifecycle::observe(&configured.client, &node, vmid, desired.pool.clone()).await {
+    match lifecycle::observe_with(
+        &configured.client,
+        &node,
+        vmid,
+        desired.pool.clone(),
+        interfaces,
+    )
+    .await
+    {
         Ok(Some(observed)) => response.new_state = observed.to_state(planned),
-        Ok(None) => response.diagnostics.push(diagnostics::vm_error("update", &desired.name, format!("VM {vmid} disappeared during the update"))),
-        Err(error) => response.diagnostics.push(step_diagnostic("update", &desired.name, &error)),
+        Ok(None) => response.diagnostics.push(diagnostics::vm_error(
+            "update",
+            &desired.name,
+            format!("VM {vmid} disappeared during the update"),
+        )),
+        Err(error) => response
+            .diagnostics
+            .push(step_diagnostic("update", &desired.name, &error)),
     }
     response
 }
 
 async fn delete(ctx: &Context, configured: &Configured, request: &ApplyRequest) -> ApplyResponse {
     let prior = &request.prior_state;
-    let name = prior.get_attr("name").as_str().unwrap_or_default().to_owned();
+    let name = prior
+        .get_attr("name")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let mut response = ApplyResponse::default();
     let Some(vmid) = vmid_of(prior) else {
         return response;
     };
-    let seed_volume = prior.get_attr("seed_volume").as_str().filter(|v| !v.is_empty()).map(str::to_owned);
-    let seed_node = prior.get_attr("node").as_str().unwrap_or_default().to_owned();
+    let seed_volume = prior
+        .get_attr("seed_volume")
+        .as_str()
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    let seed_node = prior
+        .get_attr("node")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let limit = model::Timeouts::from_value(prior.get_attr("timeouts")).delete;
     let work = async {
-        lifecycle::delete(configured, vmid, &name, seed_volume.as_deref().map(|v| (seed_node.as_str(), v)))
-            .await
-            .map_err(|error| Failure { made: None, error })
+        lifecycle::delete(
+            configured,
+            vmid,
+            &name,
+            seed_volume.as_deref().map(|v| (seed_node.as_str(), v)),
+        )
+        .await
+        .map_err(|error| Failure { made: None, error })
     };
     match bounded(ctx, limit, "delete", work).await {
-        Ok(Some(note)) => response.diagnostics.warning("Proxy VM already replaced", note),
+        Ok(Some(note)) => response
+            .diagnostics
+            .warning("Proxy VM already replaced", note),
         Ok(None) => {}
         Err(failure) => {
             response.new_state = prior.clone();
-            response.diagnostics.push(step_diagnostic("delete", &name, &failure.error));
+            response
+                .diagnostics
+                .push(step_diagnostic("delete", &name, &failure.error));
         }
     }
     response

@@ -67,7 +67,10 @@ fn str_attr(value: &Value, name: &str) -> Option<String> {
 }
 
 fn num_attr<T: TryFrom<i64>>(value: &Value, name: &str) -> Option<T> {
-    value.get_attr(name).as_i64().and_then(|n| T::try_from(n).ok())
+    value
+        .get_attr(name)
+        .as_i64()
+        .and_then(|n| T::try_from(n).ok())
 }
 
 impl Desired {
@@ -95,8 +98,14 @@ impl Desired {
             clone_storage: str_attr(planned, "clone_storage"),
             pool: str_attr(planned, "pool"),
             started: planned.get_attr("started").as_bool().unwrap_or(true),
-            wait_for_address: planned.get_attr("wait_for_address").as_bool().unwrap_or(true),
-            reboot_if_needed: planned.get_attr("reboot_if_needed").as_bool().unwrap_or(false),
+            wait_for_address: planned
+                .get_attr("wait_for_address")
+                .as_bool()
+                .unwrap_or(true),
+            reboot_if_needed: planned
+                .get_attr("reboot_if_needed")
+                .as_bool()
+                .unwrap_or(false),
             timeouts: Timeouts::from_value(planned.get_attr("timeouts")),
         }
     }
@@ -145,7 +154,11 @@ pub fn validate_config(config: &Value) -> Diagnostics {
     if let Some(template) = config.get_attr("template").as_str()
         && template.trim().is_empty()
     {
-        diags.attribute_error(at("template"), invalid, "the template name or VMID is empty");
+        diags.attribute_error(
+            at("template"),
+            invalid,
+            "the template name or VMID is empty",
+        );
     }
     let range = |name: &str, low: i64, high: i64, diags: &mut Diagnostics| {
         if let Some(number) = config.get_attr(name).as_number() {
@@ -173,8 +186,13 @@ pub fn validate_config(config: &Value) -> Diagnostics {
     }
     if let Some(bridge) = config.get_attr("bridge").as_str()
         && !(bridge.len() <= 15
-            && bridge.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-            && bridge.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+            && bridge
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic())
+            && bridge
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
     {
         diags.attribute_error(
             at("bridge"),
@@ -196,23 +214,36 @@ pub fn validate_config(config: &Value) -> Diagnostics {
         match nocloud::user_data::validate(text) {
             Ok(check) => {
                 if let Some(warning) = check.warning() {
-                    diags.push(tfplugin::Diagnostic::warning("user_data switches vendor-data off", warning).with_attribute(at("user_data")));
+                    diags.push(
+                        tfplugin::Diagnostic::warning(
+                            "user_data switches vendor-data off",
+                            warning,
+                        )
+                        .with_attribute(at("user_data")),
+                    );
                 }
             }
-            Err(why) => diags.attribute_error(at("user_data"), "Invalid user_data", why.to_string()),
+            Err(why) => {
+                diags.attribute_error(at("user_data"), "Invalid user_data", why.to_string())
+            }
         }
     }
     if let Some(text) = config.get_attr("network_config").as_str()
         && let Err(why) = nocloud::network_config::validate(text)
     {
-        diags.attribute_error(at("network_config"), "Invalid network_config", why.to_string());
+        diags.attribute_error(
+            at("network_config"),
+            "Invalid network_config",
+            why.to_string(),
+        );
     }
     let timeouts = config.get_attr("timeouts");
     for name in ["create", "update", "delete"] {
         if let Some(text) = timeouts.get_attr(name).as_str()
             && let Err(why) = validate::duration(text)
         {
-            diags.attribute_error(at("timeouts").attr(name), invalid, why);
+            // Terraform points into an object's keys no further than the attribute itself.
+            diags.attribute_error(at("timeouts"), invalid, format!("timeouts.{name}: {why}"));
         }
     }
     diags
@@ -248,7 +279,11 @@ impl Observed {
         // What only the configuration knows; a value still unknown in a plan counts as absent.
         let keep = |name: &str| {
             let value = prior.get_attr(name);
-            if value.is_wholly_known() { value.clone() } else { Value::Null }
+            if value.is_wholly_known() {
+                value.clone()
+            } else {
+                Value::Null
+            }
         };
         let or_prior = |value: Option<Value>, name: &str| value.unwrap_or_else(|| keep(name));
         let text = |t: &str| Value::string(t);
@@ -274,14 +309,24 @@ impl Observed {
         attrs.insert("memory".into(), Value::number(self.memory_mib as i64));
         attrs.insert(
             "disk_gib".into(),
-            self.disk_gib.map(|g| Value::number(g as i64)).unwrap_or(Value::Null),
+            self.disk_gib
+                .map(|g| Value::number(g as i64))
+                .unwrap_or(Value::Null),
         );
-        attrs.insert("bridge".into(), self.bridge.as_deref().map(text).unwrap_or(Value::Null));
+        attrs.insert(
+            "bridge".into(),
+            self.bridge.as_deref().map(text).unwrap_or(Value::Null),
+        );
         attrs.insert(
             "vlan_tag".into(),
-            self.vlan_tag.map(|t| Value::number(i64::from(t))).unwrap_or(Value::Null),
+            self.vlan_tag
+                .map(|t| Value::number(i64::from(t)))
+                .unwrap_or(Value::Null),
         );
-        attrs.insert("tags".into(), Value::Set(self.tags.iter().map(|t| text(t)).collect()));
+        attrs.insert(
+            "tags".into(),
+            Value::Set(self.tags.iter().map(|t| text(t)).collect()),
+        );
         attrs.insert("user_data".into(), Value::Null);
         attrs.insert("network_config".into(), Value::Null);
         attrs.insert(
@@ -295,25 +340,54 @@ impl Observed {
             .as_deref()
             .and_then(|v| v.split_once(':'))
             .map(|(storage, _)| text(storage));
-        attrs.insert("seed_storage".into(), keep("seed_storage").non_null_or(seed_storage.unwrap_or(Value::Null)));
+        attrs.insert(
+            "seed_storage".into(),
+            keep("seed_storage").non_null_or(seed_storage.unwrap_or(Value::Null)),
+        );
         attrs.insert(
             "clone_storage".into(),
-            keep("clone_storage").non_null_or(self.disk_storage.as_deref().map(text).unwrap_or(Value::Null)),
+            keep("clone_storage").non_null_or(
+                self.disk_storage
+                    .as_deref()
+                    .map(text)
+                    .unwrap_or(Value::Null),
+            ),
         );
         attrs.insert(
             "pool".into(),
-            self.pool.as_deref().map(text).unwrap_or_else(|| keep("pool")),
+            self.pool
+                .as_deref()
+                .map(text)
+                .unwrap_or_else(|| keep("pool")),
         );
         attrs.insert("started".into(), Value::Bool(self.running));
-        attrs.insert("wait_for_address".into(), keep("wait_for_address").non_null_or(Value::Bool(true)));
-        attrs.insert("reboot_if_needed".into(), keep("reboot_if_needed").non_null_or(Value::Bool(false)));
+        attrs.insert(
+            "wait_for_address".into(),
+            keep("wait_for_address").non_null_or(Value::Bool(true)),
+        );
+        attrs.insert(
+            "reboot_if_needed".into(),
+            keep("reboot_if_needed").non_null_or(Value::Bool(false)),
+        );
         attrs.insert("timeouts".into(), keep("timeouts"));
         attrs.insert("current_node".into(), text(&self.node));
         attrs.insert("status".into(), text(&self.status));
-        attrs.insert("mac_address".into(), text(self.mac.as_deref().unwrap_or_default()));
-        attrs.insert("ipv4_address".into(), text(self.ipv4.first().map(String::as_str).unwrap_or_default()));
-        attrs.insert("ipv4_addresses".into(), Value::List(self.ipv4.iter().map(|a| text(a)).collect()));
-        attrs.insert("ipv6_addresses".into(), Value::List(self.ipv6.iter().map(|a| text(a)).collect()));
+        attrs.insert(
+            "mac_address".into(),
+            text(self.mac.as_deref().unwrap_or_default()),
+        );
+        attrs.insert(
+            "ipv4_address".into(),
+            text(self.ipv4.first().map(String::as_str).unwrap_or_default()),
+        );
+        attrs.insert(
+            "ipv4_addresses".into(),
+            Value::List(self.ipv4.iter().map(|a| text(a)).collect()),
+        );
+        attrs.insert(
+            "ipv6_addresses".into(),
+            Value::List(self.ipv6.iter().map(|a| text(a)).collect()),
+        );
         attrs.insert(
             "seed_volume".into(),
             text(self.seed_volume.as_deref().unwrap_or_default()),
@@ -342,7 +416,10 @@ mod tests {
         assert_eq!(a, seed_hash(Some("#cloud-config\n"), None));
         assert_ne!(a, seed_hash(Some("#cloud-config\n#x\n"), None));
         assert_ne!(a, seed_hash(Some("#cloud-config\n"), Some("version: 2\n")));
-        assert_ne!(seed_hash(Some("ab"), Some("")), seed_hash(Some("a"), Some("b")));
+        assert_ne!(
+            seed_hash(Some("ab"), Some("")),
+            seed_hash(Some("a"), Some("b"))
+        );
         assert_eq!(a.len(), 64);
     }
 
@@ -353,7 +430,10 @@ mod tests {
             ("vlan_tag", Value::number(5000)),
             ("cores", Value::Unknown),
             ("user_data", Value::string("hello")),
-            ("timeouts", Value::object([("create", Value::string("soon"))])),
+            (
+                "timeouts",
+                Value::object([("create", Value::string("soon"))]),
+            ),
         ]);
         let diags = validate_config(&config);
         let paths: Vec<String> = diags
@@ -364,6 +444,6 @@ mod tests {
         assert!(paths.iter().any(|p| p.contains("\"name\"")));
         assert!(paths.iter().any(|p| p.contains("\"vlan_tag\"")));
         assert!(paths.iter().any(|p| p.contains("\"user_data\"")));
-        assert!(paths.iter().any(|p| p.contains("\"create\"")));
+        assert!(paths.iter().any(|p| p.contains("\"timeouts\"")));
     }
 }
