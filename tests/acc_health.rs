@@ -153,11 +153,27 @@ async fn a_template_on_local_storage_only_counts_on_its_node() {
     template
         .config
         .insert("scsi0".into(), "local-lvm:base-9000-disk-0,size=4G".into());
-    let (_sim, target) = start_sim(config).await;
-    let health = health(target, "  templates = [\"debian-13-proxy\"]").await;
-    let reasons = node_reasons(&health);
+    let local_copy = template.clone();
+    let (_sim, target) = start_sim(config.clone()).await;
+    let one_copy = health(target, "  templates = [\"debian-13-proxy\"]").await;
+    let reasons = node_reasons(&one_copy);
     assert_eq!(reasons["pve1"], Vec::<String>::new());
     assert_eq!(reasons["pve2"], ["TemplateNotShared"]);
+    assert_eq!(reasons["pve3"], ["TemplateNotShared"]);
+
+    // A second copy of the same name on pve2: each of pve1 and pve2 clones its own copy.
+    let mut pve2_copy = local_copy;
+    pve2_copy.vmid = 9001;
+    pve2_copy.node = "pve2".into();
+    pve2_copy
+        .config
+        .insert("scsi0".into(), "local-lvm:base-9001-disk-0,size=4G".into());
+    config.vms.push(pve2_copy);
+    let (_sim, target) = start_sim(config).await;
+    let two_copies = health(target, "  templates = [\"debian-13-proxy\"]").await;
+    let reasons = node_reasons(&two_copies);
+    assert_eq!(reasons["pve1"], Vec::<String>::new());
+    assert_eq!(reasons["pve2"], Vec::<String>::new());
     assert_eq!(reasons["pve3"], ["TemplateNotShared"]);
 }
 
