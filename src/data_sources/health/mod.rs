@@ -97,7 +97,7 @@ pub fn schema() -> Schema {
             .description(format!(
                 "Checks that the cluster can run proxy VMs, node by node and concurrently: the API answers with a trusted certificate and accepted token, PVE is version 9 or newer, each node is online, the ISO storage is present, active, accepts `iso` and has free space, each template exists and is a template, the bridges exist, and the token holds the privileges the provider needs.\n\n\
 Problems are reported as data (`healthy`, per-node `reasons`), never as errors, so a `precondition` can block an apply and a `check` block can warn.\n\n\
-A template counts for a node when it lives on that node, or on another online node with every disk on a shared storage that is active on this node (PVE then clones across nodes).\n\n\
+A template counts for a node when a template of that name (or VMID) lives on that node, or when the first one the cluster lists lives on another online node with every disk on a shared storage that is active on this node (PVE then clones across nodes). This is the copy `proxmox_proxy_vm` clones from.\n\n\
 Each call is made once, without retries. Cluster-wide problems (certificate, credentials, unreachable endpoint) are reported on every node; if the node list itself is unavailable and `node_names` is not set, `nodes` is empty and the top-level `reasons` carry the code.\n\n\
 Privileges checked (PVE 9 names, through `GET /access/permissions`; privileges granted only through a pool are not seen):\n\n{}\n\n\
 Reason codes:\n\n{reasons_doc}",
