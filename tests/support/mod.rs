@@ -134,6 +134,28 @@ impl Workspace {
         }
     }
 
+    /// Starts terraform in its own process group, so a test can kill it together with the
+    /// provider it launched.
+    pub fn spawn_terraform(&self, args: &[&str]) -> Running {
+        let mut cmd = std::process::Command::new(terraform_path());
+        cmd.args(args)
+            .current_dir(self.work_dir())
+            .env("TF_CLI_CONFIG_FILE", self.dir.path().join("cli.tfrc"))
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("TF_IN_AUTOMATION", "1")
+            .env("PROXMOX_VE_ENDPOINT", &self.target.endpoint)
+            .env("PROXMOX_VE_API_TOKEN", &self.target.token)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(pem) = &self.target.ca_pem {
+            cmd.env("PROXMOX_VE_CA_CERT", pem);
+        }
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        Running {
+            child: cmd.spawn().expect("terraform could not be started"),
+        }
+    }
+
     pub async fn init(&self) {
         self.terraform(&["init", "-input=false", "-no-color"])
             .await
@@ -190,6 +212,24 @@ fn platform() -> String {
         other => other,
     };
     format!("{os}_{arch}")
+}
+
+/// A terraform process running in its own process group.
+pub struct Running {
+    child: std::process::Child,
+}
+
+impl Running {
+    /// SIGKILL to terraform and everything it started (the provider included).
+    pub fn kill_group(mut self) {
+        let group = format!("-{}", self.child.id());
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -KILL {group} failed");
+        let _ = self.child.wait();
+    }
 }
 
 pub struct TfOutput {

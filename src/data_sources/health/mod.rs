@@ -33,9 +33,9 @@ impl HealthDataSource {
 }
 
 fn privileges_doc() -> String {
-    let line = |path: &str, privileges: &[&str]| {
+    let line = |path: &str, privileges: &[&str], when: &str| {
         format!(
-            "  - `{path}`: {}",
+            "- `{path}`: {}{when}",
             privileges
                 .iter()
                 .map(|p| format!("`{p}`"))
@@ -44,17 +44,19 @@ fn privileges_doc() -> String {
         )
     };
     [
-        line("/vms", check::VM_PRIVILEGES),
-        line("/vms/<template VMID>", check::TEMPLATE_PRIVILEGES),
-        line("/storage/<iso_storage>", check::ISO_STORAGE_PRIVILEGES),
+        line("/vms", check::VM_PRIVILEGES, ""),
+        line("/vms/<template VMID>", check::TEMPLATE_PRIVILEGES, ""),
+        line("/storage/<iso_storage>", check::ISO_STORAGE_PRIVILEGES, ""),
         line(
-            "/storage/<each storage of the templates' disks, or clone_storage>",
+            "/storage/<storage>",
             check::DISK_STORAGE_PRIVILEGES,
+            " for the provider's `clone_storage`, else each storage of the templates' disks",
         ),
-        line("/nodes/<node>", check::NODE_PRIVILEGES),
+        line("/nodes/<node>", check::NODE_PRIVILEGES, ""),
         line(
-            "/sdn/zones/localnetwork/<bridge> (each of `bridges`)",
+            "/sdn/zones/localnetwork/<bridge>",
             check::BRIDGE_PRIVILEGES,
+            " for each of `bridges`",
         ),
     ]
     .join("\n")

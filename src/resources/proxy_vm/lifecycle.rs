@@ -125,19 +125,34 @@ impl Drop for Reservation<'_> {
 }
 
 /// Waits until a VM is no longer locked by a clone: a half-made VM has no name or
-/// description until the clone writes its config, so ownership is decided afterwards.
+/// description until the clone writes its config, so ownership is decided afterwards. A
+/// clone with `target` ends by moving the config to the target node, so a VM that vanishes
+/// from one node is looked for on the others. Returns where it is and its config, or `None`
+/// when it is gone (a failed clone cleans up after itself).
 async fn config_after_clone(
     client: &Client,
     node: &str,
     vmid: u32,
     deadline: Instant,
-) -> Step<Option<VmConfig>> {
+) -> Step<Option<(String, VmConfig)>> {
+    let mut node = node.to_owned();
     let mut delay = Duration::from_millis(100);
     loop {
-        match client.node(node).qemu(vmid).config().await {
+        match client.node(&node).qemu(vmid).config().await {
             Ok(config) if config.lock().as_deref() == Some("clone") => {}
-            Ok(config) => return Ok(Some(config)),
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Ok(config) => return Ok(Some((node, config))),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                match retry_idempotent(&RetryPolicy::default(), || client.cluster().locate_vm(vmid))
+                    .await?
+                {
+                    Some(entry) if entry.node != node => {
+                        node = entry.node;
+                        continue;
+                    }
+                    Some(_) => {}
+                    None => return Ok(None),
+                }
+            }
             Err(e) if e.kind() == ErrorKind::Transient => {}
             Err(e) => return Err(e.into()),
         }
@@ -178,15 +193,15 @@ async fn choose_slot<'a>(
         let Some(existing) = listing.iter().find(|vm| vm.vmid == vmid) else {
             return Ok((Slot::Fresh(vmid), reservation));
         };
-        let config = config_after_clone(client, &existing.node, vmid, deadline).await?;
-        let Some(config) = config else {
+        let found = config_after_clone(client, &existing.node, vmid, deadline).await?;
+        let Some((node, config)) = found else {
             // It was a clone that failed and cleaned up: the VMID is free again.
             return Ok((Slot::Fresh(vmid), reservation));
         };
         match ownership::classify(config.description().as_deref(), &desired.name) {
             Ownership::OursForThisName => {
-                tracing::info!(vmid, node = %existing.node, name = %desired.name, "adopting a VM this resource made earlier");
-                return Ok((Slot::Adopt(vmid, existing.node.clone()), reservation));
+                tracing::info!(vmid, %node, name = %desired.name, "adopting a VM this resource made earlier");
+                return Ok((Slot::Adopt(vmid, node), reservation));
             }
             other => {
                 if desired.vmid.is_some() {
@@ -224,6 +239,7 @@ pub async fn locate_own(configured: &Configured, desired: &Desired) -> Option<(u
         let entry = listing.iter().find(|vm| vm.vmid == vmid)?;
         let config = client.node(&entry.node).qemu(vmid).config().await.ok()?;
         let is_clone_in_progress = config.lock().as_deref() == Some("clone");
+        // A clone in progress has no description yet, so it may be ours.
         if is_clone_in_progress
             || ownership::classify(config.description().as_deref(), &desired.name)
                 == Ownership::OursForThisName
