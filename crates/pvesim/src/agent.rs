@@ -95,16 +95,16 @@ pub fn evaluate_seed(world: &World, vm: &Vm) -> Option<String> {
 /// its `text/cloud-config` or `text/x-shellscript` parts does.
 pub fn installs_and_starts_agent(text: &str) -> bool {
     if let Some(parts) = mime_parts(text) {
-        return parts.into_iter().any(|(content_type, body)| {
-            match content_type.as_str() {
+        return parts
+            .into_iter()
+            .any(|(content_type, body)| match content_type.as_str() {
                 "text/cloud-config" if body.starts_with("#cloud-config") => {
                     installs_and_starts_agent(&body)
                 }
                 "text/cloud-config" => installs_and_starts_agent(&format!("#cloud-config\n{body}")),
                 "text/x-shellscript" | "multipart/mixed" => installs_and_starts_agent(&body),
                 _ => false,
-            }
-        });
+            });
     }
     single_part_installs_and_starts_agent(text)
 }
@@ -132,7 +132,13 @@ fn mime_parts(text: &str) -> Option<Vec<(String, String)>> {
             continue;
         };
         let part_type = header(&part_headers, "content-type")
-            .map(|t| t.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+            .map(|t| {
+                t.split(';')
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_ascii_lowercase()
+            })
             .unwrap_or_else(|| "text/plain".into());
         let part_body = if part_type.starts_with("multipart/") {
             chunk.to_string()
@@ -156,7 +162,10 @@ fn split_headers(text: &str) -> Option<(Vec<(String, String)>, &str)> {
 }
 
 fn header(headers: &[(String, String)], name: &str) -> Option<String> {
-    headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
 }
 
 /// A user-data cloud-config with `vendor_data: {enabled: false}` (or a false `enabled`
@@ -167,7 +176,10 @@ fn user_data_disables_vendor_data(user_data: &str) -> bool {
     }
     let falsy = |v: &str| {
         matches!(
-            v.trim().trim_matches(['"', '\'', '}', ' ']).to_ascii_lowercase().as_str(),
+            v.trim()
+                .trim_matches(['"', '\'', '}', ' '])
+                .to_ascii_lowercase()
+                .as_str(),
             "false" | "no" | "off" | "0"
         )
     };
@@ -176,11 +188,8 @@ fn user_data_disables_vendor_data(user_data: &str) -> bool {
         .filter(|(key, _)| key == "vendor_data")
         .any(|(_, body)| {
             body.iter().any(|line| {
-                line.split(['{', ',']).any(|item| {
-                    item.trim()
-                        .strip_prefix("enabled:")
-                        .is_some_and(falsy)
-                })
+                line.split(['{', ','])
+                    .any(|item| item.trim().strip_prefix("enabled:").is_some_and(falsy))
             })
         })
 }
@@ -422,9 +431,15 @@ mod tests {
         assert!(installs_and_starts_agent(multipart_script));
         let multipart_unrelated = "Content-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho hi\n--B--\n";
         assert!(!installs_and_starts_agent(multipart_unrelated));
-        assert!(user_data_disables_vendor_data("#cloud-config\nvendor_data:\n  enabled: false\n"));
-        assert!(user_data_disables_vendor_data("#cloud-config\nvendor_data: {enabled: false}\n"));
-        assert!(!user_data_disables_vendor_data("#cloud-config\nvendor_data:\n  enabled: true\n"));
+        assert!(user_data_disables_vendor_data(
+            "#cloud-config\nvendor_data:\n  enabled: false\n"
+        ));
+        assert!(user_data_disables_vendor_data(
+            "#cloud-config\nvendor_data: {enabled: false}\n"
+        ));
+        assert!(!user_data_disables_vendor_data(
+            "#cloud-config\nvendor_data:\n  enabled: true\n"
+        ));
         assert!(!installs_and_starts_agent(not_started));
         let not_installed = "#cloud-config\nruncmd:\n  - systemctl start qemu-guest-agent\n";
         assert!(!installs_and_starts_agent(not_installed));
