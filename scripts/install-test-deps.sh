@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the tools the test suite drives that are not Rust crates: xorriso and isoinfo
-# (they judge our seed ISO), cloud-init (its schema check judges our seed's cloud-config).
+# Installs the tools the test suite drives that are not Rust crates: xorriso, isoinfo and
+# bsdtar (they judge our seed ISO), cloud-init (its own code judges our seed's cloud-config),
+# gpg (the release test signs and verifies with a throwaway key).
 # Terraform itself must already be on the PATH (>= 1.11), or named by TF_ACC_TERRAFORM_PATH.
 set -euo pipefail
 
@@ -8,6 +9,8 @@ missing=()
 command -v xorriso >/dev/null 2>&1 || missing+=(xorriso)
 command -v isoinfo >/dev/null 2>&1 || missing+=(genisoimage)
 command -v cloud-init >/dev/null 2>&1 || missing+=(cloud-init)
+command -v bsdtar >/dev/null 2>&1 || missing+=(libarchive-tools)
+command -v gpg >/dev/null 2>&1 || missing+=(gpg)
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"

@@ -31,7 +31,7 @@ impl VmidRange {
         Ok(Self { first, last })
     }
 
-    pub fn len(&self) -> u32 {
+    fn size(&self) -> u32 {
         self.last - self.first + 1
     }
 
@@ -45,7 +45,7 @@ impl VmidRange {
 
     /// The VMID a name starts probing at.
     pub fn home_of(&self, name: &str) -> u32 {
-        self.first + (fnv1a64(name.as_bytes()) % u64::from(self.len())) as u32
+        self.first + (fnv1a64(name.as_bytes()) % u64::from(self.size())) as u32
     }
 
     /// Every VMID of the range exactly once, starting at the name's home and wrapping around.

@@ -245,7 +245,7 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|vm| vm["vmid"].to_string() == vmids[1])
+        .find(|vm| vm["vmid"].as_u64().map(|v| v.to_string()).as_deref() == Some(vmids[1].as_str()))
         .unwrap();
     assert_eq!(vm1["status"], "running");
 
@@ -414,4 +414,42 @@ async fn sim_writes(sim: &SimClient) -> Vec<String> {
         .filter(|entry| entry["method"] != "GET")
         .map(|entry| format!("{} {}", entry["method"], entry["path"]))
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reboot_if_needed_applies_pending_changes() {
+    if !acceptance_enabled("reboot_if_needed_applies_pending_changes") {
+        return;
+    }
+    let (_sim, target) = start_sim(sim_config()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let tf = |cores: u32| {
+        format!(
+            "{}\nprovider \"proxmox\" {{\n  seed_storage = \"proxy-seeds\"\n}}\nresource \"proxmox_proxy_vm\" \"one\" {{\n  name = \"reboot-1\"\n  node = \"pve1\"\n  template = \"debian-13-proxy\"\n  cores = {cores}\n  reboot_if_needed = true\n}}\n",
+            Workspace::preamble()
+        )
+    };
+    ws.write_main_tf(&tf(1));
+    ws.init().await;
+    ws.apply().await.success();
+    ws.write_main_tf(&tf(3));
+    let out = ws.apply().await.success();
+    assert!(
+        !out.all_text().contains("pending until reboot"),
+        "{}",
+        out.all_text()
+    );
+    let ours = sim.our_vms().await;
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0]["status"], "running");
+    assert_eq!(ours[0]["config"]["cores"], "3");
+    assert!(
+        ours[0]["pending"].as_object().unwrap().is_empty(),
+        "still pending: {}",
+        ours[0]["pending"]
+    );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
 }

@@ -91,6 +91,7 @@ pub fn evaluate_seed(world: &World, vm: &Vm) -> Option<String> {
 ///   entry mentions `qemu-guest-agent` together with `start` or `--now`;
 /// - a script (`#!`): one line installs it (`install` and `qemu-guest-agent`) and one
 ///   starts it (`qemu-guest-agent` with `start` or `--now`).
+///
 /// A MIME multipart message (what `cloud-init devel make-mime` writes) counts when any of
 /// its `text/cloud-config` or `text/x-shellscript` parts does.
 pub fn installs_and_starts_agent(text: &str) -> bool {

@@ -28,7 +28,7 @@ pub struct Failure {
 
 #[derive(Debug)]
 pub enum StepError {
-    Pve(pve::Error),
+    Pve(Box<pve::Error>),
     Plain(String),
 }
 
@@ -43,7 +43,7 @@ impl std::fmt::Display for StepError {
 
 impl From<pve::Error> for StepError {
     fn from(e: pve::Error) -> Self {
-        StepError::Pve(e)
+        StepError::Pve(Box::new(e))
     }
 }
 

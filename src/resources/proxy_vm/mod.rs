@@ -205,8 +205,8 @@ fn plan_change(
     default(&mut planned, "started", Value::Bool(true));
     default(&mut planned, "wait_for_address", Value::Bool(true));
     default(&mut planned, "reboot_if_needed", Value::Bool(false));
-    if creating {
-        if let Some(configured) = configured {
+    if creating && let Some(configured) = configured {
+        {
             default(
                 &mut planned,
                 "seed_storage",
