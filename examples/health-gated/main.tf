@@ -29,7 +29,7 @@ provider "proxmox" {
 }
 
 data "proxmox_health" "cluster" {
-  nodes       = [var.node]
+  node_names  = [var.node]
   templates   = [var.template]
   iso_storage = var.seed_storage
 }

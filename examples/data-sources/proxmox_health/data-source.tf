@@ -1,6 +1,6 @@
 # One preflight answer before an apply: API, nodes, ISO storage, templates, privileges.
 data "proxmox_health" "cluster" {
-  nodes       = ["pve1", "pve2"]
+  node_names  = ["pve1", "pve2"]
   templates   = ["debian-13-proxy"]
   iso_storage = "local"
 }

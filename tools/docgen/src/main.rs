@@ -42,7 +42,11 @@ fn parse_args() -> Result<Option<Args>, String> {
         provider_binary: None,
         schema_json: None,
         terraform: None,
-        root: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")),
+        // This checkout; canonical so that the paths printed are readable.
+        root: {
+            let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+            root.canonicalize().unwrap_or(root)
+        },
         check: false,
     };
     let mut raw = std::env::args().skip(1);
