@@ -643,29 +643,43 @@ pub async fn observe_with(
     }))
 }
 
+/// What a read finds at a VMID.
+#[derive(Debug)]
+pub enum Found {
+    /// This resource's VM.
+    Ours(Box<Observed>),
+    /// Still being cloned: it exists, but shows nothing to compare yet.
+    Cloning,
+    /// Nothing there, or a VM that is not this resource's.
+    Gone,
+}
+
 /// Finds VM `vmid` through the shared listing (following a migration) and observes it.
-/// `None` when it is gone, or when whatever holds the VMID now is not this resource's VM.
-pub async fn read(
-    configured: &Configured,
-    vmid: u32,
-    name: Option<&str>,
-) -> Step<Option<Observed>> {
+pub async fn read(configured: &Configured, vmid: u32, name: Option<&str>) -> Step<Found> {
     let listing = configured.runtime.vm_listing(&configured.client).await?;
     let Some(entry) = listing.iter().find(|vm| vm.vmid == vmid) else {
-        return Ok(None);
+        return Ok(Found::Gone);
     };
-    let observed = observe(&configured.client, &entry.node, vmid, entry.pool.clone()).await?;
-    Ok(observed.filter(|o| match (&o.mark, name) {
+    if entry.lock.as_deref() == Some("clone") {
+        return Ok(Found::Cloning);
+    }
+    let Some(observed) = observe(&configured.client, &entry.node, vmid, entry.pool.clone()).await?
+    else {
+        return Ok(Found::Gone);
+    };
+    let ours = match (&observed.mark, name) {
         (Some(mark), Some(name)) => mark.owner == name,
         (Some(_), None) => true,
-        (None, _) => {
-            tracing::warn!(
-                vmid,
-                "the VM at this VMID has no ownership mark: treating ours as gone"
-            );
-            false
-        }
-    }))
+        (None, _) => false,
+    };
+    if !ours {
+        tracing::warn!(
+            vmid,
+            "the VM at this VMID has no ownership mark for this resource: treating ours as gone"
+        );
+        return Ok(Found::Gone);
+    }
+    Ok(Found::Ours(Box::new(observed)))
 }
 
 // ---------------------------------------------------------------- update

@@ -120,9 +120,11 @@ impl Resource for ProxyVm {
         };
         let name = prior.get_attr("name").as_str().map(str::to_owned);
         match lifecycle::read(&configured, vmid, name.as_deref()).await {
-            Ok(Some(observed)) => response.new_state = observed.to_state(&prior),
+            Ok(lifecycle::Found::Ours(observed)) => response.new_state = observed.to_state(&prior),
+            // A clone in progress (an earlier create's) still exists: keep what we know.
+            Ok(lifecycle::Found::Cloning) => response.new_state = prior,
             // Gone: Terraform drops it from state and the plan proposes a create.
-            Ok(None) => response.new_state = Value::Null,
+            Ok(lifecycle::Found::Gone) => response.new_state = Value::Null,
             Err(error) => {
                 response.new_state = prior;
                 response.diagnostics.push(step_diagnostic(
@@ -156,7 +158,7 @@ impl Resource for ProxyVm {
             return response;
         };
         match lifecycle::read(&configured, vmid, None).await {
-            Ok(Some(observed)) if observed.mark.is_some() => {
+            Ok(lifecycle::Found::Ours(observed)) => {
                 let mut seed = Value::object([("vmid", Value::number(i64::from(vmid)))]);
                 if let Some(node) = node {
                     seed.set_attr("node", Value::string(node));
