@@ -115,6 +115,20 @@ unset PROXMOX_VE_INSECURE TF_LOG TF_LOG_PROVIDER
 
 cp -R examples/quickstart "$work/quickstart"
 run_tf() { "$tf" -chdir="$work/quickstart" "$@"; }
+# Runs a CLI command showing only its progress lines; the whole output goes to LOG and is
+# printed if the command fails.
+run_progress() { # run_progress LOG PATTERN ARGS...
+  local log="$1" pattern="$2" status
+  shift 2
+  set +e
+  run_tf "$@" -no-color 2>&1 | tee "$log" | grep -E --line-buffered "$pattern" | sed 's/^/    /'
+  status=${PIPESTATUS[0]}
+  set -e
+  if [ "$status" -ne 0 ]; then
+    cat "$log" >&2
+    return 1
+  fi
+}
 
 step "$tf_name init (offline, from the mirror)"
 "$tf" version | head -n 1
@@ -125,7 +139,8 @@ run_tf init -input=false -no-color >"$work/init.log" 2>&1 || {
 grep -i "installed proxyvm/proxmox" "$work/init.log" || true
 
 step "$tf_name apply: clone, seed, configure, start, wait for addresses"
-run_tf apply -auto-approve -input=false || die "$tf_name apply failed"
+run_progress "$work/apply.log" 'Creat|complete!|Warning|Error' apply -auto-approve -input=false ||
+  die "$tf_name apply failed"
 
 step "the VMs and their addresses"
 run_tf output vms || die "no vms output"
@@ -140,7 +155,7 @@ run_tf plan -detailed-exitcode -input=false -no-color >"$work/plan.log" 2>&1
 plan_status=$?
 set -e
 case "$plan_status" in
-  0) tail -n 1 "$work/plan.log" ;;
+  0) grep -m 1 "No changes" "$work/plan.log" | sed 's/^/    /' ;;
   2)
     cat "$work/plan.log" >&2
     die "the plan after apply is not empty"
@@ -152,7 +167,8 @@ case "$plan_status" in
 esac
 
 step "$tf_name destroy"
-run_tf destroy -auto-approve -input=false || die "$tf_name destroy failed"
+run_progress "$work/destroy.log" 'Destr|complete!|Warning|Error' destroy -auto-approve -input=false ||
+  die "$tf_name destroy failed"
 
 step "nothing of ours is left (data source proxmox_proxy_vms)"
 mkdir -p "$work/leftovers"

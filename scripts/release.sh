@@ -96,6 +96,8 @@ make_zip() { # make_zip ZIP DIR: the files of DIR at the zip's root, no director
   local zip_path="$1" dir="$2"
   if command -v zip >/dev/null 2>&1; then
     (cd "$dir" && zip -X -q "$zip_path" -- *)
+  elif command -v bsdtar >/dev/null 2>&1; then
+    (cd "$dir" && bsdtar --format zip --options zip:compression=deflate -cf "$zip_path" -- *)
   elif command -v python3 >/dev/null 2>&1; then
     python3 - "$zip_path" "$dir" <<'EOF'
 import os, sys, zipfile
@@ -109,7 +111,7 @@ with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr(info, f.read())
 EOF
   else
-    die "neither zip nor python3 is installed; install zip"
+    die "no zip writer: install zip (or bsdtar, or python3)"
   fi
 }
 
