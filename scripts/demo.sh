@@ -56,8 +56,9 @@ trap 'exit 130' INT TERM
 
 step "building the provider and pve-sim (cargo build --release --locked)"
 cargo build --release --locked --workspace --bins
-provider_bin="$root/target/release/terraform-provider-proxmox"
-sim_bin="$root/target/release/pve-sim"
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+provider_bin="$target_dir/release/terraform-provider-proxmox"
+sim_bin="$target_dir/release/pve-sim"
 [ -x "$provider_bin" ] || die "the build did not produce $provider_bin"
 [ -x "$sim_bin" ] || die "the build did not produce $sim_bin"
 

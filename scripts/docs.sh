@@ -20,5 +20,5 @@ fi
 echo "==> generating docs"
 cargo run --quiet --locked -p docgen -- \
   --terraform "$tf" \
-  --provider-binary target/release/terraform-provider-proxmox \
+  --provider-binary "${CARGO_TARGET_DIR:-target}/release/terraform-provider-proxmox" \
   "$@"

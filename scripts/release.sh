@@ -147,11 +147,11 @@ for entry in "${platforms[@]}"; do
   elif [ "$target" = "$host" ]; then
     echo "==> $platform: cargo build --release ($target)"
     cargo build --release --locked --bin "$name"
-    binary="$root/target/release/$name"
+    binary="${CARGO_TARGET_DIR:-$root/target}/release/$name"
   else
     echo "==> $platform: cargo build --release --target $target"
     cargo build --release --locked --bin "$name" --target "$target"
-    binary="$root/target/$target/release/$name$exe"
+    binary="${CARGO_TARGET_DIR:-$root/target}/$target/release/$name$exe"
   fi
   [ -f "$binary" ] || die "$platform: no binary at $binary"
 
