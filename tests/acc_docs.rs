@@ -97,3 +97,119 @@ fn every_generated_page_is_in_the_registry_layout() {
         assert!(text.contains("\n## Schema\n"), "{page}: no schema section");
     }
 }
+
+/// ARCHITECTURE.md writes its invariants as absences; this keeps the ones a file scan can
+/// prove true, so the document cannot drift from the code.
+#[test]
+fn architecture_invariants_written_as_absences_hold() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    for claim in [
+        "tfplugin never names Proxmox",
+        "pve never imports tfplugin",
+        "pvesim never imports pve",
+        "nocloud does no I/O",
+    ] {
+        assert!(
+            architecture.contains(claim),
+            "ARCHITECTURE.md no longer says \"{claim}\""
+        );
+    }
+
+    let tfplugin = crate_dependencies(root, "tfplugin");
+    for forbidden in ["pve", "pvesim", "nocloud", "terraform-provider-proxmox"] {
+        assert!(
+            !tfplugin.contains(&forbidden.to_owned()),
+            "tfplugin depends on {forbidden}"
+        );
+    }
+    for (file, text) in sources(&root.join("crates/tfplugin")) {
+        assert!(
+            !text.to_lowercase().contains("proxmox"),
+            "{file} names Proxmox"
+        );
+    }
+    assert!(
+        !crate_dependencies(root, "pve").contains(&"tfplugin".to_owned()),
+        "pve depends on tfplugin"
+    );
+    assert!(
+        !crate_dependencies(root, "pvesim").contains(&"pve".to_owned()),
+        "pvesim depends on pve"
+    );
+    for (file, text) in sources(&root.join("crates/pvesim/src")) {
+        assert!(
+            !text.contains("use pve::") && !text.contains("pve::Client"),
+            "{file} uses the pve crate"
+        );
+    }
+    let nocloud = crate_dependencies(root, "nocloud");
+    for forbidden in ["tokio", "reqwest", "hyper", "pve"] {
+        assert!(
+            !nocloud.contains(&forbidden.to_owned()),
+            "nocloud depends on {forbidden}"
+        );
+    }
+    for (file, text) in sources(&root.join("crates/nocloud/src")) {
+        for io in [
+            "std::fs",
+            "std::net",
+            "std::process",
+            "std::env",
+            "SystemTime",
+            "Instant::now",
+        ] {
+            assert!(!text.contains(io), "{file} uses {io}: nocloud does no I/O");
+        }
+    }
+}
+
+/// Names of every dependency (normal, dev and build) in a member crate's Cargo.toml.
+fn crate_dependencies(root: &Path, krate: &str) -> Vec<String> {
+    let manifest =
+        std::fs::read_to_string(root.join("crates").join(krate).join("Cargo.toml")).unwrap();
+    let mut in_dependencies = false;
+    let mut names = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line.trim_matches(['[', ']']).ends_with("dependencies");
+            continue;
+        }
+        if in_dependencies && let Some((key, _)) = line.split_once('=') {
+            let name = key
+                .trim()
+                .split('.')
+                .next()
+                .unwrap_or_default()
+                .trim_matches('"');
+            if !name.is_empty() && !name.starts_with('#') {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    assert!(
+        !names.is_empty(),
+        "found no dependencies in crates/{krate}/Cargo.toml"
+    );
+    names
+}
+
+/// `(path, text)` of every `.rs` and `.toml` file below `dir`.
+fn sources(dir: &Path) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "toml") {
+                found.push((
+                    path.display().to_string(),
+                    std::fs::read_to_string(&path).unwrap(),
+                ));
+            }
+        }
+    }
+    found
+}
