@@ -9,4 +9,5 @@ export CHECKPOINT_DISABLE=1
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
+# --no-fail-fast: one run reports every failing test binary, not just the first.
+cargo test --workspace --locked --no-fail-fast

@@ -78,10 +78,9 @@ async fn bad_token_and_endpoint_point_at_their_attributes() {
     let ours: Vec<&str> = text
         .lines()
         .filter(|line| {
-            !line
-                .trim_start()
+            line.trim_start()
                 .split_once(':')
-                .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+                .is_none_or(|(n, _)| n.parse::<u32>().is_err())
         })
         .collect();
     assert!(
