@@ -62,7 +62,7 @@ sim_bin="$target_dir/release/pve-sim"
 [ -x "$provider_bin" ] || die "the build did not produce $provider_bin"
 [ -x "$sim_bin" ] || die "the build did not produce $sim_bin"
 
-version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
+version="$(sed -n '/^version = "/{s/^version = "\(.*\)"$/\1/p;q;}' Cargo.toml)"
 case "$(uname -s)" in
   Linux) os=linux ;;
   Darwin) os=darwin ;;
@@ -132,7 +132,8 @@ run_progress() { # run_progress LOG PATTERN ARGS...
 }
 
 step "$tf_name init (offline, from the mirror)"
-"$tf" version | head -n 1
+# sed, not head: head would exit early and break the pipe under pipefail.
+"$tf" version | sed -n 1p
 run_tf init -input=false -no-color >"$work/init.log" 2>&1 || {
   cat "$work/init.log" >&2
   die "$tf_name init failed"

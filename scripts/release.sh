@@ -65,7 +65,7 @@ if [ -n "$prebuilt" ]; then
   [ -x "$prebuilt" ] || die "--binary $prebuilt is not an executable file"
 fi
 
-crate_version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
+crate_version="$(sed -n '/^version = "/{s/^version = "\(.*\)"$/\1/p;q;}' Cargo.toml)"
 if [ "$crate_version" != "$version" ]; then
   echo "release: note: Cargo.toml says $crate_version, releasing as $version" >&2
 fi
@@ -179,7 +179,7 @@ if [ -n "$gpg_key" ]; then
   echo "==> signing $sums with $gpg_key"
   gpg --batch --yes --local-user "$gpg_key" --output "$out/$sums.sig" --detach-sign "$out/$sums"
   # The registries accept RSA (1) and DSA (17) signatures only.
-  algo="$(gpg --batch --list-packets "$out/$sums.sig" 2>/dev/null | sed -n 's/^:signature packet: algo \([0-9]*\),.*/\1/p' | head -n 1)"
+  algo="$(gpg --batch --list-packets "$out/$sums.sig" 2>/dev/null | sed -n '/^:signature packet: algo /{s/^:signature packet: algo \([0-9]*\),.*/\1/p}')"
   case "$algo" in
     1 | 17) ;;
     *) die "key $gpg_key signs with algorithm ${algo:-unknown}; the registries accept RSA or DSA keys only" ;;
