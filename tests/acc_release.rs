@@ -24,15 +24,16 @@ fn run(cmd: &mut Command) -> Output {
     output
 }
 
-/// A throwaway RSA signing key in its own GNUPGHOME; returns its fingerprint.
-fn throwaway_key(gnupg_home: &Path) -> String {
+/// A throwaway signing key (`algorithm` as gpg names it) in its own GNUPGHOME; returns its
+/// fingerprint.
+fn throwaway_key(gnupg_home: &Path, algorithm: &str) -> String {
     run(Command::new("gpg")
         .env("GNUPGHOME", gnupg_home)
         .args(["--batch", "--passphrase", "", "--pinentry-mode", "loopback"])
         .args([
             "--quick-gen-key",
             "Release Test <release-test@example.invalid>",
-            "rsa3072",
+            algorithm,
             "sign",
             "never",
         ]));
@@ -83,14 +84,8 @@ async fn release_artifacts_verify_and_install_through_a_mirror() {
         .prefix("release-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap();
-    let gnupg_home = scratch.path().join("gnupg");
-    std::fs::create_dir(&gnupg_home).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&gnupg_home, std::fs::Permissions::from_mode(0o700)).unwrap();
-    }
-    let fingerprint = throwaway_key(&gnupg_home);
+    let gnupg_home = private_dir(&scratch.path().join("gnupg"));
+    let fingerprint = throwaway_key(&gnupg_home, "rsa3072");
 
     // The binary cargo built for this test run is packaged for the host platform (a nested
     // `cargo build` would wait on the lock this test run holds).
@@ -232,6 +227,43 @@ async fn release_artifacts_verify_and_install_through_a_mirror() {
         schema["provider_schemas"]["registry.terraform.io/proxyvm/proxmox"]["provider"].is_object(),
         "{schema}"
     );
+}
+
+/// gpg refuses a GNUPGHOME others can read.
+fn private_dir(path: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir(path).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).unwrap();
+    path.to_owned()
+}
+
+#[test]
+fn release_script_refuses_an_ecc_signing_key() {
+    if !acceptance_enabled("release_script_refuses_an_ecc_signing_key") {
+        return;
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("release-ecc-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let gnupg_home = private_dir(&scratch.path().join("gnupg"));
+    let fingerprint = throwaway_key(&gnupg_home, "ed25519");
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/release.sh"))
+        .arg(PROVIDER_VERSION)
+        .args(["--gpg-key", &fingerprint])
+        .arg("--out")
+        .arg(scratch.path().join("dist"))
+        .arg("--binary")
+        .arg(env!("CARGO_BIN_EXE_terraform-provider-proxmox"))
+        .env("GNUPGHOME", &gnupg_home)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "release.sh signed with an ECC key:\n{stderr}"
+    );
+    assert!(stderr.contains("RSA or DSA"), "{stderr}");
 }
 
 #[test]
