@@ -106,10 +106,10 @@ impl Workspace {
         )
     }
 
-    /// Runs terraform with the given arguments; the provider gets the target through the
-    /// documented environment variables.
-    pub async fn terraform(&self, args: &[&str]) -> TfOutput {
-        let mut cmd = tokio::process::Command::new(terraform_path());
+    /// A terraform command in the work dir, offline, with the provider pointed at the
+    /// target through the documented environment variables.
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(terraform_path());
         cmd.args(args)
             .current_dir(self.work_dir())
             .env("TF_CLI_CONFIG_FILE", self.dir.path().join("cli.tfrc"))
@@ -118,8 +118,7 @@ impl Workspace {
             .env("PROXMOX_VE_ENDPOINT", &self.target.endpoint)
             .env("PROXMOX_VE_API_TOKEN", &self.target.token)
             .env_remove("TF_LOG")
-            .env_remove("TF_LOG_PROVIDER")
-            .kill_on_drop(true);
+            .env_remove("TF_LOG_PROVIDER");
         match &self.target.ca_pem {
             Some(pem) => cmd.env("PROXMOX_VE_CA_CERT", pem),
             None => cmd.env_remove("PROXMOX_VE_CA_CERT"),
@@ -127,6 +126,13 @@ impl Workspace {
         for (key, value) in &self.extra_env {
             cmd.env(key, value);
         }
+        cmd
+    }
+
+    /// Runs terraform with the given arguments to completion.
+    pub async fn terraform(&self, args: &[&str]) -> TfOutput {
+        let mut cmd = tokio::process::Command::from(self.command(args));
+        cmd.kill_on_drop(true);
         let output = cmd.output().await.expect("terraform could not be started");
         TfOutput {
             args: args.iter().map(|a| a.to_string()).collect(),
@@ -137,19 +143,9 @@ impl Workspace {
     /// Starts terraform in its own process group, so a test can kill it together with the
     /// provider it launched.
     pub fn spawn_terraform(&self, args: &[&str]) -> Running {
-        let mut cmd = std::process::Command::new(terraform_path());
-        cmd.args(args)
-            .current_dir(self.work_dir())
-            .env("TF_CLI_CONFIG_FILE", self.dir.path().join("cli.tfrc"))
-            .env("CHECKPOINT_DISABLE", "1")
-            .env("TF_IN_AUTOMATION", "1")
-            .env("PROXMOX_VE_ENDPOINT", &self.target.endpoint)
-            .env("PROXMOX_VE_API_TOKEN", &self.target.token)
-            .stdout(std::process::Stdio::null())
+        let mut cmd = self.command(args);
+        cmd.stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        if let Some(pem) = &self.target.ca_pem {
-            cmd.env("PROXMOX_VE_CA_CERT", pem);
-        }
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         Running {
             child: cmd.spawn().expect("terraform could not be started"),

@@ -176,10 +176,7 @@ async fn choose_slot<'a>(
     // A fresh listing: a cached one may predate VMs made a moment ago.
     let listing =
         retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
-    let candidates: Box<dyn Iterator<Item = u32> + Send + '_> = match desired.vmid {
-        Some(vmid) => Box::new(std::iter::once(vmid)),
-        None => Box::new(configured.vmid_range.probe_sequence(&desired.name)),
-    };
+    let candidates = candidate_vmids(configured, desired);
     for vmid in candidates {
         if !runtime.reserve_vmid(vmid) {
             if desired.vmid.is_some() {
@@ -226,14 +223,22 @@ async fn choose_slot<'a>(
     ))
 }
 
+/// The VMIDs a create tries, in order: the configured one, or the name's probe sequence.
+fn candidate_vmids<'a>(
+    configured: &'a Configured,
+    desired: &'a Desired,
+) -> Box<dyn Iterator<Item = u32> + Send + 'a> {
+    match desired.vmid {
+        Some(vmid) => Box::new(std::iter::once(vmid)),
+        None => Box::new(configured.vmid_range.probe_sequence(&desired.name)),
+    }
+}
+
 /// The VM this resource made, if one exists: where a create that was cut short left it.
 pub async fn locate_own(configured: &Configured, desired: &Desired) -> Option<(u32, String)> {
     let client = &configured.client;
     let listing = client.cluster().vm_resources().await.ok()?;
-    let candidates: Box<dyn Iterator<Item = u32> + Send + '_> = match desired.vmid {
-        Some(vmid) => Box::new(std::iter::once(vmid)),
-        None => Box::new(configured.vmid_range.probe_sequence(&desired.name)),
-    };
+    let candidates = candidate_vmids(configured, desired);
     for vmid in candidates {
         // Probing stops where a create would have stopped: at the first free VMID.
         let entry = listing.iter().find(|vm| vm.vmid == vmid)?;
