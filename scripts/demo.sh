@@ -2,10 +2,11 @@
 # The README's first command: the whole product on the embedded simulator, no PVE host needed.
 #
 # Builds the provider and pve-sim, starts pve-sim on a free loopback port, installs the built
-# provider through a local filesystem mirror (no registry is contacted), runs `init` and
-# `apply` on examples/quickstart with tofu (or terraform when tofu is absent), prints the VMs
-# and their addresses, shows that the next plan is empty, destroys, checks that no VM of ours
-# is left, and stops the simulator. Any failure stops the demo with a non-zero exit.
+# provider through a local filesystem mirror (no registry is contacted), checks the cluster
+# with the proxmox_health data source, runs `init` and `apply` on examples/quickstart with
+# tofu (or terraform when tofu is absent), prints the VMs and their addresses, shows that the
+# next plan is empty, destroys, checks with proxmox_proxy_vms that no VM of ours is left, and
+# stops the simulator. Any failure stops the demo with a non-zero exit.
 #
 # Environment: TF_CLI=/path/to/terraform-or-tofu picks the CLI; KEEP_DEMO_DIR=1 keeps the
 # working directory (state, logs) even on success.
@@ -131,6 +132,36 @@ run_progress() { # run_progress LOG PATTERN ARGS...
   fi
 }
 
+# Applies a configuration of data sources only (read from stdin) in $work/NAME.
+run_data_check() { # run_data_check NAME < main.tf body
+  local dir="$work/$1"
+  mkdir -p "$dir"
+  {
+    printf 'terraform {\n  required_providers {\n    proxmox = { source = "proxyvm/proxmox" }\n  }\n}\n'
+    printf 'provider "proxmox" {\n  seed_storage = "%s"\n}\n' "$TF_VAR_seed_storage"
+    cat
+  } >"$dir/main.tf"
+  "$tf" -chdir="$dir" init -input=false -no-color >"$dir.log" 2>&1 &&
+    "$tf" -chdir="$dir" apply -auto-approve -input=false -no-color >>"$dir.log" 2>&1 || {
+    cat "$dir.log" >&2
+    die "reading the data sources in $1 failed"
+  }
+}
+
+step "preflight: proxmox_health checks the API, nodes, ISO storage, template and privileges"
+run_data_check preflight <<'EOF'
+data "proxmox_health" "cluster" {
+  templates = ["debian-13-proxy"]
+}
+output "healthy" { value = data.proxmox_health.cluster.healthy }
+output "summary" {
+  value = "healthy = ${data.proxmox_health.cluster.healthy}: PVE ${data.proxmox_health.cluster.version}, ${length(data.proxmox_health.cluster.nodes)} nodes, reasons ${jsonencode(data.proxmox_health.cluster.reasons)}"
+}
+EOF
+echo "    $("$tf" -chdir="$work/preflight" output -raw summary)"
+[ "$("$tf" -chdir="$work/preflight" output -raw healthy)" = "true" ] ||
+  die "the simulated cluster is not healthy: $("$tf" -chdir="$work/preflight" output -json)"
+
 step "$tf_name init (offline, from the mirror)"
 # sed, not head: head would exit early and break the pipe under pipefail.
 "$tf" version | sed -n 1p
@@ -173,21 +204,10 @@ run_progress "$work/destroy.log" 'Destr|complete!|Warning|Error' destroy -auto-a
   die "$tf_name destroy failed"
 
 step "nothing of ours is left (data source proxmox_proxy_vms)"
-mkdir -p "$work/leftovers"
-cat >"$work/leftovers/main.tf" <<'EOF'
-terraform {
-  required_providers {
-    proxmox = { source = "proxyvm/proxmox" }
-  }
-}
+run_data_check leftovers <<'EOF'
 data "proxmox_proxy_vms" "left" {}
 output "left" { value = length(data.proxmox_proxy_vms.left.vms) }
 EOF
-"$tf" -chdir="$work/leftovers" init -input=false -no-color >"$work/leftovers.log" 2>&1 &&
-  "$tf" -chdir="$work/leftovers" apply -auto-approve -input=false -no-color >>"$work/leftovers.log" 2>&1 || {
-  cat "$work/leftovers.log" >&2
-  die "listing leftover VMs failed"
-}
 left="$("$tf" -chdir="$work/leftovers" output -raw left)"
 [ "$left" = "0" ] || die "$left VM(s) of ours are still in the cluster after destroy"
 echo "    0 VMs of ours left"
