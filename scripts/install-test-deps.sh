@@ -26,4 +26,6 @@ if [ -z "$terraform_bin" ]; then
   echo "error: terraform (>= 1.11) is not on the PATH; install it or set TF_ACC_TERRAFORM_PATH" >&2
   exit 1
 fi
-"$terraform_bin" version | head -n 1
+# No pipe into head: under pipefail, terraform's SIGPIPE would fail the script.
+version_text=$(TF_CLI_CONFIG_FILE=/dev/null "$terraform_bin" version)
+echo "${version_text%%$'\n'*}"
