@@ -233,15 +233,23 @@ fn plan_change(
             Value::Unknown
         },
     );
+    // The power state follows `started` when it changes; otherwise the VM keeps what it
+    // shows (a paused VM stays `paused`, and planning `running` would never come true).
     let started = planned.get_attr("started").as_bool();
-    planned.set_attr(
-        "status",
-        match started {
-            Some(true) => Value::string("running"),
-            Some(false) => Value::string("stopped"),
-            None => Value::Unknown,
-        },
-    );
+    if creating
+        || !prior
+            .get_attr("started")
+            .same_as(planned.get_attr("started"))
+    {
+        planned.set_attr(
+            "status",
+            match started {
+                Some(true) => Value::string("running"),
+                Some(false) => Value::string("stopped"),
+                None => Value::Unknown,
+            },
+        );
+    }
     if creating {
         if !planned.get_attr("started").as_bool().unwrap_or(true) {
             // A stopped VM reports no addresses.
@@ -464,4 +472,104 @@ async fn delete(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
         }
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(prior: Value, proposed: Value, config: Value) -> PlanRequest {
+        PlanRequest {
+            prior_state: prior,
+            proposed_new_state: proposed,
+            config,
+            prior_private: Vec::new(),
+        }
+    }
+
+    fn config() -> Value {
+        Value::object([
+            ("name", Value::string("edge-0")),
+            ("node", Value::string("pve1")),
+            ("template", Value::string("debian-13-proxy")),
+            ("disk_gib", Value::number(10)),
+            ("user_data", Value::string("#cloud-config\n")),
+        ])
+    }
+
+    #[test]
+    fn create_plans_defaults_and_never_holds_write_only_values() {
+        let mut proposed = config();
+        proposed.set_attr("user_data", Value::Null);
+        let plan = plan_change(
+            &schema::schema(),
+            None,
+            request(Value::Null, proposed, config()),
+        );
+        let planned = plan.planned_state;
+        assert_eq!(planned.get_attr("started"), &Value::Bool(true));
+        assert_eq!(planned.get_attr("status"), &Value::string("running"));
+        assert!(planned.get_attr("user_data").is_null());
+        assert_eq!(
+            planned.get_attr("seed_hash"),
+            &Value::string(seed_hash(Some("#cloud-config\n"), None))
+        );
+        assert!(
+            !planned.get_attr("vmid").is_known(),
+            "a derived VMID is known only after apply"
+        );
+        assert!(plan.requires_replace.is_empty());
+    }
+
+    #[test]
+    fn shrinking_the_disk_replaces_and_says_why_while_a_paused_vm_stays_paused() {
+        let mut prior = config();
+        prior.set_attr("user_data", Value::Null);
+        prior.set_attr("disk_gib", Value::number(20));
+        prior.set_attr("started", Value::Bool(true));
+        prior.set_attr("status", Value::string("paused"));
+        prior.set_attr(
+            "seed_hash",
+            Value::string(seed_hash(Some("#cloud-config\n"), None)),
+        );
+        let mut proposed = prior.clone();
+        proposed.set_attr("disk_gib", Value::number(10));
+        let plan = plan_change(&schema::schema(), None, request(prior, proposed, config()));
+        assert!(
+            plan.requires_replace
+                .iter()
+                .any(|p| *p == AttributePath::root().attr("disk_gib"))
+        );
+        assert!(
+            plan.diagnostics
+                .iter()
+                .any(|d| d.summary.contains("disk_gib shrinks"))
+        );
+        assert_eq!(
+            plan.planned_state.get_attr("status"),
+            &Value::string("paused")
+        );
+    }
+
+    #[test]
+    fn a_new_seed_content_replaces_the_vm() {
+        let mut prior = config();
+        prior.set_attr("user_data", Value::Null);
+        prior.set_attr(
+            "seed_hash",
+            Value::string(seed_hash(Some("#cloud-config\n"), None)),
+        );
+        let proposed = prior.clone();
+        let mut changed = config();
+        changed.set_attr(
+            "user_data",
+            Value::string("#cloud-config\npackages: [nginx]\n"),
+        );
+        let plan = plan_change(&schema::schema(), None, request(prior, proposed, changed));
+        assert!(
+            plan.requires_replace
+                .iter()
+                .any(|p| *p == AttributePath::root().attr("seed_hash"))
+        );
+    }
 }
