@@ -453,3 +453,53 @@ async fn reboot_if_needed_applies_pending_changes() {
     ws.destroy().await.success();
     assert!(sim.our_vms().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failures_name_the_vm_quote_pve_and_hint() {
+    if !acceptance_enabled("failures_name_the_vm_quote_pve_and_hint") {
+        return;
+    }
+    let (_sim, target) = start_sim(sim_config()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let tf = |template: &str, seed_storage: &str| {
+        format!(
+            "{}\nresource \"proxmox_proxy_vm\" \"one\" {{\n  name = \"hint-1\"\n  node = \"pve1\"\n  template = \"{template}\"\n  seed_storage = \"{seed_storage}\"\n}}\n",
+            Workspace::preamble()
+        )
+    };
+    ws.init_with(&tf("gitlab", "proxy-seeds")).await;
+
+    // A VM that is not a template: refused before anything is cloned.
+    let text = flat(&ws.apply().await.failure().all_text());
+    assert!(text.contains("Unable to create proxy VM hint-1"), "{text}");
+    assert!(
+        text.contains("is not a template") && text.contains("Convert it to a template"),
+        "{text}"
+    );
+    assert!(
+        sim.our_vms().await.is_empty(),
+        "a VM was made for a bad template"
+    );
+
+    // A seed storage that does not take ISO images: refused before anything is cloned,
+    // with what to do.
+    ws.write_main_tf(&tf("debian-13-proxy", "vmdata"));
+    let text = flat(&ws.apply().await.failure().all_text());
+    assert!(text.contains("Unable to create proxy VM hint-1"), "{text}");
+    assert!(text.contains("does not take ISO images"), "{text}");
+    assert!(
+        text.contains("choose another with `seed_storage`"),
+        "no hint:\n{text}"
+    );
+    assert!(
+        sim.our_vms().await.is_empty(),
+        "a VM was cloned before the seed storage was checked"
+    );
+    ws.destroy().await.success();
+}
+
+/// Terraform wraps diagnostic text at 78 columns; compare with white space folded.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -152,6 +152,12 @@ impl Workspace {
         }
     }
 
+    /// Writes `main.tf` and runs `terraform init`.
+    pub async fn init_with(&self, hcl: &str) {
+        self.write_main_tf(hcl);
+        self.init().await;
+    }
+
     pub async fn init(&self) {
         self.terraform(&["init", "-input=false", "-no-color"])
             .await

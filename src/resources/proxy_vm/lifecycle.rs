@@ -73,15 +73,19 @@ async fn wait(client: &Client, upid: &pve::Upid) -> Step<pve::TaskOutcome> {
 async fn resolve_template(client: &Client, template: &str, node: &str) -> Step<(String, u32)> {
     let listing =
         retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
-    let candidates: Vec<&pve::cluster::ClusterVm> = match template.parse::<u32>() {
+    let named: Vec<&pve::cluster::ClusterVm> = match template.parse::<u32>() {
         Ok(vmid) => listing.iter().filter(|vm| vm.vmid == vmid).collect(),
         Err(_) => listing
             .iter()
-            .filter(|vm| {
-                vm.guest_type == "qemu" && vm.template && vm.name.as_deref() == Some(template)
-            })
+            .filter(|vm| vm.guest_type == "qemu" && vm.name.as_deref() == Some(template))
             .collect(),
     };
+    // Templates first; a plain VM of that name is still chosen, so the error can say what it is.
+    let mut candidates: Vec<&pve::cluster::ClusterVm> =
+        named.iter().copied().filter(|vm| vm.template).collect();
+    if candidates.is_empty() {
+        candidates = named;
+    }
     let chosen = candidates
         .iter()
         .find(|vm| vm.node == node)
@@ -103,6 +107,27 @@ async fn resolve_template(client: &Client, template: &str, node: &str) -> Step<(
         ));
     }
     Ok((vm.node.clone(), vm.vmid))
+}
+
+/// The seed storage must exist on the node, be active and take ISO images: checked before
+/// anything is cloned, so a wrong `seed_storage` leaves nothing to clean up.
+async fn check_seed_storage(client: &Client, node: &str, storage: &str) -> Step<()> {
+    let info = retry_idempotent(&RetryPolicy::default(), || {
+        client.node(node).storage(storage).status()
+    })
+    .await?;
+    if !info.enabled || !info.active {
+        return plain(format!(
+            "the seed storage `{storage}` is not active on node {node}. Enable it there, or choose another with `seed_storage`."
+        ));
+    }
+    if !info.accepts("iso") {
+        return plain(format!(
+            "the seed storage `{storage}` does not take ISO images (its content types: {}). Enable ISO images on it in Datacenter → Storage, or choose another with `seed_storage`.",
+            info.content
+        ));
+    }
+    Ok(())
 }
 
 /// A VMID to create on: fresh (nothing there) or ours to adopt (on this node).
@@ -475,6 +500,9 @@ pub async fn create(configured: &Configured, desired: &Desired) -> Result<Observ
     let _name_guard = configured.runtime.lock_name(&desired.name).await;
     let before = |error: StepError| Failure { made: None, error };
 
+    check_seed_storage(client, &desired.node, &desired.seed_storage)
+        .await
+        .map_err(before)?;
     let template = resolve_template(client, &desired.template, &desired.node)
         .await
         .map_err(before)?;
