@@ -229,6 +229,45 @@ kill_point_test!(killed_after_the_resize, KillPoint::AfterResize);
 kill_point_test!(killed_after_the_start, KillPoint::AfterStart);
 
 #[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_during_create_stops_promptly_and_the_next_apply_converges() {
+    if !acceptance_enabled("ctrl_c_during_create_stops_promptly_and_the_next_apply_converges") {
+        return;
+    }
+    let (_sim, target) = start_sim(slow_sim()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.write_main_tf(&one_vm_tf());
+    ws.init().await;
+    let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reached(KillPoint::AfterSeedUpload, &sim.state().await) {
+        assert!(
+            Instant::now() < deadline,
+            "the create never uploaded its seed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // StopProvider must end the create well before its 15 minute timeout.
+    let succeeded =
+        tokio::task::spawn_blocking(move || apply.interrupt_and_wait(Duration::from_secs(30)))
+            .await
+            .unwrap();
+    assert!(!succeeded, "an interrupted apply reported success");
+    // The half-made VM is in state (tainted), so nothing is orphaned.
+    let state = ws.state().await;
+    assert!(
+        state["values"]["root_module"]["resources"][0]["values"]["vmid"].is_u64(),
+        "the interrupted VM is not tracked: {state:#}"
+    );
+    ws.apply().await.success();
+    assert_eq!(ours_named(&sim.state().await, "crash-0").len(), 1);
+    assert_eq!(sim.volumes_on("proxy-seeds").await.len(), 1);
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn failed_start_taints_then_replaces_and_destroys_cleanly() {
     if !acceptance_enabled("failed_start_taints_then_replaces_and_destroys_cleanly") {
         return;

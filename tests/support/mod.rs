@@ -222,6 +222,28 @@ pub struct Running {
 }
 
 impl Running {
+    /// SIGINT to terraform alone, as a user's Ctrl-C: terraform then asks the provider to stop
+    /// (StopProvider) and exits on its own. Returns whether it exited successfully.
+    pub fn interrupt_and_wait(mut self, limit: std::time::Duration) -> bool {
+        let pid = self.child.id().to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -INT {pid} failed");
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.success();
+            }
+            if std::time::Instant::now() > deadline {
+                self.kill_group();
+                panic!("terraform did not exit within {limit:?} of Ctrl-C");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL to terraform and everything it started (the provider included).
     pub fn kill_group(mut self) {
         let group = format!("-{}", self.child.id());
