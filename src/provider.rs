@@ -219,7 +219,7 @@ impl Settings {
                 }
             }
         }
-        if let Some(text) = self.ca_cert.known() {
+        if self.ca_cert.known().is_some() {
             match ca_pem_text(&self.ca_cert) {
                 Ok(pem) => {
                     if let Err(why) = validate::ca_pem(&pem) {
@@ -232,7 +232,6 @@ impl Settings {
                 }
                 Err(why) => diags.attribute_error(attr("ca_cert"), "Invalid CA certificate", why),
             }
-            let _ = text;
         }
         if let Some(Err(why)) = &self.insecure {
             diags.attribute_error(attr("insecure"), "Invalid insecure flag", why.clone());
