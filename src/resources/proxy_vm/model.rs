@@ -201,11 +201,10 @@ pub fn validate_config(config: &Value) -> Diagnostics {
         );
     }
     if let Some(tags) = config.get_attr("tags").as_elements() {
-        for (index, tag) in tags.iter().enumerate() {
+        for tag in tags {
             if let Some(text) = tag.as_str()
                 && let Err(why) = crate::ownership::check_tag(text)
             {
-                let _ = index;
                 diags.attribute_error(at("tags"), invalid, why);
             }
         }
@@ -285,7 +284,6 @@ impl Observed {
                 Value::Null
             }
         };
-        let or_prior = |value: Option<Value>, name: &str| value.unwrap_or_else(|| keep(name));
         let text = |t: &str| Value::string(t);
         let mark = self.mark.as_ref();
         let mut attrs: BTreeMap<String, Value> = BTreeMap::new();
@@ -293,10 +291,7 @@ impl Observed {
         attrs.insert("vmid".into(), Value::number(i64::from(self.vmid)));
         attrs.insert("name".into(), text(&self.name));
         // `node` is where the user asked for the VM; a migration does not change it.
-        attrs.insert(
-            "node".into(),
-            or_prior(None, "node").non_null_or(text(&self.node)),
-        );
+        attrs.insert("node".into(), keep("node").non_null_or(text(&self.node)));
         attrs.insert(
             "template".into(),
             keep("template").non_null_or(
