@@ -202,10 +202,20 @@ pub fn validate_config(config: &Value) -> Diagnostics {
     }
     if let Some(tags) = config.get_attr("tags").as_elements() {
         for tag in tags {
-            if let Some(text) = tag.as_str()
-                && let Err(why) = crate::ownership::check_tag(text)
-            {
+            let Some(text) = tag.as_str() else { continue };
+            if let Err(why) = crate::ownership::check_tag(text) {
                 diags.attribute_error(at("tags"), invalid, why);
+            } else if text != text.to_ascii_lowercase() {
+                // PVE stores tags lower-cased; planning `Web` and reading `web` back would be
+                // an inconsistent result after apply.
+                diags.attribute_error(
+                    at("tags"),
+                    invalid,
+                    format!(
+                        "PVE stores tags in lower case: write `{}` instead of `{text}`",
+                        text.to_ascii_lowercase()
+                    ),
+                );
             }
         }
     }
@@ -416,6 +426,17 @@ mod tests {
             seed_hash(Some("a"), Some("b"))
         );
         assert_eq!(a.len(), 64);
+    }
+
+    #[test]
+    fn tags_must_be_written_as_pve_stores_them() {
+        let config = Value::object([(
+            "tags",
+            Value::Set(vec![Value::string("web"), Value::string("Edge")]),
+        )]);
+        let diags = validate_config(&config);
+        assert_eq!(diags.iter().count(), 1, "{diags:?}");
+        assert!(diags.iter().any(|d| d.detail.contains("write `edge`")));
     }
 
     #[test]
