@@ -70,9 +70,12 @@ async fn wait(client: &Client, upid: &pve::Upid) -> Step<pve::TaskOutcome> {
 // ---------------------------------------------------------------- template and VMID
 
 /// Where the template lives: (node, vmid).
-async fn resolve_template(client: &Client, template: &str, node: &str) -> Step<(String, u32)> {
-    let listing =
-        retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
+async fn resolve_template(
+    client: &Client,
+    listing: &[pve::cluster::ClusterVm],
+    template: &str,
+    node: &str,
+) -> Step<(String, u32)> {
     let named: Vec<&pve::cluster::ClusterVm> = match template.parse::<u32>() {
         Ok(vmid) => listing.iter().filter(|vm| vm.vmid == vmid).collect(),
         Err(_) => listing
@@ -191,16 +194,20 @@ async fn config_after_clone(
     }
 }
 
+/// A fresh listing, for decisions a cached one could get wrong: it may predate VMs made a
+/// moment ago.
+async fn fresh_listing(client: &Client) -> Step<Vec<pve::cluster::ClusterVm>> {
+    Ok(retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?)
+}
+
 async fn choose_slot<'a>(
     configured: &'a Configured,
     desired: &Desired,
+    listing: &[pve::cluster::ClusterVm],
     deadline: Instant,
 ) -> Step<(Slot, Reservation<'a>)> {
     let client = &configured.client;
     let runtime = &configured.runtime;
-    // A fresh listing: a cached one may predate VMs made a moment ago.
-    let listing =
-        retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?;
     let candidates = candidate_vmids(configured, desired);
     for vmid in candidates {
         if !runtime.reserve_vmid(vmid) {
@@ -503,10 +510,12 @@ pub async fn create(configured: &Configured, desired: &Desired) -> Result<Observ
     check_seed_storage(client, &desired.node, &desired.seed_storage)
         .await
         .map_err(before)?;
-    let template = resolve_template(client, &desired.template, &desired.node)
+    // One listing serves the template lookup and the first choice of VMID.
+    let listing = fresh_listing(client).await.map_err(before)?;
+    let template = resolve_template(client, &listing, &desired.template, &desired.node)
         .await
         .map_err(before)?;
-    let (mut slot, mut _reservation) = choose_slot(configured, desired, deadline)
+    let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline)
         .await
         .map_err(before)?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
@@ -519,11 +528,14 @@ pub async fn create(configured: &Configured, desired: &Desired) -> Result<Observ
             }
             Err(StepError::Pve(e)) if e.kind() == ErrorKind::AlreadyExists && attempt < 5 => {
                 tracing::info!(vmid, "VMID taken meanwhile; choosing again");
-                let (next, reservation) = choose_slot(configured, desired, deadline)
+                // Our own claim on the VMID must not make us skip it: it may be ours now.
+                drop(reservation);
+                let listing = fresh_listing(client).await.map_err(before)?;
+                let (next, claim) = choose_slot(configured, desired, &listing, deadline)
                     .await
                     .map_err(before)?;
                 slot = next;
-                _reservation = reservation;
+                reservation = claim;
             }
             Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked && attempt < 5 => {
                 tracing::info!(vmid, "template busy; cloning again");
@@ -543,15 +555,26 @@ pub async fn create(configured: &Configured, desired: &Desired) -> Result<Observ
         unreachable!("the loop leaves only adopted slots")
     };
     configured.runtime.forget_listing().await;
+    // An adopted clone may still be running, and may end on another node: follow it.
+    let found = config_after_clone(client, &node, vmid, deadline)
+        .await
+        .map_err(|error| Failure {
+            made: Some((vmid, node.clone())),
+            error,
+        })?;
+    let Some((node, _)) = found else {
+        return Err(Failure {
+            made: None,
+            error: StepError::Plain(format!("VM {vmid} vanished right after its clone")),
+        });
+    };
+    let _claim = reservation;
     let made = || Some((vmid, node.clone()));
     let after = |error: StepError| Failure {
         made: made(),
         error,
     };
 
-    config_after_clone(client, &node, vmid, deadline)
-        .await
-        .map_err(after)?;
     let seed_volume = upload_seed(client, &node, vmid, desired)
         .await
         .map_err(after)?;
