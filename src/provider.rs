@@ -1,13 +1,14 @@
-//! The `provider "proxmox"` block: its schema, checks, and the configured state every
-//! resource and data source shares.
+//! The `provider "proxmox"` block: its schema, its checks, and building the configured
+//! context (`crate::context`) from it.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tfplugin::{
     Attribute, AttributePath, Block, Context, DataSource, Diagnostic, Diagnostics, Provider,
     Resource, Schema, Type, Value,
 };
 
+use crate::context::{Configured, DEFAULT_SEED_STORAGE, Shared};
 use crate::validate;
 use crate::vmid::VmidRange;
 
@@ -17,38 +18,6 @@ pub const ENV_ENDPOINT: &str = "PROXMOX_VE_ENDPOINT";
 pub const ENV_API_TOKEN: &str = "PROXMOX_VE_API_TOKEN";
 pub const ENV_CA_CERT: &str = "PROXMOX_VE_CA_CERT";
 pub const ENV_INSECURE: &str = "PROXMOX_VE_INSECURE";
-
-pub const DEFAULT_SEED_STORAGE: &str = "local";
-
-/// What resources and data sources get once the provider block is configured.
-#[derive(Debug)]
-pub struct Configured {
-    pub client: pve::Client,
-    pub seed_storage: String,
-    pub clone_storage: Option<String>,
-    pub vmid_range: VmidRange,
-    pub runtime: crate::runtime::Runtime,
-}
-
-/// The provider's configured state, filled by `ConfigureProvider`.
-#[derive(Debug, Default)]
-pub struct Shared {
-    configured: OnceLock<Result<Arc<Configured>, String>>,
-}
-
-impl Shared {
-    /// The configured state, or the diagnostic that explains why there is none.
-    pub fn get(&self) -> Result<Arc<Configured>, Diagnostic> {
-        match self.configured.get() {
-            Some(Ok(configured)) => Ok(configured.clone()),
-            Some(Err(why)) => Err(Diagnostic::error("Provider not configured", why.clone())),
-            None => Err(Diagnostic::error(
-                "Provider not configured",
-                "Terraform called the resource before configuring the provider. This is a bug in the provider, which should be reported in the provider's own issue tracker.",
-            )),
-        }
-    }
-}
 
 #[derive(Debug)]
 pub struct ProxmoxProvider {
@@ -311,7 +280,7 @@ impl Provider for ProxmoxProvider {
                 diags.error("Unable to configure the Proxmox provider", why.clone());
             })
         };
-        let _ = self.shared.configured.set(outcome.map(Arc::new));
+        self.shared.set(outcome.map(Arc::new));
         diags
     }
 

@@ -586,8 +586,8 @@ async fn per_node_checks_run_concurrently() {
 #[ignore = "benchmark: prints wall times, asserts only that the checks pass"]
 async fn bench_health_wall_time() {
     use std::time::{Duration, Instant};
+    use terraform_provider_proxmox::context::Configured;
     use terraform_provider_proxmox::data_sources::health::{HealthRequest, check};
-    use terraform_provider_proxmox::provider::Configured;
 
     const LATENCY_MS: u64 = 200;
     const RUNS: usize = 7;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tfplugin::DataSource;
 
-use crate::provider::Shared;
+use crate::context::Shared;
 
 pub fn all(shared: &Arc<Shared>) -> Vec<Arc<dyn DataSource>> {
     vec![

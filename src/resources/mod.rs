@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tfplugin::Resource;
 
-use crate::provider::Shared;
+use crate::context::Shared;
 
 pub fn all(shared: &Arc<Shared>) -> Vec<Arc<dyn Resource>> {
     vec![Arc::new(proxy_vm::ProxyVm::new(shared.clone()))]

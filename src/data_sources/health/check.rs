@@ -15,7 +15,7 @@ use serde::Deserialize;
 use tokio::task::JoinSet;
 
 use super::reason::{Finding, Reason};
-use crate::provider::Configured;
+use crate::context::Configured;
 
 /// The oldest PVE major release the provider supports.
 pub const MIN_PVE_MAJOR: u32 = 9;

@@ -16,7 +16,7 @@ use tfplugin::{
 pub use check::{HealthReport, HealthRequest, NodeReport};
 pub use reason::{Finding, Reason};
 
-use crate::provider::{DEFAULT_SEED_STORAGE, Shared};
+use crate::context::{DEFAULT_SEED_STORAGE, Shared};
 use crate::validate;
 
 pub const TYPE_NAME: &str = "proxmox_health";

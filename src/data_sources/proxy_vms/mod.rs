@@ -9,8 +9,8 @@ use tfplugin::{
     Schema, Type, Value,
 };
 
+use crate::context::Shared;
 use crate::ownership::{OWNER_TAG, user_tags};
-use crate::provider::Shared;
 
 pub const TYPE_NAME: &str = "proxmox_proxy_vms";
 

@@ -15,8 +15,8 @@ use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
 use tokio::time::Instant;
 
 use super::model::{Desired, Observed, seed_hash};
+use crate::context::Configured;
 use crate::ownership::{self, Mark, Ownership};
-use crate::provider::Configured;
 
 /// Why a lifecycle step failed, with what the user needs to find the VM again.
 #[derive(Debug)]

@@ -12,8 +12,8 @@ use tfplugin::{
     Resource, Schema, Value, plan,
 };
 
+use crate::context::{Configured, Shared};
 use crate::diagnostics;
-use crate::provider::{Configured, Shared};
 use lifecycle::{Failure, StepError};
 use model::{Desired, seed_hash};
 
