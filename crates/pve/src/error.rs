@@ -16,6 +16,9 @@ pub enum ErrorKind {
     AlreadyExists,
     /// A VM lock (`lock: clone`, …) or a config-file lock timeout stood in the way.
     Locked,
+    /// The VM's config changed since the caller read it (a write sent with `digest` was
+    /// refused): read again and decide again, never re-send unchanged.
+    Conflict,
     /// Worth trying again unchanged: connect/reset/timeout, 5xx from the proxy layer,
     /// 595/596, "got no worker upid".
     Transient,
@@ -34,6 +37,7 @@ impl ErrorKind {
             ErrorKind::NotFound => "NotFound",
             ErrorKind::AlreadyExists => "AlreadyExists",
             ErrorKind::Locked => "Locked",
+            ErrorKind::Conflict => "Conflict",
             ErrorKind::Transient => "Transient",
             ErrorKind::Auth => "Auth",
             ErrorKind::Invalid => "Invalid",
@@ -166,6 +170,14 @@ impl Error {
             }
             Origin::Task | Origin::Decode | Origin::Config => false,
         }
+    }
+
+    /// A 5xx that PVE's texts do not explain (an internal error, a proxy hiccup, an
+    /// injected fault): worth another attempt for a read, and for a write after checking
+    /// whether the first one took effect.
+    pub fn is_unexplained_server_error(&self) -> bool {
+        self.kind == ErrorKind::Permanent
+            && matches!(self.origin, Origin::Http { status, .. } if (500..600).contains(&status))
     }
 
     /// Whether the server's TLS certificate was rejected (wrong CA, expired, name mismatch):
@@ -340,6 +352,10 @@ const ALREADY_EXISTS_TEXTS: &[&str] = &["already exists", "File exists"];
 
 const LOCKED_TEXTS: &[&str] = &["VM is locked (", "can't lock file"];
 
+/// PVE's digest refusals: `checksum mismatch (file change by other user?)` (update_vm_api)
+/// and PVE::Tools::assert_if_modified's `detected modified configuration`.
+const CONFLICT_TEXTS: &[&str] = &["checksum mismatch", "detected modified configuration"];
+
 const TRANSIENT_TEXTS: &[&str] = &[
     "got no worker upid",
     "QEMU guest agent is not running",
@@ -381,6 +397,8 @@ pub(crate) fn classify_http(
 fn classify_text(message: &str) -> Option<ErrorKind> {
     if contains_any(message, LOCKED_TEXTS) {
         Some(ErrorKind::Locked)
+    } else if contains_any(message, CONFLICT_TEXTS) {
+        Some(ErrorKind::Conflict)
     } else if contains_any(message, ALREADY_EXISTS_TEXTS) {
         Some(ErrorKind::AlreadyExists)
     } else if contains_any(message, NOT_FOUND_TEXTS) {
@@ -521,6 +539,14 @@ mod tests {
     #[test]
     fn locked_texts_from_facts() {
         assert_eq!(http(500, "VM is locked (clone)\n"), ErrorKind::Locked);
+        assert_eq!(
+            http(500, "checksum mismatch (file change by other user?)\n"),
+            ErrorKind::Conflict
+        );
+        assert_eq!(
+            classify_task_exit("checksum mismatch (file change by other user?)"),
+            ErrorKind::Conflict
+        );
         assert_eq!(
             http(
                 500,

@@ -278,6 +278,43 @@ impl PendingItem {
     }
 }
 
+/// What one `GET …/pending` tells: the config as `GET …/config` shows it (pending values
+/// applied), the config the VM runs with now (`current=1`), and the keys with a change
+/// waiting for the next boot. One request instead of two for a reader that needs both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingView {
+    pub effective: VmConfig,
+    pub current: VmConfig,
+    pub pending_keys: Vec<String>,
+}
+
+impl PendingView {
+    pub fn from_items(items: Vec<PendingItem>) -> PendingView {
+        let mut effective = BTreeMap::new();
+        let mut current = BTreeMap::new();
+        let mut pending_keys = Vec::new();
+        for item in items {
+            if item.is_pending() {
+                pending_keys.push(item.key.clone());
+            }
+            if let Some(value) = &item.value {
+                current.insert(item.key.clone(), serde_json::Value::String(value.clone()));
+            }
+            let deleted = item.delete.unwrap_or(0) > 0;
+            if let Some(value) = item.pending.as_ref().or(item.value.as_ref())
+                && !deleted
+            {
+                effective.insert(item.key, serde_json::Value::String(value.clone()));
+            }
+        }
+        PendingView {
+            effective: VmConfig { raw: effective },
+            current: VmConfig { raw: current },
+            pending_keys,
+        }
+    }
+}
+
 /// `GET …/status/current`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct VmStatus {
@@ -484,12 +521,34 @@ impl<'a> Qemu<'a> {
         self.client.get(&self.path("pending"), &Form::new()).await
     }
 
+    /// `GET …/pending`, as both configs it describes.
+    pub async fn pending_view(self) -> Result<PendingView> {
+        Ok(PendingView::from_items(self.pending().await?))
+    }
+
     /// `PUT …/resize` to an absolute size: a `resize` task (equal size = OK, smaller = error).
     pub async fn resize(self, disk: &str, size: ByteSize) -> Result<Upid> {
         let path = self.path("resize");
         let form = Form::new()
             .text("disk", disk)
             .text("size", size.to_string());
+        let upid: Option<Upid> = self.client.put(&path, &form).await?;
+        expect_upid("PUT", &path, upid)
+    }
+
+    /// [`Qemu::resize`], refused by PVE when the config's digest is no longer `digest`: the
+    /// resize happens only if nobody changed the VM since it was read.
+    pub async fn resize_if_unchanged(
+        self,
+        disk: &str,
+        size: ByteSize,
+        digest: &str,
+    ) -> Result<Upid> {
+        let path = self.path("resize");
+        let form = Form::new()
+            .text("disk", disk)
+            .text("size", size.to_string())
+            .text("digest", digest);
         let upid: Option<Upid> = self.client.put(&path, &form).await?;
         expect_upid("PUT", &path, upid)
     }
@@ -506,6 +565,16 @@ impl<'a> Qemu<'a> {
         self.client
             .post(&self.path("status/start"), &Form::new())
             .await
+    }
+
+    /// `POST …/status/reboot`: a `qmreboot` task that shuts the VM down and starts it again,
+    /// applying pending changes. One task, so PVE finishes it even if the caller goes away.
+    pub async fn reboot(self, timeout_s: Option<u32>) -> Result<Upid> {
+        let mut form = Form::new();
+        if let Some(t) = timeout_s {
+            form = form.int("timeout", t);
+        }
+        self.client.post(&self.path("status/reboot"), &form).await
     }
 
     /// `POST …/status/stop` (hard stop): a `qmstop` task; stopping a stopped VM is OK.
@@ -545,6 +614,25 @@ impl<'a> Qemu<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pending_listing_yields_both_configs_and_the_waiting_keys() {
+        let items: Vec<PendingItem> = serde_json::from_value(serde_json::json!([
+            {"key": "cores", "value": 1, "pending": 2},
+            {"key": "memory", "value": "1024"},
+            {"key": "onboot", "value": "1", "delete": 1},
+            {"key": "tags", "pending": "proxyvm"}
+        ]))
+        .unwrap();
+        let view = PendingView::from_items(items);
+        assert_eq!(view.effective.cores(), 2);
+        assert_eq!(view.current.cores(), 1);
+        assert_eq!(view.effective.memory_mib(), 1024);
+        assert_eq!(view.effective.get_str("onboot"), None);
+        assert_eq!(view.current.get_str("onboot").as_deref(), Some("1"));
+        assert_eq!(view.effective.get_str("tags").as_deref(), Some("proxyvm"));
+        assert_eq!(view.pending_keys, ["cores", "onboot", "tags"]);
+    }
     use serde_json::json;
 
     #[test]

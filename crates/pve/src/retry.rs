@@ -6,7 +6,10 @@
 //!   outcome of an attempt is unknown, the caller's state check runs before anything is
 //!   re-sent, and its answer wins.
 //!
-//! Only [`ErrorKind::Transient`] is retried, plus [`ErrorKind::Locked`] when the policy says so.
+//! Retried: [`ErrorKind::Transient`], a 5xx whose text says nothing more
+//! ([`Error::is_unexplained_server_error`]: for a write, only after the check), and
+//! [`ErrorKind::Locked`] when the policy says so, until the policy's lock deadline. Every retry
+//! is logged with its reason.
 
 use std::future::Future;
 use std::time::Duration;
@@ -33,6 +36,9 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     /// Also retry `Locked` (e.g. a config-file lock timeout while another task finishes).
     pub retry_locked: bool,
+    /// With `retry_locked`: keep waiting out a lock until this instant, however many attempts
+    /// that takes (a backup may hold a VM for minutes). `None`: `max_attempts` bounds it.
+    pub locked_until: Option<tokio::time::Instant>,
 }
 
 impl Default for RetryPolicy {
@@ -43,6 +49,7 @@ impl Default for RetryPolicy {
             base_delay: Duration::from_millis(200),
             max_delay: Duration::from_secs(5),
             retry_locked: false,
+            locked_until: None,
         }
     }
 }
@@ -54,12 +61,30 @@ impl RetryPolicy {
         self
     }
 
+    /// The same policy waiting out locks until `deadline`.
+    pub fn with_locked_until(mut self, deadline: tokio::time::Instant) -> Self {
+        self.retry_locked = true;
+        self.locked_until = Some(deadline);
+        self
+    }
+
     /// Whether an error of this kind is worth another attempt under this policy.
     pub fn retries(&self, error: &Error) -> bool {
         match error.kind() {
             ErrorKind::Transient => true,
             ErrorKind::Locked => self.retry_locked,
-            _ => false,
+            _ => error.is_unexplained_server_error(),
+        }
+    }
+
+    /// Whether attempt `next` may be made after `error`, given the delay before it.
+    fn allows(&self, error: &Error, next: u32, delay: Duration) -> bool {
+        if !self.retries(error) {
+            return false;
+        }
+        match (error.kind(), self.locked_until) {
+            (ErrorKind::Locked, Some(until)) => tokio::time::Instant::now() + delay < until,
+            _ => next <= self.max_attempts.max(1),
         }
     }
 
@@ -87,13 +112,34 @@ where
     loop {
         match ATTEMPT.scope(attempt, op()).await {
             Ok(v) => return Ok(v),
-            Err(e) if attempt < policy.max_attempts.max(1) && policy.retries(&e) => {
+            Err(e) => {
+                let delay = policy.delay_before(attempt + 1);
+                if !policy.allows(&e, attempt + 1, delay) {
+                    return Err(e);
+                }
                 attempt += 1;
-                tokio::time::sleep(policy.delay_before(attempt)).await;
+                log_retry(&e, attempt, delay);
+                tokio::time::sleep(delay).await;
             }
-            Err(e) => return Err(e),
         }
     }
+}
+
+/// One line per retry, with what failed and why it is tried again.
+fn log_retry(error: &Error, attempt: u32, delay: Duration) {
+    let what = match error.kind() {
+        ErrorKind::Locked => "waiting out a lock",
+        ErrorKind::Transient => "transient failure",
+        _ => "server error without explanation",
+    };
+    tracing::info!(
+        method = error.method().unwrap_or_default(),
+        path = error.path().unwrap_or_default(),
+        attempt,
+        delay_ms = delay.as_millis() as u64,
+        reason = %error.message(),
+        "retrying PVE call: {what}"
+    );
 }
 
 /// For a call that must not take effect twice.
@@ -118,17 +164,25 @@ where
     loop {
         match ATTEMPT.scope(attempt, op()).await {
             Ok(v) => return Ok(v),
-            Err(e) if attempt < policy.max_attempts.max(1) && policy.retries(&e) => {
+            Err(e) => {
+                let delay = policy.delay_before(attempt + 1);
+                if !policy.allows(&e, attempt + 1, delay) {
+                    return Err(e);
+                }
                 attempt += 1;
-                tokio::time::sleep(policy.delay_before(attempt)).await;
-                if e.outcome_unknown() {
+                log_retry(&e, attempt, delay);
+                tokio::time::sleep(delay).await;
+                if e.outcome_unknown() || e.is_unexplained_server_error() {
                     // The state check is itself a read: retry it like one.
                     if let Some(v) = retry_idempotent(policy, &mut check).await? {
+                        tracing::info!(
+                            path = e.path().unwrap_or_default(),
+                            "the earlier attempt had taken effect; not sending it again"
+                        );
                         return Ok(v);
                     }
                 }
             }
-            Err(e) => return Err(e),
         }
     }
 }
@@ -254,6 +308,94 @@ mod tests {
         .unwrap();
         assert_eq!(out, "sent");
         assert_eq!((sends.get(), checks.get()), (3, 1));
+    }
+
+    fn unexplained_500() -> Error {
+        Error::http(
+            "GET",
+            "/x",
+            500,
+            true,
+            "internal error".into(),
+            BTreeMap::new(),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unexplained_500_is_retried_but_a_clear_refusal_is_not() {
+        let calls = Cell::new(0);
+        let out = retry_idempotent(&RetryPolicy::default(), || {
+            calls.set(calls.get() + 1);
+            let n = calls.get();
+            async move { if n < 2 { Err(unexplained_500()) } else { Ok(n) } }
+        })
+        .await
+        .unwrap();
+        assert_eq!(out, 2);
+        calls.set(0);
+        let refused = Error::http(
+            "POST",
+            "/x",
+            500,
+            true,
+            "unable to find configuration file for VM 7".into(),
+            BTreeMap::new(),
+        );
+        let err = retry_idempotent(&RetryPolicy::default(), || {
+            calls.set(calls.get() + 1);
+            let refused = refused.clone();
+            async move { Err::<(), _>(refused) }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+        assert_eq!(calls.get(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_check_asks_after_an_unexplained_500() {
+        let (sends, checks) = (Cell::new(0), Cell::new(0));
+        let out = retry_with_check(
+            &RetryPolicy::default(),
+            || {
+                sends.set(sends.get() + 1);
+                async { Err::<&str, _>(unexplained_500()) }
+            },
+            || {
+                checks.set(checks.get() + 1);
+                async { Ok(Some("it happened")) }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, "it happened");
+        assert_eq!((sends.get(), checks.get()), (1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_is_waited_out_until_the_deadline_not_the_attempt_count() {
+        let start = tokio::time::Instant::now();
+        let policy = RetryPolicy::default().with_locked_until(start + Duration::from_secs(60));
+        let calls = Cell::new(0);
+        // Held for 40 s: far more attempts than max_attempts, all within the deadline.
+        let out = retry_idempotent(&policy, || {
+            calls.set(calls.get() + 1);
+            let held = tokio::time::Instant::now() < start + Duration::from_secs(40);
+            async move { if held { Err(locked()) } else { Ok("free") } }
+        })
+        .await
+        .unwrap();
+        assert_eq!(out, "free");
+        assert!(calls.get() > policy.max_attempts, "{} calls", calls.get());
+        // Held past the deadline: gives up before it, with the lock error.
+        let short = RetryPolicy::default()
+            .with_locked_until(tokio::time::Instant::now() + Duration::from_secs(3));
+        let began = tokio::time::Instant::now();
+        let err = retry_idempotent(&short, || async { Err::<(), _>(locked()) })
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Locked);
+        assert!(began.elapsed() <= Duration::from_secs(3));
     }
 
     #[test]

@@ -179,7 +179,11 @@ impl Client {
                 }
                 // A blip while polling says nothing about the task; the caller's deadline
                 // bounds how long we keep trying. Persistent trouble still surfaces.
-                Err(e) if e.kind() == ErrorKind::Transient && transient_in_a_row < 20 => {
+                Err(e)
+                    if (e.kind() == ErrorKind::Transient || e.is_unexplained_server_error())
+                        && transient_in_a_row < 20 =>
+                {
+                    tracing::debug!(reason = %e.message(), "task status unavailable; polling on");
                     transient_in_a_row += 1;
                     continue;
                 }

@@ -16,6 +16,7 @@ fn quick_policy() -> RetryPolicy {
         base_delay: Duration::from_millis(20),
         max_delay: Duration::from_millis(400),
         retry_locked: false,
+        locked_until: None,
     }
 }
 
@@ -372,6 +373,7 @@ async fn held_locks_are_locked_and_retried_only_when_asked() {
         base_delay: Duration::from_millis(50),
         max_delay: Duration::from_millis(200),
         retry_locked: true,
+        locked_until: None,
     };
     retry_idempotent(&patient, || vm.update_config(&update))
         .await
