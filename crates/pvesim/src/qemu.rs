@@ -750,6 +750,9 @@ pub fn config_post(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiR
     check_digest(vm, call).map_err(ApiError::die)?;
     check_lock(vm).map_err(ApiError::die)?;
     let change = prepare_config_change(world, vm, call)?;
+    // PVE checks the digest again inside the worker, under the config lock
+    // (qemu-server Qemu.pm, update_vm_api's $updatefn): a write that raced ours loses there.
+    let digest = call.str("digest");
     let upid = start_locked_task(
         shared,
         world,
@@ -766,6 +769,11 @@ pub fn config_post(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiR
                 .vms
                 .get(&vmid)
                 .ok_or_else(|| format!("VM {vmid} does not exist"))?;
+            if let Some(digest) = &digest
+                && *digest != config_digest(&vm.config, &vm.pending)
+            {
+                return Err("checksum mismatch (file change by other user?)".into());
+            }
             check_lock(vm)?;
             apply_config_change(world, vmid, change, log);
             Ok(())
