@@ -19,6 +19,8 @@ pub struct Configured {
     pub seed_storage: String,
     pub clone_storage: Option<String>,
     pub vmid_range: VmidRange,
+    /// The namespace of this configuration's VMs (empty: the default fleet).
+    pub fleet: String,
     pub runtime: crate::runtime::Runtime,
 }
 

@@ -6,26 +6,63 @@
 
 /// The tag every VM of ours carries.
 pub const OWNER_TAG: &str = "proxyvm";
+/// The prefix of the tag naming a VM's fleet (`proxyvm.fleet.prod`), so a listing tells
+/// fleets apart without reading every VM's description. The default fleet has no such tag.
+pub const FLEET_TAG_PREFIX: &str = "proxyvm.fleet.";
 
 const MARK_HEADER: &str =
     "Proxy VM managed by Terraform (proxyvm/proxmox). Do not edit the lines below.";
 const OWNER_PREFIX: &str = "proxyvm-owner: ";
+const FLEET_PREFIX: &str = "proxyvm-fleet: ";
+const PHASE_PREFIX: &str = "proxyvm-phase: ";
+const CREATE_PREFIX: &str = "proxyvm-create: ";
 const TEMPLATE_PREFIX: &str = "proxyvm-template: ";
 const SEED_PREFIX: &str = "proxyvm-seed: ";
 
-/// What the description records: whose VM it is, and what an import needs to rebuild the
-/// configuration that made it (the template as written, the hash of the seed's content).
+/// How far the create that made a VM got. Only an unfinished create may be resumed (adopted)
+/// by another create; a finished VM belongs to whichever state holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Written by the clone call and kept until the create's very last step.
+    Creating,
+    /// Written as the last step of a successful create. Marks from before phases existed
+    /// count as finished: adopting them is exactly the takeover this rule prevents.
+    Done,
+}
+
+impl Phase {
+    fn as_str(self) -> &'static str {
+        match self {
+            Phase::Creating => "creating",
+            Phase::Done => "done",
+        }
+    }
+}
+
+/// What the description records: whose VM it is (name and fleet), how far its create got and
+/// which create attempt owns it, and what an import needs to rebuild the configuration that
+/// made it (the template as written, the hash of the seed's content).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mark {
     pub owner: String,
+    /// Empty for the default fleet (and for every mark written before fleets existed).
+    pub fleet: String,
+    pub phase: Phase,
+    /// The random token of the create attempt that owns the VM: two creates resuming the same
+    /// VM tell each other apart by it, and a state recognises the VM it made.
+    pub create_token: Option<String>,
     pub template: Option<String>,
     pub seed_hash: Option<String>,
 }
 
 impl Mark {
-    pub fn new(owner: &str, template: &str) -> Self {
+    /// The mark of a create in progress.
+    pub fn creating(owner: &str, fleet: &str, create_token: &str, template: &str) -> Self {
         Self {
             owner: owner.to_owned(),
+            fleet: fleet.to_owned(),
+            phase: Phase::Creating,
+            create_token: Some(create_token.to_owned()),
             template: Some(template.to_owned()),
             seed_hash: None,
         }
@@ -36,8 +73,20 @@ impl Mark {
         self
     }
 
+    pub fn with_phase(mut self, phase: Phase) -> Self {
+        self.phase = phase;
+        self
+    }
+
     pub fn render(&self) -> String {
         let mut text = format!("{MARK_HEADER}\n{OWNER_PREFIX}{}", self.owner);
+        if !self.fleet.is_empty() {
+            text.push_str(&format!("\n{FLEET_PREFIX}{}", self.fleet));
+        }
+        text.push_str(&format!("\n{PHASE_PREFIX}{}", self.phase.as_str()));
+        if let Some(token) = &self.create_token {
+            text.push_str(&format!("\n{CREATE_PREFIX}{token}"));
+        }
         if let Some(template) = &self.template {
             text.push_str(&format!("\n{TEMPLATE_PREFIX}{template}"));
         }
@@ -58,47 +107,53 @@ impl Mark {
         };
         Some(Self {
             owner: field(OWNER_PREFIX)?,
+            fleet: field(FLEET_PREFIX).unwrap_or_default(),
+            phase: match field(PHASE_PREFIX).as_deref() {
+                Some("creating") => Phase::Creating,
+                _ => Phase::Done,
+            },
+            create_token: field(CREATE_PREFIX),
             template: field(TEMPLATE_PREFIX),
             seed_hash: field(SEED_PREFIX),
         })
     }
-}
 
-/// The description of a VM owned by `name` (no template or seed recorded).
-pub fn description_for(name: &str) -> String {
-    Mark {
-        owner: name.to_owned(),
-        template: None,
-        seed_hash: None,
+    /// Whether this mark names the VM of `name` in `fleet`.
+    pub fn names(&self, name: &str, fleet: &str) -> bool {
+        self.owner == name && self.fleet == fleet
     }
-    .render()
-}
-
-/// The resource name a description marks the VM as belonging to, if any.
-pub fn owner_in(description: &str) -> Option<&str> {
-    description
-        .lines()
-        .find_map(|line| line.trim_end().strip_prefix(OWNER_PREFIX))
-        .map(str::trim)
-        .filter(|owner| !owner.is_empty())
 }
 
 /// Who a VM at a VMID we want belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ownership {
-    /// Carries our mark for this very name: adopt it.
-    OursForThisName,
-    /// Ours, but made for another resource name: never touch it.
-    OursForAnotherName(String),
+    /// Carries our mark for this very name and fleet.
+    OursForThisName(Box<Mark>),
+    /// Ours, but made for another resource name or fleet: never touch it.
+    OursForAnother(Box<Mark>),
     /// No mark: a VM we must never touch.
     Foreign,
 }
 
-pub fn classify(description: Option<&str>, wanted_name: &str) -> Ownership {
-    match description.and_then(owner_in) {
-        Some(owner) if owner == wanted_name => Ownership::OursForThisName,
-        Some(owner) => Ownership::OursForAnotherName(owner.to_owned()),
+pub fn classify(description: Option<&str>, wanted_name: &str, fleet: &str) -> Ownership {
+    match description.and_then(Mark::parse) {
+        Some(mark) if mark.names(wanted_name, fleet) => Ownership::OursForThisName(Box::new(mark)),
+        Some(mark) => Ownership::OursForAnother(Box::new(mark)),
         None => Ownership::Foreign,
+    }
+}
+
+/// A fresh random token for one create attempt.
+pub fn new_create_token() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+/// How a mark's owner is named in messages: the name, and the fleet when it has one.
+pub fn describe_owner(mark: &Mark) -> String {
+    if mark.fleet.is_empty() {
+        format!("`{}`", mark.owner)
+    } else {
+        format!("`{}` of fleet `{}`", mark.owner, mark.fleet)
     }
 }
 
@@ -132,18 +187,45 @@ pub fn check_tag(tag: &str) -> Result<(), String> {
     }
 }
 
-/// The tags a VM shows to the user: PVE's stored list without our own tag.
+/// Whether a tag is one the provider writes itself (never the user's).
+pub fn is_own_tag(tag: &str) -> bool {
+    tag == OWNER_TAG || tag.starts_with(FLEET_TAG_PREFIX)
+}
+
+/// The fleet a VM's stored tags name: `Some("")` for the default fleet, `None` when the VM
+/// carries no tag of ours.
+pub fn fleet_in_tags(stored: &str) -> Option<String> {
+    let tags = normalise_tags([stored]);
+    if !tags.iter().any(|t| t == OWNER_TAG) {
+        return None;
+    }
+    Some(
+        tags.iter()
+            .find_map(|t| t.strip_prefix(FLEET_TAG_PREFIX))
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+/// The tags a VM shows to the user: PVE's stored list without our own tags.
 pub fn user_tags(stored: &str) -> Vec<String> {
     normalise_tags([stored])
         .into_iter()
-        .filter(|t| t != OWNER_TAG)
+        .filter(|t| !is_own_tag(t))
         .collect()
 }
 
-/// The `tags` config value to write: the user's tags plus ours, as PVE would store them.
-pub fn tags_to_write(user: &[String]) -> String {
-    let mut all = normalise_tags(user.iter().map(String::as_str));
+/// The `tags` config value to write: the user's tags plus ours (and the fleet's), as PVE
+/// would store them.
+pub fn tags_to_write(user: &[String], fleet: &str) -> String {
+    let mut all: Vec<String> = normalise_tags(user.iter().map(String::as_str))
+        .into_iter()
+        .filter(|t| !is_own_tag(t))
+        .collect();
     all.push(OWNER_TAG.to_owned());
+    if !fleet.is_empty() {
+        all.push(format!("{FLEET_TAG_PREFIX}{fleet}"));
+    }
     all.sort();
     all.dedup();
     all.join(";")
@@ -155,43 +237,85 @@ mod tests {
 
     #[test]
     fn mark_round_trips_and_survives_pve_trimming() {
-        let description = description_for("edge-1");
-        assert_eq!(owner_in(&description), Some("edge-1"));
+        let mark = Mark::creating("edge-1", "", "t0k3n", "debian-13-proxy");
         // PVE strips trailing whitespace and may add lines around it.
-        let edited = format!("something\n{}  \n", description);
-        assert_eq!(owner_in(edited.trim_end()), Some("edge-1"));
+        let edited = format!("something\n{}  \n", mark.render());
+        assert_eq!(Mark::parse(edited.trim_end()), Some(mark));
     }
 
     #[test]
     fn full_mark_round_trips() {
-        let mark = Mark::new("edge-1", "debian-13-proxy").with_seed_hash("ab12");
+        let mark = Mark::creating("edge-1", "prod", "abc", "debian-13-proxy")
+            .with_seed_hash("ab12")
+            .with_phase(Phase::Done);
         assert_eq!(Mark::parse(&mark.render()), Some(mark.clone()));
-        assert_eq!(owner_in(&mark.render()), Some("edge-1"));
+        assert!(mark.render().contains("proxyvm-fleet: prod"));
         assert_eq!(Mark::parse("no mark here"), None);
     }
 
     #[test]
+    fn a_mark_from_before_phases_and_fleets_counts_as_finished_in_the_default_fleet() {
+        let old = "Proxy VM managed by Terraform (proxyvm/proxmox). Do not edit the lines below.\nproxyvm-owner: edge-1\nproxyvm-template: debian-13-proxy";
+        let mark = Mark::parse(old).unwrap();
+        assert_eq!(mark.phase, Phase::Done);
+        assert_eq!(mark.fleet, "");
+        assert_eq!(mark.create_token, None);
+        assert!(mark.names("edge-1", ""));
+        assert!(!mark.names("edge-1", "prod"));
+    }
+
+    #[test]
     fn classifies_ours_others_and_foreign() {
-        let mine = description_for("edge-1");
-        assert_eq!(classify(Some(&mine), "edge-1"), Ownership::OursForThisName);
+        let mine = Mark::creating("edge-1", "", "t", "tpl").render();
+        assert!(matches!(
+            classify(Some(&mine), "edge-1", ""),
+            Ownership::OursForThisName(m) if m.phase == Phase::Creating
+        ));
+        assert!(matches!(
+            classify(Some(&mine), "edge-2", ""),
+            Ownership::OursForAnother(m) if m.owner == "edge-1"
+        ));
+        assert!(matches!(
+            classify(Some(&mine), "edge-1", "prod"),
+            Ownership::OursForAnother(_)
+        ));
         assert_eq!(
-            classify(Some(&mine), "edge-2"),
-            Ownership::OursForAnotherName("edge-1".into())
-        );
-        assert_eq!(classify(Some("a web server"), "edge-1"), Ownership::Foreign);
-        assert_eq!(classify(None, "edge-1"), Ownership::Foreign);
-        assert_eq!(
-            classify(Some("proxyvm-owner: "), "edge-1"),
+            classify(Some("a web server"), "edge-1", ""),
             Ownership::Foreign
         );
+        assert_eq!(classify(None, "edge-1", ""), Ownership::Foreign);
+        assert_eq!(
+            classify(Some("proxyvm-owner: "), "edge-1", ""),
+            Ownership::Foreign
+        );
+    }
+
+    #[test]
+    fn create_tokens_differ() {
+        assert_ne!(new_create_token(), new_create_token());
+        assert_eq!(new_create_token().len(), 32);
     }
 
     #[test]
     fn tags_normalise_as_pve_stores_them() {
         assert_eq!(normalise_tags(["Proxy,b a"]), vec!["a", "b", "proxy"]);
         assert_eq!(user_tags("a;proxyvm;web"), vec!["a", "web"]);
-        assert_eq!(tags_to_write(&["Web".into(), "a".into()]), "a;proxyvm;web");
-        assert_eq!(tags_to_write(&[]), "proxyvm");
+        assert_eq!(
+            tags_to_write(&["Web".into(), "a".into()], ""),
+            "a;proxyvm;web"
+        );
+        assert_eq!(tags_to_write(&[], ""), "proxyvm");
+        assert_eq!(
+            tags_to_write(&["a".into()], "prod"),
+            "a;proxyvm;proxyvm.fleet.prod"
+        );
+        assert_eq!(user_tags("a;proxyvm;proxyvm.fleet.prod"), vec!["a"]);
+        assert_eq!(
+            fleet_in_tags("a;proxyvm;proxyvm.fleet.prod").as_deref(),
+            Some("prod")
+        );
+        assert_eq!(fleet_in_tags("proxyvm").as_deref(), Some(""));
+        assert_eq!(fleet_in_tags("a;b"), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub const ENV_ENDPOINT: &str = "PROXMOX_VE_ENDPOINT";
 pub const ENV_API_TOKEN: &str = "PROXMOX_VE_API_TOKEN";
 pub const ENV_CA_CERT: &str = "PROXMOX_VE_CA_CERT";
 pub const ENV_INSECURE: &str = "PROXMOX_VE_INSECURE";
+pub const ENV_FLEET: &str = "PROXMOX_VE_FLEET";
 
 #[derive(Debug)]
 pub struct ProxmoxProvider {
@@ -56,6 +57,9 @@ pub fn provider_schema() -> Schema {
             .attribute(Attribute::new("insecure", Type::Bool).optional().description(format!(
                 "Skip TLS certificate verification. Never the default; only for throwaway labs. Can also be set with `{ENV_INSECURE}` (`true`/`1`)."
             )))
+            .attribute(Attribute::new("fleet", Type::String).optional().description(format!(
+                "A namespace for this configuration's VMs, e.g. `terraform.workspace`: part of each VM's ownership mark and of the VMID derived from its name, so configurations with different fleets can use the same VM names on one cluster without meeting. A VM belongs to exactly one fleet; `proxmox_proxy_vms` lists this fleet's VMs. Lower-case letters, digits, `_ . -`, at most 32. Defaults to empty (the default fleet). Can also be set with `{ENV_FLEET}`."
+            )))
             .attribute(Attribute::new("seed_storage", Type::String).optional().description(format!(
                 "Default storage for the NoCloud seed ISOs; it must accept `iso` content on every node that runs proxy VMs. Defaults to `{DEFAULT_SEED_STORAGE}`."
             )))
@@ -76,6 +80,7 @@ pub fn provider_schema() -> Schema {
 /// The provider block merged with the environment: configuration wins.
 struct Settings {
     endpoint: Setting,
+    fleet: Setting,
     api_token: Setting,
     ca_cert: Setting,
     insecure: Option<Result<bool, String>>,
@@ -141,6 +146,7 @@ impl Settings {
         };
         Settings {
             endpoint: Setting::merged(config, "endpoint", ENV_ENDPOINT),
+            fleet: Setting::merged(config, "fleet", ENV_FLEET),
             api_token: Setting::merged(config, "api_token", ENV_API_TOKEN),
             ca_cert: Setting::merged(config, "ca_cert", ENV_CA_CERT),
             insecure,
@@ -201,6 +207,15 @@ impl Settings {
                 }
                 Err(why) => diags.attribute_error(attr("ca_cert"), "Invalid CA certificate", why),
             }
+        }
+        if let Some(text) = self.fleet.known()
+            && let Err(why) = validate::fleet(text)
+        {
+            diags.attribute_error(
+                attr("fleet"),
+                "Invalid fleet",
+                format!("{why} {}", self.fleet.origin("fleet", ENV_FLEET)),
+            );
         }
         if let Some(Err(why)) = &self.insecure {
             diags.attribute_error(attr("insecure"), "Invalid insecure flag", why.clone());
@@ -305,6 +320,9 @@ fn build(settings: &Settings, config: &Value) -> Result<Configured, String> {
     if matches!(settings.api_token, Setting::Unknown) {
         return Err(unknown("api_token"));
     }
+    if matches!(settings.fleet, Setting::Unknown) {
+        return Err(unknown("fleet"));
+    }
     let endpoint = settings.endpoint.known().unwrap_or_default();
     let token = pve::ApiToken::parse(settings.api_token.known().unwrap_or_default())
         .map_err(|e| e.to_string())?;
@@ -325,6 +343,7 @@ fn build(settings: &Settings, config: &Value) -> Result<Configured, String> {
             .to_owned(),
         clone_storage: config.get_attr("clone_storage").as_str().map(str::to_owned),
         vmid_range,
+        fleet: settings.fleet.known().unwrap_or_default().to_owned(),
         runtime: crate::runtime::Runtime::default(),
     })
 }

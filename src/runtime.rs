@@ -17,6 +17,10 @@ pub struct Runtime {
     name_locks: Mutex<HashMap<String, Arc<AsyncMutex<()>>>>,
     reserved_vmids: Mutex<BTreeSet<u32>>,
     listing: AsyncMutex<Option<(Instant, Arc<Vec<pve::cluster::ClusterVm>>)>>,
+    /// Per `fleet/name`: the instances planned in this process ("vmid N" for an existing
+    /// VM, a counter for each planned create).
+    planned_names: Mutex<HashMap<String, BTreeSet<String>>>,
+    planned_creates: std::sync::atomic::AtomicU64,
 }
 
 impl Runtime {
@@ -28,6 +32,23 @@ impl Runtime {
             locks.entry(name.to_owned()).or_default().clone()
         };
         lock.lock_owned().await
+    }
+
+    /// Notes that a resource instance plans to own `name` in `fleet`; false when another
+    /// instance already does. `instance` is empty for a create (each call is a new instance).
+    pub fn note_planned_name(&self, fleet: &str, name: &str, instance: &str) -> bool {
+        let instance = if instance.is_empty() {
+            let n = self
+                .planned_creates
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            format!("create {n}")
+        } else {
+            instance.to_owned()
+        };
+        let mut names = self.planned_names.lock().unwrap_or_else(|e| e.into_inner());
+        let owners = names.entry(format!("{fleet}/{name}")).or_default();
+        owners.insert(instance);
+        owners.len() == 1
     }
 
     /// Claims a VMID for a create in flight; false if another create holds it.
@@ -81,6 +102,24 @@ mod tests {
         assert!(!runtime.reserve_vmid(100_001));
         runtime.release_vmid(100_001);
         assert!(runtime.reserve_vmid(100_001));
+    }
+
+    #[test]
+    fn a_name_is_planned_by_one_instance_per_fleet() {
+        let runtime = Runtime::default();
+        assert!(runtime.note_planned_name("", "edge-0", "vmid 7"));
+        // The same existing VM planned again is the same instance.
+        assert!(runtime.note_planned_name("", "edge-0", "vmid 7"));
+        assert!(runtime.note_planned_name("prod", "edge-0", ""));
+        assert!(
+            !runtime.note_planned_name("", "edge-0", ""),
+            "a create beside an existing VM of that name"
+        );
+        assert!(runtime.note_planned_name("", "edge-1", ""));
+        assert!(
+            !runtime.note_planned_name("", "edge-1", ""),
+            "two creates of one name"
+        );
     }
 
     #[tokio::test]

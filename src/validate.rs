@@ -23,6 +23,28 @@ pub fn endpoint(text: &str) -> Result<url::Url, String> {
     Ok(parsed)
 }
 
+/// A fleet name: empty (the default fleet), or up to 32 of `a-z 0-9 _ . -` starting with a
+/// letter or digit. It becomes part of a PVE tag (`proxyvm.fleet.NAME`), and PVE stores tags
+/// lower-cased, so upper case would never read back as written.
+pub fn fleet(text: &str) -> Result<(), String> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    let mut chars = text.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
+    if first_ok && rest_ok && text.len() <= 32 {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{text}` is not a fleet name: use up to 32 lower-case letters, digits, _ . - (starting with a letter or digit), e.g. `lower(terraform.workspace)`"
+        ))
+    }
+}
+
 /// An API token `USER@REALM!TOKENID=SECRET`. The message never repeats the secret.
 pub fn api_token(text: &str) -> Result<(), String> {
     const SHAPE: &str = "an API token looks like USER@REALM!TOKENID=SECRET, e.g. terraform@pve!provider=xxxxxxxx-xxxx-…";

@@ -43,6 +43,23 @@ impl VmidRange {
         self.first..=self.last
     }
 
+    /// The VMID a name of a fleet starts probing at: the default fleet hashes the name alone
+    /// (as before fleets existed), any other fleet hashes `FLEET/NAME`, so the same name in
+    /// two fleets starts at different VMIDs.
+    pub fn home_in_fleet(&self, fleet: &str, name: &str) -> u32 {
+        self.home_of(&derivation_key(fleet, name))
+    }
+
+    /// [`VmidRange::probe_sequence`] for a name of a fleet.
+    pub fn probe_sequence_in_fleet(
+        &self,
+        fleet: &str,
+        name: &str,
+    ) -> impl Iterator<Item = u32> + '_ {
+        let home = self.home_in_fleet(fleet, name);
+        (home..=self.last).chain(self.first..home)
+    }
+
     /// The VMID a name starts probing at.
     pub fn home_of(&self, name: &str) -> u32 {
         self.first + (fnv1a64(name.as_bytes()) % u64::from(self.size())) as u32
@@ -52,6 +69,16 @@ impl VmidRange {
     pub fn probe_sequence(&self, name: &str) -> impl Iterator<Item = u32> + '_ {
         let home = self.home_of(name);
         (home..=self.last).chain(self.first..home)
+    }
+}
+
+/// What a VMID is derived from. Names cannot contain `/`, so keys of different fleets never
+/// collide.
+fn derivation_key(fleet: &str, name: &str) -> String {
+    if fleet.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{fleet}/{name}")
     }
 }
 
@@ -109,6 +136,25 @@ mod tests {
         assert_eq!(home, range.home_of("edge-0"));
         assert!(range.contains(home));
         assert_ne!(home, range.home_of("edge-1"));
+    }
+
+    #[test]
+    fn the_default_fleet_keeps_the_old_homes_and_other_fleets_start_elsewhere() {
+        let range = VmidRange::default();
+        assert_eq!(range.home_in_fleet("", "edge-0"), range.home_of("edge-0"));
+        assert_eq!(
+            range.home_in_fleet("prod", "edge-0"),
+            range.home_of("prod/edge-0")
+        );
+        assert_ne!(
+            range.home_in_fleet("prod", "edge-0"),
+            range.home_in_fleet("staging", "edge-0")
+        );
+        let seq: Vec<u32> = range
+            .probe_sequence_in_fleet("prod", "edge-0")
+            .take(2)
+            .collect();
+        assert_eq!(seq[0], range.home_in_fleet("prod", "edge-0"));
     }
 
     #[test]

@@ -607,6 +607,7 @@ async fn bench_health_wall_time() {
             seed_storage: "local".into(),
             clone_storage: None,
             vmid_range: Default::default(),
+            fleet: String::new(),
             runtime: Default::default(),
         }
     };

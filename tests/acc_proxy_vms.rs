@@ -31,7 +31,11 @@ async fn make_vm(
     clone.name = Some(name.to_owned());
     clone.target = Some(node.to_owned());
     if ours {
-        clone.description = Some(ownership::description_for(name));
+        clone.description = Some(
+            ownership::Mark::creating(name, "", "t0", "debian-13-proxy")
+                .with_phase(ownership::Phase::Done)
+                .render(),
+        );
     }
     let template = client.node("pve1").qemu(TEMPLATE_VMID);
     let upid = template.clone_to(&clone).await.unwrap();
@@ -92,8 +96,11 @@ async fn lists_ours_only_sorted_and_filtered_by_prefix() {
     // Foreign: a lookalike name, and one even carrying our description but not our tag.
     make_vm(&pve, 5004, "edge-foreign", "pve1", &["web"], false).await;
     make_vm(&pve, 5005, "edge-untagged", "pve2", &[], false).await;
-    let marked =
-        pve::qemu::ConfigUpdate::new().description(&ownership::description_for("edge-untagged"));
+    let marked = pve::qemu::ConfigUpdate::new().description(
+        &ownership::Mark::creating("edge-untagged", "", "t0", "debian-13-proxy")
+            .with_phase(ownership::Phase::Done)
+            .render(),
+    );
     pve.node("pve2")
         .qemu(5005)
         .update_config(&marked)

@@ -10,7 +10,7 @@ use tfplugin::{
 };
 
 use crate::context::Shared;
-use crate::ownership::{OWNER_TAG, user_tags};
+use crate::ownership::{OWNER_TAG, fleet_in_tags, user_tags};
 
 pub const TYPE_NAME: &str = "proxmox_proxy_vms";
 
@@ -43,11 +43,17 @@ pub fn schema() -> Schema {
         Attribute::new("lock", Type::String).computed().description(
             "PVE's config lock (`clone`, `backup`, …), or an empty string when the VM is not locked.",
         ),
+        Attribute::new("fleet", Type::String)
+            .computed()
+            .description("The fleet the VM belongs to (empty for the default fleet)."),
     ];
     Schema::new(
         Block::new()
             .description(format!(
-                "Lists every VM that carries the provider's ownership tag `{OWNER_TAG}` across the cluster, from one `GET /cluster/resources?type=vm` call, sorted by VMID. Compare it with the VMs in state to find orphans (VMs of ours that no configuration manages). Only VMs the token may audit (`VM.Audit`) are visible; other guests, including containers, never appear."
+                "Lists every VM of the provider's fleet that carries the provider's ownership tag `{OWNER_TAG}` across the cluster, from one `GET /cluster/resources?type=vm` call, sorted by VMID. Compare it with the VMs in state to find orphans (VMs of ours that no configuration manages, e.g. after a lost state: bring them back with `import` blocks). Only VMs the token may audit (`VM.Audit`) are visible; other guests, including containers, never appear. A VM whose clone has not finished yet carries no tag and is not listed."
+            ))
+            .attribute(Attribute::new("all_fleets", Type::Bool).optional().description(
+                "List the VMs of every fleet, not only the provider's `fleet`. Defaults to `false`.",
             ))
             .attribute(Attribute::new("name_prefix", Type::String).optional().description(
                 "Only VMs whose name starts with this prefix. VMs whose name PVE does not report yet (just cloned) never match a non-empty prefix.",
@@ -60,15 +66,19 @@ pub fn schema() -> Schema {
     )
 }
 
-/// Our VMs in a listing: QEMU guests with our tag, optionally by name prefix, by VMID.
-pub fn ours<'a>(listing: &'a [ClusterVm], name_prefix: Option<&str>) -> Vec<&'a ClusterVm> {
+/// Our VMs in a listing: QEMU guests with our tag, of `fleet` (every fleet when `None`),
+/// optionally by name prefix, by VMID.
+pub fn ours<'a>(
+    listing: &'a [ClusterVm],
+    fleet: Option<&str>,
+    name_prefix: Option<&str>,
+) -> Vec<&'a ClusterVm> {
     let mut out: Vec<&ClusterVm> = listing
         .iter()
         .filter(|vm| vm.guest_type == "qemu")
-        .filter(|vm| {
-            vm.tag_list()
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(OWNER_TAG))
+        .filter(|vm| match fleet_in_tags(vm.tags.as_deref().unwrap_or("")) {
+            None => false,
+            Some(found) => fleet.is_none_or(|wanted| wanted == found),
         })
         .filter(|vm| {
             name_prefix.is_none_or(|prefix| vm.name.as_deref().unwrap_or("").starts_with(prefix))
@@ -97,6 +107,10 @@ fn vm_value(vm: &ClusterVm) -> Value {
             ),
         ),
         ("lock", Value::from(vm.lock.clone().unwrap_or_default())),
+        (
+            "fleet",
+            Value::from(fleet_in_tags(vm.tags.as_deref().unwrap_or("")).unwrap_or_default()),
+        ),
     ])
 }
 
@@ -136,7 +150,9 @@ impl DataSource for ProxyVmsDataSource {
             }
         };
         let prefix = config.get_attr("name_prefix").as_str();
-        let vms = ours(&listing, prefix);
+        let all = config.get_attr("all_fleets").as_bool() == Some(true);
+        let fleet = (!all).then_some(configured.fleet.as_str());
+        let vms = ours(&listing, fleet, prefix);
         let mut state = config.clone();
         state.set_attr("vms", Value::List(vms.into_iter().map(vm_value).collect()));
         DataSourceResponse { state, diagnostics }
@@ -154,6 +170,7 @@ mod tests {
             {"id": "qemu/201", "vmid": 201, "node": "pve1", "type": "qemu", "status": "unknown", "tags": "proxyvm", "lock": "clone"},
             {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu", "status": "running", "name": "edge-x", "tags": "infra"},
             {"id": "lxc/400", "vmid": 400, "node": "pve1", "type": "lxc", "status": "running", "name": "edge-ct", "tags": "proxyvm"},
+            {"id": "qemu/500", "vmid": 500, "node": "pve1", "type": "qemu", "status": "running", "name": "edge-a", "tags": "proxyvm;proxyvm.fleet.prod"},
         ]))
         .unwrap()
     }
@@ -161,19 +178,38 @@ mod tests {
     #[test]
     fn only_tagged_qemu_vms_sorted_by_vmid() {
         let listing = listing();
-        let vmids: Vec<u32> = ours(&listing, None).iter().map(|vm| vm.vmid).collect();
+        let vmids: Vec<u32> = ours(&listing, Some(""), None)
+            .iter()
+            .map(|vm| vm.vmid)
+            .collect();
         assert_eq!(vmids, vec![200, 201, 300]);
+    }
+
+    #[test]
+    fn fleets_are_kept_apart_unless_all_are_asked_for() {
+        let listing = listing();
+        let vmids = |fleet| -> Vec<u32> {
+            ours(&listing, fleet, None)
+                .iter()
+                .map(|vm| vm.vmid)
+                .collect()
+        };
+        assert_eq!(vmids(Some("prod")), vec![500]);
+        assert_eq!(vmids(None), vec![200, 201, 300, 500]);
+        let prod = vm_value(ours(&listing, Some("prod"), None)[0]);
+        assert_eq!(prod.get_attr("fleet").as_str(), Some("prod"));
+        assert_eq!(prod.get_attr("tags").as_string_list(), Some(vec![]));
     }
 
     #[test]
     fn prefix_filters_by_name_and_skips_nameless() {
         let listing = listing();
-        let vmids: Vec<u32> = ours(&listing, Some("edge-b"))
+        let vmids: Vec<u32> = ours(&listing, Some(""), Some("edge-b"))
             .iter()
             .map(|vm| vm.vmid)
             .collect();
         assert_eq!(vmids, vec![300]);
-        let vmids: Vec<u32> = ours(&listing, Some("edge"))
+        let vmids: Vec<u32> = ours(&listing, Some(""), Some("edge"))
             .iter()
             .map(|vm| vm.vmid)
             .collect();
@@ -183,10 +219,10 @@ mod tests {
     #[test]
     fn values_hide_our_tag_and_default_missing_fields() {
         let listing = listing();
-        let nameless = vm_value(ours(&listing, None)[1]);
+        let nameless = vm_value(ours(&listing, Some(""), None)[1]);
         assert_eq!(nameless.get_attr("name").as_str(), Some(""));
         assert_eq!(nameless.get_attr("lock").as_str(), Some("clone"));
-        let web = vm_value(ours(&listing, None)[2]);
+        let web = vm_value(ours(&listing, Some(""), None)[2]);
         assert_eq!(web.get_attr("tags").as_string_list(), Some(vec!["web"]));
         assert_eq!(web.get_attr("lock").as_str(), Some(""));
     }

@@ -14,8 +14,9 @@ use tfplugin::{
 
 use crate::context::{Configured, Shared};
 use crate::diagnostics;
-use lifecycle::{Failure, StepError};
-use model::{Desired, seed_hash};
+use crate::ownership;
+use lifecycle::{Expected, ProgressCell, StepError};
+use model::{Desired, Private, seed_hash};
 
 pub use schema::TYPE_NAME;
 
@@ -33,7 +34,9 @@ impl ProxyVm {
 fn step_diagnostic(operation: &str, name: &str, error: &StepError) -> Diagnostic {
     match error {
         StepError::Pve(e) => diagnostics::pve_error(operation, name, e),
-        StepError::Plain(text) => diagnostics::vm_error(operation, name, text.clone()),
+        StepError::Plain(text) | StepError::TakenOver(text) => {
+            diagnostics::vm_error(operation, name, text.clone())
+        }
     }
 }
 
@@ -42,18 +45,26 @@ async fn bounded<T>(
     ctx: &Context,
     limit: std::time::Duration,
     what: &str,
-    work: impl Future<Output = Result<T, Failure>>,
-) -> Result<T, Failure> {
+    work: impl Future<Output = Result<T, StepError>>,
+) -> Result<T, StepError> {
     tokio::select! {
-        result = tokio::time::timeout(limit, work) => result.unwrap_or_else(|_| Err(Failure {
-            made: None,
-            error: StepError::Plain(format!("{what} did not finish within its timeout ({}s); raise `timeouts`, or run apply again to resume", limit.as_secs())),
-        })),
-        () = ctx.stop.stopped() => Err(Failure {
-            made: None,
-            error: StepError::Plain(format!("{what} was interrupted by Terraform; the next apply resumes where it stopped")),
-        }),
+        result = tokio::time::timeout(limit, work) => result.unwrap_or_else(|_| Err(
+            StepError::Plain(format!("{what} did not finish within its timeout ({}s); raise `timeouts`, or run apply again to resume", limit.as_secs())),
+        )),
+        () = ctx.stop.stopped() => Err(
+            StepError::Plain(format!("{what} was interrupted by Terraform; the next apply resumes where it stopped")),
+        ),
     }
+}
+
+/// The fleet a state's VM belongs to: states from before fleets existed have none, which is
+/// the default fleet.
+fn fleet_of(state: &Value) -> String {
+    state
+        .get_attr("fleet")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn vmid_of(state: &Value) -> Option<u32> {
@@ -79,7 +90,11 @@ impl Resource for ProxyVm {
 
     async fn plan(&self, _ctx: &Context, request: PlanRequest) -> PlanResponse {
         let configured = self.shared.get().ok();
-        plan_change(&self.schema(), configured.as_deref(), request)
+        let mut response = plan_change(&self.schema(), configured.as_deref(), request.clone());
+        if let Some(configured) = configured.as_deref() {
+            refuse_duplicate_name(configured, &request, &mut response);
+        }
+        response
     }
 
     async fn apply(&self, ctx: &Context, request: ApplyRequest) -> ApplyResponse {
@@ -119,12 +134,33 @@ impl Resource for ProxyVm {
             return response;
         };
         let name = prior.get_attr("name").as_str().map(str::to_owned);
-        match lifecycle::read(&configured, vmid, name.as_deref()).await {
-            Ok(lifecycle::Found::Ours(observed)) => response.new_state = observed.to_state(&prior),
+        let fleet = fleet_of(&prior);
+        let mut private = Private::decode(&response.private);
+        let expected = Expected {
+            name: name.as_deref(),
+            fleet: &fleet,
+            create_token: private.create_token.as_deref(),
+        };
+        match lifecycle::read(&configured, vmid, expected).await {
+            Ok(lifecycle::Found::Ours(observed)) => {
+                response.new_state = observed.to_state(&prior);
+                private.pending = observed
+                    .pending_attributes()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect();
+                response.private = private.encode();
+            }
             // A clone in progress (an earlier create's) still exists: keep what we know.
             Ok(lifecycle::Found::Cloning) => response.new_state = prior,
             // Gone: Terraform drops it from state and the plan proposes a create.
             Ok(lifecycle::Found::Gone) => response.new_state = Value::Null,
+            Ok(lifecycle::Found::NotOurs { why, .. }) => {
+                response.new_state = Value::Null;
+                response
+                    .diagnostics
+                    .warning("Proxy VM no longer this state's", why);
+            }
             Err(error) => {
                 response.new_state = prior;
                 response.diagnostics.push(step_diagnostic(
@@ -157,15 +193,36 @@ impl Resource for ProxyVm {
             );
             return response;
         };
-        match lifecycle::read(&configured, vmid, None).await {
+        let any_fleet = Expected {
+            name: None,
+            fleet: &configured.fleet,
+            create_token: None,
+        };
+        match lifecycle::read(&configured, vmid, any_fleet).await {
             Ok(lifecycle::Found::Ours(observed)) => {
+                let phase = observed.mark.as_ref().map(|m| m.phase);
+                if phase == Some(ownership::Phase::Creating) {
+                    response.diagnostics.error(
+                        "Cannot import proxy VM",
+                        format!("VM {vmid} is a create still in progress (or interrupted) of `{}`. Run the apply that creates it (it resumes the create), or destroy it; import it once it is finished.", observed.name),
+                    );
+                    return response;
+                }
                 let mut seed = Value::object([("vmid", Value::number(i64::from(vmid)))]);
                 if let Some(node) = node {
                     seed.set_attr("node", Value::string(node));
                 }
                 let state = observed.to_state(&seed);
-                response.imported.push(ImportedResource { type_name: TYPE_NAME.into(), state, private: Vec::new() });
+                let private = Private {
+                    create_token: observed.mark.as_ref().and_then(|m| m.create_token.clone()),
+                    pending: Vec::new(),
+                };
+                response.imported.push(ImportedResource { type_name: TYPE_NAME.into(), state, private: private.encode() });
             }
+            Ok(lifecycle::Found::NotOurs { mark: Some(mark), .. }) if mark.fleet != configured.fleet => response.diagnostics.error(
+                "Cannot import proxy VM from another fleet",
+                format!("VM {vmid} (`{}`) belongs to fleet `{}`, and this provider manages fleet `{}`. Import it with a provider whose `fleet` is `{}`, or leave it to the configuration that owns it.", mark.owner, mark.fleet, configured.fleet, mark.fleet),
+            ),
             Ok(_) => response.diagnostics.error(
                 "Cannot import proxy VM",
                 format!("No VM {vmid} carrying this provider's ownership mark was found. Only VMs made by proxmox_proxy_vm can be imported; other VMs are never modified."),
@@ -173,6 +230,46 @@ impl Resource for ProxyVm {
             Err(error) => response.diagnostics.push(step_diagnostic("import", &format!("{vmid}"), &error)),
         }
         response
+    }
+}
+
+/// Two resource instances with the same name in one fleet would fight over one VM: the
+/// second one planned in this provider process is refused, pointing at `name`. A planned
+/// create counts once per call; an existing VM counts once however often it is planned.
+fn refuse_duplicate_name(
+    configured: &Configured,
+    request: &PlanRequest,
+    response: &mut PlanResponse,
+) {
+    let planned = &response.planned_state;
+    let Some(name) = planned.get_attr("name").as_str() else {
+        return;
+    };
+    let replacing = !response.requires_replace.is_empty();
+    let instance = match vmid_of(&request.prior_state) {
+        // The first half of a replacement: Terraform plans its create separately.
+        Some(_) if replacing => return,
+        Some(vmid) => format!("vmid {vmid}"),
+        None => String::new(),
+    };
+    let fleet = planned
+        .get_attr("fleet")
+        .as_str()
+        .map_or_else(|| configured.fleet.clone(), str::to_owned);
+    if !configured
+        .runtime
+        .note_planned_name(&fleet, name, &instance)
+    {
+        let in_fleet = if fleet.is_empty() {
+            String::new()
+        } else {
+            format!(" in fleet `{fleet}`")
+        };
+        response.diagnostics.attribute_error(
+            AttributePath::root().attr("name"),
+            "Duplicate proxy VM name",
+            format!("Another proxmox_proxy_vm in this configuration is also named `{name}`{in_fleet}. Each name may be used once per fleet, since the name identifies the VM on the cluster: give each resource (and each count/for_each instance) its own name."),
+        );
     }
 }
 
@@ -189,6 +286,7 @@ fn plan_change(
         config,
         prior_private,
     } = request;
+    let pending = Private::decode(&prior_private).pending;
     let mut response = PlanResponse {
         planned_private: prior_private,
         ..Default::default()
@@ -207,6 +305,12 @@ fn plan_change(
     default(&mut planned, "started", Value::Bool(true));
     default(&mut planned, "wait_for_address", Value::Bool(true));
     default(&mut planned, "reboot_if_needed", Value::Bool(false));
+    if creating {
+        planned.set_attr(
+            "fleet",
+            configured.map_or(Value::Unknown, |c| Value::string(&c.fleet)),
+        );
+    }
     if creating && let Some(configured) = configured {
         {
             default(
@@ -283,6 +387,19 @@ fn plan_change(
             .with_attribute(AttributePath::root().attr("disk_gib")),
         );
     }
+    if !pending.is_empty() && planned.get_attr("reboot_if_needed").as_bool() != Some(true) {
+        let first = pending[0].split('/').next().unwrap_or("cores");
+        response.diagnostics.push(
+            Diagnostic::warning(
+                "Changes pending until reboot",
+                format!(
+                    "PVE holds changes to {} of this VM until its next boot. Reboot it, or set reboot_if_needed = true to let the provider do it at the next apply.",
+                    pending.join(", ")
+                ),
+            )
+            .with_attribute(AttributePath::root().attr(first)),
+        );
+    }
     let in_place = [
         "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started",
     ];
@@ -297,67 +414,118 @@ fn plan_change(
 }
 
 async fn create(ctx: &Context, configured: &Configured, request: &ApplyRequest) -> ApplyResponse {
-    let desired = Desired::from_plan(
+    let mut desired = Desired::from_plan(
         &request.planned_state,
         &request.config,
         &configured.seed_storage,
+        &configured.fleet,
     );
+    desired.create_token = ownership::new_create_token();
+    let private = Private {
+        create_token: Some(desired.create_token.clone()),
+        pending: Vec::new(),
+    };
+    let progress = ProgressCell::default();
     let outcome = bounded(
         ctx,
         desired.timeouts.create,
         "create",
-        lifecycle::create(configured, &desired),
+        lifecycle::create(configured, &desired, &progress),
     )
     .await;
     let mut response = ApplyResponse::default();
     match outcome {
-        Ok(observed) => response.new_state = observed.to_state(&request.planned_state),
-        Err(failure) => {
+        Ok(observed) => {
+            response.new_state = observed.to_state(&request.planned_state);
+            response.private = private.encode();
+        }
+        Err(error) => {
             response
                 .diagnostics
-                .push(step_diagnostic("create", &desired.name, &failure.error));
-            // A VM that exists stays in state (Terraform taints it), so the next apply replaces
-            // it and a destroy removes it: nothing leaks.
-            let made = match failure.made {
-                Some(made) => Some(made),
-                // A timeout or interrupt loses the step's own record: look for the VM we made.
-                None => lifecycle::locate_own(configured, &desired).await,
-            };
-            if let Some((vmid, node)) = made {
-                response.new_state =
-                    partial_state(configured, &request.planned_state, vmid, &node).await;
+                .push(step_diagnostic("create", &desired.name, &error));
+            // A VM another create took over is theirs: nothing of it belongs here.
+            if matches!(error, StepError::TakenOver(_)) {
+                return response;
+            }
+            // Whatever was made stays in state (Terraform taints it), so the next apply
+            // replaces it and a destroy removes the VM and its seed: nothing leaks.
+            let made = progress.get();
+            if let Some((vmid, node)) = made.vm {
+                response.new_state = partial_state(
+                    configured,
+                    &request.planned_state,
+                    vmid,
+                    &node,
+                    made.seed_volume.as_deref(),
+                )
+                .await;
+                response.private = private.encode();
             }
         }
     }
     response
 }
 
-/// The state of a half-made VM: what can be read of it, every unknown made concrete.
-async fn partial_state(configured: &Configured, planned: &Value, vmid: u32, node: &str) -> Value {
+/// The state of a half-made VM: every attribute the configuration gave, what can be read of
+/// the VM, and what the create recorded (VMID, node, seed volume), every unknown made
+/// concrete.
+async fn partial_state(
+    configured: &Configured,
+    planned: &Value,
+    vmid: u32,
+    node: &str,
+    seed_volume: Option<&str>,
+) -> Value {
     let pool = planned.get_attr("pool").as_str().map(str::to_owned);
-    if let Ok(Some(observed)) = lifecycle::observe(&configured.client, node, vmid, pool).await {
-        return observed.to_state(planned);
-    }
-    let mut state = planned.clone();
-    if let Some(entries) = planned.as_entries() {
-        for (name, value) in entries {
-            if !value.is_known() {
-                state.set_attr(name.clone(), Value::Null);
+    let mut state = match lifecycle::observe(&configured.client, node, vmid, pool).await {
+        Ok(Some(observed)) => observed.to_state(planned),
+        _ => {
+            let mut state = planned.clone();
+            if let Some(entries) = planned.as_entries() {
+                for (name, value) in entries {
+                    if !value.is_known() {
+                        state.set_attr(name.clone(), Value::Null);
+                    }
+                }
             }
+            state.set_attr("id", Value::string(vmid.to_string()));
+            state.set_attr("vmid", Value::number(i64::from(vmid)));
+            state.set_attr("current_node", Value::string(node));
+            state
+        }
+    };
+    // The configuration's identity, not a half-made VM's (a clone has no name yet).
+    for name in ["name", "node", "template", "seed_storage", "fleet"] {
+        let wanted = planned.get_attr(name);
+        if wanted.is_wholly_known() && !wanted.is_null() {
+            state.set_attr(name, wanted.clone());
         }
     }
-    state.set_attr("id", Value::string(vmid.to_string()));
-    state.set_attr("vmid", Value::number(i64::from(vmid)));
-    state.set_attr("current_node", Value::string(node));
+    // The seed may be uploaded but not attached yet: destroy must still find it.
+    if let Some(volume) = seed_volume
+        && state
+            .get_attr("seed_volume")
+            .as_str()
+            .is_none_or(str::is_empty)
+    {
+        state.set_attr("seed_volume", Value::string(volume));
+    }
     state
 }
 
 async fn update(ctx: &Context, configured: &Configured, request: &ApplyRequest) -> ApplyResponse {
     let prior = &request.prior_state;
     let planned = &request.planned_state;
-    let desired = Desired::from_plan(planned, &request.config, &configured.seed_storage);
+    let desired = Desired::from_plan(
+        planned,
+        &request.config,
+        &configured.seed_storage,
+        &fleet_of(prior),
+    );
+    let mut private = Private::decode(&request.planned_private);
     let mut response = ApplyResponse {
         new_state: prior.clone(),
+        private: private.encode(),
         ..Default::default()
     };
     let Some(vmid) = vmid_of(prior) else {
@@ -383,11 +551,7 @@ async fn update(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
     {
         let disk_changed = changed.iter().any(|n| n == "disk_gib");
         let deadline = tokio::time::Instant::now() + desired.timeouts.update;
-        let work = async {
-            lifecycle::update(configured, &node, vmid, &desired, disk_changed, deadline)
-                .await
-                .map_err(|error| Failure { made: None, error })
-        };
+        let work = lifecycle::update(configured, &node, vmid, &desired, disk_changed, deadline);
         match bounded(ctx, desired.timeouts.update, "update", work).await {
             Ok(updated) => {
                 if let Some(warning) = updated.pending_warning {
@@ -397,10 +561,10 @@ async fn update(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
                 }
                 interfaces = updated.interfaces;
             }
-            Err(failure) => {
+            Err(error) => {
                 response
                     .diagnostics
-                    .push(step_diagnostic("update", &desired.name, &failure.error));
+                    .push(step_diagnostic("update", &desired.name, &error));
                 return response;
             }
         }
@@ -414,7 +578,15 @@ async fn update(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
     )
     .await
     {
-        Ok(Some(observed)) => response.new_state = observed.to_state(planned),
+        Ok(Some(observed)) => {
+            response.new_state = observed.to_state(planned);
+            private.pending = observed
+                .pending_attributes()
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            response.private = private.encode();
+        }
         Ok(None) => response.diagnostics.push(diagnostics::vm_error(
             "update",
             &desired.name,
@@ -449,26 +621,32 @@ async fn delete(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
         .unwrap_or_default()
         .to_owned();
     let limit = model::Timeouts::from_value(prior.get_attr("timeouts")).delete;
-    let work = async {
-        lifecycle::delete(
-            configured,
-            vmid,
-            &name,
-            seed_volume.as_deref().map(|v| (seed_node.as_str(), v)),
-        )
-        .await
-        .map_err(|error| Failure { made: None, error })
+    let fleet = fleet_of(prior);
+    let private = Private::decode(&request.planned_private);
+    let expected = Expected {
+        name: Some(&name),
+        fleet: &fleet,
+        create_token: private.create_token.as_deref(),
     };
+    let deadline = tokio::time::Instant::now() + limit;
+    let work = lifecycle::delete(
+        configured,
+        vmid,
+        expected,
+        seed_volume.as_deref().map(|v| (seed_node.as_str(), v)),
+        deadline,
+    );
     match bounded(ctx, limit, "delete", work).await {
         Ok(Some(note)) => response
             .diagnostics
-            .warning("Proxy VM already replaced", note),
+            .warning("Proxy VM not this state's", note),
         Ok(None) => {}
-        Err(failure) => {
+        Err(error) => {
             response.new_state = prior.clone();
+            response.private = request.planned_private.clone();
             response
                 .diagnostics
-                .push(step_diagnostic("delete", &name, &failure.error));
+                .push(step_diagnostic("delete", &name, &error));
         }
     }
     response

@@ -36,6 +36,10 @@ pub struct Desired {
     pub wait_for_address: bool,
     pub reboot_if_needed: bool,
     pub timeouts: Timeouts,
+    /// The fleet the VM belongs to (the provider's, for a new VM).
+    pub fleet: String,
+    /// The random token of this create attempt, written into the mark (empty outside create).
+    pub create_token: String,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -76,7 +80,12 @@ fn num_attr<T: TryFrom<i64>>(value: &Value, name: &str) -> Option<T> {
 impl Desired {
     /// From a planned state (for everything) and the configuration (for the write-only
     /// seed inputs, which the plan never holds).
-    pub fn from_plan(planned: &Value, config: &Value, default_seed_storage: &str) -> Self {
+    pub fn from_plan(
+        planned: &Value,
+        config: &Value,
+        default_seed_storage: &str,
+        default_fleet: &str,
+    ) -> Self {
         Self {
             name: str_attr(planned, "name").unwrap_or_default(),
             node: str_attr(planned, "node").unwrap_or_default(),
@@ -107,6 +116,8 @@ impl Desired {
                 .as_bool()
                 .unwrap_or(false),
             timeouts: Timeouts::from_value(planned.get_attr("timeouts")),
+            fleet: str_attr(planned, "fleet").unwrap_or_else(|| default_fleet.to_owned()),
+            create_token: String::new(),
         }
     }
 
@@ -205,6 +216,14 @@ pub fn validate_config(config: &Value) -> Diagnostics {
             let Some(text) = tag.as_str() else { continue };
             if let Err(why) = crate::ownership::check_tag(text) {
                 diags.attribute_error(at("tags"), invalid, why);
+            } else if crate::ownership::is_own_tag(&text.to_ascii_lowercase()) {
+                // The provider writes these itself; listed by the user they would be stripped
+                // on read and the apply result would differ from the plan.
+                diags.attribute_error(
+                    at("tags"),
+                    invalid,
+                    format!("`{text}` is the provider's own ownership tag: it is added to every proxy VM by itself and never listed in `tags`. Remove it."),
+                );
             } else if text != text.to_ascii_lowercase() {
                 // PVE stores tags lower-cased; planning `Web` and reading `web` back would be
                 // an inconsistent result after apply.
@@ -258,6 +277,31 @@ pub fn validate_config(config: &Value) -> Diagnostics {
     diags
 }
 
+/// What the provider keeps in the state's private bytes (never shown in plans): the token of
+/// the create that made the VM, so a state recognises its own VM and not another create's of
+/// the same name, and the changes a read found pending, for the plan's warning.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Private {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+}
+
+impl Private {
+    /// Private bytes from any earlier release (none, or not ours) read as empty.
+    pub fn decode(bytes: &[u8]) -> Private {
+        serde_json::from_slice(bytes).unwrap_or_default()
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        if *self == Private::default() {
+            return Vec::new();
+        }
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
 /// What the cluster shows of one VM, read for drift.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
@@ -279,9 +323,39 @@ pub struct Observed {
     pub pool: Option<String>,
     pub ipv4: Vec<String>,
     pub ipv6: Vec<String>,
+    /// Config keys with a change PVE applies at the next boot.
+    pub pending_keys: Vec<String>,
+    /// What the VM runs with now, where a pending change differs.
+    pub running_with: RunningValues,
+}
+
+/// The in-place attributes as the running VM has them (pending changes not applied).
+#[derive(Debug, Clone, Default)]
+pub struct RunningValues {
+    pub cores: u32,
+    pub memory_mib: u64,
+    pub bridge: Option<String>,
+    pub vlan_tag: Option<u16>,
 }
 
 impl Observed {
+    /// The pending keys that an attribute of this resource shows.
+    pub fn pending_attributes(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for key in &self.pending_keys {
+            let attribute = match key.as_str() {
+                "cores" => "cores",
+                "memory" => "memory",
+                "net0" => "bridge/vlan_tag",
+                _ => continue,
+            };
+            if !out.contains(&attribute) {
+                out.push(attribute);
+            }
+        }
+        out
+    }
+
     /// State from what the cluster shows, keeping what only the configuration knows from
     /// `prior` (null on import).
     pub fn to_state(&self, prior: &Value) -> Value {
@@ -296,10 +370,40 @@ impl Observed {
         };
         let text = |t: &str| Value::string(t);
         let mark = self.mark.as_ref();
+        // With reboot_if_needed, a change still pending (an interrupted reboot) shows as the
+        // running value, so the next plan carries the change and its apply reboots.
+        let show_running = keep("reboot_if_needed").as_bool() == Some(true)
+            && self.running
+            && !self.pending_attributes().is_empty();
+        let (cores, memory_mib, bridge, vlan_tag) = if show_running {
+            let r = &self.running_with;
+            (r.cores, r.memory_mib, r.bridge.clone(), r.vlan_tag)
+        } else {
+            (
+                self.cores,
+                self.memory_mib,
+                self.bridge.clone(),
+                self.vlan_tag,
+            )
+        };
         let mut attrs: BTreeMap<String, Value> = BTreeMap::new();
         attrs.insert("id".into(), text(&self.vmid.to_string()));
         attrs.insert("vmid".into(), Value::number(i64::from(self.vmid)));
-        attrs.insert("name".into(), text(&self.name));
+        // A half-made VM has no name yet: the state keeps the configured one, so a refresh
+        // still recognises the VM (its mark names it) and destroy removes it.
+        attrs.insert(
+            "name".into(),
+            if self.name.is_empty() {
+                keep("name").non_null_or(text(&self.name))
+            } else {
+                text(&self.name)
+            },
+        );
+        attrs.insert(
+            "fleet".into(),
+            mark.map(|m| text(&m.fleet))
+                .unwrap_or_else(|| keep("fleet").non_null_or(text(""))),
+        );
         // `node` is where the user asked for the VM; a migration does not change it.
         attrs.insert("node".into(), keep("node").non_null_or(text(&self.node)));
         attrs.insert(
@@ -310,8 +414,8 @@ impl Observed {
                     .unwrap_or(Value::Null),
             ),
         );
-        attrs.insert("cores".into(), Value::number(i64::from(self.cores)));
-        attrs.insert("memory".into(), Value::number(self.memory_mib as i64));
+        attrs.insert("cores".into(), Value::number(i64::from(cores)));
+        attrs.insert("memory".into(), Value::number(memory_mib as i64));
         attrs.insert(
             "disk_gib".into(),
             self.disk_gib
@@ -320,11 +424,11 @@ impl Observed {
         );
         attrs.insert(
             "bridge".into(),
-            self.bridge.as_deref().map(text).unwrap_or(Value::Null),
+            bridge.as_deref().map(text).unwrap_or(Value::Null),
         );
         attrs.insert(
             "vlan_tag".into(),
-            self.vlan_tag
+            vlan_tag
                 .map(|t| Value::number(i64::from(t)))
                 .unwrap_or(Value::Null),
         );

@@ -54,6 +54,7 @@ pub fn schema() -> Schema {
                     s("delete").optional().description("Delete. Default `10m`."),
                 ],
             ).optional().description("How long each operation may take, as durations like `\"90s\"`, `\"15m\"` or `\"1h30m\"`."))
+            .attribute(s("fleet").computed().description("The fleet (provider attribute `fleet`) this VM belongs to; part of its ownership mark."))
             .attribute(s("current_node").computed().description("The node the VM runs on now (differs from `node` after a migration)."))
             .attribute(s("status").computed().description("Power state: `running`, `stopped` or `paused`."))
             .attribute(s("mac_address").computed().description("MAC address of `net0`, kept across bridge and VLAN changes."))

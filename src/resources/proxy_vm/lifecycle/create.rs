@@ -1,122 +1,108 @@
 //! Create, steps 1–7 of the design: prechecks, VMID slot, clone, seed, config, disk, power,
 //! address; resuming whatever an earlier run left.
 
-use std::time::Duration;
-
 use pve::ErrorKind;
 use tokio::time::Instant;
 
 use super::super::model::{Desired, Observed};
-use super::prechecks::{check_seed_storage, resolve_template};
+use super::prechecks::{check_disk_size, check_seed_storage, resolve_template};
 use super::read::observe_with;
 use super::slot::{Slot, choose_slot, config_after_clone, fresh_listing};
-use super::steps::{
-    clone_vm, ensure_power, grow_disk, upload_seed, wait_for_address, write_config,
-};
-use super::{Failure, StepError};
+use super::steps::{Hold, build_seed, clone_vm, ensure_power, upload_seed, wait_for_address};
+use super::{ProgressCell, Step, StepError};
 use crate::context::Configured;
 
-/// Create, steps 1–7 of the design, resuming whatever an earlier run left.
-pub async fn create(configured: &Configured, desired: &Desired) -> Result<Observed, Failure> {
+/// Create, steps 1–7 of the design, resuming whatever an earlier run of this name left
+/// unfinished. What it made so far is recorded in `progress` before each step is sent, so a
+/// create cut short anywhere still leaves a state that names the VM and its seed.
+pub async fn create(
+    configured: &Configured,
+    desired: &Desired,
+    progress: &ProgressCell,
+) -> Step<Observed> {
     let deadline = Instant::now() + desired.timeouts.create;
     let client = &configured.client;
-    let _name_guard = configured.runtime.lock_name(&desired.name).await;
-    let before = |error: StepError| Failure { made: None, error };
+    let _name_guard = configured
+        .runtime
+        .lock_name(&format!("{}/{}", desired.fleet, desired.name))
+        .await;
 
-    check_seed_storage(client, &desired.node, &desired.seed_storage)
-        .await
-        .map_err(before)?;
+    check_seed_storage(client, &desired.node, &desired.seed_storage).await?;
     // One listing serves the template lookup and the first choice of VMID.
-    let listing = fresh_listing(client).await.map_err(before)?;
-    let template = resolve_template(client, &listing, &desired.template, &desired.node)
-        .await
-        .map_err(before)?;
-    let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline)
-        .await
-        .map_err(before)?;
+    let listing = fresh_listing(client).await?;
+    let template = resolve_template(client, &listing, &desired.template, &desired.node).await?;
+    check_disk_size(&template, &desired.name, desired.disk_gib)?;
+    let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
     // refuses the clone, and we look again.
     for attempt in 1.. {
         let Slot::Fresh(vmid) = slot else { break };
-        match clone_vm(client, (&template.0, template.1), vmid, desired).await {
+        progress.update(|p| p.vm = Some((vmid, desired.node.clone())));
+        match clone_vm(
+            client,
+            (&template.node, template.vmid),
+            vmid,
+            desired,
+            deadline,
+        )
+        .await
+        {
             Ok(()) => {
                 slot = Slot::Adopt(vmid, desired.node.clone());
             }
             Err(StepError::Pve(e)) if e.kind() == ErrorKind::AlreadyExists && attempt < 5 => {
                 tracing::info!(vmid, "VMID taken meanwhile; choosing again");
+                progress.update(|p| p.vm = None);
                 // Our own claim on the VMID must not make us skip it: it may be ours now.
                 drop(reservation);
-                let listing = fresh_listing(client).await.map_err(before)?;
-                let (next, claim) = choose_slot(configured, desired, &listing, deadline)
-                    .await
-                    .map_err(before)?;
+                let listing = fresh_listing(client).await?;
+                let (next, claim) = choose_slot(configured, desired, &listing, deadline).await?;
                 slot = next;
                 reservation = claim;
             }
-            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked && attempt < 5 => {
-                tracing::info!(vmid, "template busy; cloning again");
-                tokio::time::sleep(Duration::from_millis(250 * attempt)).await;
-            }
-            Err(error) => {
-                // A failed clone task removes what it made; only a VM that exists is ours to track.
-                let exists = client.node(&desired.node).qemu(vmid).config().await.is_ok();
-                return Err(Failure {
-                    made: exists.then(|| (vmid, desired.node.clone())),
-                    error,
-                });
-            }
+            Err(error) => return Err(error),
         }
     }
     let Slot::Adopt(vmid, node) = slot else {
         unreachable!("the loop leaves only adopted slots")
     };
+    progress.update(|p| p.vm = Some((vmid, node.clone())));
     configured.runtime.forget_listing().await;
     // An adopted clone may still be running, and may end on another node: follow it.
-    let found = config_after_clone(client, &node, vmid, deadline)
-        .await
-        .map_err(|error| Failure {
-            made: Some((vmid, node.clone())),
-            error,
-        })?;
-    let Some((node, _)) = found else {
-        return Err(Failure {
-            made: None,
-            error: StepError::Plain(format!("VM {vmid} vanished right after its clone")),
-        });
+    let Some((node, _)) = config_after_clone(client, &node, vmid, deadline).await? else {
+        progress.update(|p| p.vm = None);
+        return Err(StepError::Plain(format!(
+            "VM {vmid} vanished right after its clone"
+        )));
     };
+    progress.update(|p| p.vm = Some((vmid, node.clone())));
     let _claim = reservation;
-    let made = || Some((vmid, node.clone()));
-    let after = |error: StepError| Failure {
-        made: made(),
-        error,
+    let hold = Hold {
+        client,
+        node: node.clone(),
+        vmid,
+        desired,
+        deadline,
     };
-
-    let seed_volume = upload_seed(client, &node, vmid, desired)
-        .await
-        .map_err(after)?;
-    write_config(client, &node, vmid, desired, Some(&seed_volume))
-        .await
-        .map_err(after)?;
-    grow_disk(client, &node, vmid, desired.disk_gib)
-        .await
-        .map_err(after)?;
-    ensure_power(client, &node, vmid, desired.started)
-        .await
-        .map_err(after)?;
+    // The first config write makes the VM this attempt's (and tags it, so listings show it).
+    hold.claim().await?;
+    let (seed_volume, seed_bytes) = build_seed(desired, &node, vmid)?;
+    progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
+    upload_seed(client, &node, &seed_volume, seed_bytes, deadline).await?;
+    hold.write_config(&seed_volume).await?;
+    hold.grow_disk().await?;
+    hold.still_ours().await?;
+    ensure_power(client, &node, vmid, desired.started, deadline).await?;
     let reported = if desired.started && desired.wait_for_address {
-        Some(
-            wait_for_address(client, &node, vmid, deadline)
-                .await
-                .map_err(after)?,
-        )
+        Some(wait_for_address(client, &node, vmid, deadline).await?)
     } else {
         None
     };
-    match observe_with(client, &node, vmid, desired.pool.clone(), reported).await {
-        Ok(Some(observed)) => Ok(observed),
-        Ok(None) => Err(after(StepError::Plain(format!(
+    hold.finish().await?;
+    match observe_with(client, &node, vmid, desired.pool.clone(), reported).await? {
+        Some(observed) => Ok(observed),
+        None => Err(StepError::Plain(format!(
             "VM {vmid} vanished right after it was created"
-        )))),
-        Err(error) => Err(after(error)),
+        ))),
     }
 }

@@ -23,29 +23,49 @@ use pve::{Client, RetryPolicy};
 
 pub use create::create;
 pub use delete::delete;
-pub use read::{Found, observe, observe_with, read};
-pub use slot::locate_own;
+pub use read::{Expected, Found, observe, observe_with, read};
 pub use update::update;
 
-/// Why a lifecycle step failed, with what the user needs to find the VM again.
-#[derive(Debug)]
-pub struct Failure {
-    /// The VM exists (at least partly) and belongs in state, tainted.
-    pub made: Option<(u32, String)>,
-    pub error: StepError,
+/// How far a create got, kept outside it: when a create is cut short (timeout, Ctrl-C, a
+/// failed step), the state still names the VM and the seed it made, so a refresh recognises
+/// the VM and destroy removes both.
+#[derive(Debug, Default, Clone)]
+pub struct Progress {
+    /// The VMID and node, recorded before the clone is sent (it may happen even if its
+    /// answer never comes).
+    pub vm: Option<(u32, String)>,
+    /// The seed volume, recorded before the upload is sent.
+    pub seed_volume: Option<String>,
+}
+
+/// Where a create records its [`Progress`].
+#[derive(Debug, Default)]
+pub struct ProgressCell(std::sync::Mutex<Progress>);
+
+impl ProgressCell {
+    pub fn get(&self) -> Progress {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Progress)) {
+        change(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()));
+    }
 }
 
 #[derive(Debug)]
 pub enum StepError {
     Pve(Box<pve::Error>),
     Plain(String),
+    /// Another create took this VM over (its token replaced ours): the VM is theirs, and
+    /// nothing of it belongs in this state.
+    TakenOver(String),
 }
 
 impl std::fmt::Display for StepError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StepError::Pve(e) => write!(f, "{e}"),
-            StepError::Plain(text) => f.write_str(text),
+            StepError::Plain(text) | StepError::TakenOver(text) => f.write_str(text),
         }
     }
 }
@@ -62,14 +82,15 @@ pub(crate) fn plain<T>(text: impl Into<String>) -> Step<T> {
     Err(StepError::Plain(text.into()))
 }
 
-/// Retries for calls that are safe to repeat, lock timeouts included: another task on the
-/// same VM (our own parallel clones, a backup) usually finishes within seconds.
-pub(crate) fn patient() -> RetryPolicy {
+/// Retries for calls that are safe to repeat: transient faults a few times, and a lock (a
+/// backup, another task on the same VM or template) waited out until the operation's
+/// deadline, since PVE releases it by itself.
+pub(crate) fn patient(deadline: tokio::time::Instant) -> RetryPolicy {
     RetryPolicy {
         max_attempts: 8,
         ..RetryPolicy::default()
     }
-    .with_locked()
+    .with_locked_until(deadline)
 }
 
 pub(crate) async fn wait(client: &Client, upid: &pve::Upid) -> Step<pve::TaskOutcome> {

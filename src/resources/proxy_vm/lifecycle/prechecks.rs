@@ -5,13 +5,22 @@ use pve::{Client, RetryPolicy, retry_idempotent};
 
 use super::{Step, plain};
 
-/// Where the template lives: (node, vmid).
+/// A template found in the cluster.
+#[derive(Debug, Clone)]
+pub(super) struct Template {
+    pub node: String,
+    pub vmid: u32,
+    /// Size of its boot disk, when it has one.
+    pub disk: Option<pve::wire::ByteSize>,
+}
+
+/// Where the template lives, and how big its disk is.
 pub(super) async fn resolve_template(
     client: &Client,
     listing: &[pve::cluster::ClusterVm],
     template: &str,
     node: &str,
-) -> Step<(String, u32)> {
+) -> Step<Template> {
     let named: Vec<&pve::cluster::ClusterVm> = match template.parse::<u32>() {
         Ok(vmid) => listing.iter().filter(|vm| vm.vmid == vmid).collect(),
         Err(_) => listing
@@ -45,7 +54,27 @@ pub(super) async fn resolve_template(
             vm.vmid, vm.node
         ));
     }
-    Ok((vm.node.clone(), vm.vmid))
+    Ok(Template {
+        node: vm.node.clone(),
+        vmid: vm.vmid,
+        disk: config.boot_disk().and_then(|(_, disk)| disk.size),
+    })
+}
+
+/// A clone cannot be smaller than its template (PVE cannot shrink disks): refused before
+/// anything is cloned, instead of an apply whose result differs from its plan.
+pub(super) fn check_disk_size(template: &Template, name: &str, disk_gib: Option<u64>) -> Step<()> {
+    let (Some(wanted), Some(size)) = (disk_gib, template.disk) else {
+        return Ok(());
+    };
+    let template_gib = size.gib_ceil();
+    if wanted < template_gib {
+        return plain(format!(
+            "disk_gib = {wanted} is smaller than the template's disk ({template_gib} GiB) of VM {} on {}; PVE cannot shrink disks. Set disk_gib to {template_gib} or more for `{name}`, or leave it unset to keep the template's size.",
+            template.vmid, template.node
+        ));
+    }
+    Ok(())
 }
 
 /// The seed storage must exist on the node, be active and take ISO images: checked before

@@ -3,13 +3,14 @@
 use pve::qemu::GuestInterface;
 use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
 
-use super::super::model::Observed;
+use super::super::model::{Observed, RunningValues};
 use super::Step;
 use crate::context::Configured;
 use crate::ownership::{self, Mark};
 
-/// What drift detection needs of one VM on a known node: config, status, and one agent
-/// attempt without waiting. `None` when the VM is not there.
+/// What drift detection needs of one VM on a known node: its config as PVE holds it (with
+/// what waits for a reboot, from one `GET …/pending`), status, and one agent attempt without
+/// waiting. `None` when the VM is not there.
 pub async fn observe(
     client: &Client,
     node: &str,
@@ -28,11 +29,12 @@ pub async fn observe_with(
     reported: Option<Vec<GuestInterface>>,
 ) -> Step<Option<Observed>> {
     let qemu = client.node(node).qemu(vmid);
-    let config = match retry_idempotent(&RetryPolicy::default(), || qemu.config()).await {
-        Ok(config) => config,
+    let view = match retry_idempotent(&RetryPolicy::default(), || qemu.pending_view()).await {
+        Ok(view) => view,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
+    let config = &view.effective;
     let status = match retry_idempotent(&RetryPolicy::default(), || qemu.status()).await {
         Ok(status) => status,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -97,7 +99,60 @@ pub async fn observe_with(
         pool,
         ipv4,
         ipv6,
+        pending_keys: view.pending_keys.clone(),
+        running_with: RunningValues::of(&view.current),
     }))
+}
+
+impl RunningValues {
+    fn of(config: &pve::qemu::VmConfig) -> RunningValues {
+        let net = config.net(0).and_then(Result::ok);
+        RunningValues {
+            cores: config.cores(),
+            memory_mib: config.memory_mib(),
+            bridge: net.as_ref().and_then(|n| n.bridge.clone()),
+            vlan_tag: net.as_ref().and_then(|n| n.tag),
+        }
+    }
+}
+
+/// Whose VM a state expects at its VMID.
+#[derive(Debug, Clone, Copy)]
+pub struct Expected<'a> {
+    /// The state's name; `None` on import (any name).
+    pub name: Option<&'a str>,
+    pub fleet: &'a str,
+    /// The token of the create that made the state's VM, when the state knows it (states
+    /// from before tokens, and imports of old marks, do not).
+    pub create_token: Option<&'a str>,
+}
+
+impl Expected<'_> {
+    /// Why the VM's mark is not the expected one, or `None` when it is.
+    pub fn mismatch(&self, mark: Option<&Mark>) -> Option<String> {
+        let Some(mark) = mark else {
+            return Some("it has no ownership mark of this provider".to_owned());
+        };
+        if let Some(name) = self.name
+            && mark.owner != name
+        {
+            return Some(format!("its mark names `{}`", mark.owner));
+        }
+        if mark.fleet != self.fleet {
+            return Some(format!(
+                "it belongs to fleet `{}`, not `{}`",
+                mark.fleet, self.fleet
+            ));
+        }
+        if let (Some(expected), Some(found)) = (self.create_token, mark.create_token.as_deref())
+            && expected != found
+        {
+            return Some(format!(
+                "another create (token {found}) took it over from this state's create"
+            ));
+        }
+        None
+    }
 }
 
 /// What a read finds at a VMID.
@@ -107,12 +162,17 @@ pub enum Found {
     Ours(Box<Observed>),
     /// Still being cloned: it exists, but shows nothing to compare yet.
     Cloning,
-    /// Nothing there, or a VM that is not this resource's.
+    /// Nothing there.
     Gone,
+    /// A VM that is not this state's: never touched, dropped from state with this reason.
+    NotOurs {
+        why: String,
+        mark: Option<Box<Mark>>,
+    },
 }
 
 /// Finds VM `vmid` through the shared listing (following a migration) and observes it.
-pub async fn read(configured: &Configured, vmid: u32, name: Option<&str>) -> Step<Found> {
+pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) -> Step<Found> {
     let listing = configured.runtime.vm_listing(&configured.client).await?;
     let Some(entry) = listing.iter().find(|vm| vm.vmid == vmid) else {
         return Ok(Found::Gone);
@@ -124,17 +184,15 @@ pub async fn read(configured: &Configured, vmid: u32, name: Option<&str>) -> Ste
     else {
         return Ok(Found::Gone);
     };
-    let ours = match (&observed.mark, name) {
-        (Some(mark), Some(name)) => mark.owner == name,
-        (Some(_), None) => true,
-        (None, _) => false,
-    };
-    if !ours {
-        tracing::warn!(
-            vmid,
-            "the VM at this VMID has no ownership mark for this resource: treating ours as gone"
-        );
-        return Ok(Found::Gone);
+    if let Some(why) = expected.mismatch(observed.mark.as_ref()) {
+        tracing::warn!(vmid, %why, "the VM at this VMID is not this state's: treating ours as gone");
+        return Ok(Found::NotOurs {
+            why: format!(
+                "VM {vmid} on {} is not this state's VM ({why}); it was left untouched and dropped from this state.",
+                observed.node
+            ),
+            mark: observed.mark.map(Box::new),
+        });
     }
     Ok(Found::Ours(Box::new(observed)))
 }

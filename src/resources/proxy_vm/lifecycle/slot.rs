@@ -1,5 +1,6 @@
 //! Finding, allocating and adopting the VMID a create works on: the configured one or the
-//! name's probe sequence, skipping foreign VMs, adopting this resource's own half-made VM.
+//! name's probe sequence in its fleet, skipping foreign VMs and other names' VMs, resuming an
+//! unfinished create of this name, and refusing (with an import hint) a finished one.
 
 use std::time::Duration;
 
@@ -8,9 +9,9 @@ use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
 use tokio::time::Instant;
 
 use super::super::model::Desired;
-use super::{Step, plain};
+use super::{Step, StepError, plain};
 use crate::context::Configured;
-use crate::ownership::{self, Ownership};
+use crate::ownership::{self, Ownership, Phase};
 
 /// A VMID to create on: fresh (nothing there) or ours to adopt (on this node).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +61,7 @@ pub(super) async fn config_after_clone(
                     None => return Ok(None),
                 }
             }
-            Err(e) if e.kind() == ErrorKind::Transient => {}
+            Err(e) if e.kind() == ErrorKind::Transient || e.is_unexplained_server_error() => {}
             Err(e) => return Err(e.into()),
         }
         if Instant::now() + delay > deadline {
@@ -77,6 +78,20 @@ pub(super) async fn config_after_clone(
 /// moment ago.
 pub(super) async fn fresh_listing(client: &Client) -> Step<Vec<pve::cluster::ClusterVm>> {
     Ok(retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?)
+}
+
+/// The error for a finished VM of ours with this name: it belongs to another state (or to
+/// one that was lost), so it is never taken over; the message says how to import it.
+pub(super) fn already_made(vmid: u32, node: &str, desired: &Desired) -> StepError {
+    let fleet = if desired.fleet.is_empty() {
+        String::new()
+    } else {
+        format!(" in fleet `{}`", desired.fleet)
+    };
+    StepError::Plain(format!(
+        "a proxy VM named `{name}`{fleet} already exists: VM {vmid} on node {node}, finished by another Terraform state (another working directory, workspace or team) or by an earlier run whose state was lost. It is never taken over, and nothing was changed.\n\nTo manage that VM from this configuration, import it (ADDRESS is this resource's address, e.g. proxmox_proxy_vm.edge[0]):\n  terraform import 'ADDRESS' {node}/{vmid}\nor with an import block:\n  import {{\n    to = ADDRESS\n    id = \"{node}/{vmid}\"\n  }}\nOtherwise choose another `name`, or give each configuration its own provider `fleet` (e.g. fleet = terraform.workspace).",
+        name = desired.name,
+    ))
 }
 
 pub(super) async fn choose_slot<'a>(
@@ -101,20 +116,28 @@ pub(super) async fn choose_slot<'a>(
         let Some(existing) = listing.iter().find(|vm| vm.vmid == vmid) else {
             return Ok((Slot::Fresh(vmid), reservation));
         };
+        // A VM being cloned has no mark yet: its ownership shows once the clone ends.
         let found = config_after_clone(client, &existing.node, vmid, deadline).await?;
         let Some((node, config)) = found else {
             // It was a clone that failed and cleaned up: the VMID is free again.
             return Ok((Slot::Fresh(vmid), reservation));
         };
-        match ownership::classify(config.description().as_deref(), &desired.name) {
-            Ownership::OursForThisName => {
-                tracing::info!(vmid, %node, name = %desired.name, "adopting a VM this resource made earlier");
+        match ownership::classify(
+            config.description().as_deref(),
+            &desired.name,
+            &desired.fleet,
+        ) {
+            Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {
+                tracing::info!(vmid, %node, name = %desired.name, "resuming an unfinished create of this name");
                 return Ok((Slot::Adopt(vmid, node), reservation));
             }
+            Ownership::OursForThisName(_) => return Err(already_made(vmid, &node, desired)),
             other => {
                 if desired.vmid.is_some() {
                     let whose = match other {
-                        Ownership::OursForAnotherName(owner) => format!("the proxy VM `{owner}`"),
+                        Ownership::OursForAnother(mark) => {
+                            format!("the proxy VM {}", ownership::describe_owner(&mark))
+                        }
                         _ => "a VM not managed by this provider".to_owned(),
                     };
                     return plain(format!(
@@ -134,34 +157,18 @@ pub(super) async fn choose_slot<'a>(
     ))
 }
 
-/// The VMIDs a create tries, in order: the configured one, or the name's probe sequence.
-pub(super) fn candidate_vmids<'a>(
+/// The VMIDs a create tries, in order: the configured one, or the name's probe sequence in
+/// its fleet.
+fn candidate_vmids<'a>(
     configured: &'a Configured,
     desired: &'a Desired,
 ) -> Box<dyn Iterator<Item = u32> + Send + 'a> {
     match desired.vmid {
         Some(vmid) => Box::new(std::iter::once(vmid)),
-        None => Box::new(configured.vmid_range.probe_sequence(&desired.name)),
+        None => Box::new(
+            configured
+                .vmid_range
+                .probe_sequence_in_fleet(&desired.fleet, &desired.name),
+        ),
     }
-}
-
-/// The VM this resource made, if one exists: where a create that was cut short left it.
-pub async fn locate_own(configured: &Configured, desired: &Desired) -> Option<(u32, String)> {
-    let client = &configured.client;
-    let listing = client.cluster().vm_resources().await.ok()?;
-    let candidates = candidate_vmids(configured, desired);
-    for vmid in candidates {
-        // Probing stops where a create would have stopped: at the first free VMID.
-        let entry = listing.iter().find(|vm| vm.vmid == vmid)?;
-        let config = client.node(&entry.node).qemu(vmid).config().await.ok()?;
-        let is_clone_in_progress = config.lock().as_deref() == Some("clone");
-        // A clone in progress has no description yet, so it may be ours.
-        if is_clone_in_progress
-            || ownership::classify(config.description().as_deref(), &desired.name)
-                == Ownership::OursForThisName
-        {
-            return Some((vmid, entry.node.clone()));
-        }
-    }
-    None
 }

@@ -4,8 +4,10 @@ use pve::qemu::GuestInterface;
 use tokio::time::Instant;
 
 use super::super::model::Desired;
-use super::Step;
-use super::steps::{ensure_power, grow_disk, wait_for_address, write_config};
+use pve::retry_idempotent;
+
+use super::steps::{ensure_power, grow_disk, reboot, wait_for_address, write_config};
+use super::{Step, patient};
 use crate::context::Configured;
 
 /// What an update did that the caller reports.
@@ -17,7 +19,8 @@ pub struct Updated {
     pub interfaces: Option<Vec<GuestInterface>>,
 }
 
-/// In-place changes: config, disk growth, power. A VM that had to be started is waited on
+/// In-place changes: config, disk growth, power, and the reboot that applies pending
+/// changes when the user allows it. A VM that had to be started or rebooted is waited on
 /// like a created one, so its address is known when the apply ends.
 pub async fn update(
     configured: &Configured,
@@ -28,27 +31,25 @@ pub async fn update(
     deadline: Instant,
 ) -> Step<Updated> {
     let client = &configured.client;
-    write_config(client, node, vmid, desired, None).await?;
+    write_config(client, node, vmid, desired, deadline).await?;
     if disk_changed {
-        grow_disk(client, node, vmid, desired.disk_gib).await?;
+        grow_disk(client, node, vmid, desired.disk_gib, deadline).await?;
     }
     let mut updated = Updated::default();
     let qemu = client.node(node).qemu(vmid);
-    let was_running = qemu.status().await?.is_running();
-    let mut rebooting = false;
+    let was_running = retry_idempotent(&patient(deadline), || qemu.status())
+        .await?
+        .is_running();
+    let mut rebooted = false;
     if desired.started && was_running {
-        let pending: Vec<String> = qemu
-            .pending()
+        let pending = retry_idempotent(&patient(deadline), || qemu.pending_view())
             .await?
-            .into_iter()
-            .filter(|p| p.is_pending())
-            .map(|p| p.key)
-            .collect();
+            .pending_keys;
         if !pending.is_empty() {
             if desired.reboot_if_needed {
                 tracing::info!(vmid, ?pending, "rebooting to apply pending changes");
-                ensure_power(client, node, vmid, false).await?;
-                rebooting = true;
+                reboot(client, node, vmid, deadline).await?;
+                rebooted = true;
             } else {
                 updated.pending_warning = Some(format!(
                     "PVE applies these changes to VM {vmid} at its next boot: {}. Reboot it, or set reboot_if_needed = true to let the provider do it.",
@@ -57,8 +58,8 @@ pub async fn update(
             }
         }
     }
-    ensure_power(client, node, vmid, desired.started).await?;
-    let booted = desired.started && (!was_running || rebooting);
+    ensure_power(client, node, vmid, desired.started, deadline).await?;
+    let booted = desired.started && (!was_running || rebooted);
     if booted && desired.wait_for_address {
         updated.interfaces = Some(wait_for_address(client, node, vmid, deadline).await?);
     }
