@@ -467,8 +467,20 @@ pub(super) async fn ensure_power(
         )
         .await?
     };
-    if let Some(upid) = upid {
-        wait(client, &upid).await?;
+    if let Some(upid) = upid
+        && let Err(error) = wait(client, &upid).await
+    {
+        // Another task brought it there first (`VM … already running`): the state we want
+        // is what counts.
+        let now = retry_idempotent(&patient(deadline), || qemu.status()).await?;
+        if now.is_running() != running {
+            return Err(error);
+        }
+        tracing::info!(
+            vmid,
+            running,
+            "the power task failed, but the VM is already as wanted"
+        );
     }
     Ok(())
 }
