@@ -499,7 +499,11 @@ impl Observed {
         );
         attrs.insert(
             "seed_volume".into(),
-            text(self.seed_volume.as_deref().unwrap_or_default()),
+            // A seed uploaded but not (or no longer) attached is still ours to delete.
+            match self.seed_volume.as_deref() {
+                Some(volume) => text(volume),
+                None => keep("seed_volume").non_null_or(text("")),
+            },
         );
         Value::Object(attrs)
     }

@@ -9,7 +9,7 @@ use super::prechecks::{check_disk_size, check_seed_storage, resolve_template};
 use super::read::observe_with;
 use super::slot::{Slot, choose_slot, config_after_clone, fresh_listing};
 use super::steps::{Hold, build_seed, clone_vm, ensure_power, upload_seed, wait_for_address};
-use super::{ProgressCell, Step, StepError};
+use super::{ProgressCell, Step, StepError, next_lock_delay};
 use crate::context::Configured;
 
 /// Create, steps 1–7 of the design, resuming whatever an earlier run of this name left
@@ -35,6 +35,7 @@ pub async fn create(
     let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
     // refuses the clone, and we look again.
+    let mut lock_delay = std::time::Duration::from_millis(200);
     for attempt in 1.. {
         let Slot::Fresh(vmid) = slot else { break };
         progress.update(|p| p.vm = Some((vmid, desired.node.clone())));
@@ -59,6 +60,14 @@ pub async fn create(
                 let (next, claim) = choose_slot(configured, desired, &listing, deadline).await?;
                 slot = next;
                 reservation = claim;
+            }
+            // The clone's worker met a lock on the template (a backup started meanwhile).
+            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
+                let Some(pause) = next_lock_delay(&mut lock_delay, deadline) else {
+                    return Err(StepError::Pve(e));
+                };
+                tracing::info!(vmid, reason = %e.message(), "template busy; cloning again");
+                tokio::time::sleep(pause).await;
             }
             Err(error) => return Err(error),
         }

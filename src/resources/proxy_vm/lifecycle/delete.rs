@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::read::Expected;
 use super::slot::config_after_clone;
-use super::{Step, patient, wait};
+use super::{Step, StepError, next_lock_delay, patient, run_task, wait};
 use crate::context::Configured;
 
 /// Stop, delete the seed, destroy with purge. The seed goes first, so a failed seed delete
@@ -61,13 +61,7 @@ pub async fn delete(
             Ok(status) if status.is_running() => {
                 // Hard stop: the VM is going away. Stopping a stopped VM is fine, so a retry
                 // after a lost answer is harmless.
-                match retry_idempotent(&patient(deadline), || qemu.stop()).await {
-                    Ok(upid) => {
-                        wait(client, &upid).await?;
-                    }
-                    Err(e) if e.kind() == ErrorKind::NotFound => {}
-                    Err(e) => return Err(e.into()),
-                }
+                tolerate_gone(run_task(client, deadline, || qemu.stop()).await)?;
             }
             Ok(_) => {}
             // Gone meanwhile: an earlier destroy finished it.
@@ -79,19 +73,23 @@ pub async fn delete(
         && let Some((storage, _)) = volume.split_once(':')
     {
         let store = client.node(seed_node).storage(storage);
-        match retry_idempotent(&patient(deadline), || store.delete_volume(volume)).await {
-            Ok(upid) => {
-                wait(client, &upid).await?;
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
+        tolerate_gone(run_task(client, deadline, || store.delete_volume(volume)).await)?;
     }
     if let Some(node) = &ours_on {
         destroy(configured, node, vmid, deadline).await?;
     }
     configured.runtime.forget_listing().await;
     Ok(note)
+}
+
+/// A task that failed because the VM no longer exists (an earlier destroy removed it) did
+/// what a delete wants.
+fn tolerate_gone<T>(outcome: Step<T>) -> Step<()> {
+    match outcome {
+        Ok(_) => Ok(()),
+        Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Destroys the VM with purge, waiting out locks; a VM that vanishes meanwhile (an earlier
@@ -103,27 +101,39 @@ async fn destroy(configured: &Configured, node: &str, vmid: u32, deadline: Insta
         purge: true,
         destroy_unreferenced_disks: true,
     };
-    let sent = pve::retry_with_check(
-        &patient(deadline),
-        || async { qemu.destroy(options).await.map(Some) },
-        // A destroy whose answer was lost: if the VM is gone or going, do not send another.
-        || async {
-            match qemu.config().await {
-                Ok(config) if config.lock().as_deref() == Some("destroyed") => Ok(Some(None)),
-                Ok(_) => Ok(None),
-                Err(e) if e.kind() == ErrorKind::NotFound => Ok(Some(None)),
-                Err(e) => Err(e),
+    let mut lock_delay = std::time::Duration::from_millis(200);
+    loop {
+        let sent = pve::retry_with_check(
+            &patient(deadline),
+            || async { qemu.destroy(options).await.map(Some) },
+            // A destroy whose answer was lost: if the VM is gone or going, do not send another.
+            || async {
+                match qemu.config().await {
+                    Ok(config) if config.lock().as_deref() == Some("destroyed") => Ok(Some(None)),
+                    Ok(_) => Ok(None),
+                    Err(e) if e.kind() == ErrorKind::NotFound => Ok(Some(None)),
+                    Err(e) => Err(e),
+                }
+            },
+        )
+        .await;
+        let outcome = match sent {
+            Ok(Some(upid)) => tolerate_gone(wait(client, &upid).await),
+            Ok(None) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+        };
+        match outcome {
+            // The worker met a lock (a backup started meanwhile): wait and send again.
+            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
+                let Some(pause) = next_lock_delay(&mut lock_delay, deadline) else {
+                    return Err(StepError::Pve(e));
+                };
+                tracing::info!(vmid, reason = %e.message(), "the destroy met a lock; sending it again");
+                tokio::time::sleep(pause).await;
             }
-        },
-    )
-    .await;
-    match sent {
-        Ok(Some(upid)) => {
-            wait(client, &upid).await?;
+            other => break other?,
         }
-        Ok(None) => {}
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(e.into()),
     }
     // An earlier destroy (a killed run's) may still be finishing: the VM is deleted once
     // PVE no longer knows it.

@@ -19,7 +19,11 @@ mod slot;
 mod steps;
 mod update;
 
+use std::future::Future;
+use std::time::Duration;
+
 use pve::{Client, RetryPolicy};
+use tokio::time::Instant;
 
 pub use create::create;
 pub use delete::delete;
@@ -95,4 +99,42 @@ pub(crate) fn patient(deadline: tokio::time::Instant) -> RetryPolicy {
 
 pub(crate) async fn wait(client: &Client, upid: &pve::Upid) -> Step<pve::TaskOutcome> {
     Ok(client.wait_for_task(upid).await?)
+}
+
+/// Backoff while waiting out a lock: the next delay, or `None` once the deadline is near.
+pub(crate) fn next_lock_delay(delay: &mut Duration, deadline: Instant) -> Option<Duration> {
+    let current = *delay;
+    if Instant::now() + current >= deadline {
+        return None;
+    }
+    *delay = (current * 2).min(Duration::from_secs(5));
+    Some(current)
+}
+
+/// Sends a task that may be repeated and waits for it. A task PVE ended because a lock was
+/// held (`VM is locked (backup)`: the check runs again inside the worker) is sent again, with
+/// backoff, until the deadline.
+pub(crate) async fn run_task<F, Fut>(
+    client: &Client,
+    deadline: Instant,
+    mut send: F,
+) -> Step<pve::TaskOutcome>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = pve::Result<pve::Upid>>,
+{
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let upid = pve::retry_idempotent(&patient(deadline), &mut send).await?;
+        match client.wait_for_task(&upid).await {
+            Err(e) if e.kind() == pve::ErrorKind::Locked => {
+                let Some(pause) = next_lock_delay(&mut delay, deadline) else {
+                    return Err(e.into());
+                };
+                tracing::info!(task = upid.task_type(), reason = %e.message(), "the task met a lock; sending it again");
+                tokio::time::sleep(pause).await;
+            }
+            other => return Ok(other?),
+        }
+    }
 }

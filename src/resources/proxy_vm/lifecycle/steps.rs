@@ -12,12 +12,12 @@ use std::time::Duration;
 use pve::qemu::{CloneRequest, ConfigUpdate, GuestInterface, VmConfig};
 use pve::storage::Upload;
 use pve::wire::{ByteSize, CdromDrive};
-use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
+use pve::{Client, ErrorKind, retry_idempotent};
 use tokio::time::Instant;
 
 use super::super::model::{Desired, seed_hash};
 use super::slot::already_made;
-use super::{Step, StepError, patient, plain, wait};
+use super::{Step, StepError, next_lock_delay, patient, plain, run_task, wait};
 use crate::ownership::{self, Mark, Ownership, Phase};
 
 /// How often a conditional write is re-decided after PVE refused its digest before the
@@ -99,11 +99,10 @@ pub(super) async fn upload_seed(
         .split_once(":iso/")
         .ok_or_else(|| StepError::Plain(format!("unexpected seed volume `{volume}`")))?;
     let storage = client.node(node).storage(storage);
-    let upid = retry_idempotent(&patient(deadline), || {
+    run_task(client, deadline, || {
         storage.upload(Upload::iso(file, bytes.clone()))
     })
     .await?;
-    wait(client, &upid).await?;
     Ok(())
 }
 
@@ -154,15 +153,26 @@ impl Hold<'_> {
         F: FnMut(VmConfig) -> Fut,
         Fut: Future<Output = Step<()>>,
     {
-        for _ in 0..CONDITIONAL_ATTEMPTS {
+        let mut conflicts = 0;
+        let mut lock_delay = Duration::from_millis(200);
+        while conflicts < CONDITIONAL_ATTEMPTS {
             let config = self.read().await?;
             match attempt(config).await {
                 Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => {
+                    conflicts += 1;
                     tracing::info!(
                         vmid = self.vmid,
                         step = what,
                         "the VM's config changed since it was read; reading it again"
                     );
+                }
+                // The task's worker met a lock (a backup): wait, then decide again.
+                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
+                    let Some(pause) = next_lock_delay(&mut lock_delay, self.deadline) else {
+                        return Err(StepError::Pve(e));
+                    };
+                    tracing::info!(vmid = self.vmid, step = what, reason = %e.message(), "waiting out a lock");
+                    tokio::time::sleep(pause).await;
                 }
                 other => return other,
             }
@@ -411,8 +421,7 @@ pub(super) async fn write_config(
     if update.is_empty() {
         return Ok(());
     }
-    let upid = retry_idempotent(&patient(deadline), || qemu.update_config_async(&update)).await?;
-    wait(client, &upid).await?;
+    run_task(client, deadline, || qemu.update_config_async(&update)).await?;
     Ok(())
 }
 
@@ -432,8 +441,7 @@ pub(super) async fn grow_disk(
     let Some((key, size)) = growth_needed(&config, wanted)? else {
         return Ok(());
     };
-    let upid = retry_idempotent(&patient(deadline), || qemu.resize(&key, size)).await?;
-    wait(client, &upid).await?;
+    run_task(client, deadline, || qemu.resize(&key, size)).await?;
     Ok(())
 }
 
@@ -447,53 +455,61 @@ pub(super) async fn ensure_power(
     deadline: Instant,
 ) -> Step<()> {
     let qemu = client.node(node).qemu(vmid);
-    let status = retry_idempotent(&patient(deadline), || qemu.status()).await?;
-    if status.is_running() == running {
-        return Ok(());
-    }
-    let upid = if running {
-        pve::retry_with_check(
-            &patient(deadline),
-            || async { qemu.start().await.map(Some) },
-            || async { Ok(qemu.status().await?.is_running().then_some(None)) },
-        )
-        .await?
-    } else {
-        // A clean shutdown first; PVE stops it hard after the timeout.
-        pve::retry_with_check(
-            &patient(deadline),
-            || async { qemu.shutdown(Some(60), true).await.map(Some) },
-            || async { Ok((!qemu.status().await?.is_running()).then_some(None)) },
-        )
-        .await?
-    };
-    if let Some(upid) = upid
-        && let Err(error) = wait(client, &upid).await
-    {
-        // Another task brought it there first (`VM … already running`): the state we want
-        // is what counts.
-        let now = retry_idempotent(&patient(deadline), || qemu.status()).await?;
-        if now.is_running() != running {
-            return Err(error);
+    let mut lock_delay = Duration::from_millis(200);
+    loop {
+        let status = retry_idempotent(&patient(deadline), || qemu.status()).await?;
+        if status.is_running() == running {
+            return Ok(());
         }
-        tracing::info!(
-            vmid,
-            running,
-            "the power task failed, but the VM is already as wanted"
-        );
+        let upid = if running {
+            pve::retry_with_check(
+                &patient(deadline),
+                || async { qemu.start().await.map(Some) },
+                || async { Ok(qemu.status().await?.is_running().then_some(None)) },
+            )
+            .await?
+        } else {
+            // A clean shutdown first; PVE stops it hard after the timeout.
+            pve::retry_with_check(
+                &patient(deadline),
+                || async { qemu.shutdown(Some(60), true).await.map(Some) },
+                || async { Ok((!qemu.status().await?.is_running()).then_some(None)) },
+            )
+            .await?
+        };
+        let Some(upid) = upid else { return Ok(()) };
+        match wait(client, &upid).await {
+            Ok(_) => return Ok(()),
+            // The worker met a lock (a backup): wait, then look again.
+            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
+                let Some(pause) = next_lock_delay(&mut lock_delay, deadline) else {
+                    return Err(StepError::Pve(e));
+                };
+                tokio::time::sleep(pause).await;
+            }
+            Err(error) => {
+                // Another task brought it there first (`VM … already running`): the state
+                // we want is what counts.
+                let now = retry_idempotent(&patient(deadline), || qemu.status()).await?;
+                if now.is_running() != running {
+                    return Err(error);
+                }
+                tracing::info!(
+                    vmid,
+                    running,
+                    "the power task failed, but the VM is already as wanted"
+                );
+                return Ok(());
+            }
+        }
     }
-    Ok(())
 }
 
 /// Applies pending changes with one PVE reboot task: PVE finishes it even if this process is
 /// killed meanwhile, so the VM never stays stopped half-way.
 pub(super) async fn reboot(client: &Client, node: &str, vmid: u32, deadline: Instant) -> Step<()> {
     let qemu = client.node(node).qemu(vmid);
-    let upid = retry_idempotent(&RetryPolicy::default().with_locked_until(deadline), || {
-        qemu.reboot(Some(60))
-    })
-    .await?;
-    wait(client, &upid).await?;
+    run_task(client, deadline, || qemu.reboot(Some(60))).await?;
     Ok(())
 }
 
