@@ -107,9 +107,9 @@ pub use codec::{
 };
 pub use diag::{AttributePath, Diagnostic, Diagnostics, PathStep, Severity};
 pub use provider::{
-    ApplyAction, ApplyRequest, ApplyResponse, Context, DataSource, DataSourceResponse,
-    ImportResponse, ImportedResource, PlanRequest, PlanResponse, Provider, ReadRequest,
-    ReadResponse, Resource, StopSignal, UpgradeRequest, UpgradeResponse,
+    ApplyAction, ApplyRequest, ApplyResponse, Client, ClientCapabilities, Context, DataSource,
+    DataSourceResponse, ImportResponse, ImportedResource, PlanRequest, PlanResponse, Provider,
+    ReadRequest, ReadResponse, Resource, StopSignal, UpgradeRequest, UpgradeResponse,
     upgrade_with_current_schema,
 };
 pub use schema::{

@@ -82,6 +82,8 @@ pub struct Context {
     pub stop: StopSignal,
     /// The RPC being served, e.g. `PlanResourceChange` (for logs).
     pub rpc: &'static str,
+    /// What is known about the CLI that sent the request.
+    pub client: Client,
 }
 
 impl Context {
@@ -90,6 +92,50 @@ impl Context {
         Context {
             stop: StopSignal::never(),
             rpc,
+            client: Client::default(),
+        }
+    }
+}
+
+/// What the request's client announced it can do (`ClientCapabilities`).
+///
+/// Clients older than the protocol minor that added a capability never send it,
+/// so absent means "not allowed": e.g. `write_only_attributes_allowed` arrives
+/// from Terraform >= 1.11 and OpenTofu >= 1.11 only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientCapabilities {
+    /// The client accepts deferred responses.
+    pub deferral_allowed: bool,
+    /// The client keeps write-only attributes out of plans and state.
+    pub write_only_attributes_allowed: bool,
+}
+
+/// Which CLI runs the provider, as far as the protocol (and the process tree) tells.
+#[derive(Clone, Debug, Default)]
+pub struct Client {
+    /// This request's capabilities (all false when it carried none, and for
+    /// RPCs that have no capabilities field, e.g. `ApplyResourceChange`).
+    pub capabilities: ClientCapabilities,
+    /// The CLI's version from `ConfigureProvider` (`terraform_version`; OpenTofu
+    /// sends its own version there). `None` until the provider is configured:
+    /// Terraform validates before it configures.
+    pub version: Option<String>,
+    /// `Terraform` or `OpenTofu` when the parent process is `terraform` or
+    /// `tofu`; `None` otherwise (e.g. `--debug` reattach, tests).
+    pub name: Option<&'static str>,
+}
+
+impl Client {
+    /// The CLI for a user-facing sentence, e.g. `Terraform 1.9.8`, or
+    /// `Terraform or OpenTofu 1.9.8` when only the version is known; `None`
+    /// when nothing is.
+    pub fn describe(&self) -> Option<String> {
+        let version = self.version.as_deref().filter(|v| !v.is_empty());
+        match (self.name, version) {
+            (Some(name), Some(version)) => Some(format!("{name} {version}")),
+            (Some(name), None) => Some(name.to_owned()),
+            (None, Some(version)) => Some(format!("Terraform or OpenTofu {version}")),
+            (None, None) => None,
         }
     }
 }
@@ -376,4 +422,24 @@ pub trait DataSource: Send + Sync + 'static {
 
     /// Reads the data.
     async fn read(&self, ctx: &Context, config: &Value) -> DataSourceResponse;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_is_described_by_what_is_known() {
+        let mut client = Client::default();
+        assert_eq!(client.describe(), None);
+        client.version = Some("1.9.8".into());
+        assert_eq!(
+            client.describe().as_deref(),
+            Some("Terraform or OpenTofu 1.9.8")
+        );
+        client.name = Some("OpenTofu");
+        assert_eq!(client.describe().as_deref(), Some("OpenTofu 1.9.8"));
+        client.version = None;
+        assert_eq!(client.describe().as_deref(), Some("OpenTofu"));
+    }
 }
