@@ -109,8 +109,8 @@ pub use diag::{AttributePath, Diagnostic, Diagnostics, PathStep, Severity};
 pub use provider::{
     ApplyAction, ApplyRequest, ApplyResponse, Client, ClientCapabilities, Context, DataSource,
     DataSourceResponse, ImportResponse, ImportedResource, PlanRequest, PlanResponse, Provider,
-    ReadRequest, ReadResponse, Resource, StopSignal, UpgradeRequest, UpgradeResponse,
-    upgrade_with_current_schema,
+    ReadRequest, ReadResponse, Resource, StateUpgrade, StopSignal, UpgradeRequest, UpgradeResponse,
+    upgrade_state_json, upgrade_with_current_schema,
 };
 pub use schema::{
     Attribute, AttributeKind, Block, BlockNesting, NestedAttributes, NestedBlock, Nesting, Schema,
