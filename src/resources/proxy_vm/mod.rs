@@ -3,6 +3,7 @@
 mod lifecycle;
 mod model;
 mod schema;
+mod upgrade;
 
 use std::sync::Arc;
 
@@ -93,6 +94,14 @@ impl Resource for ProxyVm {
         }
         let configured = self.shared.get().ok();
         plan_change(&self.schema(), configured.as_deref(), request)
+    }
+
+    async fn upgrade_state(
+        &self,
+        _ctx: &Context,
+        request: tfplugin::UpgradeRequest,
+    ) -> tfplugin::UpgradeResponse {
+        upgrade::upgrade(&request)
     }
 
     async fn apply(&self, ctx: &Context, request: ApplyRequest) -> ApplyResponse {

@@ -433,6 +433,8 @@ impl Observed {
             "seed_volume".into(),
             text(self.seed_volume.as_deref().unwrap_or_default()),
         );
+        // Until the VM's read reports its fleet, the state keeps the one it had ("" when new).
+        attrs.insert("fleet".into(), keep("fleet").non_null_or(text("")));
         Value::Object(attrs)
     }
 }
@@ -517,6 +519,30 @@ mod tests {
 
         client.capabilities.write_only_attributes_allowed = true;
         assert!(refuse_write_only_without_support(&config, &client).is_empty());
+    }
+
+    #[test]
+    fn fleet_is_kept_through_a_read_that_does_not_report_one() {
+        let observed = Observed {
+            vmid: 100,
+            node: "pve1".into(),
+            ..Observed::default()
+        };
+        let prior = Value::object([("fleet", Value::string("blue"))]);
+        assert_eq!(
+            observed.to_state(&prior).get_attr("fleet"),
+            &Value::string("blue")
+        );
+        // A new VM (fleet still unknown in the plan) and an import start with the default.
+        let planned = Value::object([("fleet", Value::Unknown)]);
+        assert_eq!(
+            observed.to_state(&planned).get_attr("fleet"),
+            &Value::string("")
+        );
+        assert_eq!(
+            observed.to_state(&Value::Null).get_attr("fleet"),
+            &Value::string("")
+        );
     }
 
     #[test]
