@@ -1,14 +1,14 @@
-//! Acceptance: a state file written by the previous release (0.1.0, state schema version 0)
-//! is upgraded by the current provider and plans empty against the VM that release made.
+//! Acceptance: a state file written by the previous provider (commit 953641d, state schema
+//! version 0) is upgraded by the current one and plans empty against the VM the old one made.
 //!
-//! `tests/fixtures/state_v0/` holds what release 0.1.0 (commit 953641d) left behind after
+//! `tests/fixtures/state_v0/` holds what the provider built from 953641d left behind after
 //! `terraform apply` of `resource.tf` with Terraform 1.11.4 against pve-sim:
 //! - `terraform.tfstate`: the state file, byte for byte;
 //! - `vm.json`: the VM as pve-sim stored it (its config, MAC and ownership mark included);
-//! - `seed-edge-0-2c5db7b7.iso`: the seed ISO that release uploaded.
+//! - `seed-edge-0-2c5db7b7.iso`: the seed ISO it uploaded.
 //!
 //! The test puts that VM and its seed back into a fresh simulator and boots it, so the
-//! refreshing plan reads the very VM the old release made.
+//! refreshing plan reads the very VM the old provider made.
 
 mod support;
 
@@ -30,7 +30,7 @@ fn instance(state: &Value) -> &Value {
     &state["resources"][0]["instances"][0]
 }
 
-/// The world of the default simulator plus the VM release 0.1.0 made, powered off until its
+/// The world of the default simulator plus the VM the old provider made, powered off until its
 /// seed is back on the storage. The agent answers at once, so the first read sees an address.
 fn sim_config() -> pvesim::SimConfig {
     let mut config = pvesim::SimConfig::default();
@@ -42,7 +42,7 @@ fn sim_config() -> pvesim::SimConfig {
     config
 }
 
-/// Uploads the old release's seed ISO and starts the VM, as that release's create did.
+/// Uploads the old provider's seed ISO and starts the VM, as its create did.
 async fn restore_vm(target: &support::Target) {
     let client = pve::Client::new(pve::ClientConfig::new(
         target.endpoint.clone(),
@@ -91,11 +91,11 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
     assert!(instance(&old)["attributes"].get("fleet").is_none());
     std::fs::write(ws.work_dir().join("terraform.tfstate"), &old_text).unwrap();
 
-    // Both without and with a refresh (which reads the old release's VM), nothing to do.
+    // Both without and with a refresh (which reads the old provider's VM), nothing to do.
     ws.assert_plans_empty().await;
 
     // Persist the upgrade: the state moves to version 1 with the default fleet, and every
-    // attribute the old release stored is carried over unchanged.
+    // attribute the old provider stored is carried over unchanged.
     ws.terraform(&[
         "apply",
         "-refresh-only",
