@@ -333,6 +333,10 @@ impl pb::provider_server::Provider for ProviderService {
                     // Later calls in this process learn the version from their context.
                     let _ = self.client_version.set(request.terraform_version.clone());
                     let ctx = self.context(rpc, request.client_capabilities.as_ref());
+                    tracing::debug!(
+                        tf_client = ctx.client.describe().unwrap_or_default(),
+                        "Configured by"
+                    );
                     self.provider
                         .configure(&ctx, &request.terraform_version, &config)
                         .await
