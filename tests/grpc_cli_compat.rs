@@ -331,9 +331,15 @@ async fn an_older_cli_gets_a_plain_error_on_user_data_and_nothing_is_planned_or_
     assert!(applied.diagnostics.is_empty(), "{:?}", applied.diagnostics);
     let read = provider.read(&applied.new_state, None).await;
     assert!(read.diagnostics.is_empty(), "{:?}", read.diagnostics);
-    assert_eq!(
-        decoded(&read.new_state).get_attr("status").as_str(),
-        Some("running")
+    let state = decoded(&read.new_state);
+    assert_eq!(state.get_attr("status").as_str(), Some("running"));
+    // The seed's vendor-data alone still installs the guest agent, which reports the address.
+    assert!(
+        state
+            .get_attr("ipv4_address")
+            .as_str()
+            .is_some_and(|a| !a.is_empty()),
+        "no address without user_data"
     );
     assert_eq!(sim.our_vms().await.len(), 1);
 }

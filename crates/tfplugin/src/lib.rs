@@ -20,6 +20,9 @@
 //!   SERVING);
 //! - `StopProvider` raises the [`StopSignal`] in every in-flight call's
 //!   [`Context`]; SIGINT is ignored;
+//! - every call's [`Context`] says what its [`Client`] can do (the request's
+//!   `client_capabilities`, e.g. write-only attributes from Terraform and
+//!   OpenTofu 1.11) and, once `ConfigureProvider` has run, its version;
 //! - `--debug` serves without the cookie, in plaintext, prints the
 //!   `TF_REATTACH_PROVIDERS` value and runs until interrupted;
 //! - logs from `tracing` go to stderr as hclog JSON lines at the level
