@@ -3,7 +3,8 @@
 //!
 //! `tests/fixtures/state_v0/` holds what the provider built from 953641d left behind after
 //! `terraform apply` of `resource.tf` with Terraform 1.11.4 against pve-sim:
-//! - `terraform.tfstate`: the state file, byte for byte;
+//! - `state-v0.json`: its `terraform.tfstate`, byte for byte (renamed: `*.tfstate` files are
+//!   ignored by git);
 //! - `vm.json`: the VM as pve-sim stored it (its config, MAC and ownership mark included);
 //! - `seed-edge-0-2c5db7b7.iso`: the seed ISO it uploaded.
 //!
@@ -81,7 +82,7 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
     let resource_tf = std::fs::read_to_string(fixture("resource.tf")).unwrap();
     ws.init_with(&format!("{}\n{resource_tf}", Workspace::preamble()))
         .await;
-    let old_text = std::fs::read_to_string(fixture("terraform.tfstate")).unwrap();
+    let old_text = std::fs::read_to_string(fixture("state-v0.json")).unwrap();
     let old: Value = serde_json::from_str(&old_text).unwrap();
     assert_eq!(
         instance(&old)["schema_version"],
