@@ -35,6 +35,12 @@ if [ -z "${TF_CLI:-}" ] && [ "$tf_name" = tofu ]; then
     fi
   fi
 fi
+# Both CLIs support write-only arguments from 1.11 (docs/index.md, "Terraform and OpenTofu
+# versions"); an older one would stop at validate with the provider's error on user_data.
+read -r cli_major cli_minor <<<"$("$tf" version | sed -n '1s/^[A-Za-z]* v\([0-9]*\)\.\([0-9]*\).*/\1 \2/p')"
+if [ "${cli_major:-1}" -eq 1 ] && [ "${cli_minor:-11}" -lt 11 ]; then
+  die "$tf_name $cli_major.$cli_minor is too old for the quickstart: its write-only user_data needs Terraform >= 1.11 or OpenTofu >= 1.11 (without user_data the provider works from Terraform 1.5 and OpenTofu 1.6; see docs/index.md)"
+fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/proxmox-demo.XXXXXX")"
 sim_pid=""

@@ -69,18 +69,39 @@ impl Resource for Item {
                 .description("Stores a value.")
                 .attribute(Attribute::new("name", Type::String).required())
                 .attribute(Attribute::new("value", Type::String).optional().sensitive())
+                .attribute(
+                    Attribute::new("secret", Type::String)
+                        .optional()
+                        .write_only()
+                        .description("Used at apply, never stored."),
+                )
                 .attribute(Attribute::new("wait_for_stop", Type::Bool).optional())
                 .attribute(Attribute::new("id", Type::String).computed()),
         )
     }
 
-    async fn plan(&self, _ctx: &Context, request: PlanRequest) -> PlanResponse {
+    async fn validate(&self, ctx: &Context, config: &Value) -> Diagnostics {
+        refuse_secret_without_write_only(ctx, config)
+    }
+
+    async fn plan(&self, ctx: &Context, request: PlanRequest) -> PlanResponse {
+        // Checked again here: a client may plan without validating first.
+        let refused = refuse_secret_without_write_only(ctx, &request.config);
+        if refused.has_errors() {
+            return PlanResponse {
+                diagnostics: refused,
+                ..PlanResponse::default()
+            };
+        }
+        let mut planned_state = plan::plan_computed(
+            &self.schema().block,
+            &request.prior_state,
+            &request.proposed_new_state,
+        );
+        // Write-only values are never planned.
+        planned_state.set_attr("secret", Value::Null);
         PlanResponse {
-            planned_state: plan::plan_computed(
-                &self.schema().block,
-                &request.prior_state,
-                &request.proposed_new_state,
-            ),
+            planned_state,
             requires_replace: plan::requires_replace(
                 &request.prior_state,
                 &request.proposed_new_state,
@@ -141,6 +162,26 @@ impl Resource for Item {
             diagnostics: Diagnostics::new(),
         }
     }
+}
+
+/// A client that does not keep write-only attributes out of plans and state
+/// (Terraform and OpenTofu before 1.11) must not be given `secret`.
+fn refuse_secret_without_write_only(ctx: &Context, config: &Value) -> Diagnostics {
+    let mut diagnostics = Diagnostics::new();
+    if !config.get_attr("secret").is_null()
+        && !ctx.client.capabilities.write_only_attributes_allowed
+    {
+        let cli = ctx
+            .client
+            .describe()
+            .unwrap_or_else(|| "This client".to_owned());
+        diagnostics.attribute_error(
+            "secret",
+            "Write-only attribute not supported",
+            format!("{cli} does not support write-only attributes; `secret` needs Terraform or OpenTofu 1.11 or later."),
+        );
+    }
+    diagnostics
 }
 
 /// `echo_length`: the length of `text`.

@@ -20,6 +20,9 @@
 //!   SERVING);
 //! - `StopProvider` raises the [`StopSignal`] in every in-flight call's
 //!   [`Context`]; SIGINT is ignored;
+//! - every call's [`Context`] says what its [`Client`] can do (the request's
+//!   `client_capabilities`, e.g. write-only attributes from Terraform and
+//!   OpenTofu 1.11) and, once `ConfigureProvider` has run, its version;
 //! - `--debug` serves without the cookie, in plaintext, prints the
 //!   `TF_REATTACH_PROVIDERS` value and runs until interrupted;
 //! - logs from `tracing` go to stderr as hclog JSON lines at the level
@@ -107,10 +110,10 @@ pub use codec::{
 };
 pub use diag::{AttributePath, Diagnostic, Diagnostics, PathStep, Severity};
 pub use provider::{
-    ApplyAction, ApplyRequest, ApplyResponse, Context, DataSource, DataSourceResponse,
-    ImportResponse, ImportedResource, PlanRequest, PlanResponse, Provider, ReadRequest,
-    ReadResponse, Resource, StopSignal, UpgradeRequest, UpgradeResponse,
-    upgrade_with_current_schema,
+    ApplyAction, ApplyRequest, ApplyResponse, Client, ClientCapabilities, Context, DataSource,
+    DataSourceResponse, ImportResponse, ImportedResource, PlanRequest, PlanResponse, Provider,
+    ReadRequest, ReadResponse, Resource, StateUpgrade, StopSignal, UpgradeRequest, UpgradeResponse,
+    upgrade_state_json, upgrade_with_current_schema,
 };
 pub use schema::{
     Attribute, AttributeKind, Block, BlockNesting, NestedAttributes, NestedBlock, Nesting, Schema,

@@ -82,6 +82,8 @@ pub struct Context {
     pub stop: StopSignal,
     /// The RPC being served, e.g. `PlanResourceChange` (for logs).
     pub rpc: &'static str,
+    /// What is known about the CLI that sent the request.
+    pub client: Client,
 }
 
 impl Context {
@@ -90,6 +92,50 @@ impl Context {
         Context {
             stop: StopSignal::never(),
             rpc,
+            client: Client::default(),
+        }
+    }
+}
+
+/// What the request's client announced it can do (`ClientCapabilities`).
+///
+/// Clients older than the protocol minor that added a capability never send it,
+/// so absent means "not allowed": e.g. `write_only_attributes_allowed` arrives
+/// from Terraform >= 1.11 and OpenTofu >= 1.11 only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientCapabilities {
+    /// The client accepts deferred responses.
+    pub deferral_allowed: bool,
+    /// The client keeps write-only attributes out of plans and state.
+    pub write_only_attributes_allowed: bool,
+}
+
+/// Which CLI runs the provider, as far as the protocol (and the process tree) tells.
+#[derive(Clone, Debug, Default)]
+pub struct Client {
+    /// This request's capabilities (all false when it carried none, and for
+    /// RPCs that have no capabilities field, e.g. `ApplyResourceChange`).
+    pub capabilities: ClientCapabilities,
+    /// The CLI's version from `ConfigureProvider` (`terraform_version`; OpenTofu
+    /// sends its own version there). `None` until the provider is configured:
+    /// Terraform validates before it configures.
+    pub version: Option<String>,
+    /// `Terraform` or `OpenTofu` when the parent process is `terraform` or
+    /// `tofu`; `None` otherwise (e.g. `--debug` reattach, tests).
+    pub name: Option<&'static str>,
+}
+
+impl Client {
+    /// The CLI for a user-facing sentence, e.g. `Terraform 1.9.8`, or
+    /// `Terraform or OpenTofu 1.9.8` when only the version is known; `None`
+    /// when nothing is.
+    pub fn describe(&self) -> Option<String> {
+        let version = self.version.as_deref().filter(|v| !v.is_empty());
+        match (self.name, version) {
+            (Some(name), Some(version)) => Some(format!("{name} {version}")),
+            (Some(name), None) => Some(name.to_owned()),
+            (None, Some(version)) => Some(format!("Terraform or OpenTofu {version}")),
+            (None, None) => None,
         }
     }
 }
@@ -351,6 +397,81 @@ pub fn upgrade_with_current_schema(schema: &Schema, request: &UpgradeRequest) ->
     response
 }
 
+/// One step of a state upgrade: rewrites the stored JSON object of schema
+/// version N into the shape of version N + 1. An `Err` says what is wrong
+/// without quoting values (stored state may hold secrets).
+pub type StateUpgrade = fn(&mut serde_json::Map<String, serde_json::Value>) -> Result<(), String>;
+
+/// Carries stored state of any earlier schema version forward: `steps[n]`
+/// turns version `n` into `n + 1`, so a schema at version V passes V steps.
+/// The steps run in order from the stored version, then the result is decoded
+/// with the current schema (attributes no longer in it are dropped, missing
+/// ones are null). State from a newer schema is refused.
+pub fn upgrade_state_json(
+    schema: &Schema,
+    request: &UpgradeRequest,
+    steps: &[StateUpgrade],
+) -> UpgradeResponse {
+    let mut response = UpgradeResponse::default();
+    if usize::try_from(schema.version).ok() != Some(steps.len()) {
+        response.diagnostics.error(
+            "Provider cannot upgrade state",
+            format!(
+                "The schema is at version {} but {} upgrade steps are defined. This is a bug in the provider.",
+                schema.version,
+                steps.len()
+            ),
+        );
+        return response;
+    }
+    let Ok(from) = usize::try_from(request.version) else {
+        response.diagnostics.error(
+            "Stored state cannot be read",
+            format!("The stored schema version {} is negative.", request.version),
+        );
+        return response;
+    };
+    if from > steps.len() {
+        return upgrade_with_current_schema(schema, request);
+    }
+    let mut object = match serde_json::from_slice::<serde_json::Value>(&request.raw_state_json) {
+        Ok(serde_json::Value::Object(object)) => object,
+        Ok(_) => {
+            response.diagnostics.error(
+                "Stored state cannot be read",
+                "The stored state is not a JSON object.",
+            );
+            return response;
+        }
+        Err(error) => {
+            response.diagnostics.error(
+                "Stored state cannot be read",
+                format!("invalid JSON: {error}"),
+            );
+            return response;
+        }
+    };
+    for (version, step) in steps.iter().enumerate().skip(from) {
+        if let Err(why) = step(&mut object) {
+            response.diagnostics.error(
+                "Stored state cannot be upgraded",
+                format!(
+                    "Upgrading the state from schema version {version} to {}: {why}",
+                    version + 1
+                ),
+            );
+            return response;
+        }
+    }
+    match json_value(&serde_json::Value::Object(object), &schema.value_type()) {
+        Ok(state) => response.upgraded_state = state,
+        Err(error) => response
+            .diagnostics
+            .error("Stored state cannot be read", error.to_string()),
+    }
+    response
+}
+
 /// `ReadDataSource` output.
 #[derive(Clone, Debug, Default)]
 pub struct DataSourceResponse {
@@ -376,4 +497,100 @@ pub trait DataSource: Send + Sync + 'static {
 
     /// Reads the data.
     async fn read(&self, ctx: &Context, config: &Value) -> DataSourceResponse;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{Attribute, Block};
+    use crate::value::Type;
+
+    /// Version 2 of a schema whose version 1 added `size` and version 2 renamed `label` to `name`.
+    fn schema_v2() -> Schema {
+        Schema::new(
+            Block::new()
+                .attribute(Attribute::new("name", Type::String).required())
+                .attribute(Attribute::new("size", Type::Number).computed()),
+        )
+        .with_version(2)
+    }
+
+    fn add_size(state: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+        state.entry("size").or_insert(serde_json::json!(1));
+        Ok(())
+    }
+
+    fn rename_label(state: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+        let label = state.remove("label").ok_or("`label` is missing")?;
+        state.insert("name".into(), label);
+        Ok(())
+    }
+
+    const STEPS: &[StateUpgrade] = &[add_size, rename_label];
+
+    fn upgrade(version: i64, json: &str) -> UpgradeResponse {
+        let request = UpgradeRequest {
+            version,
+            raw_state_json: json.as_bytes().to_vec(),
+        };
+        upgrade_state_json(&schema_v2(), &request, STEPS)
+    }
+
+    #[test]
+    fn every_earlier_version_is_carried_forward_step_by_step() {
+        let from_v0 = upgrade(0, r#"{"label":"a"}"#);
+        assert!(from_v0.diagnostics.is_empty(), "{:?}", from_v0.diagnostics);
+        assert_eq!(from_v0.upgraded_state.get_attr("name").as_str(), Some("a"));
+        assert_eq!(from_v0.upgraded_state.get_attr("size").as_i64(), Some(1));
+
+        // From version 1 only the rename runs: the stored size stays.
+        let from_v1 = upgrade(1, r#"{"label":"b","size":7}"#);
+        assert_eq!(from_v1.upgraded_state.get_attr("name").as_str(), Some("b"));
+        assert_eq!(from_v1.upgraded_state.get_attr("size").as_i64(), Some(7));
+
+        // The current version runs no step; attributes no longer in the schema are dropped.
+        let current = upgrade(2, r#"{"name":"c","size":3,"label":"old"}"#);
+        assert!(current.diagnostics.is_empty(), "{:?}", current.diagnostics);
+        assert_eq!(current.upgraded_state.get_attr("name").as_str(), Some("c"));
+        assert!(current.upgraded_state.get_attr("label").is_null());
+    }
+
+    #[test]
+    fn a_failing_step_newer_state_and_bad_json_are_errors_that_quote_no_value() {
+        let failed = upgrade(1, r#"{"name":"secret-value"}"#);
+        assert!(failed.diagnostics.has_errors());
+        let detail = &failed.diagnostics.iter().next().unwrap().detail;
+        assert!(detail.contains("from schema version 1 to 2"), "{detail}");
+        assert!(!detail.contains("secret-value"));
+
+        assert!(upgrade(3, r#"{"name":"a"}"#).diagnostics.has_errors());
+        assert!(upgrade(-1, r#"{"name":"a"}"#).diagnostics.has_errors());
+        assert!(upgrade(0, r#"["a"]"#).diagnostics.has_errors());
+        assert!(upgrade(0, "{").diagnostics.has_errors());
+    }
+
+    #[test]
+    fn steps_must_match_the_schema_version() {
+        let request = UpgradeRequest {
+            version: 0,
+            raw_state_json: br#"{"label":"a"}"#.to_vec(),
+        };
+        let response = upgrade_state_json(&schema_v2(), &request, &STEPS[..1]);
+        assert!(response.diagnostics.has_errors());
+    }
+
+    #[test]
+    fn the_client_is_described_by_what_is_known() {
+        let mut client = Client::default();
+        assert_eq!(client.describe(), None);
+        client.version = Some("1.9.8".into());
+        assert_eq!(
+            client.describe().as_deref(),
+            Some("Terraform or OpenTofu 1.9.8")
+        );
+        client.name = Some("OpenTofu");
+        assert_eq!(client.describe().as_deref(), Some("OpenTofu 1.9.8"));
+        client.version = None;
+        assert_eq!(client.describe().as_deref(), Some("OpenTofu"));
+    }
 }

@@ -16,8 +16,8 @@ use crate::proto::health;
 use crate::proto::plugin;
 use crate::proto::tfplugin6 as pb;
 use crate::provider::{
-    ApplyRequest, Context, DataSource, PlanRequest, Provider, ReadRequest, Resource, StopSource,
-    UpgradeRequest,
+    ApplyRequest, Client, ClientCapabilities, Context, DataSource, PlanRequest, Provider,
+    ReadRequest, Resource, StopSource, UpgradeRequest,
 };
 use crate::schema::Schema;
 use crate::value::{Type, Value};
@@ -43,6 +43,10 @@ pub(crate) struct ProviderService {
     registry: OnceLock<Registry>,
     stop: StopSource,
     next_request_id: AtomicU64,
+    /// `terraform_version` of the first `ConfigureProvider`, for later calls.
+    client_version: OnceLock<String>,
+    /// The CLI's name from the parent process, looked up once on first use.
+    client_name: OnceLock<Option<&'static str>>,
 }
 
 impl ProviderService {
@@ -52,6 +56,8 @@ impl ProviderService {
             registry: OnceLock::new(),
             stop: StopSource::new(),
             next_request_id: AtomicU64::new(1),
+            client_version: OnceLock::new(),
+            client_name: OnceLock::new(),
         }
     }
 
@@ -95,10 +101,29 @@ impl ProviderService {
         })
     }
 
-    fn context(&self, rpc: &'static str) -> Context {
+    /// The context of one call; `capabilities` is the request's own field
+    /// (`None` for RPCs without one, or when an older client left it out).
+    fn context(&self, rpc: &'static str, capabilities: Option<&pb::ClientCapabilities>) -> Context {
+        let capabilities = capabilities.map_or_else(ClientCapabilities::default, |announced| {
+            tracing::debug!(
+                tf_client_capability_deferral_allowed = announced.deferral_allowed,
+                tf_client_capability_write_only_attributes_allowed =
+                    announced.write_only_attributes_allowed,
+                "Announced client capabilities"
+            );
+            ClientCapabilities {
+                deferral_allowed: announced.deferral_allowed,
+                write_only_attributes_allowed: announced.write_only_attributes_allowed,
+            }
+        });
         Context {
             stop: self.stop.signal(),
             rpc,
+            client: Client {
+                capabilities,
+                version: self.client_version.get().cloned(),
+                name: *self.client_name.get_or_init(parent_cli_name),
+            },
         }
     }
 
@@ -132,6 +157,22 @@ impl ProviderService {
             )
             .into()
         })
+    }
+}
+
+/// Terraform and OpenTofu start providers as their direct children, so the
+/// parent's command name tells which CLI this is (`terraform_version` carries
+/// only a number, and both CLIs share version numbers).
+fn parent_cli_name() -> Option<&'static str> {
+    let comm = std::fs::read_to_string(format!(
+        "/proc/{}/comm",
+        std::os::unix::process::parent_id()
+    ))
+    .ok()?;
+    match comm.trim_end() {
+        "terraform" => Some("Terraform"),
+        "tofu" => Some("OpenTofu"),
+        _ => None,
     }
 }
 
@@ -263,7 +304,7 @@ impl pb::provider_server::Provider for ProviderService {
             let diagnostics = match decode(request.config.as_ref(), ty, "provider configuration") {
                 Ok(config) => {
                     self.provider
-                        .validate_config(&self.context(rpc), &config)
+                        .validate_config(&self.context(rpc, None), &config)
                         .await
                 }
                 Err(diagnostics) => diagnostics,
@@ -289,8 +330,15 @@ impl pb::provider_server::Provider for ProviderService {
             let ty = &self.registry().provider_type;
             let diagnostics = match decode(request.config.as_ref(), ty, "provider configuration") {
                 Ok(config) => {
+                    // Later calls in this process learn the version from their context.
+                    let _ = self.client_version.set(request.terraform_version.clone());
+                    let ctx = self.context(rpc, request.client_capabilities.as_ref());
+                    tracing::debug!(
+                        tf_client = ctx.client.describe().unwrap_or_default(),
+                        "Configured by"
+                    );
                     self.provider
-                        .configure(&self.context(rpc), &request.terraform_version, &config)
+                        .configure(&ctx, &request.terraform_version, &config)
                         .await
                 }
                 Err(diagnostics) => diagnostics,
@@ -319,7 +367,10 @@ impl pb::provider_server::Provider for ProviderService {
                 Ok::<_, Diagnostics>(
                     entry
                         .implementation
-                        .validate(&self.context(rpc), &config)
+                        .validate(
+                            &self.context(rpc, request.client_capabilities.as_ref()),
+                            &config,
+                        )
                         .await,
                 )
             }
@@ -349,7 +400,7 @@ impl pb::provider_server::Provider for ProviderService {
                 Ok::<_, Diagnostics>(
                     entry
                         .implementation
-                        .validate(&self.context(rpc), &config)
+                        .validate(&self.context(rpc, None), &config)
                         .await,
                 )
             }
@@ -391,7 +442,7 @@ impl pb::provider_server::Provider for ProviderService {
                         let upgraded = entry
                             .implementation
                             .upgrade_state(
-                                &self.context(rpc),
+                                &self.context(rpc, None),
                                 UpgradeRequest {
                                     version: request.version,
                                     raw_state_json: raw.json,
@@ -453,7 +504,7 @@ impl pb::provider_server::Provider for ProviderService {
                 let read = entry
                     .implementation
                     .read(
-                        &self.context(rpc),
+                        &self.context(rpc, request.client_capabilities.as_ref()),
                         ReadRequest {
                             current_state,
                             private: request.private,
@@ -510,7 +561,7 @@ impl pb::provider_server::Provider for ProviderService {
                 let plan = entry
                     .implementation
                     .plan(
-                        &self.context(rpc),
+                        &self.context(rpc, request.client_capabilities.as_ref()),
                         PlanRequest {
                             prior_state,
                             proposed_new_state,
@@ -558,7 +609,7 @@ impl pb::provider_server::Provider for ProviderService {
                 let applied = entry
                     .implementation
                     .apply(
-                        &self.context(rpc),
+                        &self.context(rpc, None),
                         ApplyRequest {
                             prior_state,
                             planned_state,
@@ -602,7 +653,10 @@ impl pb::provider_server::Provider for ProviderService {
                 let entry = self.resource(&request.type_name)?;
                 let imported = entry
                     .implementation
-                    .import(&self.context(rpc), &request.id)
+                    .import(
+                        &self.context(rpc, request.client_capabilities.as_ref()),
+                        &request.id,
+                    )
                     .await;
                 let mut diagnostics = imported.diagnostics;
                 for object in imported.imported {
@@ -653,7 +707,13 @@ impl pb::provider_server::Provider for ProviderService {
             let result = async {
                 let entry = self.data_source(&request.type_name)?;
                 let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
-                let read = entry.implementation.read(&self.context(rpc), &config).await;
+                let read = entry
+                    .implementation
+                    .read(
+                        &self.context(rpc, request.client_capabilities.as_ref()),
+                        &config,
+                    )
+                    .await;
                 let mut diagnostics = read.diagnostics;
                 if !read.state.is_wholly_known() {
                     diagnostics.error(

@@ -18,6 +18,7 @@ fn item_type() -> Type {
     Type::object([
         ("name", Type::String),
         ("value", Type::String),
+        ("secret", Type::String),
         ("wait_for_stop", Type::Bool),
         ("id", Type::String),
     ])
@@ -496,6 +497,127 @@ async fn a_resource_lifecycle_over_grpc() {
         .unwrap()
         .into_inner();
     assert_eq!(unknown.diagnostics[0].summary, "Unknown resource type");
+}
+
+/// The capabilities Terraform 1.11.4 sends on ValidateResourceConfig and PlanResourceChange.
+fn terraform_1_11_capabilities() -> Option<pb::ClientCapabilities> {
+    Some(pb::ClientCapabilities {
+        deferral_allowed: false,
+        write_only_attributes_allowed: true,
+    })
+}
+
+fn attribute_name(diagnostic: &pb::Diagnostic) -> Option<&str> {
+    match diagnostic
+        .attribute
+        .as_ref()?
+        .steps
+        .first()?
+        .selector
+        .as_ref()?
+    {
+        pb::attribute_path::step::Selector::AttributeName(name) => Some(name),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn client_capabilities_and_version_reach_the_resource() {
+    let plugin = Plugin::start(None);
+    let mut client = ProviderClient::new(plugin.channel(None).await.unwrap());
+    let config = Value::object([
+        ("name", Value::from("a")),
+        ("secret", Value::from("s3cr3t")),
+    ]);
+    let validate = |capabilities| pb::validate_resource_config::Request {
+        type_name: "echo_item".into(),
+        config: dynamic(&config),
+        client_capabilities: capabilities,
+    };
+    let plan = |capabilities| pb::plan_resource_change::Request {
+        type_name: "echo_item".into(),
+        prior_state: dynamic(&Value::Null),
+        proposed_new_state: dynamic(&config),
+        config: dynamic(&config),
+        client_capabilities: capabilities,
+        ..Default::default()
+    };
+
+    // A client before 1.11 sends no capabilities. Validation comes before configuration, so
+    // the version is not known yet.
+    let validated = client
+        .validate_resource_config(validate(None))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        validated.diagnostics.len(),
+        1,
+        "{:?}",
+        validated.diagnostics
+    );
+    assert_eq!(attribute_name(&validated.diagnostics[0]), Some("secret"));
+    assert!(
+        validated.diagnostics[0]
+            .detail
+            .starts_with("This client does not support")
+    );
+
+    let configured = client
+        .configure_provider(pb::configure_provider::Request {
+            terraform_version: "1.9.8".into(),
+            config: Some(pb::DynamicValue {
+                msgpack: encode_msgpack(
+                    &Value::object([("prefix", Value::Null)]),
+                    &Type::object([("prefix", Type::String)]),
+                )
+                .unwrap(),
+                json: vec![],
+            }),
+            client_capabilities: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(configured.diagnostics.is_empty());
+
+    // Once configured, every call knows the version.
+    let planned = client
+        .plan_resource_change(plan(None))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(planned.diagnostics.len(), 1, "{:?}", planned.diagnostics);
+    assert_eq!(attribute_name(&planned.diagnostics[0]), Some("secret"));
+    assert!(
+        planned.diagnostics[0]
+            .detail
+            .starts_with("Terraform or OpenTofu 1.9.8 does not support"),
+        "{}",
+        planned.diagnostics[0].detail
+    );
+    assert!(undynamic(planned.planned_state).is_null());
+
+    // The same requests as Terraform 1.11.4 sends them pass, and the secret is not planned.
+    let validated = client
+        .validate_resource_config(validate(terraform_1_11_capabilities()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        validated.diagnostics.is_empty(),
+        "{:?}",
+        validated.diagnostics
+    );
+    let planned = client
+        .plan_resource_change(plan(terraform_1_11_capabilities()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(planned.diagnostics.is_empty(), "{:?}", planned.diagnostics);
+    let planned = undynamic(planned.planned_state);
+    assert_eq!(planned.get_attr("name").as_str(), Some("a"));
+    assert!(planned.get_attr("secret").is_null());
 }
 
 #[test]

@@ -3,6 +3,7 @@
 mod lifecycle;
 mod model;
 mod schema;
+mod upgrade;
 
 use std::sync::Arc;
 
@@ -84,17 +85,38 @@ impl Resource for ProxyVm {
         schema::schema()
     }
 
-    async fn validate(&self, _ctx: &Context, config: &Value) -> Diagnostics {
-        model::validate_config(config)
+    async fn validate(&self, ctx: &Context, config: &Value) -> Diagnostics {
+        let mut diagnostics = model::validate_config(config);
+        diagnostics.extend(model::refuse_write_only_without_support(
+            config,
+            &ctx.client,
+        ));
+        diagnostics
     }
 
-    async fn plan(&self, _ctx: &Context, request: PlanRequest) -> PlanResponse {
+    async fn plan(&self, ctx: &Context, request: PlanRequest) -> PlanResponse {
+        let refused = model::refuse_write_only_without_support(&request.config, &ctx.client);
+        if refused.has_errors() {
+            // No planned state at all: the values must not reach a plan file.
+            return PlanResponse {
+                diagnostics: refused,
+                ..PlanResponse::default()
+            };
+        }
         let configured = self.shared.get().ok();
         let mut response = plan_change(&self.schema(), configured.as_deref(), request.clone());
         if let Some(configured) = configured.as_deref() {
             refuse_duplicate_name(configured, &request, &mut response);
         }
         response
+    }
+
+    async fn upgrade_state(
+        &self,
+        _ctx: &Context,
+        request: tfplugin::UpgradeRequest,
+    ) -> tfplugin::UpgradeResponse {
+        upgrade::upgrade(&request)
     }
 
     async fn apply(&self, ctx: &Context, request: ApplyRequest) -> ApplyResponse {

@@ -4,6 +4,10 @@ use tfplugin::{Attribute, Block, Nesting, Schema, Type};
 
 pub const TYPE_NAME: &str = "proxmox_proxy_vm";
 
+/// The state's schema version: bump it with every change to the stored shape, and add the step
+/// that carries the previous version forward in `upgrade.rs`.
+pub const SCHEMA_VERSION: i64 = 1;
+
 /// Attributes whose change cannot be applied to the existing VM.
 pub const REPLACE_ON_CHANGE: &[&str] = &[
     "name",
@@ -54,13 +58,15 @@ pub fn schema() -> Schema {
                     s("delete").optional().description("Delete. Default `10m`."),
                 ],
             ).optional().description("How long each operation may take, as durations like `\"90s\"`, `\"15m\"` or `\"1h30m\"`."))
-            .attribute(s("fleet").computed().description("The fleet (provider attribute `fleet`) this VM belongs to; part of its ownership mark."))
             .attribute(s("current_node").computed().description("The node the VM runs on now (differs from `node` after a migration)."))
             .attribute(s("status").computed().description("Power state: `running`, `stopped` or `paused`."))
             .attribute(s("mac_address").computed().description("MAC address of `net0`, kept across bridge and VLAN changes."))
             .attribute(s("ipv4_address").computed().description("The primary IPv4 address reported by the guest agent (empty when unknown)."))
             .attribute(Attribute::new("ipv4_addresses", Type::list(Type::String)).computed().description("Every global IPv4 address the guest agent reports."))
             .attribute(Attribute::new("ipv6_addresses", Type::list(Type::String)).computed().description("Every IPv6 address the guest agent reports."))
-            .attribute(s("seed_volume").computed().description("The seed ISO's volume, e.g. `local:iso/seed-edge-0-1a2b3c4d.iso`.")),
+            .attribute(s("seed_volume").computed().description("The seed ISO's volume, e.g. `local:iso/seed-edge-0-1a2b3c4d.iso`."))
+            .attribute(s("fleet").computed().description("The fleet (provider attribute `fleet`) this VM belongs to; part of its ownership mark.")),
     )
+    // Version 1 added `fleet`; `upgrade.rs` carries every earlier version's state forward.
+    .with_version(SCHEMA_VERSION)
 }
