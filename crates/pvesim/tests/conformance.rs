@@ -315,6 +315,46 @@ async fn config_checks_cdrom_digest_tags_delete() {
     h.sim.shutdown().await;
 }
 
+/// qemu-server Qemu.pm, update_vm_api: the POST's `qmconfig` worker checks the digest again
+/// under the config lock, so of two writes sent with the same digest only the first lands
+/// and the second's task fails with the checksum text.
+#[tokio::test]
+async fn a_config_post_rechecks_its_digest_in_the_worker() {
+    let mut config = fast_config();
+    // Long enough that both POSTs pass the pre-fork check before the first worker writes.
+    config.timings.task_ms.insert("qmconfig".into(), 300);
+    let h = start(config).await;
+    h.clone_template(172, "race").await;
+    let digest = h.get("/nodes/pve1/qemu/172/config").await.data()["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first = h
+        .post(
+            "/nodes/pve1/qemu/172/config",
+            &[("cores", "2"), ("digest", &digest)],
+        )
+        .await
+        .data();
+    let second = h
+        .post(
+            "/nodes/pve1/qemu/172/config",
+            &[("cores", "3"), ("digest", &digest)],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(first.as_str().unwrap()).await, "OK");
+    assert_eq!(
+        h.wait_task(second.as_str().unwrap()).await,
+        "checksum mismatch (file change by other user?)"
+    );
+    assert_eq!(
+        h.get("/nodes/pve1/qemu/172/config").await.data()["cores"],
+        2
+    );
+    h.sim.shutdown().await;
+}
+
 /// facts §6: on a running VM, cores stay pending while name applies at once.
 #[tokio::test]
 async fn running_vm_keeps_cpu_changes_pending() {

@@ -27,7 +27,7 @@ pub fn schema() -> Schema {
     Schema::new(
         Block::new()
             .description(
-                "A small proxy VM: a full clone of a cloud-init-ready template, given a NoCloud seed ISO (user-data, network-config, and vendor-data that installs the QEMU guest agent), configured, grown and started, all through the PVE API.\n\nCreate resumes after any interruption: a re-run adopts the half-made VM it left (recognised by the ownership mark in its description), never clones a duplicate, and never touches a VM without the mark.",
+                "A small proxy VM: a full clone of a cloud-init-ready template, given a NoCloud seed ISO (user-data, network-config, and vendor-data that installs the QEMU guest agent), configured, grown and started, all through the PVE API.\n\nA VM belongs to exactly one resource instance. Create resumes after any interruption: a re-run adopts the *unfinished* VM it left (recognised by the ownership mark in its description) and never clones a duplicate. A *finished* VM with the same name and fleet, made by another state, workspace or team, is never taken over: the create fails before any write and says how to import it. A VM without the mark is never touched. Locks (a backup) and transient API faults are waited out within `timeouts`.",
             )
             .attribute(s("id").computed().description("The VMID as a string. Stable when the VM migrates to another node."))
             .attribute(s("name").required().description("The VM's name and the guest's hostname: a DNS name. Changing it replaces the VM."))
