@@ -98,6 +98,32 @@ fn every_generated_page_is_in_the_registry_layout() {
     }
 }
 
+/// A list inside an attribute's description must nest under that attribute's item: when it
+/// escapes (as the health page's reason codes once did), its entries render as attributes
+/// and the attributes after it as its entries.
+#[test]
+fn descriptions_keep_their_lists_inside_the_attribute_lists() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let mut pages = vec![docs.join("index.md")];
+    for dir in render::GENERATED_DIRS {
+        for entry in std::fs::read_dir(docs.join(dir)).unwrap() {
+            pages.push(entry.unwrap().path());
+        }
+    }
+    let mut problems = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for line in render::broken_schema_list_lines(&text) {
+            problems.push(format!("{}: {line}", page.display()));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "attribute lists broken by a description (indent its continuation lines):\n  {}",
+        problems.join("\n  ")
+    );
+}
+
 /// ARCHITECTURE.md writes its invariants as absences; this keeps the ones a file scan can
 /// prove true, so the document cannot drift from the code.
 #[test]
