@@ -1,12 +1,10 @@
-//! The `pve-sim` binary, run as a module author runs it (`pve-sim --listen 127.0.0.1:0
-//! --state-dir DIR`). Cargo gives this package's tests the paths of this package's binaries
-//! only, so pve-sim is found beside the provider binary, where a workspace build puts it.
+//! The `pve-sim` binary, for tests that run it as a module author does. Cargo gives this
+//! package's tests the paths of this package's binaries only, so pve-sim is found beside
+//! the provider binary, where a workspace build puts it.
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::SystemTime;
 
 /// `target/<profile>/pve-sim`, checked to exist and to be newer than pvesim's sources: an old
@@ -47,45 +45,4 @@ fn newest_modified(dir: &Path) -> Option<SystemTime> {
         newest = newest.max(time);
     }
     newest
-}
-
-/// A `pve-sim` process; stopped (SIGKILL, then reaped) when dropped.
-pub struct RunningSim {
-    child: Child,
-    pub endpoint: String,
-}
-
-impl RunningSim {
-    /// Starts `pve-sim --listen 127.0.0.1:0 --state-dir STATE_DIR [ARGS…]` in `cwd` and waits
-    /// for the endpoint line it prints once it accepts connections (by then it has written
-    /// STATE_DIR/endpoint, token and ca.pem).
-    pub fn start(cwd: &Path, state_dir: &str, args: &[&str]) -> Self {
-        let mut child = Command::new(pve_sim_binary())
-            .args(["--listen", "127.0.0.1:0", "--state-dir", state_dir])
-            .args(args)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("pve-sim could not be started");
-        let stdout = child.stdout.take().unwrap();
-        let mut endpoint = String::new();
-        std::io::BufReader::new(stdout)
-            .read_line(&mut endpoint)
-            .unwrap();
-        let endpoint = endpoint.trim().to_owned();
-        if !endpoint.starts_with("https://") {
-            let status = child.wait().unwrap();
-            panic!("pve-sim exited ({status}) without printing its endpoint");
-        }
-        Self { child, endpoint }
-    }
-}
-
-impl Drop for RunningSim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
