@@ -74,6 +74,17 @@ fn help_text() -> String {
 fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    // One column for every name, wide enough for the longest.
+    let w = world
+        .nodes
+        .iter()
+        .map(|n| n.name.len())
+        .chain(world.storages.iter().map(|s| s.id.len()))
+        .chain(world.vms.iter().map(|vm| vm_name(vm).len()))
+        .chain(world.privileges.keys().map(String::len))
+        .max()
+        .unwrap_or(0)
+        .max(12);
     let _ = writeln!(out, "pve-sim world ({source})\n");
     let _ = writeln!(
         out,
@@ -84,7 +95,7 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
     for node in &world.nodes {
         let _ = writeln!(
             out,
-            "  {:<16} {}, {} CPUs, {} GiB memory, bridges {}",
+            "  {:<w$} {}, {} CPUs, {} GiB memory, bridges {}",
             node.name,
             if node.online { "online" } else { "offline" },
             node.cpus,
@@ -96,7 +107,7 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
     for storage in &world.storages {
         let _ = writeln!(
             out,
-            "  {:<16} {}, content {}, {}, {} GiB{}{}",
+            "  {:<w$} {}, content {}, {}, {} GiB{}{}",
             storage.id,
             storage.plugin_type,
             storage.content.join(","),
@@ -129,7 +140,7 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "  {:<16} VMID {} on {}{}, disk {}",
+            "  {:<w$} VMID {} on {}{}, disk {}",
             vm_name(vm),
             vm.vmid,
             vm.node,
@@ -154,7 +165,7 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {:<16} VMID {} on {}{}, {}{tags}",
+            "  {:<w$} VMID {} on {}{}, {}{tags}",
             vm_name(vm),
             vm.vmid,
             vm.node,
@@ -185,7 +196,7 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
     for (path, privileges) in &world.privileges {
         for (i, chunk) in privileges.chunks(4).enumerate() {
             let path = if i == 0 { path.as_str() } else { "" };
-            let _ = writeln!(out, "  {path:<16} {}", chunk.join(", "));
+            let _ = writeln!(out, "  {path:<w$} {}", chunk.join(", "));
         }
     }
     let _ = writeln!(
