@@ -200,52 +200,11 @@ async fn the_installation_guide_typed_into_a_fresh_shell_applies_a_users_module(
         commands.extend(sh_blocks_under(&guide, heading));
     }
 
-    let scratch = tempfile::Builder::new()
-        .prefix("install-guide-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    let home = scratch.path().join("home");
-    let clone = scratch.path().join("clone");
-    let bin = scratch.path().join("bin");
-    for dir in [&home, &clone, &bin] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    // The clone: what the commands read from it.
-    std::fs::copy(root().join("Cargo.toml"), clone.join("Cargo.toml")).unwrap();
-    // The guide's release build stands in for the binaries cargo built for this test run: a
-    // nested cargo build would wait on the lock this run holds. Any other cargo command in
-    // the guide fails the test.
-    let shim = format!(
-        "#!/bin/sh\nset -eu\nif [ \"$*\" = \"build --release --locked --workspace --bins\" ]; then\n  mkdir -p target/release\n  ln -sf '{}' target/release/terraform-provider-proxmox\n  ln -sf '{}' target/release/pve-sim\n  exit 0\nfi\necho \"the guide ran cargo $*, which this test does not stand in for\" >&2\nexit 1\n",
-        env!("CARGO_BIN_EXE_terraform-provider-proxmox"),
-        pve_sim_binary().display()
-    );
-    write_executable(&bin.join("cargo"), &shim);
-    std::os::unix::fs::symlink(terraform_path(), bin.join("terraform")).unwrap();
-
-    // A background pve-sim the guide started must not outlive a failed step.
-    let script = format!(
-        "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{}",
-        commands.join("\n")
-    );
-    let path = path_with(&bin);
-    let out = tokio::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &script])
-        .current_dir(&clone)
-        .env_clear()
-        .env("HOME", &home)
-        .env("PATH", path)
-        // Offline: no version check against checkpoint-api.hashicorp.com.
-        .env("CHECKPOINT_DISABLE", "1")
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let shell = FreshShell::new();
+    let (success, stdout, stderr) = shell.run(&commands.join("\n")).await;
     assert!(
-        out.status.success(),
-        "the guide's commands failed:\n--- script\n{script}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        success,
+        "the guide's commands failed:\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
     for expected in [
         "Installed proxyvm/proxmox v",
@@ -257,10 +216,107 @@ async fn the_installation_guide_typed_into_a_fresh_shell_applies_a_users_module(
         assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
     }
     // The mirror sits where the guide says it does.
-    let installed: PathBuf = home
+    let installed: PathBuf = shell
+        .home()
         .join(".terraform.d/proxyvm-mirror/registry.terraform.io/proxyvm/proxmox")
         .join(support::PROVIDER_VERSION);
     assert!(installed.is_dir(), "{} is missing", installed.display());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_installation_guides_dev_overrides_need_no_init() {
+    if !acceptance_enabled("the_installation_guides_dev_overrides_need_no_init") {
+        return;
+    }
+    let guide = std::fs::read_to_string(root().join("docs/guides/installation.md")).unwrap();
+    let commands = sh_blocks_under(&guide, "## `dev_overrides` while developing the provider");
+    // Then, as the guide says, straight to a command that needs the provider: no init.
+    let check = r#"
+mkdir -p "$HOME/dev-check" && cd "$HOME/dev-check"
+printf '%s\n' 'terraform {' '  required_providers {' '    proxmox = { source = "proxyvm/proxmox" }' '  }' '}' 'data "proxmox_proxy_vms" "all" {}' >main.tf
+terraform validate -no-color
+"#;
+    let shell = FreshShell::new();
+    let (success, stdout, stderr) = shell
+        .run(&format!("{}\n{check}", commands.join("\n")))
+        .await;
+    assert!(success, "--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    let all = format!("{stdout}{stderr}");
+    for expected in [
+        "Provider development overrides are in effect",
+        "The configuration is valid",
+    ] {
+        assert!(all.contains(expected), "no {expected:?} in:\n{all}");
+    }
+}
+
+/// A shell as a new user has it: an empty home directory, a clone of this repository as
+/// the working directory, the system's tools, and nothing of ours in the environment.
+struct FreshShell {
+    scratch: tempfile::TempDir,
+}
+
+impl FreshShell {
+    fn new() -> Self {
+        let scratch = tempfile::Builder::new()
+            .prefix("fresh-shell-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        for dir in ["home", "clone", "bin"] {
+            std::fs::create_dir(scratch.path().join(dir)).unwrap();
+        }
+        let shell = Self { scratch };
+        // The clone: what the guides' commands read from it.
+        std::fs::copy(
+            root().join("Cargo.toml"),
+            shell.clone_dir().join("Cargo.toml"),
+        )
+        .unwrap();
+        // The guides' builds stand in for the binaries cargo built for this test run: a
+        // nested cargo build would wait on the lock this run holds. Any other cargo command
+        // fails the test.
+        let shim = format!(
+            "#!/bin/sh\nset -eu\ncase \"$*\" in\n  \"build --release --locked --workspace --bins\")\n    mkdir -p target/release\n    ln -sf '{provider}' target/release/terraform-provider-proxmox\n    ln -sf '{sim}' target/release/pve-sim ;;\n  \"build --locked --bin terraform-provider-proxmox\")\n    mkdir -p target/debug\n    ln -sf '{provider}' target/debug/terraform-provider-proxmox ;;\n  *)\n    echo \"the guide ran cargo $*, which this test does not stand in for\" >&2\n    exit 1 ;;\nesac\n",
+            provider = env!("CARGO_BIN_EXE_terraform-provider-proxmox"),
+            sim = pve_sim_binary().display()
+        );
+        let bin = shell.scratch.path().join("bin");
+        write_executable(&bin.join("cargo"), &shim);
+        std::os::unix::fs::symlink(terraform_path(), bin.join("terraform")).unwrap();
+        shell
+    }
+
+    fn home(&self) -> PathBuf {
+        self.scratch.path().join("home")
+    }
+
+    fn clone_dir(&self) -> PathBuf {
+        self.scratch.path().join("clone")
+    }
+
+    /// Runs `script` with `bash -euo pipefail` in the clone: (success, stdout, stderr).
+    async fn run(&self, script: &str) -> (bool, String, String) {
+        // A background pve-sim the script started must not outlive a failed step.
+        let script = format!("trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}");
+        let out = tokio::process::Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &script])
+            .current_dir(self.clone_dir())
+            .env_clear()
+            .env("HOME", self.home())
+            .env("PATH", path_with(&self.scratch.path().join("bin")))
+            // Offline: no version check against checkpoint-api.hashicorp.com.
+            .env("CHECKPOINT_DISABLE", "1")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap();
+        // The words a user sees, without the colours the CLI adds.
+        (
+            out.status.success(),
+            without_ansi_escapes(&String::from_utf8_lossy(&out.stdout)),
+            without_ansi_escapes(&String::from_utf8_lossy(&out.stderr)),
+        )
+    }
 }
 
 fn write_executable(path: &Path, text: &str) {
