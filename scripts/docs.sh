@@ -11,8 +11,9 @@ if [ -z "$tf" ]; then
   exit 1
 fi
 
-echo "==> building the provider (release)"
-cargo build --release --locked --bin terraform-provider-proxmox
+# A debug build: the schema is the same as a release build's, and the tests' build is reused.
+echo "==> building the provider"
+cargo build --locked --bin terraform-provider-proxmox
 if [ "${1:-}" != "--check" ]; then
   echo "==> formatting examples/"
   "$tf" fmt -recursive examples >/dev/null
@@ -20,5 +21,5 @@ fi
 echo "==> generating docs"
 cargo run --quiet --locked -p docgen -- \
   --terraform "$tf" \
-  --provider-binary "${CARGO_TARGET_DIR:-target}/release/terraform-provider-proxmox" \
+  --provider-binary "${CARGO_TARGET_DIR:-target}/debug/terraform-provider-proxmox" \
   "$@"

@@ -6,6 +6,14 @@
 #   terraform-provider-proxmox_VERSION_manifest.json   protocol_versions ["6.0"]
 #   terraform-provider-proxmox_VERSION_SHA256SUMS      over the zips and the manifest
 #   terraform-provider-proxmox_VERSION_SHA256SUMS.sig  binary detached signature (--gpg-key)
+#   pve-sim_VERSION_OS-ARCH.zip                        the simulator, one per platform, holding
+#                                                      pve-sim[.exe] and its README; for module
+#                                                      authors' tests (docs/guides/testing-modules.md)
+#
+# The pve-sim zips spell the platform OS-ARCH, with a hyphen: the OpenTofu registry's indexer
+# takes every release asset matching `_OS_ARCH.zip` for a provider package, and must not take
+# the simulator for the provider. Their checksums are in SHA256SUMS too, so the one signature
+# covers them; the registries and `terraform init` only look up the provider's zip names there.
 #
 # Platforms: every one whose Rust target is installed (`rustup target add …`); linux_amd64
 # always. Upload everything in the output directory to a GitHub release for tag vVERSION.
@@ -13,13 +21,14 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: scripts/release.sh VERSION [--gpg-key ID] [--out DIR] [--binary PATH]
+usage: scripts/release.sh VERSION [--gpg-key ID] [--out DIR] [--binary PATH --sim-binary PATH]
 
-  VERSION         semantic version without the leading v, e.g. 0.1.0 or 0.2.0-rc1
-  --gpg-key ID    sign SHA256SUMS with this RSA or DSA key (the registries reject ECC keys)
-  --out DIR       output directory (default: dist/, emptied first)
-  --binary PATH   package this already-built binary for the host platform instead of
-                  building it (CI pipelines that build in an earlier step; tests)
+  VERSION            semantic version without the leading v, e.g. 0.1.0 or 0.2.0-rc1
+  --gpg-key ID       sign SHA256SUMS with this RSA or DSA key (the registries reject ECC keys)
+  --out DIR          output directory (default: dist/, emptied first)
+  --binary PATH      package this already-built provider for the host platform instead of
+                     building it (CI pipelines that build in an earlier step; tests)
+  --sim-binary PATH  the same for pve-sim; given together with --binary
 EOF
 }
 
@@ -45,11 +54,13 @@ shift
 gpg_key=""
 out=""
 prebuilt=""
+prebuilt_sim=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --gpg-key) gpg_key="${2:?--gpg-key needs a key id}" && shift 2 ;;
     --out) out="${2:?--out needs a directory}" && shift 2 ;;
     --binary) prebuilt="${2:?--binary needs a path}" && shift 2 ;;
+    --sim-binary) prebuilt_sim="${2:?--sim-binary needs a path}" && shift 2 ;;
     -h | --help) usage && exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -60,10 +71,16 @@ root="$(pwd)"
 name=terraform-provider-proxmox
 out="${out:-$root/dist}"
 case "$out" in /*) ;; *) out="$root/$out" ;; esac
-if [ -n "$prebuilt" ]; then
-  case "$prebuilt" in /*) ;; *) prebuilt="$(pwd)/$prebuilt" ;; esac
-  [ -x "$prebuilt" ] || die "--binary $prebuilt is not an executable file"
+# Both or neither: a release holds the provider and pve-sim of one commit.
+if { [ -n "$prebuilt" ] && [ -z "$prebuilt_sim" ]; } || { [ -z "$prebuilt" ] && [ -n "$prebuilt_sim" ]; }; then
+  die "--binary and --sim-binary go together"
 fi
+for given in "$prebuilt" "$prebuilt_sim"; do
+  [ -z "$given" ] || [ -x "$given" ] || die "$given is not an executable file"
+done
+absolute() { case "$1" in /* | "") printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac; }
+prebuilt="$(absolute "$prebuilt")"
+prebuilt_sim="$(absolute "$prebuilt_sim")"
 
 crate_version="$(sed -n '/^version = "/{s/^version = "\(.*\)"$/\1/p;q;}' Cargo.toml)"
 if [ "$crate_version" != "$version" ]; then
@@ -115,6 +132,10 @@ EOF
   fi
 }
 
+stamp() { # stamp DIR: every file gets the commit's time
+  touch -d "@$epoch" "$1"/* 2>/dev/null || touch -t "$(date -u -r "$epoch" +%Y%m%d%H%M.%S)" "$1"/*
+}
+
 sha256() {
   if command -v sha256sum >/dev/null 2>&1; then sha256sum "$@"; else shasum -a 256 "$@"; fi
 }
@@ -143,17 +164,24 @@ for entry in "${platforms[@]}"; do
 
   if [ -n "$prebuilt" ] && [ "$target" = "$host" ]; then
     binary="$prebuilt"
-    echo "==> $platform: packaging $binary"
-  elif [ "$target" = "$host" ]; then
-    echo "==> $platform: cargo build --release ($target)"
-    cargo build --release --locked --bin "$name"
-    binary="${CARGO_TARGET_DIR:-$root/target}/release/$name"
+    sim_binary="$prebuilt_sim"
+    echo "==> $platform: packaging $binary and $sim_binary"
   else
-    echo "==> $platform: cargo build --release --target $target"
-    cargo build --release --locked --bin "$name" --target "$target"
-    binary="${CARGO_TARGET_DIR:-$root/target}/$target/release/$name$exe"
+    target_flag=()
+    target_dir="${CARGO_TARGET_DIR:-$root/target}/release"
+    if [ "$target" != "$host" ]; then
+      target_flag=(--target "$target")
+      target_dir="${CARGO_TARGET_DIR:-$root/target}/$target/release"
+    fi
+    # ${a[@]+"${a[@]}"}: an empty array under set -u in bash 3.2 (macOS).
+    echo "==> $platform: cargo build --release ${target_flag[*]+"${target_flag[*]}"} (provider and pve-sim)"
+    cargo build --release --locked ${target_flag[@]+"${target_flag[@]}"} \
+      -p "$name" --bin "$name" -p pvesim --bin pve-sim
+    binary="$target_dir/$name$exe"
+    sim_binary="$target_dir/pve-sim$exe"
   fi
   [ -f "$binary" ] || die "$platform: no binary at $binary"
+  [ -f "$sim_binary" ] || die "$platform: no pve-sim at $sim_binary"
 
   stage="$stage_root/$platform"
   mkdir -p "$stage"
@@ -162,8 +190,19 @@ for entry in "${platforms[@]}"; do
   for extra in LICENSE* README.md CHANGELOG.md; do
     [ -f "$extra" ] && cp "$extra" "$stage/"
   done
-  touch -d "@$epoch" "$stage"/* 2>/dev/null || touch -t "$(date -u -r "$epoch" +%Y%m%d%H%M.%S)" "$stage"/*
+  stamp "$stage"
   make_zip "$out/${name}_${version}_${platform}.zip" "$stage"
+
+  sim_stage="$stage_root/pve-sim-$platform"
+  mkdir -p "$sim_stage"
+  cp "$sim_binary" "$sim_stage/pve-sim$exe"
+  chmod 0755 "$sim_stage/pve-sim$exe"
+  cp crates/pvesim/README.md "$sim_stage/README.md"
+  for extra in LICENSE*; do
+    [ -f "$extra" ] && cp "$extra" "$sim_stage/"
+  done
+  stamp "$sim_stage"
+  make_zip "$out/pve-sim_${version}_${platform/_/-}.zip" "$sim_stage"
   built+=("$platform")
 done
 
@@ -172,6 +211,9 @@ printf '{"version":1,"metadata":{"protocol_versions":["6.0"]}}\n' >"$out/$manife
 
 sums="${name}_${version}_SHA256SUMS"
 (cd "$out" && sha256 -- *.zip "$manifest" | LC_ALL=C sort -k2 >"$sums")
+# The provider zip and the pve-sim zip of every platform built, and the manifest.
+[ "$(grep -c '\.zip$' "$out/$sums")" -eq $((2 * ${#built[@]})) ] ||
+  die "$sums does not list a provider zip and a pve-sim zip per platform"
 # Without the manifest in SHA256SUMS both registries fall back to protocol 5.
 grep -q "  $manifest\$" "$out/$sums" || die "the manifest is missing from $sums"
 

@@ -32,7 +32,7 @@ fn hint(error: &pve::Error) -> Option<String> {
     let message = error.message();
     match error.kind() {
         pve::ErrorKind::Auth if message.contains("Permission check failed") => Some(
-            "The API token lacks the privilege named above. Grant it to the token's role (see docs/pve-setup.md for the exact list), or run the proxmox_health data source to list every missing privilege.".into(),
+            "The API token lacks the privilege named above. Grant it to the token's role (see docs/guides/pve-setup.md for the exact list), or run the proxmox_health data source to list every missing privilege.".into(),
         ),
         pve::ErrorKind::Auth => Some(
             "PVE refused the API token. Check PROXMOX_VE_API_TOKEN / api_token (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that the user exists.".into(),

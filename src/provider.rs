@@ -180,7 +180,7 @@ impl Settings {
             Setting::Absent if require => diags.attribute_error(
                 attr("api_token"),
                 "Missing API token",
-                format!("Set `api_token` in the provider block or the environment variable {ENV_API_TOKEN}; see docs/pve-setup.md for creating one."),
+                format!("Set `api_token` in the provider block or the environment variable {ENV_API_TOKEN}; see docs/guides/pve-setup.md for creating one."),
             ),
             setting => {
                 if let Some(text) = setting.known()

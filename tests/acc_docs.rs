@@ -98,6 +98,109 @@ fn every_generated_page_is_in_the_registry_layout() {
     }
 }
 
+/// A list inside an attribute's description must nest under that attribute's item: when it
+/// escapes (as the health page's reason codes once did), its entries render as attributes
+/// and the attributes after it as its entries.
+#[test]
+fn descriptions_keep_their_lists_inside_the_attribute_lists() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let mut pages = vec![docs.join("index.md")];
+    for dir in render::GENERATED_DIRS {
+        for entry in std::fs::read_dir(docs.join(dir)).unwrap() {
+            pages.push(entry.unwrap().path());
+        }
+    }
+    let mut problems = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for line in render::broken_schema_list_lines(&text) {
+            problems.push(format!("{}: {line}", page.display()));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "attribute lists broken by a description (indent its continuation lines):\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+/// Every relative link in the repository's markdown points at a file or directory that
+/// exists: the guides moved once, and a link left behind fails here, not on a reader.
+#[test]
+fn every_relative_markdown_link_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = Vec::new();
+    markdown_files(root, &mut pages);
+    assert!(pages.len() > 10, "found only {pages:?}");
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for target in relative_link_targets(&text) {
+            let path = target.split('#').next().unwrap_or_default();
+            if !path.is_empty() && !page.parent().unwrap().join(path).exists() {
+                broken.push(format!(
+                    "{}: {target}",
+                    page.strip_prefix(root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "broken links:\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+/// Markdown files of the repository (not build output, not VCS metadata).
+fn markdown_files(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy();
+        if path.is_dir() {
+            if !name.starts_with('.') && name != "target" && name != "dist" {
+                markdown_files(&path, found);
+            }
+        } else if name.ends_with(".md") {
+            found.push(path);
+        }
+    }
+}
+
+/// Targets of `[text](target)` links that are neither URLs nor in-page anchors, outside
+/// fenced code blocks.
+fn relative_link_targets(markdown: &str) -> Vec<String> {
+    let mut targets = Vec::new();
+    let mut in_code = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let target = &rest[..end];
+            if !target.contains("://") && !target.starts_with('#') && !target.starts_with("mailto:")
+            {
+                targets.push(target.to_owned());
+            }
+            rest = &rest[end..];
+        }
+    }
+    targets
+}
+
+#[test]
+fn the_link_check_sees_relative_links_only() {
+    let text = "[a](guides/x.md#y) [b](https://e.x/z) [c](#here)\n```\n[d](nope.md)\n```\n";
+    assert_eq!(relative_link_targets(text), ["guides/x.md#y"]);
+}
+
 /// ARCHITECTURE.md writes its invariants as absences; this keeps the ones a file scan can
 /// prove true, so the document cannot drift from the code.
 #[test]

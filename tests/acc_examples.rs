@@ -54,6 +54,10 @@ fn the_registry_layout_examples_exist() {
         "quickstart/main.tf",
         "health-gated/main.tf",
         "beside-another-provider/main.tf",
+        "modules/proxy-fleet/main.tf",
+        "modules/proxy-fleet/tests/fleet.tftest.hcl",
+        "modules/proxy-fleet/tests/lab.tftest.hcl",
+        "modules/proxy-fleet/tests/lab-world.json",
     ] {
         assert!(root.join(file).is_file(), "examples/{file} is missing");
     }
@@ -79,8 +83,8 @@ async fn every_example_is_formatted_and_validates() {
     let mut dirs = Vec::new();
     example_dirs(&examples_root(), &mut dirs);
     assert!(
-        dirs.len() >= 7,
-        "expected at least 7 example directories, found {dirs:?}"
+        dirs.len() >= 8,
+        "expected at least 8 example directories, found {dirs:?}"
     );
     let mut failures = Vec::new();
     for dir in &dirs {

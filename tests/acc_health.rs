@@ -581,7 +581,7 @@ async fn per_node_checks_run_concurrently() {
 /// Benchmark, not a test: wall time of one health check for 1 node and for 3 nodes with
 /// 200 ms added to every request. Run with
 /// `cargo test --release --test acc_health -- --ignored --nocapture bench_health_wall_time`
-/// (figures recorded in docs/benchmarks-health.md).
+/// (figures recorded in docs/guides/benchmarks-health.md).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "benchmark: prints wall times, asserts only that the checks pass"]
 async fn bench_health_wall_time() {

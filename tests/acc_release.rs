@@ -1,12 +1,16 @@
 //! `scripts/release.sh` produces what the registries and `terraform init` accept: zips with
 //! the binary at their root, the protocol-6 manifest, SHA256SUMS over both, and a binary
 //! detached signature by an RSA key; the zip installs through a packed filesystem mirror.
+//! Beside them, a pve-sim zip per platform for module authors, also in SHA256SUMS, whose
+//! binary runs and describes its world.
 
+mod pve_sim_bin;
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use pve_sim_bin::pve_sim_binary;
 use support::{PROVIDER_VERSION, Workspace, acceptance_enabled, terraform_path};
 
 const NAME: &str = "terraform-provider-proxmox";
@@ -97,6 +101,8 @@ async fn release_artifacts_verify_and_install_through_a_mirror() {
         .arg(&dist)
         .arg("--binary")
         .arg(env!("CARGO_BIN_EXE_terraform-provider-proxmox"))
+        .arg("--sim-binary")
+        .arg(pve_sim_binary())
         .env("GNUPGHOME", &gnupg_home));
 
     let prefix = format!("{NAME}_{PROVIDER_VERSION}");
@@ -104,7 +110,17 @@ async fn release_artifacts_verify_and_install_through_a_mirror() {
     let manifest_name = format!("{prefix}_manifest.json");
     let sums_name = format!("{prefix}_SHA256SUMS");
     let sig_name = format!("{sums_name}.sig");
-    for file in [&zip_name, &manifest_name, &sums_name, &sig_name] {
+    let sim_zip_name = format!(
+        "pve-sim_{PROVIDER_VERSION}_{}.zip",
+        platform().replace('_', "-")
+    );
+    for file in [
+        &zip_name,
+        &manifest_name,
+        &sums_name,
+        &sig_name,
+        &sim_zip_name,
+    ] {
         assert!(dist.join(file).is_file(), "release.sh did not write {file}");
     }
 
@@ -125,6 +141,11 @@ async fn release_artifacts_verify_and_install_through_a_mirror() {
         listed.contains(&manifest_name.as_str()),
         "the manifest must be in SHA256SUMS:\n{sums}"
     );
+    assert!(
+        listed.contains(&sim_zip_name.as_str()),
+        "the pve-sim zip must be in SHA256SUMS (one signature covers it):\n{sums}"
+    );
+    assert_eq!(listed.len(), 3, "{sums}");
     let mut sorted = listed.clone();
     sorted.sort_unstable();
     assert_eq!(listed, sorted, "SHA256SUMS is not sorted by file name");
@@ -171,6 +192,8 @@ async fn release_artifacts_verify_and_install_through_a_mirror() {
         entries.iter().all(|e| !e.contains('/')),
         "entries must sit at the zip's root: {entries:?}"
     );
+
+    check_pve_sim_zip(&dist.join(&sim_zip_name), scratch.path());
 
     // Install exactly as a user of a packed mirror would.
     let mirror = scratch
@@ -229,6 +252,65 @@ async fn release_artifacts_verify_and_install_through_a_mirror() {
     );
 }
 
+/// The pve-sim zip holds `pve-sim` and its README at its root, its name cannot pass for a
+/// provider package, and the binary it holds runs: it describes the default world.
+fn check_pve_sim_zip(zip_path: &Path, scratch: &Path) {
+    let name = zip_path.file_name().unwrap().to_str().unwrap();
+    assert!(
+        !looks_like_a_provider_package(name),
+        "{name} would be indexed as a provider package"
+    );
+    let mut entries = zip_entry_names(&std::fs::read(zip_path).unwrap());
+    entries.sort();
+    assert_eq!(
+        entries,
+        ["README.md", "pve-sim"],
+        "{name} holds {entries:?}"
+    );
+
+    let unpacked = scratch.join("pve-sim-unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    run(Command::new("bsdtar")
+        .arg("-xf")
+        .arg(zip_path)
+        .arg("-C")
+        .arg(&unpacked));
+    let world = run(Command::new(unpacked.join("pve-sim")).arg("--print-world"));
+    let world = String::from_utf8_lossy(&world.stdout);
+    for expected in ["pve1", "debian-13-proxy", "proxy-seeds", "DIR/endpoint"] {
+        assert!(
+            world.contains(expected),
+            "--print-world lacks {expected}:\n{world}"
+        );
+    }
+}
+
+/// The OpenTofu registry's indexer takes every release asset whose name matches
+/// `.*_OS_ARCH.zip` (OS and ARCH alphanumeric, unanchored) for a provider package.
+fn looks_like_a_provider_package(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".zip") else {
+        return false;
+    };
+    let alnum = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+    // The names release.sh writes end in `.zip` and have no other `_x_y` run, so the last two
+    // `_`-separated parts are where the pattern would match.
+    let parts: Vec<&str> = stem.split('_').collect();
+    parts.len() >= 3 && alnum(parts[parts.len() - 1]) && alnum(parts[parts.len() - 2])
+}
+
+#[test]
+fn the_registry_pattern_check_matches_provider_zips_only() {
+    assert!(looks_like_a_provider_package(
+        "terraform-provider-proxmox_0.1.0_linux_amd64.zip"
+    ));
+    assert!(!looks_like_a_provider_package(
+        "pve-sim_0.1.0_linux-amd64.zip"
+    ));
+    assert!(!looks_like_a_provider_package(
+        "terraform-provider-proxmox_0.1.0_manifest.json"
+    ));
+}
+
 /// gpg refuses a GNUPGHOME others can read.
 fn private_dir(path: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
@@ -255,6 +337,8 @@ fn release_script_refuses_an_ecc_signing_key() {
         .arg(scratch.path().join("dist"))
         .arg("--binary")
         .arg(env!("CARGO_BIN_EXE_terraform-provider-proxmox"))
+        .arg("--sim-binary")
+        .arg(pve_sim_binary())
         .env("GNUPGHOME", &gnupg_home)
         .output()
         .unwrap();

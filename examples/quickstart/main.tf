@@ -1,7 +1,7 @@
 # Three running proxy VMs and their addresses.
 #
 # Against the simulator: scripts/demo.sh runs this directory for you.
-# Against a real PVE 9 cluster (see docs/pve-setup.md):
+# Against a real PVE 9 cluster (see docs/guides/pve-setup.md):
 #   export PROXMOX_VE_ENDPOINT=https://pve1.example:8006
 #   export PROXMOX_VE_API_TOKEN='terraform@pve!provider=…'
 #   export PROXMOX_VE_CA_CERT=/path/to/pve-root-ca.pem

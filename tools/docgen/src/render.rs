@@ -652,7 +652,7 @@ fn write_attribute<'a>(
     let description = if default_id {
         "The ID of this resource.".to_owned()
     } else {
-        collapse_blank_lines(text_field(attribute, "description").trim())
+        list_item_text(text_field(attribute, "description").trim())
     };
     if !description.is_empty() {
         out.push(' ');
@@ -728,10 +728,10 @@ fn write_block_type<'a>(
         out.push_str(", Deprecated");
     }
     out.push(')');
-    let description = text_field(&block_type["block"], "description");
-    if !description.trim().is_empty() {
+    let description = list_item_text(text_field(&block_type["block"], "description").trim());
+    if !description.is_empty() {
         out.push(' ');
-        out.push_str(description.trim());
+        out.push_str(&description);
     }
     let anchor = format!("nestedblock--{}", path.join("--"));
     let _ = writeln!(out, " (see [below for nested schema](#{anchor}))");
@@ -797,6 +797,25 @@ fn object_or_collection_of_object(ty: &Value) -> Option<&serde_json::Map<String,
     })
 }
 
+/// A description as the text of the list item `- `name` (Type) …`: every line after the
+/// first is indented by the item's two columns, so a list inside the description nests under
+/// the item instead of continuing the attribute list (where its entries would read as
+/// attributes, and the attributes after it as its entries).
+fn list_item_text(description: &str) -> String {
+    collapse_blank_lines(description)
+        .split('\n')
+        .enumerate()
+        .map(|(i, line)| {
+            if i == 0 || line.is_empty() {
+                line.to_owned()
+            } else {
+                format!("  {line}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Blank lines would end the list item; tfplugindocs turns them into a markdown line break.
 fn collapse_blank_lines(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -815,6 +834,43 @@ fn collapse_blank_lines(text: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// Lines of a page's `## Schema` section that break its attribute lists: an item that is
+/// not `- `name` (…` (a description's list that escaped its item, whose entries render as
+/// attributes), or a line at the left margin inside an item (where a list or code block of
+/// the description would escape it). Empty when every list is sound.
+pub fn broken_schema_list_lines(page: &str) -> Vec<String> {
+    let Some((_, schema)) = page.split_once("\n## Schema\n") else {
+        return Vec::new();
+    };
+    let mut broken = Vec::new();
+    let mut in_item = false;
+    for line in schema.lines() {
+        if line.trim().is_empty() {
+            in_item = false;
+        } else if let Some(item) = line.strip_prefix("- ") {
+            if !is_attribute_item(item) {
+                broken.push(line.to_owned());
+            }
+            in_item = true;
+        } else if in_item && !line.starts_with("  ") {
+            broken.push(line.to_owned());
+        }
+    }
+    broken
+}
+
+/// `` `name` (Type…``: the start of an attribute's line after its `- `.
+fn is_attribute_item(item: &str) -> bool {
+    item.strip_prefix('`')
+        .and_then(|rest| rest.split_once("` ("))
+        .is_some_and(|(name, _)| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
 }
 
 fn child_path(parents: &[String], name: &str) -> Vec<String> {
@@ -969,6 +1025,45 @@ Read-Only:
 
 ";
         assert_eq!(markdown, expected);
+    }
+
+    #[test]
+    fn a_list_in_a_description_nests_under_its_attribute() {
+        let block = json!({
+            "attributes": {
+                "reasons": {"type": ["list", "string"], "computed": true,
+                    "description": "Reason codes. The codes:\n\n- `NodeOffline`: offline.\n- `StorageFull`: full."},
+                "version": {"type": "string", "computed": true, "description": "The version."}
+            }
+        });
+        let markdown = schema_markdown(&block).unwrap();
+        assert!(
+            markdown.contains(
+                "- `reasons` (List of String) Reason codes. The codes:  \n  - `NodeOffline`: offline.\n  - `StorageFull`: full.\n- `version` (String) The version.\n"
+            ),
+            "{markdown}"
+        );
+        let page = format!("# x\n{markdown}");
+        assert_eq!(broken_schema_list_lines(&page), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_description_list_that_escaped_its_item_is_reported() {
+        // How the health page looked before descriptions were indented as item text.
+        let page = "# x\n\n## Schema\n\n### Read-Only\n\n\
+- `reasons` (List of String) The codes:  \n\
+- `NodeOffline`: offline.\n\
+- `version` (String) The version.\n\
+\n\
+- `name` (String) Node\n\
+name, wrapped at the margin.\n";
+        assert_eq!(
+            broken_schema_list_lines(page),
+            vec![
+                "- `NodeOffline`: offline.".to_owned(),
+                "name, wrapped at the margin.".to_owned()
+            ]
+        );
     }
 
     #[test]
