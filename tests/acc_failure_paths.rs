@@ -543,7 +543,7 @@ resource "proxmox_proxy_vm" "soak" {{
     ws.destroy().await.success();
     assert_eq!(leftovers(&sim).await, (0, 0));
     println!(
-        "soak {label}: {count} VMs, {applies} apply run(s), {} requests, {faults_fired} injected faults answered (each one retried or checked), apply {:.1} s",
+        "soak {label}: {count} VMs, {applies} apply run(s), {} requests, {faults_fired} answered with an error (injected 5xx/595/resets, plus the guest agent's 500 before it is up), apply {:.1} s",
         journal.len(),
         apply_time.as_secs_f64()
     );
