@@ -22,6 +22,8 @@ pub struct Configured {
     /// The namespace of this configuration's VMs (empty: the default fleet).
     pub fleet: String,
     pub runtime: crate::runtime::Runtime,
+    /// What plan-time checks learned of the cluster, fetched once per process.
+    pub facts: crate::cluster_facts::ClusterFacts,
 }
 
 /// The provider's configured state, filled by `ConfigureProvider`.

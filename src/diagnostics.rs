@@ -28,7 +28,34 @@ pub fn vm_error(operation: &str, vm_name: &str, detail: impl Into<String>) -> Di
     Diagnostic::error(format!("Unable to {operation} proxy VM {vm_name}"), detail)
 }
 
+/// What to do about a request that got no HTTP answer, naming the endpoint: the fix differs
+/// for a certificate, a refused connection, an unknown host and a timeout.
+pub fn connection_hint(error: &pve::Error) -> Option<String> {
+    let server = error.server().unwrap_or("the endpoint");
+    Some(match error.connect_failure()? {
+        pve::ConnectFailure::Certificate => format!(
+            "The TLS certificate of {server} is not trusted. Give the cluster's CA with `ca_cert` in the provider block or PROXMOX_VE_CA_CERT (PEM text or a file path): it is /etc/pve/pve-root-ca.pem on any node, e.g. `scp root@NODE:/etc/pve/pve-root-ca.pem .`. Use the host name the certificate names. For a throwaway lab only, `insecure = true` skips the check."
+        ),
+        pve::ConnectFailure::Refused => format!(
+            "Nothing accepted the connection at {server} (connection refused): it answered at once, so check the endpoint's host and port (PVE's API listens on 8006) and that pveproxy runs there."
+        ),
+        pve::ConnectFailure::NameNotResolved => format!(
+            "The host name of {server} could not be resolved (DNS): check the endpoint's spelling, or use the node's IP address."
+        ),
+        pve::ConnectFailure::TimedOut => format!(
+            "{server} did not answer in time: check that the host is up and that no firewall drops port {}. The next apply resumes where this one stopped.",
+            server.rsplit(':').next().unwrap_or("8006")
+        ),
+        pve::ConnectFailure::Other => format!(
+            "The connection to {server} broke repeatedly. The next apply resumes where this one stopped."
+        ),
+    })
+}
+
 fn hint(error: &pve::Error) -> Option<String> {
+    if let Some(hint) = connection_hint(error) {
+        return Some(hint);
+    }
     let message = error.message();
     match error.kind() {
         pve::ErrorKind::Auth if message.contains("Permission check failed") => Some(
@@ -38,10 +65,10 @@ fn hint(error: &pve::Error) -> Option<String> {
             "PVE refused the API token. Check PROXMOX_VE_API_TOKEN / api_token (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that the user exists.".into(),
         ),
         pve::ErrorKind::Locked => Some(
-            "Another task held the VM's lock for longer than the provider retries. Check the task list on the node; the next apply resumes where this one stopped.".into(),
+            "Another task (a backup, a migration) held the lock for the whole operation timeout. Check the task list on the node; raise `timeouts`, or apply again once it is done: the next apply resumes where this one stopped.".into(),
         ),
         pve::ErrorKind::Transient => Some(
-            "The cluster did not answer in time, repeatedly. The next apply resumes where this one stopped; nothing was left half-tracked.".into(),
+            "The cluster answered with an error that usually passes (a node unreachable from the one the provider talks to, a busy proxy), every time the provider tried. The next apply resumes where this one stopped; nothing was left half-tracked.".into(),
         ),
         _ if message.contains("does not support 'iso' content")
             || message.contains("does not support iso") =>

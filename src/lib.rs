@@ -2,6 +2,7 @@
 //! `proxmox_proxy_vm`, `proxmox_health` and `proxmox_proxy_vms`, over `pve` and `nocloud`,
 //! served through `tfplugin`.
 
+pub mod cluster_facts;
 pub mod context;
 pub mod data_sources;
 pub mod diagnostics;

@@ -345,5 +345,6 @@ fn build(settings: &Settings, config: &Value) -> Result<Configured, String> {
         vmid_range,
         fleet: settings.fleet.known().unwrap_or_default().to_owned(),
         runtime: crate::runtime::Runtime::default(),
+        facts: Default::default(),
     })
 }

@@ -20,6 +20,20 @@ pub fn endpoint(text: &str) -> Result<url::Url, String> {
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err("the endpoint must not carry credentials; use api_token".into());
     }
+    // PVE serves its API at /api2/json on the root of the host: any other path would only
+    // produce 501s later.
+    let path = parsed.path().trim_end_matches('/');
+    if !path.is_empty() && path != "/api2/json" {
+        return Err(format!(
+            "`{text}` has the path `{}`; PVE's API is at the root of the host: write it as https://HOST:8006 (optionally followed by /api2/json)",
+            parsed.path()
+        ));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(format!(
+            "`{text}` has a query or fragment; write it as https://HOST:8006"
+        ));
+    }
     Ok(parsed)
 }
 
@@ -156,6 +170,24 @@ mod tests {
                 .contains("credentials")
         );
         assert!(endpoint("not a url").unwrap_err().contains("not a URL"));
+        assert!(endpoint("https://pve1:8006/api2/json").is_ok());
+        assert!(endpoint("https://pve1:8006/api2/json/").is_ok());
+        assert!(
+            endpoint("https://pve1:8006/foo")
+                .unwrap_err()
+                .contains("path `/foo`")
+        );
+        assert!(endpoint("https://pve1:8006/?x=1").is_err());
+    }
+
+    #[test]
+    fn fleets() {
+        assert!(fleet("").is_ok());
+        assert!(fleet("prod").is_ok());
+        assert!(fleet("team-a.eu_1").is_ok());
+        assert!(fleet("Prod").unwrap_err().contains("lower-case"));
+        assert!(fleet("-x").is_err());
+        assert!(fleet(&"a".repeat(33)).is_err());
     }
 
     #[test]

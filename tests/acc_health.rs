@@ -609,6 +609,7 @@ async fn bench_health_wall_time() {
             vmid_range: Default::default(),
             fleet: String::new(),
             runtime: Default::default(),
+            facts: Default::default(),
         }
     };
     let mut rows = Vec::new();

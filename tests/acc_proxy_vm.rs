@@ -454,6 +454,16 @@ async fn reboot_if_needed_applies_pending_changes() {
     assert!(sim.our_vms().await.is_empty());
 }
 
+/// The flattened text of a plan that must fail.
+async fn refused_plan(ws: &Workspace) -> String {
+    flat(
+        &ws.terraform(&["plan", "-no-color", "-input=false"])
+            .await
+            .failure()
+            .all_text(),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn failures_name_the_vm_quote_pve_and_hint() {
     if !acceptance_enabled("failures_name_the_vm_quote_pve_and_hint") {
@@ -470,28 +480,28 @@ async fn failures_name_the_vm_quote_pve_and_hint() {
     };
     ws.init_with(&tf("gitlab", "proxy-seeds")).await;
 
-    // A VM that is not a template: refused before anything is cloned.
-    let text = flat(&ws.apply().await.failure().all_text());
-    assert!(text.contains("Unable to create proxy VM hint-1"), "{text}");
+    // A VM that is not a template: refused at plan, on `template`, before anything is
+    // cloned.
+    let text = refused_plan(&ws).await;
+    assert!(text.contains("Not a template"), "{text}");
+    assert!(text.contains("template = \"gitlab\""), "{text}");
     assert!(
         text.contains("is not a template") && text.contains("Convert it to a template"),
         "{text}"
     );
+    ws.apply().await.failure();
     assert!(
         sim.our_vms().await.is_empty(),
         "a VM was made for a bad template"
     );
 
-    // A seed storage that does not take ISO images: refused before anything is cloned,
-    // with what to do.
+    // A seed storage that does not take ISO images: refused at plan, with what to do.
     ws.write_main_tf(&tf("debian-13-proxy", "vmdata"));
-    let text = flat(&ws.apply().await.failure().all_text());
-    assert!(text.contains("Unable to create proxy VM hint-1"), "{text}");
+    let text = refused_plan(&ws).await;
     assert!(text.contains("does not take ISO images"), "{text}");
-    assert!(
-        text.contains("choose another with `seed_storage`"),
-        "no hint:\n{text}"
-    );
+    assert!(text.contains("seed_storage = \"vmdata\""), "{text}");
+    assert!(text.contains("or choose another"), "no hint:\n{text}");
+    ws.apply().await.failure();
     assert!(
         sim.our_vms().await.is_empty(),
         "a VM was cloned before the seed storage was checked"

@@ -129,6 +129,8 @@ struct Inner {
     http: reqwest::Client,
     /// `https://host:port/api2/json`, no trailing slash.
     base: String,
+    /// `host:port`, for messages about a connection that failed.
+    server: String,
     auth: HeaderValue,
     scrubber: Scrubber,
     config: ClientConfig,
@@ -209,6 +211,11 @@ impl Client {
             inner: Arc::new(Inner {
                 http,
                 base: format!("{}/api2/json", url.as_str().trim_end_matches('/')),
+                server: format!(
+                    "{}:{}",
+                    url.host_str().unwrap_or_default(),
+                    url.port_or_known_default().unwrap_or(443)
+                ),
                 auth,
                 scrubber,
                 config,
@@ -304,7 +311,8 @@ impl Client {
                     e.is_connect(),
                     e.is_timeout(),
                     inner.scrubber.scrub(&error_chain(&e)),
-                ))
+                )
+                .with_server(inner.server.clone()))
             }
             Ok((status, reason, bytes)) => {
                 tracing::debug!(

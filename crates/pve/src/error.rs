@@ -88,17 +88,34 @@ pub enum Origin {
     Config,
 }
 
+/// Why a request got no HTTP answer, as far as what a user must fix differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectFailure {
+    /// The server's TLS certificate was not trusted.
+    Certificate,
+    /// Nothing accepted the connection at that host and port.
+    Refused,
+    /// The host name did not resolve.
+    NameNotResolved,
+    /// No answer within the request timeout.
+    TimedOut,
+    /// Anything else on the wire (a reset, a broken pipe).
+    Other,
+}
+
 /// An error from a PVE call. Every server-provided text in it has had the API token scrubbed.
 #[derive(Debug, Clone)]
 pub struct Error {
     kind: ErrorKind,
     origin: Origin,
-    method: Option<String>,
+    method: Option<Box<str>>,
     path: Option<String>,
     message: String,
     param_errors: BTreeMap<String, String>,
     task: Option<Box<TaskFailure>>,
     certificate: bool,
+    /// `host:port` of the endpoint, for errors without an HTTP answer.
+    server: Option<Box<str>>,
 }
 
 /// Result alias for this crate.
@@ -180,6 +197,39 @@ impl Error {
             && matches!(self.origin, Origin::Http { status, .. } if (500..600).contains(&status))
     }
 
+    /// The endpoint's `host:port`, for an error without an HTTP answer.
+    pub fn server(&self) -> Option<&str> {
+        self.server.as_deref()
+    }
+
+    pub(crate) fn with_server(mut self, server: String) -> Error {
+        self.server = Some(server.into_boxed_str());
+        self
+    }
+
+    /// For an error without an HTTP answer: why the request got none.
+    pub fn connect_failure(&self) -> Option<ConnectFailure> {
+        let Origin::Transport { timeout, .. } = self.origin else {
+            return None;
+        };
+        let text = self.message.to_ascii_lowercase();
+        Some(if self.certificate {
+            ConnectFailure::Certificate
+        } else if text.contains("connection refused") {
+            ConnectFailure::Refused
+        } else if text.contains("dns error")
+            || text.contains("failed to lookup address")
+            || text.contains("name or service not known")
+            || text.contains("no address associated")
+        {
+            ConnectFailure::NameNotResolved
+        } else if timeout || text.contains("timed out") {
+            ConnectFailure::TimedOut
+        } else {
+            ConnectFailure::Other
+        })
+    }
+
     /// Whether the server's TLS certificate was rejected (wrong CA, expired, name mismatch):
     /// the fix is configuration (`ca_cert`), never a retry.
     pub fn is_certificate_error(&self) -> bool {
@@ -207,12 +257,13 @@ impl Error {
                 status,
                 from_handler,
             },
-            method: Some(method.to_owned()),
+            method: Some(method.into()),
             path: Some(path.to_owned()),
             message,
             param_errors,
             task: None,
             certificate: false,
+            server: None,
         }
     }
 
@@ -232,12 +283,13 @@ impl Error {
                 ErrorKind::Transient
             },
             origin: Origin::Transport { connect, timeout },
-            method: Some(method.to_owned()),
+            method: Some(method.into()),
             path: Some(path.to_owned()),
             message,
             param_errors: BTreeMap::new(),
             task: None,
             certificate,
+            server: None,
         }
     }
 
@@ -245,12 +297,13 @@ impl Error {
         Error {
             kind: ErrorKind::Permanent,
             origin: Origin::Decode,
-            method: Some(method.to_owned()),
+            method: Some(method.into()),
             path: Some(path.to_owned()),
             message,
             param_errors: BTreeMap::new(),
             task: None,
             certificate: false,
+            server: None,
         }
     }
 
@@ -264,6 +317,7 @@ impl Error {
             param_errors: BTreeMap::new(),
             task: None,
             certificate: false,
+            server: None,
         }
     }
 
@@ -277,6 +331,7 @@ impl Error {
             param_errors: BTreeMap::new(),
             task: Some(Box::new(failure)),
             certificate: false,
+            server: None,
         }
     }
 
@@ -680,6 +735,37 @@ mod tests {
         );
         assert!(!node_down.outcome_unknown());
         assert!(!Error::transport("POST", "/x", true, false, "refused".into()).outcome_unknown());
+        let failure = |connect, timeout, text: &str| {
+            Error::transport("GET", "/version", connect, timeout, text.into()).connect_failure()
+        };
+        assert_eq!(
+            failure(
+                true,
+                false,
+                "client error (Connect): tcp connect error: Connection refused (os error 111)"
+            ),
+            Some(ConnectFailure::Refused)
+        );
+        assert_eq!(
+            failure(
+                true,
+                false,
+                "client error (Connect): dns error: failed to lookup address information: Name or service not known"
+            ),
+            Some(ConnectFailure::NameNotResolved)
+        );
+        assert_eq!(
+            failure(true, false, "invalid peer certificate: UnknownIssuer"),
+            Some(ConnectFailure::Certificate)
+        );
+        assert_eq!(
+            failure(false, true, "operation timed out"),
+            Some(ConnectFailure::TimedOut)
+        );
+        assert_eq!(
+            failure(false, false, "connection reset"),
+            Some(ConnectFailure::Other)
+        );
         assert!(Error::transport("POST", "/x", false, true, "timeout".into()).outcome_unknown());
     }
 

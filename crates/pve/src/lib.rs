@@ -137,7 +137,7 @@ pub mod version;
 pub mod wire;
 
 pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
-pub use error::{Error, ErrorKind, Origin, Result, TaskFailure};
+pub use error::{ConnectFailure, Error, ErrorKind, Origin, Result, TaskFailure};
 pub use retry::{RetryPolicy, retry_idempotent, retry_with_check};
 pub use tasks::{TaskExit, TaskOutcome, TaskWait};
 pub use upid::Upid;

@@ -2,6 +2,7 @@
 
 mod lifecycle;
 mod model;
+mod plan_checks;
 mod schema;
 mod upgrade;
 
@@ -107,6 +108,24 @@ impl Resource for ProxyVm {
         let mut response = plan_change(&self.schema(), configured.as_deref(), request.clone());
         if let Some(configured) = configured.as_deref() {
             refuse_duplicate_name(configured, &request, &mut response);
+            if !response.diagnostics.has_errors() && !response.planned_state.is_null() {
+                let checks = if request.prior_state.is_null() {
+                    plan_checks::check_create(configured, &response.planned_state, &request.config)
+                        .await
+                } else {
+                    let changed =
+                        plan::changed_attributes(&request.prior_state, &response.planned_state);
+                    if changed.is_empty() || !response.requires_replace.is_empty() {
+                        // No change needs no request; a replacement's create half is
+                        // planned (and checked) separately.
+                        Diagnostics::new()
+                    } else {
+                        plan_checks::check_update(configured, &response.planned_state, &changed)
+                            .await
+                    }
+                };
+                response.diagnostics.extend(checks);
+            }
         }
         response
     }

@@ -162,6 +162,15 @@ pub fn validate_config(config: &Value) -> Diagnostics {
     {
         diags.attribute_error(at("name"), invalid, why);
     }
+    if let Some(node) = config.get_attr("node").as_str()
+        && node.trim().is_empty()
+    {
+        diags.attribute_error(
+            at("node"),
+            invalid,
+            "the node name is empty: name the cluster node to create the VM on, e.g. \"pve1\"",
+        );
+    }
     if let Some(template) = config.get_attr("template").as_str()
         && template.trim().is_empty()
     {
@@ -268,7 +277,13 @@ pub fn validate_config(config: &Value) -> Diagnostics {
     let timeouts = config.get_attr("timeouts");
     for name in ["create", "update", "delete"] {
         if let Some(text) = timeouts.get_attr(name).as_str()
-            && let Err(why) = validate::duration(text)
+            && let Err(why) = validate::duration(text).and_then(|d| {
+                if d.is_zero() {
+                    Err(format!("`{text}` leaves no time at all; give the operation a positive duration like \"15m\""))
+                } else {
+                    Ok(d)
+                }
+            })
         {
             // Terraform points into an object's keys no further than the attribute itself.
             diags.attribute_error(at("timeouts"), invalid, format!("timeouts.{name}: {why}"));

@@ -31,7 +31,7 @@ pub async fn create(
     // One listing serves the template lookup and the first choice of VMID.
     let listing = fresh_listing(client).await?;
     let template = resolve_template(client, &listing, &desired.template, &desired.node).await?;
-    check_disk_size(&template, &desired.name, desired.disk_gib)?;
+    check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Plain)?;
     let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
     // refuses the clone, and we look again.

@@ -13,7 +13,7 @@
 
 mod create;
 mod delete;
-mod prechecks;
+pub(crate) mod prechecks;
 mod read;
 mod slot;
 mod steps;

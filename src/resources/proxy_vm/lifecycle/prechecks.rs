@@ -3,15 +3,82 @@
 
 use pve::{Client, RetryPolicy, retry_idempotent};
 
-use super::{Step, plain};
+use super::{Step, StepError, plain};
 
 /// A template found in the cluster.
 #[derive(Debug, Clone)]
-pub(super) struct Template {
+pub(crate) struct Template {
     pub node: String,
     pub vmid: u32,
     /// Size of its boot disk, when it has one.
     pub disk: Option<pve::wire::ByteSize>,
+    /// The storage of its boot disk.
+    pub disk_storage: Option<String>,
+}
+
+/// The listing entry a template name (or VMID) means for a VM on `node`: a template before a
+/// plain VM of that name (so the error can say what it is), the node's own copy before another
+/// node's.
+pub(crate) fn choose_template<'a>(
+    listing: &'a [pve::cluster::ClusterVm],
+    template: &str,
+    node: &str,
+) -> Result<&'a pve::cluster::ClusterVm, String> {
+    let named: Vec<&pve::cluster::ClusterVm> = match template.parse::<u32>() {
+        Ok(vmid) => listing.iter().filter(|vm| vm.vmid == vmid).collect(),
+        Err(_) => listing
+            .iter()
+            .filter(|vm| vm.guest_type == "qemu" && vm.name.as_deref() == Some(template))
+            .collect(),
+    };
+    let mut candidates: Vec<&pve::cluster::ClusterVm> =
+        named.iter().copied().filter(|vm| vm.template).collect();
+    if candidates.is_empty() {
+        candidates = named;
+    }
+    if let Some(vm) = candidates
+        .iter()
+        .find(|vm| vm.node == node)
+        .or_else(|| candidates.first())
+    {
+        return Ok(vm);
+    }
+    let mut templates: Vec<&str> = listing
+        .iter()
+        .filter(|vm| vm.template)
+        .filter_map(|vm| vm.name.as_deref())
+        .collect();
+    templates.sort_unstable();
+    templates.dedup();
+    let known = if templates.is_empty() {
+        "the token sees no templates".to_owned()
+    } else {
+        format!("templates: {}", templates.join(", "))
+    };
+    Err(format!(
+        "template `{template}` was not found in the cluster ({known}). Check the name (or give its VMID), and that the API token may see it (VM.Audit)."
+    ))
+}
+
+/// Whether the chosen VM is a template, and its disk: from its config.
+pub(crate) fn judge_template(
+    vm: &pve::cluster::ClusterVm,
+    config: &pve::qemu::VmConfig,
+    template: &str,
+) -> Result<Template, String> {
+    if !config.is_template() {
+        return Err(format!(
+            "VM {} (`{template}`) on {} is not a template. Convert it to a template in PVE (More → Convert to template), or name another.",
+            vm.vmid, vm.node
+        ));
+    }
+    let disk = config.boot_disk();
+    Ok(Template {
+        node: vm.node.clone(),
+        vmid: vm.vmid,
+        disk: disk.as_ref().and_then(|(_, d)| d.size),
+        disk_storage: disk.and_then(|(_, d)| d.storage().map(str::to_owned)),
+    })
 }
 
 /// Where the template lives, and how big its disk is.
@@ -21,55 +88,27 @@ pub(super) async fn resolve_template(
     template: &str,
     node: &str,
 ) -> Step<Template> {
-    let named: Vec<&pve::cluster::ClusterVm> = match template.parse::<u32>() {
-        Ok(vmid) => listing.iter().filter(|vm| vm.vmid == vmid).collect(),
-        Err(_) => listing
-            .iter()
-            .filter(|vm| vm.guest_type == "qemu" && vm.name.as_deref() == Some(template))
-            .collect(),
-    };
-    // Templates first; a plain VM of that name is still chosen, so the error can say what it is.
-    let mut candidates: Vec<&pve::cluster::ClusterVm> =
-        named.iter().copied().filter(|vm| vm.template).collect();
-    if candidates.is_empty() {
-        candidates = named;
-    }
-    let chosen = candidates
-        .iter()
-        .find(|vm| vm.node == node)
-        .or_else(|| candidates.first())
-        .copied();
-    let Some(vm) = chosen else {
-        return plain(format!(
-            "template `{template}` was not found in the cluster. Check the name (or give its VMID), and that the API token may see it (VM.Audit)."
-        ));
-    };
+    let vm = choose_template(listing, template, node).map_err(StepError::Plain)?;
     let config = retry_idempotent(&RetryPolicy::default(), || {
         client.node(&vm.node).qemu(vm.vmid).config()
     })
     .await?;
-    if !config.is_template() {
-        return plain(format!(
-            "VM {} (`{template}`) on {} is not a template. Convert it to a template in PVE (More → Convert to template), or name another.",
-            vm.vmid, vm.node
-        ));
-    }
-    Ok(Template {
-        node: vm.node.clone(),
-        vmid: vm.vmid,
-        disk: config.boot_disk().and_then(|(_, disk)| disk.size),
-    })
+    judge_template(vm, &config, template).map_err(StepError::Plain)
 }
 
 /// A clone cannot be smaller than its template (PVE cannot shrink disks): refused before
 /// anything is cloned, instead of an apply whose result differs from its plan.
-pub(super) fn check_disk_size(template: &Template, name: &str, disk_gib: Option<u64>) -> Step<()> {
+pub(crate) fn check_disk_size(
+    template: &Template,
+    name: &str,
+    disk_gib: Option<u64>,
+) -> Result<(), String> {
     let (Some(wanted), Some(size)) = (disk_gib, template.disk) else {
         return Ok(());
     };
     let template_gib = size.gib_ceil();
     if wanted < template_gib {
-        return plain(format!(
+        return Err(format!(
             "disk_gib = {wanted} is smaller than the template's disk ({template_gib} GiB) of VM {} on {}; PVE cannot shrink disks. Set disk_gib to {template_gib} or more for `{name}`, or leave it unset to keep the template's size.",
             template.vmid, template.node
         ));

@@ -1,0 +1,426 @@
+//! Plan-time checks against the cluster: what would make a create (or an update's changed
+//! attributes) fail at apply is refused at plan, on the attribute at fault, naming what
+//! exists instead. Only planned creates and changed attributes are checked, so a no-change
+//! plan makes no request; facts are shared by every resource of one plan
+//! (`crate::cluster_facts`). When the cluster cannot be reached the plan says so in a warning
+//! and apply checks again; nothing here ever writes.
+
+use pve::ErrorKind;
+use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
+
+use super::lifecycle::prechecks::{Template, check_disk_size, choose_template, judge_template};
+use crate::context::Configured;
+use crate::diagnostics::connection_hint;
+use crate::ownership::{self, Ownership, Phase};
+
+/// What the checks found, and what they could not check.
+struct Findings {
+    diagnostics: Diagnostics,
+    /// Why a fact could not be had, once per plan call (a warning, not an error).
+    unchecked: Vec<String>,
+    /// The cluster could not be reached at all: further checks are pointless.
+    unreachable: bool,
+}
+
+impl Findings {
+    fn error(&mut self, attribute: &str, summary: &str, detail: String) {
+        self.diagnostics.push(
+            Diagnostic::error(summary, detail)
+                .with_attribute(AttributePath::root().attr(attribute)),
+        );
+    }
+
+    /// Records why a fact is missing; errors the user must fix in the provider block (a
+    /// certificate, a refused token) are errors, the rest warnings.
+    fn missing(&mut self, what: &str, error: &pve::Error) {
+        if self.unreachable {
+            return;
+        }
+        match (error.connect_failure(), error.kind()) {
+            (Some(pve::ConnectFailure::Certificate), _) => {
+                self.unreachable = true;
+                self.diagnostics.error(
+                    "The PVE endpoint's certificate is not trusted",
+                    format!("{error}\n\n{}", connection_hint(error).unwrap_or_default()),
+                );
+            }
+            (Some(_), _) => {
+                self.unreachable = true;
+                self.unchecked.push(format!(
+                    "the cluster could not be reached: {error}. {}",
+                    connection_hint(error).unwrap_or_default()
+                ));
+            }
+            (None, ErrorKind::Auth) if error.status() == Some(401) => {
+                self.unreachable = true;
+                self.diagnostics.error(
+                    "PVE refused the API token",
+                    format!("{error}\n\nCheck PROXMOX_VE_API_TOKEN / api_token (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that its user exists."),
+                );
+            }
+            _ => self.unchecked.push(format!("{what}: {error}")),
+        }
+    }
+}
+
+fn known<'a>(planned: &'a Value, name: &str) -> Option<&'a str> {
+    planned.get_attr(name).as_str().filter(|s| !s.is_empty())
+}
+
+fn list(names: impl IntoIterator<Item = String>) -> String {
+    let mut names: Vec<String> = names.into_iter().collect();
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The checks for a planned create (or the create half of a replacement).
+pub async fn check_create(configured: &Configured, planned: &Value, config: &Value) -> Diagnostics {
+    let mut findings = Findings {
+        diagnostics: Diagnostics::new(),
+        unchecked: Vec::new(),
+        unreachable: false,
+    };
+    let client = &configured.client;
+    let facts = &configured.facts;
+    let node = known(planned, "node");
+
+    // The node: a member, and online. Node-bound checks need a good one.
+    let mut node_ok = false;
+    if let Some(node) = node {
+        match facts.nodes(client).await {
+            Ok(nodes) => match nodes.iter().find(|n| n.node == node) {
+                None => findings.error(
+                    "node",
+                    "Node not in the cluster",
+                    format!(
+                        "node `{node}` is not in the cluster (nodes: {}).",
+                        list(nodes.iter().map(|n| n.node.clone()))
+                    ),
+                ),
+                Some(n) if !n.is_online() => findings.error(
+                    "node",
+                    "Node offline",
+                    format!(
+                        "node `{node}` is {} in the cluster; a VM cannot be created there now (online nodes: {}).",
+                        n.status,
+                        list(nodes.iter().filter(|n| n.is_online()).map(|n| n.node.clone()))
+                    ),
+                ),
+                Some(_) => node_ok = true,
+            },
+            Err(e) => findings.missing("the cluster's nodes", &e),
+        }
+    }
+
+    // The template, from the listing every resource of this plan shares.
+    let mut template: Option<Template> = None;
+    if let (Some(wanted), Some(node)) = (known(planned, "template"), node)
+        && !findings.unreachable
+    {
+        match configured.runtime.vm_listing(client).await {
+            Ok(listing) => match choose_template(&listing, wanted, node) {
+                Err(why) => findings.error("template", "Template not found", why),
+                Ok(vm) => match facts.config(client, &vm.node, vm.vmid).await {
+                    Ok(config) => match judge_template(vm, &config, wanted) {
+                        Ok(found) => template = Some(found),
+                        Err(why) => findings.error("template", "Not a template", why),
+                    },
+                    Err(e) => findings.missing("the template's config", &e),
+                },
+            },
+            Err(e) => findings.missing("the cluster's VM listing", &e),
+        }
+    }
+    if let Some(found) = &template {
+        if let (Some(node), true) = (node, node_ok) {
+            check_template_reachable(configured, found, node, &mut findings).await;
+        }
+        let disk_gib = planned
+            .get_attr("disk_gib")
+            .as_i64()
+            .and_then(|n| u64::try_from(n).ok());
+        let name = known(planned, "name").unwrap_or("this VM");
+        if let Err(why) = check_disk_size(found, name, disk_gib) {
+            findings.error("disk_gib", "Disk smaller than the template's", why);
+        }
+    }
+
+    if let (Some(node), true) = (node, node_ok) {
+        for (attribute, content) in [("seed_storage", "iso"), ("clone_storage", "images")] {
+            if let Some(storage) = known(planned, attribute) {
+                // Not in the resource's configuration: it is the provider's default.
+                let from_provider = config.get_attr(attribute).is_null();
+                check_storage(
+                    configured,
+                    node,
+                    storage,
+                    attribute,
+                    content,
+                    from_provider,
+                    &mut findings,
+                )
+                .await;
+            }
+        }
+        if let Some(bridge) = known(planned, "bridge") {
+            check_bridge(configured, node, bridge, &mut findings).await;
+        }
+    }
+    if let Some(pool) = known(planned, "pool")
+        && !findings.unreachable
+    {
+        match facts.pools(client).await {
+            Ok(pools) if !pools.iter().any(|p| p.poolid == pool) => findings.error(
+                "pool",
+                "Pool not found",
+                format!(
+                    "pool `{pool}` does not exist (pools: {}). Create it in Datacenter → Permissions → Pools, or leave `pool` unset.",
+                    list(pools.iter().map(|p| p.poolid.clone()))
+                ),
+            ),
+            Ok(_) => {}
+            Err(e) => findings.missing("the cluster's pools", &e),
+        }
+    }
+    if let Some(vmid) = planned
+        .get_attr("vmid")
+        .as_i64()
+        .and_then(|n| u32::try_from(n).ok())
+        && !findings.unreachable
+    {
+        check_vmid(configured, planned, vmid, &mut findings).await;
+    }
+    finish(findings)
+}
+
+/// The checks for an update: only what it changes and the cluster can refuse.
+pub async fn check_update(
+    configured: &Configured,
+    planned: &Value,
+    changed: &[String],
+) -> Diagnostics {
+    let mut findings = Findings {
+        diagnostics: Diagnostics::new(),
+        unchecked: Vec::new(),
+        unreachable: false,
+    };
+    let node = known(planned, "current_node").or_else(|| known(planned, "node"));
+    if changed.iter().any(|c| c == "bridge")
+        && let (Some(node), Some(bridge)) = (node, known(planned, "bridge"))
+    {
+        check_bridge(configured, node, bridge, &mut findings).await;
+    }
+    finish(findings)
+}
+
+fn finish(mut findings: Findings) -> Diagnostics {
+    if !findings.unchecked.is_empty() {
+        findings.diagnostics.warning(
+            "Not checked against the cluster at plan",
+            format!(
+                "The plan could not check this VM's settings against the cluster: {}. Apply checks them again before it changes anything.",
+                findings.unchecked.join("; ")
+            ),
+        );
+    }
+    findings.diagnostics
+}
+
+/// A template on another node can be cloned onto `node` only when its disk is on storage
+/// shared with it (PVE's clone with `target`).
+async fn check_template_reachable(
+    configured: &Configured,
+    template: &Template,
+    node: &str,
+    findings: &mut Findings,
+) {
+    if template.node == node {
+        return;
+    }
+    let Some(storage) = &template.disk_storage else {
+        return;
+    };
+    match configured
+        .facts
+        .storages(&configured.client, &template.node)
+        .await
+    {
+        Ok(storages) => {
+            let shared = storages.iter().any(|s| s.storage == *storage && s.shared);
+            if !shared {
+                findings.error(
+                    "template",
+                    "Template not reachable from the node",
+                    format!(
+                        "the template (VM {} on node {}) has its disk on `{storage}`, which is not shared with node {node}: PVE can clone it only onto {}. Set node = \"{}\", keep a copy of the template on {node}, or move its disks to shared storage.",
+                        template.vmid, template.node, template.node, template.node
+                    ),
+                );
+            }
+        }
+        Err(e) => findings.missing("the template node's storages", &e),
+    }
+}
+
+/// A storage must exist on the node, be enabled and active there, and take `content`.
+async fn check_storage(
+    configured: &Configured,
+    node: &str,
+    storage: &str,
+    attribute: &str,
+    content: &str,
+    from_provider: bool,
+    findings: &mut Findings,
+) {
+    if findings.unreachable {
+        return;
+    }
+    let before = findings.diagnostics.0.len();
+    check_storage_on(configured, node, storage, attribute, content, findings).await;
+    if from_provider {
+        // Terraform can point only at this resource's block; say where the value came from.
+        for diagnostic in &mut findings.diagnostics.0[before..] {
+            diagnostic.detail.push_str(&format!(
+                " The value is the provider's `{attribute}` default: change it in the provider block, or set `{attribute}` on this resource."
+            ));
+        }
+    }
+}
+
+async fn check_storage_on(
+    configured: &Configured,
+    node: &str,
+    storage: &str,
+    attribute: &str,
+    content: &str,
+    findings: &mut Findings,
+) {
+    let storages = match configured.facts.storages(&configured.client, node).await {
+        Ok(storages) => storages,
+        Err(e) => return findings.missing(&format!("the storages of node {node}"), &e),
+    };
+    let kind = if content == "iso" {
+        "ISO images"
+    } else {
+        "VM disk images"
+    };
+    let fitting = || {
+        list(
+            storages
+                .iter()
+                .filter(|s| s.enabled && s.active && s.accepts(content))
+                .map(|s| s.storage.clone()),
+        )
+    };
+    match storages.iter().find(|s| s.storage == storage) {
+        None => findings.error(
+            attribute,
+            "Storage not found",
+            format!(
+                "storage `{storage}` does not exist on node {node} (storages there that take {kind}: {}).",
+                fitting()
+            ),
+        ),
+        Some(s) if !s.enabled || !s.active => findings.error(
+            attribute,
+            "Storage not active",
+            format!(
+                "storage `{storage}` is not active on node {node}. Enable it for this node (Datacenter → Storage → Nodes), or choose another (storages there that take {kind}: {}).",
+                fitting()
+            ),
+        ),
+        Some(s) if !s.accepts(content) => findings.error(
+            attribute,
+            "Storage does not take this content",
+            format!(
+                "storage `{storage}` on node {node} does not take {kind} (`{content}`; its content types: {}). Add `{content}` to it in Datacenter → Storage, or choose another (storages there that do: {}).",
+                s.content,
+                fitting()
+            ),
+        ),
+        Some(_) => {}
+    }
+}
+
+async fn check_bridge(configured: &Configured, node: &str, bridge: &str, findings: &mut Findings) {
+    if findings.unreachable {
+        return;
+    }
+    match configured.facts.bridges(&configured.client, node).await {
+        Ok(bridges) if !bridges.iter().any(|b| b.iface == bridge) => findings.error(
+            "bridge",
+            "Bridge not found",
+            format!(
+                "bridge `{bridge}` does not exist on node {node} (bridges there: {}).",
+                list(bridges.iter().map(|b| b.iface.clone()))
+            ),
+        ),
+        Ok(_) => {}
+        Err(e) => findings.missing(&format!("the bridges of node {node}"), &e),
+    }
+}
+
+/// An explicit VMID must be free, or an unfinished create of this very name to resume.
+async fn check_vmid(configured: &Configured, planned: &Value, vmid: u32, findings: &mut Findings) {
+    let client = &configured.client;
+    let listing = match configured.runtime.vm_listing(client).await {
+        Ok(listing) => listing,
+        Err(e) => return findings.missing("the cluster's VM listing", &e),
+    };
+    let Some(entry) = listing.iter().find(|vm| vm.vmid == vmid) else {
+        return;
+    };
+    if entry.template {
+        return findings.error(
+            "vmid",
+            "VMID taken",
+            format!(
+                "VMID {vmid} is the template `{}` on {}. Choose another `vmid`, or leave it unset to derive one.",
+                entry.name.as_deref().unwrap_or("?"),
+                entry.node
+            ),
+        );
+    }
+    let config = match configured.facts.config(client, &entry.node, vmid).await {
+        Ok(config) => config,
+        Err(e) => return findings.missing(&format!("the config of VM {vmid}"), &e),
+    };
+    let name = known(planned, "name").unwrap_or_default();
+    let fleet = planned
+        .get_attr("fleet")
+        .as_str()
+        .unwrap_or(&configured.fleet);
+    match ownership::classify(config.description().as_deref(), name, fleet) {
+        Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {}
+        Ownership::OursForThisName(_) => findings.error(
+            "vmid",
+            "Proxy VM already exists",
+            format!(
+                "VMID {vmid} on {} is a finished proxy VM named `{name}`, made by another Terraform state (or one that was lost). It is never taken over. Import it (terraform import 'ADDRESS' {}/{vmid}, or an import block), or choose another `vmid`.",
+                entry.node, entry.node
+            ),
+        ),
+        Ownership::OursForAnother(mark) => findings.error(
+            "vmid",
+            "VMID taken",
+            format!(
+                "VMID {vmid} is taken by the proxy VM {}; it is never modified. Choose another `vmid`, or leave it unset to derive one.",
+                ownership::describe_owner(&mark)
+            ),
+        ),
+        Ownership::Foreign => findings.error(
+            "vmid",
+            "VMID taken",
+            format!(
+                "VMID {vmid} is taken by `{}` on {}, a VM not managed by this provider; it is never modified. Choose another `vmid`, or leave it unset to derive one.",
+                entry.name.as_deref().unwrap_or("?"),
+                entry.node
+            ),
+        ),
+    }
+}
