@@ -131,6 +131,13 @@ pub fn resources(world: &World, call: &Call) -> ApiResult {
     let kind = call.str("type");
     let want = |k: &str| kind.as_deref().is_none_or(|t| t == k);
     let mut rows = Vec::new();
+    if want("pool") {
+        for poolid in world.pools.keys() {
+            if world.has_privilege(&format!("/pool/{poolid}"), "Pool.Audit") {
+                rows.push(json!({"id": format!("/pool/{poolid}"), "pool": poolid, "type": "pool"}));
+            }
+        }
+    }
     if want("vm") {
         let pool_of = |vmid: u32| {
             world
@@ -187,7 +194,10 @@ pub fn resources(world: &World, call: &Call) -> ApiResult {
             if let Some(tags) = vm.config.get("tags") {
                 row.insert("tags".into(), json!(tags));
             }
-            if let Some(pool) = pool_of(vm.vmid) {
+            // pve-manager `API2/Cluster.pm` `resources`: the pool only with Pool.Audit on it.
+            if let Some(pool) = pool_of(vm.vmid)
+                && world.has_privilege(&format!("/pool/{pool}"), "Pool.Audit")
+            {
                 row.insert("pool".into(), json!(pool));
             }
             rows.push(Value::Object(row));
