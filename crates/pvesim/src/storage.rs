@@ -172,12 +172,19 @@ pub fn content_alloc(world: &mut World, call: &Call) -> ApiResult {
             "illegal name '{filename}' - should be 'vm-{vmid}-*'"
         )));
     }
-    let volid = format!("{}:{filename}", storage.id);
+    // File-based storages keep a directory per VM (pve-storage `Plugin.pm` `alloc_image`).
+    let volid = if storage.is_file_based() {
+        format!("{}:{vmid}/{filename}", storage.id)
+    } else {
+        format!("{}:{filename}", storage.id)
+    };
     if world.volume(&volid, call.node()).is_some() {
         return Err(ApiError::die(format!("volume '{volid}' already exists")));
     }
     let scope = world.scope_for(&storage.id, call.node());
-    let format = call.str("format").unwrap_or_else(|| "raw".into());
+    let format = call
+        .str("format")
+        .unwrap_or_else(|| crate::world::volume_format(&volid).to_string());
     world.put_volume(scope, &volid, size, "images", &format, None, call.node());
     Ok(Reply::data(json!(volid)))
 }
