@@ -4,6 +4,8 @@
 //! Every health failure is data, not an error diagnostic: the read always returns a state.
 
 pub mod check;
+pub mod gather;
+pub mod judge;
 pub mod reason;
 
 use std::sync::Arc;
