@@ -56,8 +56,14 @@ pub const DISK_STORAGE_PRIVILEGES: &[&str] = &["Datastore.AllocateSpace"];
 /// Privilege on `/nodes/{node}`: node status (version) for this check.
 pub const NODE_PRIVILEGES: &[&str] = &["Sys.Audit"];
 
-/// Privilege on `/sdn/zones/localnetwork/{bridge}` for every bridge named in `bridges`.
+/// Privilege on `/sdn/zones/localnetwork/{bridge}` (`…/{bridge}/{tag}` with a VLAN tag) for
+/// every bridge named in `bridges` and every NIC of the templates: PVE checks it before it
+/// clones (`check_bridge_access`) and on every NIC a config write sets.
 pub const BRIDGE_PRIVILEGES: &[&str] = &["SDN.Use"];
+
+/// Privilege on `/pool/{pool}` for every pool named in `pools`: without it PVE leaves the
+/// `pool` out of `/cluster/resources`, so the provider cannot see which pool a VM is in.
+pub const POOL_PRIVILEGES: &[&str] = &["Pool.Audit"];
 
 /// What to check.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,6 +74,8 @@ pub struct HealthRequest {
     pub templates: Vec<String>,
     pub iso_storage: String,
     pub bridges: Vec<String>,
+    /// Resource pools the VMs go into (`pool` of `proxmox_proxy_vm`).
+    pub pools: Vec<String>,
     /// The provider's `clone_storage`, whose space clones allocate.
     pub clone_storage: Option<String>,
 }
@@ -187,6 +195,8 @@ pub enum TemplateFact {
         node_online: bool,
         /// Storages of its disks (not cdroms).
         disk_storages: Vec<String>,
+        /// Bridge and VLAN tag of each NIC (a clone keeps them).
+        networks: Vec<(String, Option<u16>)>,
     },
 }
 

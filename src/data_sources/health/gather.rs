@@ -145,6 +145,7 @@ pub async fn templates(
                     is_template: row.template,
                     node_online: false,
                     disk_storages: Vec::new(),
+                    networks: Vec::new(),
                 });
                 continue;
             }
@@ -181,6 +182,7 @@ async fn template_fact(
             is_template: config.is_template(),
             node_online: true,
             disk_storages: disk_storages(config.raw()),
+            networks: networks(config.raw()),
             node,
         },
         // The template's node is unreachable: a fact about the template, not about every
@@ -191,6 +193,7 @@ async fn template_fact(
             is_template: true,
             node_online: false,
             disk_storages: Vec::new(),
+            networks: Vec::new(),
         },
         Err(error) => TemplateFact::Unknown(Finding::from_error(
             &format!("Unable to read the config of template {wanted} (VMID {vmid})"),
@@ -214,6 +217,27 @@ fn find_template_rows<'a>(listing: &'a [ClusterVm], wanted: &str) -> Vec<&'a Clu
     } else {
         templates
     }
+}
+
+/// The bridge and VLAN tag of each of a VM's NICs, each once, in key order: a clone copies
+/// them, and PVE checks `SDN.Use` on each before it clones.
+fn networks(config: &BTreeMap<String, serde_json::Value>) -> Vec<(String, Option<u16>)> {
+    let mut out = Vec::new();
+    for (key, value) in config {
+        let is_net = key
+            .strip_prefix("net")
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        let Some(text) = value.as_str().filter(|_| is_net) else {
+            continue;
+        };
+        if let Ok(net) = text.parse::<pve::wire::NetConfig>()
+            && let Some(bridge) = net.bridge
+            && !out.contains(&(bridge.clone(), net.tag))
+        {
+            out.push((bridge, net.tag));
+        }
+    }
+    out
 }
 
 /// The storages holding a VM's disks (cdroms and empty drives excluded), each once.
@@ -261,6 +285,22 @@ mod tests {
         assert_eq!(vmids("web"), [101], "a plain VM, to report NotATemplate");
         assert_eq!(vmids("200"), Vec::<u32>::new());
         assert_eq!(vmids("ct"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn networks_are_bridge_and_tag_per_nic() {
+        let config: BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(serde_json::json!({
+                "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1",
+                "net1": "virtio=BC:24:11:00:00:02,bridge=vmbr1,tag=20",
+                "net2": "virtio=BC:24:11:00:00:03,bridge=vmbr0",
+                "netdev": "not a nic",
+            }))
+            .unwrap();
+        assert_eq!(
+            networks(&config),
+            vec![("vmbr0".to_owned(), None), ("vmbr1".to_owned(), Some(20))]
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use pve::storage::StorageInfo;
 use super::check::{
     BRIDGE_PRIVILEGES, ClusterFacts, DISK_STORAGE_PRIVILEGES, HealthReport, HealthRequest,
     ISO_STORAGE_PRIVILEGES, MIN_ISO_FREE_BYTES, MIN_PVE_MAJOR, NODE_PRIVILEGES, NodeFacts,
-    NodeReport, TEMPLATE_PRIVILEGES, TemplateFact, VM_PRIVILEGES,
+    NodeReport, POOL_PRIVILEGES, TEMPLATE_PRIVILEGES, TemplateFact, VM_PRIVILEGES,
 };
 use super::reason::{Finding, Reason};
 
@@ -340,10 +340,16 @@ pub fn missing_privileges(
     if let Some(storage) = &request.clone_storage {
         disk_storages.insert(storage.clone());
     }
+    let mut networks: BTreeSet<(String, Option<u16>)> = request
+        .bridges
+        .iter()
+        .map(|bridge| (bridge.clone(), None))
+        .collect();
     for fact in facts.templates.values().flatten() {
         if let TemplateFact::Found {
             vmid,
             disk_storages: storages,
+            networks: nics,
             ..
         } = fact
         {
@@ -351,6 +357,7 @@ pub fn missing_privileges(
             if request.clone_storage.is_none() {
                 disk_storages.extend(storages.iter().cloned());
             }
+            networks.extend(nics.iter().cloned());
         }
     }
     if facts.templates.is_empty() {
@@ -359,11 +366,15 @@ pub fn missing_privileges(
     for storage in disk_storages {
         need(format!("/storage/{storage}"), DISK_STORAGE_PRIVILEGES);
     }
-    for bridge in &request.bridges {
-        need(
-            format!("/sdn/zones/localnetwork/{bridge}"),
-            BRIDGE_PRIVILEGES,
-        );
+    for (bridge, tag) in networks {
+        let path = match tag {
+            Some(tag) => format!("/sdn/zones/localnetwork/{bridge}/{tag}"),
+            None => format!("/sdn/zones/localnetwork/{bridge}"),
+        };
+        need(path, BRIDGE_PRIVILEGES);
+    }
+    for pool in &request.pools {
+        need(format!("/pool/{pool}"), POOL_PRIVILEGES);
     }
     let mut seen = BTreeSet::new();
     needed
@@ -418,6 +429,7 @@ mod tests {
             .chain(DISK_STORAGE_PRIVILEGES)
             .chain(NODE_PRIVILEGES)
             .chain(BRIDGE_PRIVILEGES)
+            .chain(POOL_PRIVILEGES)
         {
             privs.insert((*p).to_owned(), true);
         }
@@ -430,6 +442,7 @@ mod tests {
             templates: vec!["debian".into()],
             iso_storage: "seeds".into(),
             bridges: vec![],
+            pools: vec![],
             clone_storage: None,
         }
     }
@@ -441,6 +454,7 @@ mod tests {
             is_template: true,
             node_online: true,
             disk_storages: storages.iter().map(|s| s.to_string()).collect(),
+            networks: vec![("vmbr0".into(), None)],
         }
     }
 
@@ -507,6 +521,7 @@ mod tests {
             is_template: false,
             node_online: true,
             disk_storages: vec![],
+            networks: vec![],
         };
         let not_template = judge_one(plain_vm, healthy_node("pve1"));
         assert_eq!(not_template.reasons(), vec![Reason::NotATemplate]);
@@ -597,6 +612,87 @@ mod tests {
         );
     }
 
+    /// Every privilege PVE checks on the provider's calls is asked for where PVE checks
+    /// it, and a missing one is named with its path.
+    #[test]
+    fn each_privilege_pve_checks_is_named_when_missing() {
+        let template = TemplateFact::Found {
+            vmid: 9000,
+            node: "pve1".into(),
+            is_template: true,
+            node_online: true,
+            disk_storages: vec!["vmdata".into()],
+            networks: vec![("vmbr0".into(), None), ("vmbr1".into(), Some(20))],
+        };
+        let request = HealthRequest {
+            pools: vec!["proxies".into()],
+            ..request()
+        };
+        let cases = [
+            ("VM.Config.CDROM", "/vms"),
+            ("Datastore.AllocateSpace", "/storage/vmdata"),
+            ("SDN.Use", "/sdn/zones/localnetwork/vmbr0"),
+            ("Pool.Audit", "/pool/proxies"),
+        ];
+        for (privilege, path) in cases {
+            let mut grants = all_privileges();
+            grants.get_mut("/").unwrap().remove(privilege);
+            let facts = ClusterFacts {
+                permissions: Ok(grants),
+                ..facts(template.clone())
+            };
+            let missing = missing_privileges(
+                &request,
+                &facts,
+                "pve1",
+                facts.permissions.as_ref().unwrap(),
+            );
+            assert!(
+                missing.contains(&(path.to_owned(), privilege)),
+                "{privilege}: {missing:?}"
+            );
+            let report = judge(
+                &request,
+                &facts,
+                vec!["pve1".into()],
+                vec![healthy_node("pve1")],
+                vec![],
+            );
+            let node = &report.nodes[0];
+            assert!(!node.privileges_ok);
+            assert_eq!(node.reasons(), vec![Reason::PermissionMissing]);
+            assert!(
+                node.findings
+                    .iter()
+                    .any(|f| f.message == format!("The token lacks {privilege} on {path}.")),
+                "{:?}",
+                node.findings
+            );
+        }
+
+        // A VLAN-tagged NIC needs SDN.Use on the VLAN's path; the bridge's own propagates.
+        let mut grants = all_privileges();
+        grants.get_mut("/").unwrap().remove("SDN.Use");
+        grants.insert(
+            "/sdn/zones/localnetwork/vmbr0".to_owned(),
+            BTreeMap::from([("SDN.Use".to_owned(), true)]),
+        );
+        let facts = ClusterFacts {
+            permissions: Ok(grants),
+            ..facts(template)
+        };
+        let missing = missing_privileges(
+            &request,
+            &facts,
+            "pve1",
+            facts.permissions.as_ref().unwrap(),
+        );
+        assert_eq!(
+            missing,
+            vec![("/sdn/zones/localnetwork/vmbr1/20".to_owned(), "SDN.Use")]
+        );
+    }
+
     #[test]
     fn each_node_uses_its_own_copy_of_a_template_else_the_first() {
         let copies = [
@@ -607,6 +703,7 @@ mod tests {
                 is_template: true,
                 node_online: true,
                 disk_storages: vec!["local-lvm".into()],
+                networks: vec![],
             },
         ];
         let vmid_for = |node: &str| match copy_for(&copies, node) {
