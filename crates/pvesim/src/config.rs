@@ -260,6 +260,9 @@ pub struct HttpFault {
     pub status: Option<u16>,
     /// Drop the connection without a response.
     pub reset: bool,
+    /// With `reset`: handle the request first, then drop the connection, so the answer is
+    /// lost although the request took effect (the client cannot tell which happened).
+    pub after_handling: bool,
     /// Fire at most this many times; `None` = unlimited.
     pub count: Option<u64>,
     /// Probability of firing for a matching request.
@@ -273,6 +276,7 @@ impl Default for HttpFault {
             path_regex: String::new(),
             status: Some(500),
             reset: false,
+            after_handling: false,
             count: None,
             rate: 1.0,
         }

@@ -283,6 +283,11 @@ async fn handle(
             journal(&shared, &method, &api_path, Map::new(), 0);
             return Err(DropConnection);
         }
+        Some(FaultAction::LoseAnswer) => {
+            // Journalled with the status it would have had.
+            handle_api(&shared, req, &method, &api_path).await;
+            return Err(DropConnection);
+        }
         Some(FaultAction::Status(status)) => {
             journal(&shared, &method, &api_path, Map::new(), status);
             let error = if status == 595 || status == 596 {
@@ -339,6 +344,7 @@ fn set_connection(response: &mut HttpResponse, closing: bool) {
 
 enum FaultAction {
     Reset,
+    LoseAnswer,
     Status(u16),
 }
 
@@ -365,7 +371,9 @@ fn match_http_fault(world: &mut World, method: &str, api_path: &str) -> Option<F
         if let Some(slot) = world.http_fault_hits.get_mut(index) {
             *slot += 1;
         }
-        return Some(if fault.reset {
+        return Some(if fault.reset && fault.after_handling {
+            FaultAction::LoseAnswer
+        } else if fault.reset {
             FaultAction::Reset
         } else {
             FaultAction::Status(fault.status.unwrap_or(500))

@@ -692,3 +692,38 @@ async fn multipart_parts_must_open_with_their_content_disposition() {
     assert_eq!(ok.status(), StatusCode::OK);
     h.sim.shutdown().await;
 }
+
+/// Item 7, as a client sees it when the answer to a clone is lost (fault `reset` with
+/// `after_handling`): the connection drops without an answer, yet the clone runs, and its
+/// VMID appears only once the worker has written the temporary config.
+#[tokio::test]
+async fn a_lost_clone_answer_still_clones_after_the_window() {
+    let mut config = fast_config();
+    config.timings.clone_config_ms = 500;
+    config.faults.http.push(pvesim::HttpFault {
+        method: Some("POST".into()),
+        path_regex: "/clone$".into(),
+        reset: true,
+        after_handling: true,
+        count: Some(1),
+        ..pvesim::HttpFault::default()
+    });
+    let h = start(config).await;
+    let lost = h
+        .client
+        .post(h.url("/nodes/pve1/qemu/9000/clone"))
+        .header("Authorization", h.auth())
+        .form(&[("newid", "150"), ("full", "1")])
+        .send()
+        .await;
+    assert!(lost.is_err(), "the answer arrived: {lost:?}");
+    let journal = h.admin_get("journal").await;
+    let last = journal.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["path"], "/nodes/pve1/qemu/9000/clone");
+    assert_eq!(last["status"], 200, "{last}");
+    h.poll_until("/nodes/pve1/qemu/150/status/current", |a| {
+        a.status == StatusCode::OK && a.data().get("lock").is_none()
+    })
+    .await;
+    h.sim.shutdown().await;
+}
