@@ -46,9 +46,10 @@ fn sim_config(without: Option<(&str, &str)>) -> pvesim::SimConfig {
             (path.clone(), granted)
         })
         .collect();
-    let mut config = pvesim::SimConfig::default();
-    config.privileges = acl;
-    config
+    pvesim::SimConfig {
+        privileges: acl,
+        ..pvesim::SimConfig::default()
+    }
 }
 
 const HEALTH: &str = r#"
