@@ -605,14 +605,43 @@ const CONFIG_CONTROL_PARAMS: &[&str] = &[
     "background_delay",
 ];
 
-fn config_privilege(key: &str) -> &'static str {
+/// What `$check_vm_modify_config_perm` (qemu-server `API2/Qemu.pm`) asks of a config key.
+enum KeyPermission {
+    One(&'static str),
+    /// Any of these (`check_vm_perm` with `any`).
+    Any(&'static [&'static str]),
+    /// All of these.
+    All(&'static [&'static str]),
+    /// Keys outside PVE's tables (`args`, `affinity`, `lock`, ...): root@pam only.
+    RootOnly,
+}
+
+fn config_privilege(key: &str) -> KeyPermission {
+    use KeyPermission::{All, Any, One, RootOnly};
     match key {
-        "cores" | "sockets" | "cpu" | "vcpus" | "cpulimit" | "cpuunits" | "affinity" | "numa" => {
-            "VM.Config.CPU"
+        "cores" | "cpu" | "runningcpu" | "cpulimit" | "cpuunits" | "numa" | "smp" | "sockets"
+        | "vcpus" => One("VM.Config.CPU"),
+        k if k
+            .strip_prefix("numa")
+            .is_some_and(|n| n.parse::<u32>().is_ok()) =>
+        {
+            One("VM.Config.CPU")
         }
-        "memory" | "balloon" | "shares" => "VM.Config.Memory",
-        k if is_net_key(k) => "VM.Config.Network",
-        k if is_drive_key(k) => "VM.Config.Disk",
+        "memory" | "balloon" | "shares" | "allow-ksm" => One("VM.Config.Memory"),
+        "acpi" | "hotplug" | "kvm" | "machine" | "runningmachine" | "scsihw" | "smbios1"
+        | "tablet" | "vga" | "watchdog" | "audio0" | "rng0" => One("VM.Config.HWType"),
+        // A serial socket is HWType (checked in the update); real devices are root's.
+        k if k.starts_with("serial") => One("VM.Config.HWType"),
+        "agent" | "autostart" | "bios" | "description" | "keyboard" | "localtime"
+        | "migrate_downtime" | "migrate_speed" | "name" | "onboot" | "ostype" | "protection"
+        | "reboot" | "startdate" | "startup" | "tdf" | "template" => One("VM.Config.Options"),
+        // Tags have their own rules (`assert_tag_permissions`): VM.Config.Options on the VM.
+        "tags" => One("VM.Config.Options"),
+        "freeze" => One("VM.PowerMgmt"),
+        // `boot` is a disk option to PVE, not a general one.
+        "boot" | "bootdisk" | "vmstatestorage" => One("VM.Config.Disk"),
+        k if is_net_key(k) => One("VM.Config.Network"),
+        k if is_drive_key(k) => One("VM.Config.Disk"),
         k if k.starts_with("ipconfig")
             || matches!(
                 k,
@@ -626,11 +655,21 @@ fn config_privilege(key: &str) -> &'static str {
                     | "cicustom"
             ) =>
         {
-            "VM.Config.Cloudinit"
+            Any(&["VM.Config.Cloudinit", "VM.Config.Network"])
         }
-        "name" | "description" | "agent" | "onboot" | "template" | "protection" | "startup"
-        | "boot" | "ostype" | "tablet" | "hotplug" | "lock" => "VM.Config.Options",
-        _ => "VM.Config.HWType",
+        "vmstate" => All(&["VM.Config.Disk", "VM.PowerMgmt"]),
+        _ => RootOnly,
+    }
+}
+
+fn require_key_permission(world: &World, vm_path: &str, key: &str) -> Result<(), ApiError> {
+    match config_privilege(key) {
+        KeyPermission::One(privilege) => require(world, vm_path, privilege),
+        KeyPermission::Any(privileges) => require_any(world, vm_path, privileges),
+        KeyPermission::All(privileges) => privileges
+            .iter()
+            .try_for_each(|privilege| require(world, vm_path, privilege)),
+        KeyPermission::RootOnly => Err(ApiError::die(format!("only root can set '{key}' config"))),
     }
 }
 
@@ -673,7 +712,7 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
             text = normalise_tags(&text);
         } else if !is_drive_key(key) {
             // Drives are checked by value (CDROM or Disk) in the update itself.
-            require(world, &vm_path, config_privilege(key))?;
+            require_key_permission(world, &vm_path, key)?;
         }
         if is_net_key(key) {
             let mut net = Net::parse(&text);
@@ -719,7 +758,7 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
         change.set.push((key.clone(), text));
     }
     for key in change.delete.iter().filter(|k| !is_drive_key(k)) {
-        require(world, &vm_path, config_privilege(key))?;
+        require_key_permission(world, &vm_path, key)?;
     }
     if !errors.is_empty() {
         return Err(ApiError::params(errors));

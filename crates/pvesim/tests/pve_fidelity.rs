@@ -727,3 +727,35 @@ async fn a_lost_clone_answer_still_clones_after_the_window() {
     .await;
     h.sim.shutdown().await;
 }
+
+/// qemu-server `src/PVE/API2/Qemu.pm`: `$check_vm_modify_config_perm` sorts keys into its
+/// option tables: `boot` is a disk option (`VM.Config.Disk`, not `VM.Config.Options`),
+/// `agent` a general one, and a key in no table (`args`) is root's alone.
+#[tokio::test]
+async fn config_keys_need_the_privilege_of_their_pve_option_table() {
+    let h = start(with_vm_300(config_with(privileges(
+        &["VM.Config.Disk"],
+        &[],
+    ))))
+    .await;
+    let boot = h
+        .put(
+            "/nodes/pve1/qemu/300/config",
+            &[("boot", "order=scsi0;net0")],
+        )
+        .await;
+    assert_eq!(boot.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        boot.message(),
+        "Permission check failed (/vms/300, VM.Config.Disk)\n"
+    );
+    h.put("/nodes/pve1/qemu/300/config", &[("agent", "1")])
+        .await
+        .data();
+    let args = h
+        .put("/nodes/pve1/qemu/300/config", &[("args", "-no-reboot")])
+        .await;
+    assert_eq!(args.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(args.message(), "only root can set 'args' config\n");
+    h.sim.shutdown().await;
+}
