@@ -442,6 +442,21 @@ impl World {
     }
 
     pub fn has_privilege(&self, path: &str, privilege: &str) -> bool {
+        // A pool's ACLs reach its member VMs (pve-access-control `RPCEnvironment.pm`
+        // `$compile_acl_path`, "roles inherited from pools").
+        let member_of = path
+            .strip_prefix("/vms/")
+            .and_then(|vmid| vmid.parse::<u32>().ok())
+            .and_then(|vmid| self.pools.iter().find(|(_, p)| p.vms.contains(&vmid)));
+        if let Some((poolid, _)) = member_of
+            && self.has_acl_privilege(&format!("/pool/{poolid}"), privilege)
+        {
+            return true;
+        }
+        self.has_acl_privilege(path, privilege)
+    }
+
+    fn has_acl_privilege(&self, path: &str, privilege: &str) -> bool {
         // ACLs propagate downwards: check the path and each of its parents.
         let mut candidate = path.to_string();
         loop {

@@ -759,3 +759,34 @@ async fn config_keys_need_the_privilege_of_their_pve_option_table() {
     assert_eq!(args.message(), "only root can set 'args' config\n");
     h.sim.shutdown().await;
 }
+
+/// pve-access-control `src/PVE/RPCEnvironment.pm`: `$compile_acl_path` applies the roles a
+/// user holds on `/pool/<pool>` to every member VM's `/vms/<vmid>` path.
+#[tokio::test]
+async fn a_pools_acls_reach_its_member_vms() {
+    let acl = privileges(
+        &["VM.Allocate", "VM.Config.Options"],
+        &[
+            ("/pool/proxies", &["VM.Allocate", "VM.Config.Options"]),
+            ("/vms/151", &["VM.Allocate"]),
+        ],
+    );
+    let h = start(config_with(acl)).await;
+    for (newid, pool) in [("150", Some("proxies")), ("151", None)] {
+        let mut form = vec![("newid", newid), ("full", "1")];
+        form.extend(pool.map(|p| ("pool", p)));
+        let upid = h.post("/nodes/pve1/qemu/9000/clone", &form).await.data();
+        assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    }
+    h.put("/nodes/pve1/qemu/150/config", &[("name", "member")])
+        .await
+        .data();
+    let outsider = h
+        .put("/nodes/pve1/qemu/151/config", &[("name", "outsider")])
+        .await;
+    assert_eq!(
+        outsider.message(),
+        "Permission check failed (/vms/151, VM.Config.Options)\n"
+    );
+    h.sim.shutdown().await;
+}
