@@ -376,10 +376,22 @@ pub fn missing_privileges(
     for pool in &request.pools {
         need(format!("/pool/{pool}"), POOL_PRIVILEGES);
     }
+    // PVE applies a pool's ACLs to its member VMs: when every VM goes into one of `pools`,
+    // a VM privilege held on each of them is as good as one on `/vms`.
+    let held_by_pools = |privilege: &str| {
+        !request.pools.is_empty()
+            && request
+                .pools
+                .iter()
+                .all(|pool| has_privilege(perms, &format!("/pool/{pool}"), privilege))
+    };
     let mut seen = BTreeSet::new();
     needed
         .into_iter()
         .filter(|(path, privilege)| !has_privilege(perms, path, privilege))
+        .filter(|(path, privilege)| {
+            !(path == "/vms" && VM_PRIVILEGES.contains(privilege) && held_by_pools(privilege))
+        })
         .filter(|pair| seen.insert(pair.clone()))
         .collect()
 }
@@ -690,6 +702,38 @@ mod tests {
         assert_eq!(
             missing,
             vec![("/sdn/zones/localnetwork/vmbr1/20".to_owned(), "SDN.Use")]
+        );
+    }
+
+    #[test]
+    fn vm_privileges_may_come_from_the_pools_the_vms_go_into() {
+        let mut grants = all_privileges();
+        grants.get_mut("/").unwrap().remove("VM.Config.Memory");
+        grants.insert(
+            "/pool/proxies".to_owned(),
+            BTreeMap::from([("VM.Config.Memory".to_owned(), true)]),
+        );
+        let facts = ClusterFacts {
+            permissions: Ok(grants),
+            ..facts(template_on("pve1", &["vmdata"]))
+        };
+        let perms = facts.permissions.as_ref().unwrap();
+        let pooled = HealthRequest {
+            pools: vec!["proxies".into()],
+            ..request()
+        };
+        assert_eq!(missing_privileges(&pooled, &facts, "pve1", perms), vec![]);
+        assert_eq!(
+            missing_privileges(&request(), &facts, "pve1", perms),
+            vec![("/vms".to_owned(), "VM.Config.Memory")]
+        );
+        let two_pools = HealthRequest {
+            pools: vec!["proxies".into(), "other".into()],
+            ..request()
+        };
+        assert!(
+            missing_privileges(&two_pools, &facts, "pve1", perms)
+                .contains(&("/vms".to_owned(), "VM.Config.Memory"))
         );
     }
 

@@ -125,7 +125,7 @@ Reason codes:\n\n{reasons_doc}",
                 "Bridges (e.g. `vmbr0`) that must exist on every checked node (`GET /nodes/{node}/network`).",
             ))
             .attribute(Attribute::new("pools", Type::list(Type::String)).optional().description(
-                "Resource pools the proxy VMs go into (their `pool`): the token must hold `Pool.Audit` on each, or PVE leaves the pool out of its listings and an imported or refreshed VM seems to be in no pool.",
+                "Resource pools the proxy VMs go into (their `pool`): the token must hold `Pool.Audit` on each, or PVE leaves the pool out of its listings and an imported or refreshed VM seems to be in no pool. PVE applies a pool's ACLs to its member VMs, so a VM privilege held on every one of these pools counts as held on `/vms`.",
             ))
             .attribute(Attribute::new("healthy", Type::Bool).computed().description(
                 "True when at least one node was checked and no node and no cluster-wide check reported a reason.",
