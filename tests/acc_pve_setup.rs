@@ -32,15 +32,15 @@ fn documented_acl() -> (Vec<String>, Vec<String>) {
 }
 
 /// The default world with the token holding the guide's role on the guide's paths, less
-/// `without` (a privilege on one path).
-fn sim_config(without: Option<(&str, &str)>) -> pvesim::SimConfig {
+/// `without` (privileges on paths).
+fn sim_config(without: &[(&str, &str)]) -> pvesim::SimConfig {
     let (privileges, paths) = documented_acl();
     let acl: BTreeMap<String, Vec<String>> = paths
         .iter()
         .map(|path| {
             let granted = privileges
                 .iter()
-                .filter(|p| without != Some((path.as_str(), p.as_str())))
+                .filter(|p| !without.contains(&(path.as_str(), p.as_str())))
                 .cloned()
                 .collect();
             (path.clone(), granted)
@@ -107,7 +107,7 @@ async fn the_documented_privileges_run_a_pooled_vm_from_create_to_destroy() {
     );
     assert!(paths.contains(&"/pool/proxies".to_owned()), "{paths:?}");
 
-    let (_sim, target) = start_sim(sim_config(None)).await;
+    let (_sim, target) = start_sim(sim_config(&[])).await;
     let sim = SimClient::new(&target);
     let health = health_with(target.clone()).await;
     assert_eq!(health["healthy"], true, "{health}");
@@ -167,13 +167,16 @@ async fn health_with(target: Target) -> Value {
     output(&ws, "health").await
 }
 
-/// `proxmox_health` with the guide's privileges less `privilege` on `path`: the node
-/// reports `PermissionMissing` and a message naming both.
-async fn health_names_the_missing(test: &str, path: &str, privilege: &str) {
+/// `proxmox_health` with the guide's privileges less `privilege` on `path` (and on
+/// `also_on`, which would grant it too): the node reports `PermissionMissing` and a message
+/// naming `privilege` on `path`.
+async fn health_names_the_missing(test: &str, path: &str, privilege: &str, also_on: &[&str]) {
     if !acceptance_enabled(test) {
         return;
     }
-    let (_sim, target) = start_sim(sim_config(Some((path, privilege)))).await;
+    let mut without = vec![(path, privilege)];
+    without.extend(also_on.iter().map(|other| (*other, privilege)));
+    let (_sim, target) = start_sim(sim_config(&without)).await;
     let health = health_with(target).await;
     assert_eq!(health["healthy"], false, "{health}");
     let reasons: Vec<&str> = health["reasons"]
@@ -202,6 +205,8 @@ async fn health_names_a_missing_vm_config_cdrom() {
         "health_names_a_missing_vm_config_cdrom",
         "/vms",
         "VM.Config.CDROM",
+        // PVE applies the pool's ACLs to its member VMs: the pool would grant it too.
+        &["/pool/proxies"],
     )
     .await;
 }
@@ -212,6 +217,7 @@ async fn health_names_a_missing_allocate_space_on_the_template_storage() {
         "health_names_a_missing_allocate_space_on_the_template_storage",
         "/storage/vmdata",
         "Datastore.AllocateSpace",
+        &[],
     )
     .await;
 }
@@ -222,6 +228,7 @@ async fn health_names_a_missing_sdn_use_on_the_bridge() {
         "health_names_a_missing_sdn_use_on_the_bridge",
         "/sdn/zones/localnetwork/vmbr0",
         "SDN.Use",
+        &[],
     )
     .await;
 }
@@ -232,6 +239,7 @@ async fn health_names_a_missing_pool_audit() {
         "health_names_a_missing_pool_audit",
         "/pool/proxies",
         "Pool.Audit",
+        &[],
     )
     .await;
 }
