@@ -326,7 +326,10 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
             "unable to create VM {newid}: config file already exists"
         )));
     }
-    if !full && let Some((key, drive)) = disks.iter().find(|_| !source.is_template()) {
+    if !full
+        && !source.is_template()
+        && let Some((key, drive)) = disks.first()
+    {
         // Only base volumes of a template have the 'clone' feature.
         return Err(ApiError::die(format!(
             "Linked clone feature is not supported for '{}' ({key})",
