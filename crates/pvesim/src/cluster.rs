@@ -299,6 +299,8 @@ pub fn cluster_status(world: &World) -> ApiResult {
     Ok(Reply::data(Value::Array(rows)))
 }
 
+/// pve-access-control `API2/AccessControl.pm` `permissions` (the caller's own): with `path`
+/// what it holds there, else `RPCEnvironment.pm` `get_effective_permissions`.
 pub fn permissions(world: &World, call: &Call) -> ApiResult {
     let mut out = Map::new();
     match call.str("path") {
@@ -313,9 +315,36 @@ pub fn permissions(world: &World, call: &Call) -> ApiResult {
             out.insert(path, Value::Object(privs));
         }
         None => {
-            for (path, privs) in &world.privileges {
-                let map: Map<String, Value> = privs.iter().map(|p| (p.clone(), json!(1))).collect();
-                out.insert(path.clone(), Value::Object(map));
+            // `get_effective_permissions`: the top-level paths, every ACL path and every
+            // pool member, each with what the token holds there (inherited included);
+            // paths where it holds nothing are left out.
+            let mut paths: BTreeSet<String> = [
+                "/",
+                "/access",
+                "/access/groups",
+                "/nodes",
+                "/pool",
+                "/sdn",
+                "/storage",
+                "/vms",
+            ]
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+            paths.extend(world.privileges.keys().cloned());
+            for pool in world.pools.values() {
+                paths.extend(pool.vms.iter().map(|vmid| format!("/vms/{vmid}")));
+            }
+            let all: BTreeSet<&String> = world.privileges.values().flatten().collect();
+            for path in paths {
+                let privs: Map<String, Value> = all
+                    .iter()
+                    .filter(|p| world.has_privilege(&path, p))
+                    .map(|p| (p.to_string(), json!(1)))
+                    .collect();
+                if !privs.is_empty() {
+                    out.insert(path, Value::Object(privs));
+                }
             }
         }
     }

@@ -790,3 +790,55 @@ async fn a_pools_acls_reach_its_member_vms() {
     );
     h.sim.shutdown().await;
 }
+
+/// pve-access-control `src/PVE/RPCEnvironment.pm`: `get_effective_permissions` (what
+/// `GET /access/permissions` answers without `path`) lists the top-level paths, every ACL
+/// path and every pool member VM, each with the privileges held there, inherited ones
+/// included, and leaves out paths where nothing is held.
+#[tokio::test]
+async fn effective_permissions_list_inherited_and_pool_member_paths() {
+    let grant = |path: &str, privs: &[&str]| {
+        (
+            path.to_string(),
+            privs.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        )
+    };
+    let acl = BTreeMap::from([
+        grant("/vms", &["VM.Audit", "VM.Allocate", "VM.Clone"]),
+        grant("/pool/proxies", &["Pool.Audit"]),
+        grant("/storage/vmdata", &["Datastore.AllocateSpace"]),
+        grant("/sdn/zones/localnetwork/vmbr0", &["SDN.Use"]),
+    ]);
+    let h = start(config_with(acl)).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "150"), ("full", "1"), ("pool", "proxies")],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let perms = h.get("/access/permissions").await.data();
+    let paths: Vec<&str> = perms
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/pool/proxies",
+            "/sdn/zones/localnetwork/vmbr0",
+            "/storage/vmdata",
+            "/vms",
+            "/vms/150"
+        ],
+        "{perms}"
+    );
+    // The member VM: what /vms passes down plus what the pool grants.
+    assert_eq!(perms["/vms/150"]["VM.Audit"], 1, "{perms}");
+    assert_eq!(perms["/vms/150"]["Pool.Audit"], 1, "{perms}");
+    assert!(perms["/vms"].get("Pool.Audit").is_none(), "{perms}");
+    h.sim.shutdown().await;
+}
