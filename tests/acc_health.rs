@@ -141,14 +141,8 @@ async fn a_template_on_local_storage_only_counts_on_its_node() {
     if !acceptance_enabled("a_template_on_local_storage_only_counts_on_its_node") {
         return;
     }
+    // The default world's `local-lvm` (LVM-thin) is local to each node.
     let mut config = SimConfig::default();
-    config.storages.push(StorageConfig {
-        id: "local-lvm".into(),
-        plugin_type: "lvmthin".into(),
-        content: vec!["images".into()],
-        has_path: false,
-        ..StorageConfig::default()
-    });
     let template = config.vms.iter_mut().find(|vm| vm.vmid == 9000).unwrap();
     template
         .config
@@ -619,6 +613,7 @@ async fn bench_health_wall_time() {
             templates: vec!["debian-13-proxy".into()],
             iso_storage: "local".into(),
             bridges: vec!["vmbr0".into()],
+            pools: vec![],
             clone_storage: None,
         };
         let mut times: Vec<Duration> = Vec::new();

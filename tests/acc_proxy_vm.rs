@@ -21,7 +21,7 @@ fn sim_config() -> pvesim::SimConfig {
         .insert("name".into(), "debian-13-proxy-b".into());
     second.config.insert(
         "scsi0".into(),
-        "vmdata:base-9001-disk-0,iothread=1,size=4G".into(),
+        "vmdata:9001/base-9001-disk-0.qcow2,iothread=1,size=4G".into(),
     );
     second.config.insert(
         "net0".into(),

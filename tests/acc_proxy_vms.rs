@@ -106,12 +106,13 @@ async fn lists_ours_only_sorted_and_filtered_by_prefix() {
         .update_config(&marked)
         .await
         .unwrap();
-    let lock = pve::qemu::ConfigUpdate::new().set("lock", "backup");
-    pve.node("pve1")
-        .qemu(5001)
-        .update_config(&lock)
-        .await
-        .unwrap();
+    // Only root@pam may write `lock`; a backup job holds it, as pve-sim's held lock does.
+    support::SimClient::new(&target)
+        .put_admin(
+            "faults",
+            serde_json::json!({"held_locks": [{"vmid": 5001, "lock": "backup", "seconds": 600}]}),
+        )
+        .await;
 
     let ws = Workspace::new(target);
     ws.write_main_tf(&config(

@@ -121,12 +121,32 @@ async fn failing_tasks_carry_exit_status_log_tail_and_kind() {
 async fn warnings_are_success_with_data() {
     let env = common::start().await;
     clone_template(&env, 320, "edge-320").await;
-    // A config entry naming a volume that does not exist: destroy warns "Could not remove
-    // disk" and still succeeds, as PVE does.
-    let vm = env.client.node("pve1").qemu(320);
-    vm.update_config(&ConfigUpdate::new().set("scsi1", "vmdata:vm-320-disk-9,size=1G"))
+    // A config entry naming a volume that no longer exists: destroy warns "Could not remove
+    // disk" and still succeeds, as PVE does. (A config write checks that the volume exists,
+    // so the disk is allocated, attached, then freed behind the VM's back.)
+    let volid: String = env
+        .client
+        .post(
+            "/nodes/pve1/storage/vmdata/content",
+            &pve::wire::Form::new()
+                .text("vmid", "320")
+                .text("filename", "vm-320-disk-9.raw")
+                .text("size", "1G"),
+        )
         .await
         .unwrap();
+    let vm = env.client.node("pve1").qemu(320);
+    vm.update_config(&ConfigUpdate::new().set("scsi1", format!("{volid},size=1G")))
+        .await
+        .unwrap();
+    let freed = env
+        .client
+        .node("pve1")
+        .storage("vmdata")
+        .delete_volume(&volid)
+        .await
+        .unwrap();
+    env.client.wait_for_task(&freed).await.unwrap();
     let upid = vm
         .destroy(DestroyOptions {
             purge: true,

@@ -24,7 +24,7 @@ fn seeded_world(vms: u32) -> SimConfig {
             ),
             (
                 "scsi0".to_string(),
-                format!("vmdata:vm-{vmid}-disk-0,size=20G"),
+                format!("vmdata:{vmid}/vm-{vmid}-disk-0.qcow2,size=20G"),
             ),
             (
                 "net0".to_string(),

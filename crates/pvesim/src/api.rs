@@ -70,6 +70,19 @@ impl ApiError {
         }
     }
 
+    /// An `or` permission check that failed names neither path nor privilege
+    /// (pve-access-control `RPCEnvironment.pm` `exec_api2_perm_check`).
+    pub fn perm_unnamed() -> ApiError {
+        ApiError {
+            status: 403,
+            message: "Permission check failed\n".into(),
+            errors: None,
+            empty_body: false,
+            delay: None,
+            flock_busy: None,
+        }
+    }
+
     pub fn not_implemented(method: &str, path: &str) -> ApiError {
         ApiError {
             status: 501,

@@ -131,6 +131,13 @@ pub fn resources(world: &World, call: &Call) -> ApiResult {
     let kind = call.str("type");
     let want = |k: &str| kind.as_deref().is_none_or(|t| t == k);
     let mut rows = Vec::new();
+    if want("pool") {
+        for poolid in world.pools.keys() {
+            if world.has_privilege(&format!("/pool/{poolid}"), "Pool.Audit") {
+                rows.push(json!({"id": format!("/pool/{poolid}"), "pool": poolid, "type": "pool"}));
+            }
+        }
+    }
     if want("vm") {
         let pool_of = |vmid: u32| {
             world
@@ -187,7 +194,10 @@ pub fn resources(world: &World, call: &Call) -> ApiResult {
             if let Some(tags) = vm.config.get("tags") {
                 row.insert("tags".into(), json!(tags));
             }
-            if let Some(pool) = pool_of(vm.vmid) {
+            // pve-manager `API2/Cluster.pm` `resources`: the pool only with Pool.Audit on it.
+            if let Some(pool) = pool_of(vm.vmid)
+                && world.has_privilege(&format!("/pool/{pool}"), "Pool.Audit")
+            {
                 row.insert("pool".into(), json!(pool));
             }
             rows.push(Value::Object(row));
@@ -289,6 +299,8 @@ pub fn cluster_status(world: &World) -> ApiResult {
     Ok(Reply::data(Value::Array(rows)))
 }
 
+/// pve-access-control `API2/AccessControl.pm` `permissions` (the caller's own): with `path`
+/// what it holds there, else `RPCEnvironment.pm` `get_effective_permissions`.
 pub fn permissions(world: &World, call: &Call) -> ApiResult {
     let mut out = Map::new();
     match call.str("path") {
@@ -303,9 +315,36 @@ pub fn permissions(world: &World, call: &Call) -> ApiResult {
             out.insert(path, Value::Object(privs));
         }
         None => {
-            for (path, privs) in &world.privileges {
-                let map: Map<String, Value> = privs.iter().map(|p| (p.clone(), json!(1))).collect();
-                out.insert(path.clone(), Value::Object(map));
+            // `get_effective_permissions`: the top-level paths, every ACL path and every
+            // pool member, each with what the token holds there (inherited included);
+            // paths where it holds nothing are left out.
+            let mut paths: BTreeSet<String> = [
+                "/",
+                "/access",
+                "/access/groups",
+                "/nodes",
+                "/pool",
+                "/sdn",
+                "/storage",
+                "/vms",
+            ]
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+            paths.extend(world.privileges.keys().cloned());
+            for pool in world.pools.values() {
+                paths.extend(pool.vms.iter().map(|vmid| format!("/vms/{vmid}")));
+            }
+            let all: BTreeSet<&String> = world.privileges.values().flatten().collect();
+            for path in paths {
+                let privs: Map<String, Value> = all
+                    .iter()
+                    .filter(|p| world.has_privilege(&path, p))
+                    .map(|p| (p.to_string(), json!(1)))
+                    .collect();
+                if !privs.is_empty() {
+                    out.insert(path, Value::Object(privs));
+                }
             }
         }
     }

@@ -111,6 +111,28 @@ pub struct StorageConfig {
     pub has_path: bool,
 }
 
+impl StorageConfig {
+    /// File-based plugins (a directory per VM holding `vm-N-disk-M.<format>` files) as
+    /// opposed to block plugins (`lvm`, `lvmthin`, `zfspool`, `rbd`, ...) whose volumes are
+    /// bare `vm-N-disk-M` names (pve-storage `Plugin.pm` `parse_volname` vs. the block
+    /// plugins' own).
+    pub fn is_file_based(&self) -> bool {
+        matches!(
+            self.plugin_type.as_str(),
+            "dir" | "nfs" | "cifs" | "cephfs" | "glusterfs" | "btrfs"
+        )
+    }
+
+    /// The mount point or directory PVE uses for a file-based storage.
+    pub fn path(&self) -> String {
+        if self.id == "local" && self.plugin_type == "dir" {
+            "/var/lib/vz".to_string()
+        } else {
+            format!("/mnt/pve/{}", self.id)
+        }
+    }
+}
+
 impl Default for StorageConfig {
     fn default() -> Self {
         StorageConfig {
@@ -170,6 +192,9 @@ pub struct Timings {
     /// Time after a VM appears until `/cluster/resources` shows its name and status
     /// (pvestatd's stats cycle).
     pub cluster_resources_lag_ms: u64,
+    /// Time from a clone's UPID until its worker has written the new VM's temporary config
+    /// (`lock: clone`): PVE answers before the fork, so the new VMID briefly does not exist.
+    pub clone_config_ms: u64,
 }
 
 impl Timings {
@@ -203,6 +228,7 @@ impl Default for Timings {
             agent_ping_timeout_ms: 100,
             auth_fail_delay_ms: 0,
             cluster_resources_lag_ms: 300,
+            clone_config_ms: 20,
         }
     }
 }
@@ -234,6 +260,9 @@ pub struct HttpFault {
     pub status: Option<u16>,
     /// Drop the connection without a response.
     pub reset: bool,
+    /// With `reset`: handle the request first, then drop the connection, so the answer is
+    /// lost although the request took effect (the client cannot tell which happened).
+    pub after_handling: bool,
     /// Fire at most this many times; `None` = unlimited.
     pub count: Option<u64>,
     /// Probability of firing for a matching request.
@@ -247,6 +276,7 @@ impl Default for HttpFault {
             path_regex: String::new(),
             status: Some(500),
             reset: false,
+            after_handling: false,
             count: None,
             rate: 1.0,
         }
@@ -333,6 +363,8 @@ impl Default for SimConfig {
                 ..NodeConfig::default()
             })
             .collect();
+        // One storage of each common kind, so volume names come in every shape PVE uses:
+        // block (`local-lvm:vm-100-disk-0`) and file-based (`vmdata:101/vm-101-disk-0.qcow2`).
         let storages = vec![
             StorageConfig {
                 id: "proxy-seeds".into(),
@@ -353,9 +385,23 @@ impl Default for SimConfig {
             StorageConfig {
                 id: "local".into(),
                 plugin_type: "dir".into(),
-                content: vec!["iso".into(), "vztmpl".into(), "backup".into()],
+                content: vec![
+                    "iso".into(),
+                    "vztmpl".into(),
+                    "backup".into(),
+                    "images".into(),
+                ],
                 shared: false,
                 total_bytes: 100 << 30,
+                ..StorageConfig::default()
+            },
+            StorageConfig {
+                id: "local-lvm".into(),
+                plugin_type: "lvmthin".into(),
+                content: vec!["images".into(), "rootdir".into()],
+                shared: false,
+                total_bytes: 400 << 30,
+                has_path: false,
                 ..StorageConfig::default()
             },
         ];
@@ -375,7 +421,10 @@ impl Default for SimConfig {
                 ("memory", "1024"),
                 ("ostype", "l26"),
                 ("scsihw", "virtio-scsi-single"),
-                ("scsi0", "vmdata:base-9000-disk-0,iothread=1,size=4G"),
+                (
+                    "scsi0",
+                    "vmdata:9000/base-9000-disk-0.qcow2,iothread=1,size=4G",
+                ),
                 ("boot", "order=scsi0"),
                 ("net0", "virtio=BC:24:11:9A:00:01,bridge=vmbr0,firewall=1"),
                 ("serial0", "socket"),
@@ -384,44 +433,63 @@ impl Default for SimConfig {
                 ("vmgenid", "0b6f3f2e-8d8c-4a43-9d4f-5f3a1e2c9000"),
             ]),
         };
-        let foreign = |vmid: u32, node: &str, name: &str, running: bool, tags: Option<&str>| {
-            let mut config = cfg(&[
-                ("name", name),
-                ("cores", "2"),
-                ("sockets", "1"),
-                ("memory", "4096"),
-                ("ostype", "l26"),
-                ("scsihw", "virtio-scsi-single"),
-                ("boot", "order=scsi0"),
-                ("agent", "1"),
-            ]);
-            config.insert(
-                "scsi0".into(),
-                format!("vmdata:vm-{vmid}-disk-0,iothread=1,size=32G"),
-            );
-            config.insert(
-                "net0".into(),
-                format!(
-                    "virtio=BC:24:11:5E:{:02X}:{:02X},bridge=vmbr0",
-                    vmid / 256 % 256,
-                    vmid % 256
-                ),
-            );
-            if let Some(tags) = tags {
-                config.insert("tags".into(), tags.into());
-            }
-            VmSeed {
-                vmid,
-                node: node.into(),
-                running,
-                config,
-            }
-        };
+        let foreign =
+            |vmid: u32, node: &str, name: &str, disk: &str, running: bool, tags: Option<&str>| {
+                let mut config = cfg(&[
+                    ("name", name),
+                    ("cores", "2"),
+                    ("sockets", "1"),
+                    ("memory", "4096"),
+                    ("ostype", "l26"),
+                    ("scsihw", "virtio-scsi-single"),
+                    ("boot", "order=scsi0"),
+                    ("agent", "1"),
+                ]);
+                config.insert("scsi0".into(), format!("{disk},iothread=1,size=32G"));
+                config.insert(
+                    "net0".into(),
+                    format!(
+                        "virtio=BC:24:11:5E:{:02X}:{:02X},bridge=vmbr0",
+                        vmid / 256 % 256,
+                        vmid % 256
+                    ),
+                );
+                if let Some(tags) = tags {
+                    config.insert("tags".into(), tags.into());
+                }
+                VmSeed {
+                    vmid,
+                    node: node.into(),
+                    running,
+                    config,
+                }
+            };
         let vms = vec![
             template,
-            foreign(100, "pve1", "dns1", true, Some("infra")),
-            foreign(101, "pve2", "gitlab", true, None),
-            foreign(102, "pve3", "backup-old", false, Some("legacy;storage")),
+            foreign(
+                100,
+                "pve1",
+                "dns1",
+                "local-lvm:vm-100-disk-0",
+                true,
+                Some("infra"),
+            ),
+            foreign(
+                101,
+                "pve2",
+                "gitlab",
+                "vmdata:101/vm-101-disk-0.qcow2",
+                true,
+                None,
+            ),
+            foreign(
+                102,
+                "pve3",
+                "backup-old",
+                "local:102/vm-102-disk-0.raw",
+                false,
+                Some("legacy;storage"),
+            ),
         ];
         SimConfig {
             version: VersionInfo::default(),

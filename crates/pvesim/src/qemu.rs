@@ -8,14 +8,16 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use crate::api::{
-    ApiError, ApiResult, Call, Reply, TaskWait, check_lock, load_vm, require, subdirs,
+    ApiError, ApiResult, Call, Reply, TaskWait, check_lock, load_vm, require, require_any, subdirs,
     value_as_string, vm_on_node,
 };
 use crate::server::Shared;
-use crate::tasks::{TaskLocks, TaskLog, start_locked_task, start_task};
+use crate::tasks::{
+    TaskLocks, TaskLog, TaskPrologue, start_locked_task, start_task, start_task_with_prologue,
+};
 use crate::world::{
     Drive, Net, Vm, World, config_digest, format_size, is_drive_key, is_net_key, normalise_tags,
-    parse_size, typed_config_value, vm_status_json,
+    parse_size, typed_config_value, vm_status_json, volume_format, volume_owner,
 };
 
 fn upid_reply(upid: String) -> ApiResult {
@@ -63,33 +65,6 @@ pub fn index(world: &World, call: &Call) -> ApiResult {
     )))
 }
 
-/// New disks named `vm-<vmid>-disk-<n>` with the lowest free n on that storage.
-fn next_disk_name(
-    world: &World,
-    storage: &str,
-    node: &str,
-    vmid: u32,
-    taken: &BTreeSet<String>,
-) -> String {
-    let scope = world.scope_for(storage, node);
-    let existing = world.volumes.get(&scope);
-    (0..)
-        .map(|n| format!("{storage}:vm-{vmid}-disk-{n}"))
-        .find(|volid| {
-            !taken.contains(volid)
-                && existing.is_none_or(|vols| {
-                    !vols.keys().any(|k| {
-                        k == volid
-                            || k.ends_with(&format!(
-                                "/{}",
-                                volid.split_once(':').map(|x| x.1).unwrap_or_default()
-                            ))
-                    })
-                })
-        })
-        .unwrap_or_default()
-}
-
 pub fn create(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
     let node = call.node().to_string();
     let vmid = call.int("vmid").unwrap_or(0) as u32;
@@ -131,7 +106,8 @@ pub fn create(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
         } else if is_drive_key(key) {
             let mut drive = Drive::parse(&text);
             if let Some((storage, gib)) = new_disk_spec(&drive) {
-                let volid = next_disk_name(world, &storage, &node, vmid, &taken);
+                let volid =
+                    world.new_disk_volid(&storage, &node, vmid, drive.option("format"), &taken);
                 taken.insert(volid.clone());
                 drive.volid = volid.clone();
                 drive.set_option("size", format_size(gib));
@@ -163,7 +139,8 @@ pub fn create(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
             }
             for (storage, volid, size) in new_volumes {
                 let scope = world.scope_for(&storage, &body_node);
-                world.put_volume(scope, &volid, size, "images", "raw", None, &body_node);
+                let format = volume_format(&volid);
+                world.put_volume(scope, &volid, size, "images", format, None, &body_node);
                 log.info(format!("created volume '{volid}'"));
             }
             if let Some(pool) = pool
@@ -231,20 +208,26 @@ fn random_uuid() -> String {
     )
 }
 
-pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
-    let node = call.node().to_string();
+/// What `clone_vm`'s `$load_and_check` establishes before the fork (and again in the worker).
+struct ClonePlan {
+    full: bool,
+    /// Drive key → parsed drive, for every disk to copy (cdroms are copied verbatim).
+    disks: Vec<(String, Drive)>,
+}
+
+/// qemu-server `API2/Qemu.pm` `clone_vm`: `$load_and_check`, in its order, with
+/// `$check_storage_access_clone` (`Datastore.AllocateSpace` on every disk's storage, or on
+/// `storage`) and `check_bridge_access` (`SDN.Use` on every NIC's bridge/VLAN).
+fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiError> {
+    let node = call.node();
     let vmid = call.vmid();
     let newid = call.int("newid").unwrap_or(0) as u32;
-    require(world, &format!("/vms/{vmid}"), "VM.Clone")?;
-    require(world, &format!("/vms/{newid}"), "VM.Allocate")?;
-    let pool = call.str("pool");
-    if let Some(pool) = &pool {
-        if !world.pools.contains_key(pool) {
-            return Err(ApiError::perm(format!("pool '{pool}' does not exist")));
-        }
-        require(world, &format!("/pool/{pool}"), "VM.Allocate")?;
+    if let Some(pool) = call.str("pool")
+        && !world.pools.contains_key(&pool)
+    {
+        return Err(ApiError::perm(format!("pool '{pool}' does not exist")));
     }
-    let target = call.str("target");
+    let target = call.str("target").filter(|t| t != node);
     if let Some(target) = &target
         && world.node(target).is_none()
     {
@@ -252,20 +235,30 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
     }
     let storage = call.str("storage");
     if let Some(storage) = &storage {
-        require(
-            world,
-            &format!("/storage/{storage}"),
-            "Datastore.AllocateSpace",
-        )?;
-        match world.storage(storage) {
+        let config = match world.storage(storage) {
             None => return Err(ApiError::die(format!("storage '{storage}' does not exist"))),
-            Some(s) if !s.content.iter().any(|c| c == "images") => {
-                return Err(ApiError::param(
-                    "storage",
-                    format!("storage '{storage}' does not support vm images"),
-                ));
+            Some(s) if !s.enabled => {
+                return Err(ApiError::die(format!("storage '{storage}' is disabled")));
             }
-            Some(_) => {}
+            Some(s) => s,
+        };
+        if !config.content.iter().any(|c| c == "images") {
+            return Err(ApiError::param(
+                "storage",
+                format!("storage '{storage}' does not support vm images"),
+            ));
+        }
+        if let Some(target) = &target {
+            if !World::storage_on_node(config, target) {
+                return Err(ApiError::die(format!(
+                    "storage '{storage}' is not available on node '{target}'"
+                )));
+            }
+            if !config.shared {
+                return Err(ApiError::die(format!(
+                    "can't clone to non-shared storage '{storage}'"
+                )));
+            }
         }
     }
     let online = world
@@ -276,7 +269,7 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
     if online * 2 <= world.nodes.len() {
         return Err(ApiError::die("cluster not ready - no quorum?"));
     }
-    let source = load_vm(world, &node, vmid)?;
+    let source = load_vm(world, node, vmid)?;
     check_lock(source).map_err(ApiError::die)?;
     if let Some(snapshot) = call.str("snapname") {
         // pve-sim models no snapshots.
@@ -284,96 +277,152 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
             "snapshot '{snapshot}' does not exist"
         )));
     }
+    let full = call.bool("full").unwrap_or(!source.is_template());
+    for param in ["storage", "format"] {
+        if !full && call.params.contains_key(param) {
+            return Err(ApiError::die(format!(
+                "parameter '{param}' not allowed for linked clones"
+            )));
+        }
+    }
+    let mut shared_vm = true;
+    let mut disks = Vec::new();
+    for (key, value) in &source.config {
+        if !is_drive_key(key) || key.starts_with("unused") {
+            continue;
+        }
+        let drive = Drive::parse(value);
+        let Some((sid, _)) = drive.volid.split_once(':') else {
+            continue;
+        };
+        if world.storage(sid).is_none_or(|s| !s.shared) {
+            shared_vm = false;
+        }
+        if drive.is_cdrom() {
+            continue;
+        }
+        let space_on = storage.as_deref().unwrap_or(sid);
+        require(
+            world,
+            &format!("/storage/{space_on}"),
+            "Datastore.AllocateSpace",
+        )?;
+        disks.push((key.clone(), drive));
+    }
+    for (key, value) in &source.config {
+        if is_net_key(key) {
+            check_bridge_access(world, &Net::parse(value))?;
+        }
+    }
+    if let Some(target) = &target
+        && !shared_vm
+    {
+        return Err(ApiError::die(format!(
+            "can't clone VM to node '{target}' (VM uses local storage)"
+        )));
+    }
     if world.vms.get(&newid).is_some_and(|vm| vm.node == node) {
         return Err(ApiError::die(format!(
             "unable to create VM {newid}: config file already exists"
         )));
     }
-    let is_template = source.is_template();
-    let full = call.bool("full").unwrap_or(!is_template);
-    let disks: Vec<(String, Drive)> = source
-        .config
-        .iter()
-        .filter(|(k, _)| is_drive_key(k) && !k.starts_with("unused"))
-        .map(|(k, v)| (k.clone(), Drive::parse(v)))
-        .filter(|(_, d)| !d.is_cdrom() && d.volid != "none")
-        .collect();
-    if !full {
-        if !is_template {
-            let (key, drive) = disks.first().cloned().unwrap_or_default();
-            return Err(ApiError::die(format!(
-                "Linked clone feature is not supported for '{}' ({key})",
-                drive.volid
-            )));
-        }
-        for param in ["storage", "format"] {
-            if call.params.contains_key(param) {
-                return Err(ApiError::die(format!(
-                    "parameter '{param}' not allowed for linked clones"
-                )));
-            }
-        }
+    if !full
+        && !source.is_template()
+        && let Some((key, drive)) = disks.first()
+    {
+        // Only base volumes of a template have the 'clone' feature.
+        return Err(ApiError::die(format!(
+            "Linked clone feature is not supported for '{}' ({key})",
+            drive.volid
+        )));
     }
-    if let Some(target) = target.as_ref().filter(|t| **t != node) {
-        if let Some(storage) = &storage {
-            let shared_ok = world
-                .storage(storage)
-                .is_some_and(|s| s.shared && s.enabled && World::storage_on_node(s, target));
-            if !shared_ok {
-                return Err(ApiError::die(format!(
-                    "can't clone to non-shared storage '{storage}'"
-                )));
-            }
-        } else {
-            let local = disks.iter().any(|(_, d)| {
-                d.volid
-                    .split_once(':')
-                    .and_then(|(sid, _)| world.storage(sid))
-                    .is_none_or(|s| !s.shared)
-            });
-            if local {
-                return Err(ApiError::die(format!(
-                    "can't clone VM to node '{target}' (VM uses local storage)"
-                )));
-            }
-        }
-    }
+    Ok(ClonePlan { full, disks })
+}
 
+/// `SDN.Use` on `/sdn/zones/localnetwork/<bridge>[/<tag>]` (pve-guest-common
+/// `GuestHelpers.pm` `check_vnet_access`).
+fn check_bridge_access(world: &World, net: &Net) -> Result<(), ApiError> {
+    let Some(bridge) = net.bridge() else {
+        return Ok(());
+    };
+    let path = match net.options.get("tag") {
+        Some(tag) => format!("/sdn/zones/localnetwork/{bridge}/{tag}"),
+        None => format!("/sdn/zones/localnetwork/{bridge}"),
+    };
+    require(world, &path, "SDN.Use")
+}
+
+pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    let node = call.node().to_string();
+    let vmid = call.vmid();
+    let newid = call.int("newid").unwrap_or(0) as u32;
+    // The method's permission schema: VM.Clone on the source, and VM.Allocate on the new
+    // VMID *or* on the pool it goes into (an 'or' failure names no path).
+    require(world, &format!("/vms/{vmid}"), "VM.Clone")?;
+    let pool = call.str("pool");
+    let may_allocate = world.has_privilege(&format!("/vms/{newid}"), "VM.Allocate")
+        || pool
+            .as_ref()
+            .is_some_and(|p| world.has_privilege(&format!("/pool/{p}"), "VM.Allocate"));
+    if !may_allocate {
+        return Err(ApiError::perm_unnamed());
+    }
+    let plan = clone_load_and_check(world, call)?;
+    let full = plan.full;
+    let source = load_vm(world, &node, vmid)?;
     let source_config = source.config.clone();
     let source_running = source.running;
     let source_pending = !source.pending.is_empty();
-    // The worker's first write of the temp config: pmxcfs refuses a VMID owned by another node.
-    let collides_elsewhere = world.vms.contains_key(&newid);
-    if !collides_elsewhere {
-        let temp = BTreeMap::from([("lock".to_string(), "clone".to_string())]);
-        let vm = new_vm(world, newid, &node, temp, call.now);
-        world.vms.insert(newid, vm);
-    }
     // Source shared when stopped (parallel clones of a template), exclusive when running;
     // newid exclusive; both with clone's 1 s timeout.
     let clone_locks = TaskLocks {
         vms: vec![(vmid, source_running), (newid, true)],
         timeout: Duration::from_secs(1),
     };
+    let target = call.str("target").filter(|t| *t != node);
+    let storage = call.str("storage");
+    let format = call.str("format");
     let name = call.str("name");
     let description = call.str("description");
-    let tags = call.str("tags");
-    let token_user = call.token_user();
+    let prologue_node = node.clone();
     let body_node = node.clone();
-    let upid = start_locked_task(
+    let prologue_delay = Duration::from_millis(world.timings.clone_config_ms);
+    // The worker, once it holds the locks: repeat the checks, announce itself, then write
+    // the temporary config. Until then the new VMID does not exist anywhere.
+    let prologue: TaskPrologue = Box::new(move |world, log| {
+        let vm = world.vms.get(&vmid).filter(|vm| vm.node == prologue_node);
+        let vm = vm.ok_or_else(|| {
+            format!(
+                "Configuration file 'nodes/{prologue_node}/qemu-server/{vmid}.conf' does not exist"
+            )
+        })?;
+        check_lock(vm)?;
+        if let Some(existing) = world.vms.get(&newid) {
+            return Err(if existing.node == prologue_node {
+                format!("unable to create VM {newid}: config file already exists")
+            } else {
+                // pmxcfs refuses a VMID owned by another node.
+                format!(
+                    "close (rename) atomic file '/etc/pve/nodes/{prologue_node}/qemu-server/{newid}.conf' failed: File exists"
+                )
+            });
+        }
+        log.info(format!("creating a clone of VM {vmid} with ID {newid}"));
+        let temp = BTreeMap::from([("lock".to_string(), "clone".to_string())]);
+        let vm = new_vm(world, newid, &prologue_node, temp, Instant::now());
+        world.vms.insert(newid, vm);
+        Ok(())
+    });
+    let upid = start_task_with_prologue(
         shared,
         world,
         &node,
         "qmclone",
         &vmid.to_string(),
-        &token_user,
+        &call.token_user(),
         clone_locks,
+        (prologue_delay, prologue),
         Box::new(move |world, log, injected| {
-            if collides_elsewhere {
-                return Err(format!(
-                    "close (rename) atomic file '/etc/pve/nodes/{body_node}/qemu-server/{newid}.conf' failed: File exists"
-                ));
-            }
             if let Some(failure) = injected {
                 world.vms.remove(&newid);
                 return Err(failure);
@@ -402,46 +451,46 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
                     let mut net = Net::parse(value);
                     net.mac = Some(world.random_mac());
                     config.insert(key.clone(), net.print());
-                } else if is_drive_key(key) {
-                    let mut drive = Drive::parse(value);
-                    if drive.is_cdrom() || drive.volid == "none" {
-                        config.insert(key.clone(), value.clone());
-                        continue;
-                    }
-                    let source_storage = drive
-                        .volid
-                        .split_once(':')
-                        .map(|x| x.0.to_string())
-                        .unwrap_or_default();
-                    let dest_storage = storage.clone().unwrap_or(source_storage);
-                    let size = drive.size().unwrap_or(0);
-                    let new_volid = next_disk_name(world, &dest_storage, &body_node, newid, &taken);
-                    taken.insert(new_volid.clone());
-                    let volid = if full {
-                        log.info(format!(
-                            "create full clone of drive {key} ({})",
-                            drive.volid
-                        ));
-                        new_volid.clone()
-                    } else {
-                        log.info(format!(
-                            "create linked clone of drive {key} ({})",
-                            drive.volid
-                        ));
-                        let base = drive.volid.split_once(':').map(|x| x.1).unwrap_or_default();
-                        let disk = new_volid.split_once(':').map(|x| x.1).unwrap_or_default();
-                        format!("{dest_storage}:{base}/{disk}")
-                    };
-                    new_volumes.push((dest_storage, volid.clone(), size));
-                    drive.volid = volid;
-                    config.insert(key.clone(), drive.print());
-                    let gib = size as f64 / (1u64 << 30) as f64;
-                    log.info(format!(
-                        "transferred {gib:.1} GiB of {gib:.1} GiB (100.00%)"
-                    ));
-                } else {
-                    config.insert(key.clone(), value.clone());
+                    continue;
                 }
+                let Some((_, drive)) = plan.disks.iter().find(|(k, _)| k == key) else {
+                    config.insert(key.clone(), value.clone());
+                    continue;
+                };
+                let mut drive = drive.clone();
+                let source_storage = drive
+                    .volid
+                    .split_once(':')
+                    .map(|x| x.0.to_string())
+                    .unwrap_or_default();
+                let dest_storage = storage.clone().unwrap_or(source_storage);
+                let size = drive.size().unwrap_or(0);
+                let volid = if full {
+                    log.info(format!(
+                        "create full clone of drive {key} ({})",
+                        drive.volid
+                    ));
+                    // The requested format, else the source's (qemu-server
+                    // `resolve_dst_disk_format`); block storages only hold raw.
+                    let wanted = format
+                        .clone()
+                        .unwrap_or_else(|| volume_format(&drive.volid).to_string());
+                    world.new_disk_volid(&dest_storage, &body_node, newid, Some(&wanted), &taken)
+                } else {
+                    log.info(format!(
+                        "create linked clone of drive {key} ({})",
+                        drive.volid
+                    ));
+                    world.linked_clone_volid(&drive.volid, &body_node, newid, &taken)
+                };
+                taken.insert(volid.clone());
+                new_volumes.push((dest_storage, volid.clone(), size));
+                drive.volid = volid;
+                config.insert(key.clone(), drive.print());
+                let gib = size as f64 / (1u64 << 30) as f64;
+                log.info(format!(
+                    "transferred {gib:.1} GiB of {gib:.1} GiB (100.00%)"
+                ));
             }
             config.insert("smbios1".into(), format!("uuid={}", random_uuid()));
             if config.contains_key("vmgenid") {
@@ -458,12 +507,10 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
             if let Some(description) = description.filter(|d| !d.is_empty()) {
                 config.insert("description".into(), description.trim_end().to_string());
             }
-            if let Some(tags) = tags {
-                config.insert("tags".into(), normalise_tags(&tags));
-            }
             for (storage, volid, size) in new_volumes {
                 let scope = world.scope_for(&storage, &body_node);
-                world.put_volume(scope, &volid, size, "images", "raw", None, &body_node);
+                let format = volume_format(&volid);
+                world.put_volume(scope, &volid, size, "images", format, None, &body_node);
             }
             if let Some(pool) = &pool
                 && let Some(pool) = world.pools.get_mut(pool)
@@ -561,14 +608,43 @@ const CONFIG_CONTROL_PARAMS: &[&str] = &[
     "background_delay",
 ];
 
-fn config_privilege(key: &str) -> &'static str {
+/// What `$check_vm_modify_config_perm` (qemu-server `API2/Qemu.pm`) asks of a config key.
+enum KeyPermission {
+    One(&'static str),
+    /// Any of these (`check_vm_perm` with `any`).
+    Any(&'static [&'static str]),
+    /// All of these.
+    All(&'static [&'static str]),
+    /// Keys outside PVE's tables (`args`, `affinity`, `lock`, ...): root@pam only.
+    RootOnly,
+}
+
+fn config_privilege(key: &str) -> KeyPermission {
+    use KeyPermission::{All, Any, One, RootOnly};
     match key {
-        "cores" | "sockets" | "cpu" | "vcpus" | "cpulimit" | "cpuunits" | "affinity" | "numa" => {
-            "VM.Config.CPU"
+        "cores" | "cpu" | "runningcpu" | "cpulimit" | "cpuunits" | "numa" | "smp" | "sockets"
+        | "vcpus" => One("VM.Config.CPU"),
+        k if k
+            .strip_prefix("numa")
+            .is_some_and(|n| n.parse::<u32>().is_ok()) =>
+        {
+            One("VM.Config.CPU")
         }
-        "memory" | "balloon" | "shares" => "VM.Config.Memory",
-        k if is_net_key(k) => "VM.Config.Network",
-        k if is_drive_key(k) => "VM.Config.Disk",
+        "memory" | "balloon" | "shares" | "allow-ksm" => One("VM.Config.Memory"),
+        "acpi" | "hotplug" | "kvm" | "machine" | "runningmachine" | "scsihw" | "smbios1"
+        | "tablet" | "vga" | "watchdog" | "audio0" | "rng0" => One("VM.Config.HWType"),
+        // A serial socket is HWType (checked in the update); real devices are root's.
+        k if k.starts_with("serial") => One("VM.Config.HWType"),
+        "agent" | "autostart" | "bios" | "description" | "keyboard" | "localtime"
+        | "migrate_downtime" | "migrate_speed" | "name" | "onboot" | "ostype" | "protection"
+        | "reboot" | "startdate" | "startup" | "tdf" | "template" => One("VM.Config.Options"),
+        // Tags have their own rules (`assert_tag_permissions`): VM.Config.Options on the VM.
+        "tags" => One("VM.Config.Options"),
+        "freeze" => One("VM.PowerMgmt"),
+        // `boot` is a disk option to PVE, not a general one.
+        "boot" | "bootdisk" | "vmstatestorage" => One("VM.Config.Disk"),
+        k if is_net_key(k) => One("VM.Config.Network"),
+        k if is_drive_key(k) => One("VM.Config.Disk"),
         k if k.starts_with("ipconfig")
             || matches!(
                 k,
@@ -582,11 +658,21 @@ fn config_privilege(key: &str) -> &'static str {
                     | "cicustom"
             ) =>
         {
-            "VM.Config.Cloudinit"
+            Any(&["VM.Config.Cloudinit", "VM.Config.Network"])
         }
-        "name" | "description" | "agent" | "onboot" | "template" | "protection" | "startup"
-        | "boot" | "ostype" | "tablet" | "hotplug" | "lock" => "VM.Config.Options",
-        _ => "VM.Config.HWType",
+        "vmstate" => All(&["VM.Config.Disk", "VM.PowerMgmt"]),
+        _ => RootOnly,
+    }
+}
+
+fn require_key_permission(world: &World, vm_path: &str, key: &str) -> Result<(), ApiError> {
+    match config_privilege(key) {
+        KeyPermission::One(privilege) => require(world, vm_path, privilege),
+        KeyPermission::Any(privileges) => require_any(world, vm_path, privileges),
+        KeyPermission::All(privileges) => privileges
+            .iter()
+            .try_for_each(|privilege| require(world, vm_path, privilege)),
+        KeyPermission::RootOnly => Err(ApiError::die(format!("only root can set '{key}' config"))),
     }
 }
 
@@ -627,21 +713,16 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
         if key == "tags" {
             require(world, &vm_path, "VM.Config.Options")?;
             text = normalise_tags(&text);
-        } else {
-            require(world, &vm_path, config_privilege(key))?;
+        } else if !is_drive_key(key) {
+            // Drives are checked by value (CDROM or Disk) in the update itself.
+            require_key_permission(world, &vm_path, key)?;
         }
         if is_net_key(key) {
             let mut net = Net::parse(&text);
             if net.mac.is_none() {
                 net.mac = Some(world.random_mac());
             }
-            if let Some(bridge) = net.bridge() {
-                let sdn = match net.options.get("tag") {
-                    Some(tag) => format!("/sdn/zones/localnetwork/{bridge}/{tag}"),
-                    None => format!("/sdn/zones/localnetwork/{bridge}"),
-                };
-                require(world, &sdn, "SDN.Use")?;
-            }
+            check_bridge_access(world, &net)?;
             text = net.print();
         } else if is_drive_key(key) {
             let mut drive = Drive::parse(&text);
@@ -653,12 +734,22 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
                 continue;
             }
             if let Some((storage, size)) = new_disk_spec(&drive) {
-                let volid = next_disk_name(world, &storage, &vm.node, vmid, &taken);
+                require(
+                    world,
+                    &format!("/storage/{storage}"),
+                    "Datastore.AllocateSpace",
+                )?;
+                let volid =
+                    world.new_disk_volid(&storage, &vm.node, vmid, drive.option("format"), &taken);
                 taken.insert(volid.clone());
                 drive.volid = volid.clone();
                 drive.set_option("size", format_size(size));
+                drive.options.retain(|(k, _)| k != "format");
+                drive.options.sort();
                 change.new_volumes.push((storage, volid, size));
                 text = drive.print();
+            } else {
+                check_volume_access(world, vmid, &drive.volid)?;
             }
         } else if key == "description" {
             text = text.trim_end().to_string();
@@ -669,9 +760,8 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
         }
         change.set.push((key.clone(), text));
     }
-    for key in &change.delete {
-        let privilege = config_privilege(key);
-        require(world, &vm_path, privilege)?;
+    for key in change.delete.iter().filter(|k| !is_drive_key(k)) {
+        require_key_permission(world, &vm_path, key)?;
     }
     if !errors.is_empty() {
         return Err(ApiError::params(errors));
@@ -680,6 +770,105 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
         return Err(ApiError::die("no options specified"));
     }
     Ok(change)
+}
+
+/// pve-storage `Storage.pm` `check_volume_access` for an existing volume in a drive:
+/// `Datastore.Allocate` on its storage suffices; else an ISO needs `Datastore.AllocateSpace`
+/// or `Datastore.Audit` there, and another VM's disk `Datastore.Audit` plus `VM.Config.Disk`
+/// on that VM.
+fn check_volume_access(world: &World, vmid: u32, volid: &str) -> Result<(), ApiError> {
+    let Some((storage, _)) = volid.split_once(':') else {
+        return Ok(());
+    };
+    let storage_path = format!("/storage/{storage}");
+    if world.has_privilege(&storage_path, "Datastore.Allocate") {
+        return Ok(());
+    }
+    if volid.contains(":iso/") {
+        return require_any(
+            world,
+            &storage_path,
+            &["Datastore.AllocateSpace", "Datastore.Audit"],
+        );
+    }
+    match volume_owner(volid) {
+        Some(owner) if owner == vmid => Ok(()),
+        Some(owner) => {
+            require(world, &storage_path, "Datastore.Audit")?;
+            require(world, &format!("/vms/{owner}"), "VM.Config.Disk")
+        }
+        None => Err(ApiError::die(format!(
+            "missing privileges to access {volid}"
+        ))),
+    }
+}
+
+/// The privilege a drive value needs (`$check_drive_perms` in `$update_vm_api`).
+fn drive_privilege(value: &str) -> &'static str {
+    if Drive::parse(value).is_cdrom() {
+        "VM.Config.CDROM"
+    } else {
+        "VM.Config.Disk"
+    }
+}
+
+/// The part of qemu-server `API2/Qemu.pm` `$update_vm_api`'s `$updatefn` that runs under
+/// the config lock (in the `qmconfig` worker for POST, inline for PUT) before anything is
+/// written: drive privileges by value (old and new), then `create_disks`, which activates
+/// every existing volume (`volume '…' does not exist`) and records its size; a new cdrom is
+/// appended to an explicit boot order.
+fn finish_config_change(world: &World, vm: &Vm, change: &mut ConfigChange) -> Result<(), ApiError> {
+    let vm_path = format!("/vms/{}", vm.vmid);
+    for key in change.delete.iter().filter(|k| is_drive_key(k)) {
+        if let Some(old) = vm.config.get(key).or_else(|| vm.pending.get(key)) {
+            require(world, &vm_path, drive_privilege(old))?;
+        }
+    }
+    let mut boot_order: Option<Vec<String>> = vm
+        .pending
+        .get("boot")
+        .or_else(|| vm.config.get("boot"))
+        .and_then(|boot| {
+            boot.split(',')
+                .find_map(|part| part.strip_prefix("order="))
+                .map(|order| order.split(';').map(str::to_string).collect())
+        });
+    let mut boot_changed = false;
+    let new_volids: BTreeSet<&String> = change.new_volumes.iter().map(|(_, v, _)| v).collect();
+    for (key, value) in change.set.iter_mut() {
+        if !is_drive_key(key) {
+            continue;
+        }
+        if let Some(old) = vm.config.get(key.as_str()) {
+            require(world, &vm_path, drive_privilege(old))?;
+        }
+        require(world, &vm_path, drive_privilege(value))?;
+        let mut drive = Drive::parse(value);
+        if drive.volid.contains(':') && !new_volids.contains(&drive.volid) {
+            let volume = world
+                .volume(&drive.volid, &vm.node)
+                .ok_or_else(|| ApiError::die(format!("volume '{}' does not exist", drive.volid)))?;
+            drive.set_option("size", format_size(volume.size));
+            drive.options.sort();
+            *value = drive.print();
+        }
+        if drive.is_cdrom()
+            && let Some(order) = boot_order.as_mut()
+            && !order.iter().any(|k| k == key)
+        {
+            order.push(key.clone());
+            boot_changed = true;
+        }
+    }
+    if boot_changed
+        && let Some(order) = boot_order
+        && !change.set.iter().any(|(k, _)| k == "boot")
+    {
+        change
+            .set
+            .push(("boot".into(), format!("order={}", order.join(";"))));
+    }
+    Ok(())
 }
 
 /// Options that apply at once even on a running VM (fast-plug and hotplug network/disk);
@@ -705,7 +894,15 @@ fn apply_config_change(world: &mut World, vmid: u32, change: ConfigChange, log: 
     };
     for (storage, volid, size) in &change.new_volumes {
         let scope = world.scope_for(storage, &node);
-        world.put_volume(scope, volid, *size, "images", "raw", None, &node);
+        world.put_volume(
+            scope,
+            volid,
+            *size,
+            "images",
+            volume_format(volid),
+            None,
+            &node,
+        );
     }
     let Some(vm) = world.vms.get_mut(&vmid) else {
         return;
@@ -775,6 +972,8 @@ pub fn config_post(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiR
                 return Err("checksum mismatch (file change by other user?)".into());
             }
             check_lock(vm)?;
+            let mut change = change;
+            finish_config_change(world, vm, &mut change).map_err(|e| e.message)?;
             apply_config_change(world, vmid, change, log);
             Ok(())
         }),
@@ -802,7 +1001,8 @@ pub fn config_put(world: &mut World, call: &Call) -> ApiResult {
     }
     check_digest(vm, call).map_err(ApiError::die)?;
     check_lock(vm).map_err(ApiError::die)?;
-    let change = prepare_config_change(world, vm, call)?;
+    let mut change = prepare_config_change(world, vm, call)?;
+    finish_config_change(world, vm, &mut change)?;
     let mut log = TaskLog::default();
     apply_config_change(world, vmid, change, &mut log);
     Ok(Reply::data(Value::Null))
@@ -851,6 +1051,14 @@ pub fn resize(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
             if drive.is_cdrom() {
                 return Err("you can't resize a cdrom".into());
             }
+            // Checked by the worker, so a missing privilege is a task error.
+            let storage = drive.volid.split_once(':').map_or("", |x| x.0);
+            require(
+                world,
+                &format!("/storage/{storage}"),
+                "Datastore.AllocateSpace",
+            )
+            .map_err(|e| e.message)?;
             let current = drive.size().unwrap_or(0);
             let (relative, amount) = match size.strip_prefix('+') {
                 Some(rest) => (true, rest),
@@ -1164,7 +1372,12 @@ pub fn suspend(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
                     .find(|s| s.content.iter().any(|c| c == "images"))
                     .map(|s| s.id.clone())
                     .unwrap_or_else(|| "local".into());
-                let volid = format!("{storage}:vm-{vmid}-state-suspend-{node}");
+                let file_based = world.storage(&storage).is_some_and(|s| s.is_file_based());
+                let volid = if file_based {
+                    format!("{storage}:{vmid}/vm-{vmid}-state-suspend-{node}.raw")
+                } else {
+                    format!("{storage}:vm-{vmid}-state-suspend-{node}")
+                };
                 let memory = crate::world::memory_mib(&world.vms[&vmid].config) << 20;
                 let scope = world.scope_for(&storage, &node);
                 world.put_volume(scope, &volid, memory, "images", "raw", None, &node);
@@ -1262,7 +1475,8 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
                             .values()
                             .any(|v| v.contains(&format!("{base}/")))
                 });
-                if base.starts_with("base-") && in_use {
+                let is_base = crate::world::volume_file_name(volid).starts_with("base-");
+                if is_base && in_use {
                     return Err(format!(
                         "base volume '{volid}' is still in use by linked cloned"
                     ));
@@ -1281,7 +1495,6 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
                 }
             }
             if unreferenced {
-                let prefixes = [format!("vm-{vmid}-"), format!("base-{vmid}-")];
                 let mut orphans = Vec::new();
                 for (scope, vols) in &world.volumes {
                     let visible = scope.node.as_ref().is_none_or(|n| *n == vm_node);
@@ -1289,8 +1502,7 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
                         continue;
                     }
                     for (volid, volume) in vols {
-                        let name = volid.split_once(':').map(|x| x.1).unwrap_or_default();
-                        if volume.content != "iso" && prefixes.iter().any(|p| name.starts_with(p)) {
+                        if volume.content != "iso" && volume_owner(volid) == Some(vmid) {
                             orphans.push(volid.clone());
                         }
                     }

@@ -263,7 +263,9 @@ async fn handle(
     }
     let method = req.method().as_str().to_string();
     let Some(api_path) = path.strip_prefix("/api2/json").map(str::to_string) else {
-        return Ok(plain_error(501, "no such uri"));
+        let mut response = plain_error(501, "no such uri");
+        set_connection(&mut response, false);
+        return Ok(response);
     };
 
     let (latency, fault) = {
@@ -279,6 +281,11 @@ async fn handle(
     match fault {
         Some(FaultAction::Reset) => {
             journal(&shared, &method, &api_path, Map::new(), 0);
+            return Err(DropConnection);
+        }
+        Some(FaultAction::LoseAnswer) => {
+            // Journalled with the status it would have had.
+            handle_api(&shared, req, &method, &api_path).await;
             return Err(DropConnection);
         }
         Some(FaultAction::Status(status)) => {
@@ -302,17 +309,42 @@ async fn handle(
                     flock_busy: None,
                 }
             };
-            return Ok(error_response(&error));
+            let mut response = error_response(&error);
+            set_connection(&mut response, false);
+            return Ok(response);
         }
         None => {}
     }
 
-    let response = handle_api(&shared, req, &method, &api_path).await;
+    let is_upload = method == "POST" && is_upload_path(&api_path);
+    let client_closes =
+        header_str(&req, "connection").is_some_and(|c| c.to_ascii_lowercase().contains("close"));
+    let mut response = handle_api(&shared, req, &method, &api_path).await;
+    set_connection(&mut response, is_upload || client_closes);
     Ok(response)
+}
+
+/// `POST /nodes/{node}/storage/{storage}/upload`.
+fn is_upload_path(api_path: &str) -> bool {
+    let segments: Vec<&str> = api_path.trim_matches('/').split('/').collect();
+    matches!(segments.as_slice(), ["nodes", _, "storage", _, "upload"])
+}
+
+/// pveproxy ends the connection after every answer >= 400 and after an upload, and says so
+/// (`Connection: close`); otherwise it keeps it (`Connection: Keep-Alive`)
+/// (pve-http-server `APIServer/AnyEvent.pm` `response`, `authenticate_and_handle_request`).
+/// hyper closes the connection once a response carrying `Connection: close` is written.
+fn set_connection(response: &mut HttpResponse, closing: bool) {
+    let close = closing || response.status().as_u16() >= 400;
+    let value = if close { "close" } else { "Keep-Alive" };
+    response
+        .headers_mut()
+        .insert(hyper::header::CONNECTION, HeaderValue::from_static(value));
 }
 
 enum FaultAction {
     Reset,
+    LoseAnswer,
     Status(u16),
 }
 
@@ -339,7 +371,9 @@ fn match_http_fault(world: &mut World, method: &str, api_path: &str) -> Option<F
         if let Some(slot) = world.http_fault_hits.get_mut(index) {
             *slot += 1;
         }
-        return Some(if fault.reset {
+        return Some(if fault.reset && fault.after_handling {
+            FaultAction::LoseAnswer
+        } else if fault.reset {
             FaultAction::Reset
         } else {
             FaultAction::Status(fault.status.unwrap_or(500))
@@ -694,61 +728,120 @@ fn multipart_boundary(lower: &str, original: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.to_string())
 }
 
-/// PVE's streaming multipart reader: fields before the file part (`content`,
-/// `checksum-algorithm`, `checksum`), then the file part, which must be named `filename`.
-/// Anything after the file part is ignored.
+/// One part of a multipart body: its header block and its content.
+struct Part<'b> {
+    headers: String,
+    content: &'b [u8],
+}
+
+impl Part<'_> {
+    /// `Content-Disposition: <type>; name="<name>"[; filename="<file>"]` when it is the
+    /// part's first header line, spelled as PVE's regexes spell it.
+    fn disposition(&self) -> Option<(String, String, Option<String>)> {
+        let first = self.headers.split("\r\n").next()?;
+        let rest = first.strip_prefix("Content-Disposition: ")?;
+        let (kind, rest) = rest.split_once("; name=\"")?;
+        let (name, rest) = rest.split_once('"')?;
+        let filename = rest
+            .strip_prefix("; filename=\"")
+            .and_then(|f| f.split_once('"'))
+            .map(|(f, _)| f.to_string())
+            .filter(|f| !f.is_empty());
+        Some((kind.to_string(), name.to_string(), filename))
+    }
+
+    /// The part's field name wherever its Content-Disposition line is.
+    fn any_name(&self) -> Option<String> {
+        let line = self
+            .headers
+            .split("\r\n")
+            .find(|l| l.starts_with("Content-Disposition: "))?;
+        let (_, rest) = line.split_once("; name=\"")?;
+        rest.split_once('"').map(|(n, _)| n.to_string())
+    }
+}
+
+fn split_parts<'b>(body: &'b [u8], boundary: &str) -> Result<Vec<Part<'b>>, String> {
+    let delimiter = format!("--{boundary}");
+    let mut parts = Vec::new();
+    let start = find(body, delimiter.as_bytes()).ok_or("upload failed")?;
+    let mut rest = &body[start + delimiter.len()..];
+    loop {
+        if rest.starts_with(b"--") {
+            return Ok(parts);
+        }
+        rest = rest.strip_prefix(b"\r\n").ok_or("upload failed")?;
+        let header_end = find(rest, b"\r\n\r\n").ok_or("upload failed")?;
+        let headers = String::from_utf8_lossy(&rest[..header_end]).to_string();
+        rest = &rest[header_end + 4..];
+        let closing = format!("\r\n{delimiter}");
+        let part_end = find(rest, closing.as_bytes()).ok_or("upload failed")?;
+        parts.push(Part {
+            headers,
+            content: &rest[..part_end],
+        });
+        rest = &rest[part_end + closing.len()..];
+    }
+}
+
+/// pve-http-server `APIServer/AnyEvent.pm` `file_upload_multipart`: the fields `content`,
+/// `checksum-algorithm` and `checksum` are taken from the front of the body in that order,
+/// each only when it is the next part (a wanted field behind another part makes PVE's
+/// regex swallow that part and fail the `form-data` assertion); then the next part must be
+/// the file, its `Content-Disposition` the first header line and its name `filename`.
+/// Anything else never reaches the file phase: "upload failed". Content after the file
+/// part is ignored.
 #[allow(clippy::type_complexity)]
 pub fn parse_multipart(
     body: &[u8],
     boundary: &str,
 ) -> Result<(Vec<(String, String)>, Option<(String, Bytes)>), String> {
-    let delimiter = format!("--{boundary}");
+    let parts = split_parts(body, boundary)?;
+    let mut next = 0;
     let mut fields = Vec::new();
-    let mut rest = body;
-    let start = find(rest, delimiter.as_bytes()).ok_or("multipart: missing boundary")?;
-    rest = &rest[start + delimiter.len()..];
-    loop {
-        if rest.starts_with(b"--") {
-            return Ok((fields, None));
+    for wanted in ["content", "checksum-algorithm", "checksum"] {
+        let Some(found) = parts[next..]
+            .iter()
+            .position(|p| p.any_name().as_deref() == Some(wanted))
+        else {
+            continue;
+        };
+        let part = &parts[next];
+        let kind = part.disposition().map(|(kind, _, _)| kind);
+        if found != 0 || kind.as_deref() != Some("form-data") {
+            let kind = kind.unwrap_or_else(|| part.headers.clone());
+            return Err(format!(
+                "wrong Content-Disposition '{kind}' in multipart, expected 'form-data'"
+            ));
         }
-        rest = rest
-            .strip_prefix(b"\r\n")
-            .ok_or("multipart: malformed part")?;
-        let header_end = find(rest, b"\r\n\r\n").ok_or("multipart: unterminated part header")?;
-        let headers = String::from_utf8_lossy(&rest[..header_end]).to_string();
-        rest = &rest[header_end + 4..];
-        let closing = format!("\r\n{delimiter}");
-        let part_end = find(rest, closing.as_bytes()).ok_or("multipart: unterminated part")?;
-        let content = &rest[..part_end];
-        rest = &rest[part_end + closing.len()..];
-        let disposition = headers
-            .lines()
-            .find(|l| l.to_ascii_lowercase().starts_with("content-disposition:"))
-            .unwrap_or_default();
-        let name = disposition_param(disposition, "name").unwrap_or_default();
-        match disposition_param(disposition, "filename") {
-            Some(filename) => {
-                if name != "filename" {
-                    return Err(format!(
-                        "wrong field name '{name}' for file upload, expected 'filename'"
-                    ));
-                }
-                return Ok((fields, Some((filename, Bytes::copy_from_slice(content)))));
-            }
-            None => {
-                if matches!(name.as_str(), "content" | "checksum-algorithm" | "checksum") {
-                    fields.push((name, String::from_utf8_lossy(content).into_owned()));
-                }
-            }
-        }
+        fields.push((
+            wanted.to_string(),
+            String::from_utf8_lossy(part.content).trim().to_string(),
+        ));
+        next += 1;
     }
-}
-
-fn disposition_param(disposition: &str, key: &str) -> Option<String> {
-    disposition.split(';').skip(1).find_map(|part| {
-        let (k, v) = part.trim().split_once('=')?;
-        (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
-    })
+    let Some(file) = parts.get(next) else {
+        return Err("upload failed".into());
+    };
+    match file.disposition() {
+        Some((kind, name, Some(filename))) => {
+            if kind != "form-data" {
+                return Err(format!(
+                    "wrong Content-Disposition '{kind}' in multipart, expected 'form-data'"
+                ));
+            }
+            if name != "filename" {
+                return Err(format!(
+                    "wrong field name '{name}' for file upload, expected 'filename'"
+                ));
+            }
+            Ok((
+                fields,
+                Some((filename, Bytes::copy_from_slice(file.content))),
+            ))
+        }
+        _ => Err("upload failed".into()),
+    }
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

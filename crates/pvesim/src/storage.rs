@@ -142,7 +142,7 @@ pub fn content_list(world: &World, call: &Call) -> ApiResult {
             });
             if v.content == "images" {
                 row["used"] = json!(0);
-                if let Some(owner) = owner_vmid(&v.volid) {
+                if let Some(owner) = crate::world::volume_owner(&v.volid) {
                     row["vmid"] = json!(owner);
                 }
             }
@@ -150,15 +150,6 @@ pub fn content_list(world: &World, call: &Call) -> ApiResult {
         })
         .collect();
     Ok(Reply::data(Value::Array(rows)))
-}
-
-fn owner_vmid(volid: &str) -> Option<u32> {
-    let name = volid.split_once(':')?.1;
-    let name = name.rsplit('/').next()?;
-    let rest = name
-        .strip_prefix("vm-")
-        .or_else(|| name.strip_prefix("base-"))?;
-    rest.split('-').next()?.parse().ok()
 }
 
 pub fn content_alloc(world: &mut World, call: &Call) -> ApiResult {
@@ -181,14 +172,45 @@ pub fn content_alloc(world: &mut World, call: &Call) -> ApiResult {
             "illegal name '{filename}' - should be 'vm-{vmid}-*'"
         )));
     }
-    let volid = format!("{}:{filename}", storage.id);
+    // File-based storages keep a directory per VM (pve-storage `Plugin.pm` `alloc_image`).
+    let volid = if storage.is_file_based() {
+        format!("{}:{vmid}/{filename}", storage.id)
+    } else {
+        format!("{}:{filename}", storage.id)
+    };
     if world.volume(&volid, call.node()).is_some() {
         return Err(ApiError::die(format!("volume '{volid}' already exists")));
     }
     let scope = world.scope_for(&storage.id, call.node());
-    let format = call.str("format").unwrap_or_else(|| "raw".into());
+    let format = call
+        .str("format")
+        .unwrap_or_else(|| crate::world::volume_format(&volid).to_string());
     world.put_volume(scope, &volid, size, "images", &format, None, call.node());
     Ok(Reply::data(json!(volid)))
+}
+
+/// Where a volume lives on the host: file-based storages keep ISOs under `template/iso/`
+/// and disks under `images/` (pve-storage `Plugin.pm` `$vtype_subdirs`, `filesystem_path`);
+/// LVM-style storages are block devices under `/dev/<vg>/`.
+fn volume_path(storage: &StorageConfig, volid: &str, content: &str) -> String {
+    let name = volid.split_once(':').map(|x| x.1).unwrap_or_default();
+    if !storage.is_file_based() {
+        return format!("/dev/pve/{}", crate::world::volume_file_name(volid));
+    }
+    let base = storage.path();
+    match (content, name.split_once('/')) {
+        ("iso", Some((_, file))) => format!("{base}/template/iso/{file}"),
+        ("vztmpl", Some((_, file))) => format!("{base}/template/cache/{file}"),
+        ("import", Some((_, file))) => format!("{base}/import/{file}"),
+        // `BASEVMID/BASE/VMID/NAME` (linked clone) lives at `images/VMID/NAME`.
+        _ => {
+            let parts: Vec<&str> = name.split('/').collect();
+            match parts.as_slice() {
+                [_, _, vmid, file] => format!("{base}/images/{vmid}/{file}"),
+                _ => format!("{base}/images/{name}"),
+            }
+        }
+    }
 }
 
 /// `{volume}` is `iso/x.iso` or a full volid `storage:iso/x.iso`.
@@ -213,14 +235,8 @@ pub fn content_get(world: &World, call: &Call) -> ApiResult {
     let volume = world.volume(&volid, call.node()).ok_or_else(|| {
         ApiError::die(format!("volume_size_info on '{volid}' failed - no format"))
     })?;
-    let name = volid.split_once(':').map(|x| x.1).unwrap_or_default();
-    let dir = if volume.content == "iso" {
-        ""
-    } else {
-        "images/"
-    };
     Ok(Reply::data(json!({
-        "path": format!("/mnt/pve/{}/{dir}{name}", storage.id),
+        "path": volume_path(storage, &volid, &volume.content),
         "size": volume.size,
         "used": volume.size,
         "format": volume.format,
@@ -250,7 +266,13 @@ pub fn content_delete(shared: &Arc<Shared>, world: &mut World, call: &Call) -> A
     )?;
     let volid = real_volid(call)?;
     let node = call.node().to_string();
-    let task_id = match owner_vmid(&volid) {
+    let content = if volid.contains(":iso/") {
+        "iso"
+    } else {
+        "images"
+    };
+    let path = volume_path(&storage, &volid, content);
+    let task_id = match crate::world::volume_owner(&volid) {
         Some(owner) => format!("{owner}@{}", storage.id),
         None => storage.id.clone(),
     };
@@ -265,17 +287,9 @@ pub fn content_delete(shared: &Arc<Shared>, world: &mut World, call: &Call) -> A
             if let Some(failure) = injected {
                 return Err(failure);
             }
-            let name = volid
-                .split_once(':')
-                .map(|x| x.1)
-                .unwrap_or_default()
-                .to_string();
             if world.remove_volume(&volid, &node).is_none() {
                 // PVE only prints a plain (uncounted) warning: deleting is idempotent.
-                log.info(format!(
-                    "disk image '/mnt/pve/{}/{name}' does not exist",
-                    volid.split(':').next().unwrap_or_default()
-                ));
+                log.info(format!("disk image '{path}' does not exist"));
             }
             log.info(format!("Removed volume '{volid}'"));
             Ok(())
@@ -347,7 +361,7 @@ fn cluster_row(storage: &StorageConfig) -> Value {
         row["disable"] = json!(1);
     }
     if storage.has_path {
-        row["path"] = json!(format!("/mnt/pve/{}", storage.id));
+        row["path"] = json!(storage.path());
     }
     row
 }
@@ -413,6 +427,7 @@ pub fn upload(
         _ => "import",
     };
     let volid = format!("{}:{dir}/{filename}", storage.id);
+    let target_file = volume_path(&storage, &volid, &content);
     let storage_id = storage.id.clone();
     let upid = start_task(
         shared,
@@ -449,10 +464,7 @@ pub fn upload(
                 log.info("calculating checksum of upload... OK, checksum verified");
             }
             log.info(format!("target node: {node}"));
-            log.info(format!(
-                "target file: /mnt/pve/{storage_id}/template/{dir}/{}",
-                volid.rsplit('/').next().unwrap_or_default()
-            ));
+            log.info(format!("target file: {target_file}"));
             log.info(format!("file size is: {}", data.len()));
             let size = data.len() as u64;
             let scope = world.scope_for(&storage_id, &node);

@@ -12,6 +12,11 @@ use crate::world::{Task, World, unix_now};
 pub type TaskBody =
     Box<dyn FnOnce(&mut World, &mut TaskLog, Option<String>) -> Result<(), String> + Send>;
 
+/// Work a task does as soon as it holds its locks (after a delay), before its run time: PVE
+/// workers act at once, e.g. the clone worker writes the new VM's temporary config. An
+/// error ends the task at that point; the body then never runs.
+pub type TaskPrologue = Box<dyn FnOnce(&mut World, &mut TaskLog) -> Result<(), String> + Send>;
+
 #[derive(Debug, Default)]
 pub struct TaskLog {
     pub lines: Vec<String>,
@@ -149,6 +154,50 @@ pub fn start_locked_task(
     locks: TaskLocks,
     body: TaskBody,
 ) -> String {
+    schedule(
+        shared, world, node, task_type, id, token_user, locks, None, body,
+    )
+}
+
+/// As [`start_locked_task`], with `prologue` run `delay` after the locks are held; the
+/// task type's run time counts from then.
+#[allow(clippy::too_many_arguments)]
+pub fn start_task_with_prologue(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    node: &str,
+    task_type: &str,
+    id: &str,
+    token_user: &str,
+    locks: TaskLocks,
+    prologue: (Duration, TaskPrologue),
+    body: TaskBody,
+) -> String {
+    schedule(
+        shared,
+        world,
+        node,
+        task_type,
+        id,
+        token_user,
+        locks,
+        Some(prologue),
+        body,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn schedule(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    node: &str,
+    task_type: &str,
+    id: &str,
+    token_user: &str,
+    locks: TaskLocks,
+    prologue: Option<(Duration, TaskPrologue)>,
+    body: TaskBody,
+) -> String {
     let (user, tokenid) = match token_user.split_once('!') {
         Some((user, token)) => (user.to_string(), Some(token.to_string())),
         None => (token_user.to_string(), None),
@@ -211,6 +260,36 @@ pub fn start_locked_task(
                 return;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if let Some((delay, prologue)) = prologue {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let mut world = shared.lock();
+            // A task stopped through DELETE .../tasks/{upid} does nothing more.
+            if world
+                .tasks
+                .get(&task_upid)
+                .is_none_or(|t| t.exitstatus.is_some())
+            {
+                world.release_flocks(&locks.vms);
+                return;
+            }
+            let mut log = TaskLog::default();
+            let outcome = prologue(&mut world, &mut log);
+            if let Some(task) = world.tasks.get_mut(&task_upid) {
+                task.log.append(&mut log.lines);
+            }
+            if let Err(message) = outcome {
+                finish_task(
+                    &mut world,
+                    &task_upid,
+                    Box::new(move |_, _, _| Err(message)),
+                    None,
+                );
+                world.release_flocks(&locks.vms);
+                return;
+            }
         }
         if !run_time.is_zero() {
             tokio::time::sleep(run_time).await;

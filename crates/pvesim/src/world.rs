@@ -234,7 +234,16 @@ impl World {
                 if let Some((storage, _)) = drive.volid.split_once(':') {
                     let scope = world.scope_for(storage, &seed.node);
                     let size = drive.size().unwrap_or(0);
-                    world.put_volume(scope, &drive.volid, size, "images", "raw", None, &seed.node);
+                    let format = volume_format(&drive.volid);
+                    world.put_volume(
+                        scope,
+                        &drive.volid,
+                        size,
+                        "images",
+                        format,
+                        None,
+                        &seed.node,
+                    );
                 }
             }
             world.vms.insert(seed.vmid, vm);
@@ -331,6 +340,65 @@ impl World {
             .unwrap_or(0)
     }
 
+    /// A new disk volume for `vmid` on `storage`, named as that storage's plugin names it:
+    /// `storage:vm-N-disk-M` on block storages, `storage:N/vm-N-disk-M.<format>` on
+    /// file-based ones (format `raw` unless given). M is the lowest number no volume of the
+    /// VM on that storage uses (pve-storage `Plugin.pm` `get_next_vm_diskname`).
+    pub fn new_disk_volid(
+        &self,
+        storage: &str,
+        node: &str,
+        vmid: u32,
+        format: Option<&str>,
+        taken: &BTreeSet<String>,
+    ) -> String {
+        let file_based = self.storage(storage).is_some_and(|s| s.is_file_based());
+        let n = self.next_disk_number(storage, node, vmid, taken);
+        if file_based {
+            let format = format.unwrap_or("raw");
+            format!("{storage}:{vmid}/vm-{vmid}-disk-{n}.{format}")
+        } else {
+            format!("{storage}:vm-{vmid}-disk-{n}")
+        }
+    }
+
+    /// A linked clone of `base` (a `base-…` volume) for `vmid`: `storage:BASEVMID/BASE/VMID/
+    /// vm-VMID-disk-M.<format>` on file-based storages, `storage:BASE/vm-VMID-disk-M` on block
+    /// ones (the plugins' `clone_image`).
+    pub fn linked_clone_volid(
+        &self,
+        base: &str,
+        node: &str,
+        vmid: u32,
+        taken: &BTreeSet<String>,
+    ) -> String {
+        let (storage, base_name) = base.split_once(':').unwrap_or_default();
+        let n = self.next_disk_number(storage, node, vmid, taken);
+        if self.storage(storage).is_some_and(|s| s.is_file_based()) {
+            let format = volume_format(base);
+            format!("{storage}:{base_name}/{vmid}/vm-{vmid}-disk-{n}.{format}")
+        } else {
+            format!("{storage}:{base_name}/vm-{vmid}-disk-{n}")
+        }
+    }
+
+    fn next_disk_number(
+        &self,
+        storage: &str,
+        node: &str,
+        vmid: u32,
+        taken: &BTreeSet<String>,
+    ) -> u32 {
+        let existing = self.volumes.get(&self.scope_for(storage, node));
+        let used: BTreeSet<u32> = existing
+            .into_iter()
+            .flat_map(|vols| vols.keys())
+            .chain(taken.iter())
+            .filter_map(|volid| disk_number(volid, vmid))
+            .collect();
+        (0..).find(|n| !used.contains(n)).unwrap_or_default()
+    }
+
     /// A random MAC with the datacenter prefix, unique among existing VMs.
     pub fn random_mac(&self) -> String {
         loop {
@@ -374,6 +442,21 @@ impl World {
     }
 
     pub fn has_privilege(&self, path: &str, privilege: &str) -> bool {
+        // A pool's ACLs reach its member VMs (pve-access-control `RPCEnvironment.pm`
+        // `$compile_acl_path`, "roles inherited from pools").
+        let member_of = path
+            .strip_prefix("/vms/")
+            .and_then(|vmid| vmid.parse::<u32>().ok())
+            .and_then(|vmid| self.pools.iter().find(|(_, p)| p.vms.contains(&vmid)));
+        if let Some((poolid, _)) = member_of
+            && self.has_acl_privilege(&format!("/pool/{poolid}"), privilege)
+        {
+            return true;
+        }
+        self.has_acl_privilege(path, privilege)
+    }
+
+    fn has_acl_privilege(&self, path: &str, privilege: &str) -> bool {
         // ACLs propagate downwards: check the path and each of its parents.
         let mut candidate = path.to_string();
         loop {
@@ -438,6 +521,44 @@ impl World {
     pub fn find_task(&self, upid: &str) -> Option<&Task> {
         self.tasks.get(upid)
     }
+}
+
+/// The image format a volume name implies: file-based names carry it as their extension,
+/// block volumes are raw.
+pub fn volume_format(volid: &str) -> &'static str {
+    if volid.ends_with(".qcow2") {
+        "qcow2"
+    } else if volid.ends_with(".vmdk") {
+        "vmdk"
+    } else {
+        "raw"
+    }
+}
+
+/// The file name of a volume: the last path component of its name (`vm-101-disk-0.qcow2`
+/// for `vmdata:9000/base-9000-disk-0.qcow2/101/vm-101-disk-0.qcow2`).
+pub fn volume_file_name(volid: &str) -> &str {
+    let name = volid.split_once(':').map_or(volid, |x| x.1);
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// The VMID owning a disk volume (`vm-N-…`/`base-N-…` as its file name).
+pub fn volume_owner(volid: &str) -> Option<u32> {
+    let file = volume_file_name(volid);
+    let rest = file
+        .strip_prefix("vm-")
+        .or_else(|| file.strip_prefix("base-"))?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// `(vm|base)-VMID-disk-(\d+)` anywhere in the name, as `get_vm_disk_number` matches.
+fn disk_number(volid: &str, vmid: u32) -> Option<u32> {
+    let file = volume_file_name(volid);
+    let rest = file
+        .strip_prefix(&format!("vm-{vmid}-disk-"))
+        .or_else(|| file.strip_prefix(&format!("base-{vmid}-disk-")))?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// Config keys that are drives.

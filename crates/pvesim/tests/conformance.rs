@@ -123,7 +123,13 @@ async fn clone_is_a_task_with_lock_and_fresh_mac() {
     assert_eq!(parts[7], h.sim.token().split_once('=').unwrap().0);
     assert!(upid.ends_with(':'));
 
-    let during = h.get("/nodes/pve1/qemu/150/status/current").await.data();
+    // The worker writes the temporary config shortly after the answer (see pve_fidelity.rs).
+    let during = h
+        .poll_until("/nodes/pve1/qemu/150/status/current", |a| {
+            a.status == StatusCode::OK
+        })
+        .await
+        .data();
     assert_eq!(during["lock"], "clone");
     assert_eq!(during["name"], "VM 150");
     assert_eq!(during["status"], "stopped");
@@ -142,7 +148,7 @@ async fn clone_is_a_task_with_lock_and_fresh_mac() {
         config["scsi0"]
             .as_str()
             .unwrap()
-            .starts_with("vmdata:vm-150-disk-0")
+            .starts_with("vmdata:150/vm-150-disk-0.qcow2,")
     );
     h.sim.shutdown().await;
 }
@@ -210,7 +216,22 @@ async fn clone_to_target_node_with_shared_storage() {
             ],
         )
         .await;
-    assert_eq!(local.status, StatusCode::BAD_REQUEST, "{}", local.body);
+    assert_eq!(
+        local.message(),
+        "can't clone to non-shared storage 'local'\n"
+    );
+    let no_images = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "161"), ("full", "1"), ("storage", "proxy-seeds")],
+        )
+        .await;
+    assert_eq!(
+        no_images.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        no_images.body
+    );
     h.sim.shutdown().await;
 }
 
@@ -748,7 +769,17 @@ async fn cluster_resources_lag_for_fresh_clones() {
         )
         .await
         .data();
-    let rows = h.get("/cluster/resources?type=vm").await.data();
+    // Listed as soon as the worker has written the temporary config.
+    let rows = h
+        .poll_until("/cluster/resources?type=vm", |a| {
+            a.data()
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["vmid"] == 177)
+        })
+        .await
+        .data();
     let row = rows
         .as_array()
         .unwrap()
@@ -1001,25 +1032,41 @@ async fn journal_records_requests_with_secrets_redacted() {
     h.sim.shutdown().await;
 }
 
-/// facts §6 (ISO existence is not checked on config write) and §8 (start): the config
-/// accepts a missing ISO, the start task then fails on it.
+/// facts §8 (start): a volume attached by a config write but deleted since makes the start
+/// task fail (QEMU opens every drive). The config write itself checks existence: see
+/// `pve_fidelity.rs`.
 #[tokio::test]
 async fn start_fails_on_a_missing_seed_volume() {
     let h = start(fast_config()).await;
     h.clone_template(186, "noseed").await;
+    let upid = h
+        .upload(
+            "pve1",
+            "proxy-seeds",
+            "gone.iso",
+            seed("noseed", GOOD_USER_DATA),
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
     h.put(
         "/nodes/pve1/qemu/186/config",
-        &[("ide2", "proxy-seeds:iso/absent.iso,media=cdrom")],
+        &[("ide2", "proxy-seeds:iso/gone.iso,media=cdrom")],
     )
     .await
     .data();
+    let upid = h
+        .delete("/nodes/pve1/storage/proxy-seeds/content/iso/gone.iso")
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
     let upid = h
         .post("/nodes/pve1/qemu/186/status/start", &[])
         .await
         .data();
     assert_eq!(
         h.wait_task(upid.as_str().unwrap()).await,
-        "volume 'proxy-seeds:iso/absent.iso' does not exist"
+        "volume 'proxy-seeds:iso/gone.iso' does not exist"
     );
     h.sim.shutdown().await;
 }

@@ -4,6 +4,8 @@
 //! Every health failure is data, not an error diagnostic: the read always returns a state.
 
 pub mod check;
+pub mod gather;
+pub mod judge;
 pub mod reason;
 
 use std::sync::Arc;
@@ -54,9 +56,14 @@ fn privileges_doc() -> String {
         ),
         line("/nodes/<node>", check::NODE_PRIVILEGES, ""),
         line(
-            "/sdn/zones/localnetwork/<bridge>",
+            "/sdn/zones/localnetwork/<bridge>[/<vlan tag>]",
             check::BRIDGE_PRIVILEGES,
-            " for each of `bridges`",
+            " for each of `bridges` and each NIC of the templates (PVE checks them before it clones)",
+        ),
+        line(
+            "/pool/<pool>",
+            check::POOL_PRIVILEGES,
+            " for each of `pools` (without it PVE hides a VM's pool from listings)",
         ),
     ]
     .join("\n")
@@ -117,6 +124,9 @@ Reason codes:\n\n{reasons_doc}",
             .attribute(Attribute::new("bridges", Type::list(Type::String)).optional().description(
                 "Bridges (e.g. `vmbr0`) that must exist on every checked node (`GET /nodes/{node}/network`).",
             ))
+            .attribute(Attribute::new("pools", Type::list(Type::String)).optional().description(
+                "Resource pools the proxy VMs go into (their `pool`): the token must hold `Pool.Audit` on each, or PVE leaves the pool out of its listings and an imported or refreshed VM seems to be in no pool. PVE applies a pool's ACLs to its member VMs, so a VM privilege held on every one of these pools counts as held on `/vms`.",
+            ))
             .attribute(Attribute::new("healthy", Type::Bool).computed().description(
                 "True when at least one node was checked and no node and no cluster-wide check reported a reason.",
             ))
@@ -152,6 +162,7 @@ fn request_from(config: &Value, seed_storage: &str, clone_storage: Option<&str>)
             .unwrap_or(seed_storage)
             .to_owned(),
         bridges: list("bridges").unwrap_or_default(),
+        pools: list("pools").unwrap_or_default(),
         clone_storage: clone_storage.map(str::to_owned),
     }
 }
@@ -258,6 +269,7 @@ impl DataSource for HealthDataSource {
         }
         check_names(&mut diags, config, "templates", non_empty_name);
         check_names(&mut diags, config, "bridges", non_empty_name);
+        check_names(&mut diags, config, "pools", non_empty_name);
         if let Some(storage) = config.get_attr("iso_storage").as_str()
             && let Err(why) = validate::storage_id(storage)
         {

@@ -115,7 +115,7 @@ impl Reason {
             }
             Reason::BridgeNotFound => "a bridge named in `bridges` does not exist on the node.",
             Reason::PermissionMissing => {
-                "the token lacks a privilege the provider needs (the message names the ACL path and privilege), or PVE answered 403."
+                "the token lacks a privilege PVE checks on one of the provider's calls; the message names it and its ACL path (`The token lacks SDN.Use on /sdn/zones/localnetwork/vmbr0.`). Among them: `VM.Config.CDROM` (attaching the seed), `Datastore.AllocateSpace` on the template's disk storages (clone and resize), `SDN.Use` on every bridge (and VLAN) the template's NICs use (checked before the clone), `Pool.Audit` on each of `pools`. Also reported when PVE answered 403."
             }
             Reason::ApiError => "any other API error; the message has PVE's answer.",
         }

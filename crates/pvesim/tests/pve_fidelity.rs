@@ -1,0 +1,844 @@
+//! Fidelity to PVE's own code where the provider's requests go: each test reproduces one
+//! behaviour read in PVE 9's Perl source, and its doc comment names the file and function
+//! (repository: `src/...` path: `function`). The numbers are those of issue 14.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::{GOOD_USER_DATA, Harness, fast_config, seed, start};
+use pvesim::SimConfig;
+use pvesim::config::DEFAULT_PRIVILEGES;
+use reqwest::StatusCode;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The default token's privileges on `/` without `missing`, plus `extra` ACLs.
+fn privileges(missing: &[&str], extra: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
+    let mut acl = BTreeMap::from([(
+        "/".to_string(),
+        DEFAULT_PRIVILEGES
+            .iter()
+            .filter(|p| !missing.contains(p))
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>(),
+    )]);
+    for (path, privs) in extra {
+        acl.insert(
+            path.to_string(),
+            privs.iter().map(|p| p.to_string()).collect(),
+        );
+    }
+    acl
+}
+
+fn config_with(acl: BTreeMap<String, Vec<String>>) -> SimConfig {
+    let mut config = fast_config();
+    config.privileges = acl;
+    config
+}
+
+/// A stopped VM 300 on pve1 with one disk on `vmdata`, present from the start (so tests
+/// whose token may not clone still have a VM).
+fn with_vm_300(mut config: SimConfig) -> SimConfig {
+    config.vms.push(pvesim::VmSeed {
+        vmid: 300,
+        node: "pve1".into(),
+        running: false,
+        config: BTreeMap::from([
+            ("name".to_string(), "plain".to_string()),
+            ("boot".to_string(), "order=scsi0".to_string()),
+            (
+                "scsi0".to_string(),
+                "vmdata:300/vm-300-disk-0.qcow2,size=4G".to_string(),
+            ),
+            (
+                "net0".to_string(),
+                "virtio=BC:24:11:00:03:00,bridge=vmbr0".to_string(),
+            ),
+        ]),
+    });
+    config
+}
+
+async fn upload_seed(h: &Harness, name: &str) -> usize {
+    let bytes = seed("fidelity", GOOD_USER_DATA);
+    let len = bytes.len();
+    let upid = h.upload("pve1", "proxy-seeds", name, bytes).await.data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    len
+}
+
+async fn config_of(h: &Harness, vmid: u32) -> Value {
+    h.get(&format!("/nodes/pve1/qemu/{vmid}/config"))
+        .await
+        .data()
+}
+
+/// Item 1. qemu-server `src/PVE/API2/Qemu.pm`: `$update_vm_api` → `create_disks`, which
+/// activates every existing volume it is given (pve-storage `src/PVE/Storage/Plugin.pm`:
+/// `activate_volume`, "volume '<volid>' does not exist"). The check runs under the config
+/// lock: inside the `qmconfig` worker for POST (a task error), inline for PUT (HTTP 500);
+/// nothing is written.
+#[tokio::test]
+async fn config_write_fails_on_a_volume_missing_on_the_node() {
+    let h = start(with_vm_300(fast_config())).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/300/config",
+            &[("ide2", "proxy-seeds:iso/absent.iso,media=cdrom")],
+        )
+        .await
+        .data();
+    assert_eq!(
+        h.wait_task(upid.as_str().unwrap()).await,
+        "volume 'proxy-seeds:iso/absent.iso' does not exist"
+    );
+    let put = h
+        .put(
+            "/nodes/pve1/qemu/300/config",
+            &[("ide2", "proxy-seeds:iso/absent.iso,media=cdrom")],
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        put.message(),
+        "volume 'proxy-seeds:iso/absent.iso' does not exist\n"
+    );
+    assert!(config_of(&h, 300).await.get("ide2").is_none());
+
+    // The ISO on another node's local storage does not count either.
+    let bytes = seed("elsewhere", GOOD_USER_DATA);
+    let upid = h
+        .upload("pve2", "proxy-seeds", "elsewhere.iso", bytes)
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let put = h
+        .put(
+            "/nodes/pve1/qemu/300/config",
+            &[("ide2", "proxy-seeds:iso/elsewhere.iso,media=cdrom")],
+        )
+        .await;
+    assert_eq!(
+        put.message(),
+        "volume 'proxy-seeds:iso/elsewhere.iso' does not exist\n"
+    );
+    h.sim.shutdown().await;
+}
+
+/// Item 2. pve-manager `PVE/API2/Cluster.pm`: `resources` deletes a VM row's `pool`
+/// unless the caller has `Pool.Audit` on `/pool/<pool>`, and lists `type: pool` rows only
+/// for pools it may audit.
+#[tokio::test]
+async fn cluster_resources_show_the_pool_only_with_pool_audit() {
+    for (acl, visible) in [
+        (privileges(&[], &[]), true),
+        (privileges(&["Pool.Audit"], &[]), false),
+    ] {
+        let h = start(config_with(acl)).await;
+        let upid = h
+            .post(
+                "/nodes/pve1/qemu/9000/clone",
+                &[("newid", "150"), ("full", "1"), ("pool", "proxies")],
+            )
+            .await
+            .data();
+        assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+        let rows = h.get("/cluster/resources?type=vm").await.data();
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["vmid"] == 150)
+            .cloned()
+            .unwrap();
+        assert_eq!(row.get("pool").is_some(), visible, "{row}");
+        if visible {
+            assert_eq!(row["pool"], "proxies");
+        }
+        let all = h.get("/cluster/resources").await.data();
+        let pool_rows = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["type"] == "pool")
+            .count();
+        assert_eq!(pool_rows, usize::from(visible));
+        h.sim.shutdown().await;
+    }
+}
+
+/// Item 3. qemu-server `src/PVE/API2/Qemu.pm`: `clone_vm`'s permission schema is
+/// `VM.Clone` on `/vms/{vmid}` and (`VM.Allocate` on `/vms/{newid}` **or** on
+/// `/pool/{pool}`); a failed 'or' names nothing (pve-access-control
+/// `src/PVE/RPCEnvironment.pm`: `exec_api2_perm_check`).
+#[tokio::test]
+async fn clone_into_a_pool_needs_vm_allocate_on_the_vmid_or_the_pool() {
+    let acl = privileges(&["VM.Allocate"], &[("/pool/proxies", &["VM.Allocate"])]);
+    let h = start(config_with(acl)).await;
+    let refused = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "150"), ("full", "1")],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(refused.message(), "Permission check failed\n");
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "150"), ("full", "1"), ("pool", "proxies")],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    h.sim.shutdown().await;
+
+    // VM.Allocate on the VMID alone is enough too, pool or not.
+    let acl = privileges(&["VM.Allocate"], &[("/vms/151", &["VM.Allocate"])]);
+    let h = start(config_with(acl)).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "151"), ("full", "1"), ("pool", "proxies")],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    h.sim.shutdown().await;
+}
+
+/// Item 4. qemu-server `src/PVE/API2/Qemu.pm`: `clone_vm`'s `$load_and_check`, before the
+/// fork, calls `$check_storage_access_clone` (`Datastore.AllocateSpace` on each source
+/// disk's storage, or on `storage` when given) and `check_bridge_access`
+/// (`src/PVE/QemuServer.pm`; pve-guest-common `src/PVE/GuestHelpers.pm`:
+/// `check_vnet_access`, `SDN.Use` on `/sdn/zones/localnetwork/<bridge>`). Refused clones
+/// start no task and leave no VM.
+#[tokio::test]
+async fn clone_prechecks_storage_space_and_bridges() {
+    type Acl<'a> = &'a [(&'a str, &'a [&'a str])];
+    let cases: [(&[&str], Acl, &str); 2] = [
+        (
+            &["Datastore.AllocateSpace"],
+            &[("/storage/local-lvm", &["Datastore.AllocateSpace"])],
+            "Permission check failed (/storage/vmdata, Datastore.AllocateSpace)\n",
+        ),
+        (
+            &["SDN.Use"],
+            &[],
+            "Permission check failed (/sdn/zones/localnetwork/vmbr0, SDN.Use)\n",
+        ),
+    ];
+    for (missing, extra, message) in cases {
+        let h = start(config_with(privileges(missing, extra))).await;
+        let refused = h
+            .post(
+                "/nodes/pve1/qemu/9000/clone",
+                &[("newid", "150"), ("full", "1")],
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+        assert_eq!(refused.message(), message);
+        let tasks = h.get("/nodes/pve1/tasks").await.data();
+        assert_eq!(tasks.as_array().unwrap().len(), 0, "{tasks}");
+        let state = h.admin_get("state").await;
+        assert!(
+            !state["vms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["vmid"] == 150),
+            "a refused clone left VM 150"
+        );
+        h.sim.shutdown().await;
+    }
+
+    // With `storage`, the space is allocated there: that storage's privilege is the one.
+    let acl = privileges(
+        &["Datastore.AllocateSpace"],
+        &[("/storage/local-lvm", &["Datastore.AllocateSpace"])],
+    );
+    let h = start(config_with(acl)).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "150"), ("full", "1"), ("storage", "local-lvm")],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    h.sim.shutdown().await;
+}
+
+/// Item 5a. qemu-server `src/PVE/API2/Qemu.pm`: `$update_vm_api`'s `$check_drive_perms`
+/// asks `VM.Config.CDROM` (not `VM.Config.Disk`) for a cdrom drive, in the update itself
+/// (a task error for POST, HTTP 403 for PUT); before that, `$check_storage_access` →
+/// pve-storage `src/PVE/Storage.pm`: `check_volume_access` asks `Datastore.AllocateSpace`
+/// or `Datastore.Audit` on the ISO's storage (unless `Datastore.Allocate`).
+#[tokio::test]
+async fn a_cdrom_needs_vm_config_cdrom_and_access_to_the_iso_storage() {
+    let ide2 = ("ide2", "proxy-seeds:iso/seed.iso,media=cdrom");
+
+    let h = start(with_vm_300(config_with(privileges(
+        &["VM.Config.CDROM"],
+        &[],
+    ))))
+    .await;
+    upload_seed(&h, "seed.iso").await;
+    let put = h.put("/nodes/pve1/qemu/300/config", &[ide2]).await;
+    assert_eq!(put.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        put.message(),
+        "Permission check failed (/vms/300, VM.Config.CDROM)\n"
+    );
+    let upid = h.post("/nodes/pve1/qemu/300/config", &[ide2]).await.data();
+    assert_eq!(
+        h.wait_task(upid.as_str().unwrap()).await,
+        "Permission check failed (/vms/300, VM.Config.CDROM)"
+    );
+    h.sim.shutdown().await;
+
+    // VM.Config.CDROM without VM.Config.Disk is enough for a cdrom.
+    let h = start(with_vm_300(config_with(privileges(
+        &["VM.Config.Disk"],
+        &[],
+    ))))
+    .await;
+    upload_seed(&h, "seed.iso").await;
+    h.put("/nodes/pve1/qemu/300/config", &[ide2]).await.data();
+    h.sim.shutdown().await;
+
+    // Upload rights on the ISO storage are not read rights.
+    let acl = privileges(
+        &[
+            "Datastore.Allocate",
+            "Datastore.AllocateSpace",
+            "Datastore.Audit",
+        ],
+        &[],
+    );
+    let h = start(with_vm_300(config_with(acl))).await;
+    upload_seed(&h, "seed.iso").await;
+    let put = h.put("/nodes/pve1/qemu/300/config", &[ide2]).await;
+    assert_eq!(put.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        put.message(),
+        "Permission check failed (/storage/proxy-seeds, Datastore.AllocateSpace|Datastore.Audit)\n"
+    );
+    h.sim.shutdown().await;
+}
+
+/// Item 5b. qemu-server `src/PVE/API2/Qemu.pm`: `resize_vm` checks
+/// `Datastore.AllocateSpace` on the disk's storage inside its worker: the `resize` task
+/// fails, the disk keeps its size.
+#[tokio::test]
+async fn resize_needs_allocate_space_in_the_task() {
+    let h = start(with_vm_300(config_with(privileges(
+        &["Datastore.AllocateSpace"],
+        &[],
+    ))))
+    .await;
+    let upid = h
+        .put(
+            "/nodes/pve1/qemu/300/resize",
+            &[("disk", "scsi0"), ("size", "8G")],
+        )
+        .await
+        .data();
+    assert_eq!(
+        h.wait_task(upid.as_str().unwrap()).await,
+        "Permission check failed (/storage/vmdata, Datastore.AllocateSpace)"
+    );
+    assert_eq!(
+        config_of(&h, 300).await["scsi0"],
+        "vmdata:300/vm-300-disk-0.qcow2,size=4G"
+    );
+    h.sim.shutdown().await;
+}
+
+/// A raw TLS connection to the simulator, to see what the server does with it.
+async fn raw_connection(h: &Harness) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(h.sim.ca_pem().as_bytes()).unwrap())
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let address = h.sim.endpoint().trim_start_matches("https://").to_string();
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+/// Writes `first` and a `GET /version` back to back (pipelined) and reads until the server
+/// closes: returns the status lines received, in order.
+async fn pipelined(h: &Harness, first: &[u8]) -> Vec<String> {
+    let mut tls = raw_connection(h).await;
+    let address = h.sim.endpoint().trim_start_matches("https://").to_string();
+    let second = format!(
+        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: close\r\n\r\n",
+        h.auth()
+    );
+    let mut both = first.to_vec();
+    both.extend_from_slice(second.as_bytes());
+    tls.write_all(&both).await.unwrap();
+    let mut received = Vec::new();
+    // Either answer ends with the server closing (`Connection: close`), so this ends.
+    let _ = tls.read_to_end(&mut received).await;
+    let text = String::from_utf8_lossy(&received);
+    text.match_indices("HTTP/1.1 ")
+        .map(|(at, _)| {
+            text[at..]
+                .split("\r\n")
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Item 6. pve-http-server `src/PVE/APIServer/AnyEvent.pm`: `response` sets
+/// `keep_alive = 0` for every status >= 400 and answers `Connection: close`;
+/// `authenticate_and_handle_request` does the same for every upload. A request pipelined
+/// behind such an answer is never read.
+#[tokio::test]
+async fn the_connection_closes_after_errors_and_uploads() {
+    let h = start(fast_config()).await;
+    let address = h.sim.endpoint().trim_start_matches("https://").to_string();
+    let auth = h.auth();
+
+    let ok = format!(
+        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {auth}\r\n\r\n"
+    );
+    let lines = pipelined(&h, ok.as_bytes()).await;
+    assert_eq!(lines, ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK"]);
+
+    let missing = format!(
+        "GET /api2/json/nodes/pve1/qemu/4242/config HTTP/1.1\r\nHost: {address}\r\nAuthorization: {auth}\r\n\r\n"
+    );
+    let lines = pipelined(&h, missing.as_bytes()).await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("HTTP/1.1 500 "), "{lines:?}");
+
+    let unauthenticated = format!("GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\n\r\n");
+    let lines = pipelined(&h, unauthenticated.as_bytes()).await;
+    assert_eq!(lines, ["HTTP/1.1 401 No ticket"]);
+
+    let file = seed("pipelined", GOOD_USER_DATA);
+    let mut body = Vec::new();
+    body.extend_from_slice(b"--XyZ\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--XyZ\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"p.iso\"\r\nContent-Type: application/octet-stream\r\n\r\n");
+    body.extend_from_slice(&file);
+    body.extend_from_slice(b"\r\n--XyZ--\r\n");
+    let mut upload = format!(
+        "POST /api2/json/nodes/pve1/storage/proxy-seeds/upload HTTP/1.1\r\nHost: {address}\r\nAuthorization: {auth}\r\nContent-Type: multipart/form-data; boundary=XyZ\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    upload.extend_from_slice(&body);
+    let lines = pipelined(&h, &upload).await;
+    assert_eq!(lines, ["HTTP/1.1 200 OK"], "the upload succeeds and closes");
+
+    // A client that honours the header opens a new connection and carries on.
+    let answer = h.get("/nodes/pve1/qemu/4242/config").await;
+    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+    h.get("/version").await.data();
+    h.sim.shutdown().await;
+}
+
+/// Items 7 and 8 (task log). qemu-server `src/PVE/API2/Qemu.pm`: `clone_vm` runs
+/// `$load_and_check` and forks before anything is written; the worker, holding the locks,
+/// prints `creating a clone of VM <vmid> with ID <newid>` and only then writes the
+/// temporary config (`lock: clone`). So right after the UPID the new VMID does not exist:
+/// not in its node's config directory, not in `/cluster/resources`, free for `nextid`.
+#[tokio::test]
+async fn clone_answers_before_the_new_vmid_exists() {
+    let mut config = fast_config();
+    // Wide enough that the checks below always run inside it.
+    config.timings.clone_config_ms = 1500;
+    // Long enough to see the temporary config before the full one replaces it.
+    config.timings.task_ms.insert("qmclone".into(), 1000);
+    let h = start(config).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "150"), ("full", "1"), ("name", "early")],
+        )
+        .await
+        .data();
+    let upid = upid.as_str().unwrap().to_string();
+
+    let missing = h.get("/nodes/pve1/qemu/150/config").await;
+    assert_eq!(
+        missing.message(),
+        "Configuration file 'nodes/pve1/qemu-server/150.conf' does not exist\n"
+    );
+    let rows = h.get("/cluster/resources?type=vm").await.data();
+    assert!(!rows.as_array().unwrap().iter().any(|r| r["vmid"] == 150));
+    assert_eq!(h.get("/cluster/nextid?vmid=150").await.data(), 150);
+
+    let temp = h
+        .poll_until("/nodes/pve1/qemu/150/config", |a| {
+            a.status == StatusCode::OK
+        })
+        .await
+        .data();
+    assert_eq!(temp["lock"], "clone");
+    assert_eq!(h.wait_task(&upid).await, "OK");
+    let log = h
+        .get(&format!("/nodes/pve1/tasks/{}/log", common::encode(&upid)))
+        .await
+        .data();
+    assert_eq!(log[0]["t"], "creating a clone of VM 9000 with ID 150");
+    assert_eq!(config_of(&h, 150).await["name"], "early");
+    h.sim.shutdown().await;
+}
+
+/// Item 7, second half: two clones racing for one VMID both get a UPID (the early check
+/// only sees configs already written); the second worker, once it has the lock, finds the
+/// first one's config and fails (qemu-server `src/PVE/API2/Qemu.pm`: `clone_vm`,
+/// `$load_and_check` repeated in the worker: "unable to create VM <newid>: config file
+/// already exists").
+#[tokio::test]
+async fn racing_clones_for_one_vmid_fail_in_the_second_task() {
+    let mut config = fast_config();
+    config.timings.clone_config_ms = 300;
+    let h = start(config).await;
+    let mut upids = Vec::new();
+    for name in ["first", "second"] {
+        let upid = h
+            .post(
+                "/nodes/pve1/qemu/9000/clone",
+                &[("newid", "150"), ("full", "1"), ("name", name)],
+            )
+            .await
+            .data();
+        upids.push(upid.as_str().unwrap().to_string());
+    }
+    assert_eq!(h.wait_task(&upids[0]).await, "OK");
+    assert_eq!(
+        h.wait_task(&upids[1]).await,
+        "unable to create VM 150: config file already exists"
+    );
+    assert_eq!(config_of(&h, 150).await["name"], "first");
+    h.sim.shutdown().await;
+}
+
+/// Item 8. qemu-server `src/PVE/API2/Qemu.pm`: `create_disks` stores the volume's size in
+/// the drive (`size=…`, printed by `print_drive` with its keys sorted), and `$updatefn`
+/// appends a new cdrom to an explicit boot order (`print_bootorder`).
+#[tokio::test]
+async fn a_written_cdrom_carries_its_size_and_joins_the_boot_order() {
+    let h = start(with_vm_300(fast_config())).await;
+    let len = upload_seed(&h, "seed.iso").await;
+    h.put(
+        "/nodes/pve1/qemu/300/config",
+        &[("ide2", "proxy-seeds:iso/seed.iso,media=cdrom")],
+    )
+    .await
+    .data();
+    let config = config_of(&h, 300).await;
+    assert_eq!(len % 1024, 0, "an ISO is whole sectors");
+    assert_eq!(
+        config["ide2"],
+        format!("proxy-seeds:iso/seed.iso,media=cdrom,size={}K", len / 1024)
+    );
+    assert_eq!(config["boot"], "order=scsi0;ide2");
+
+    // Writing it again changes nothing.
+    h.put(
+        "/nodes/pve1/qemu/300/config",
+        &[("ide2", "proxy-seeds:iso/seed.iso,media=cdrom")],
+    )
+    .await
+    .data();
+    assert_eq!(config_of(&h, 300).await["boot"], "order=scsi0;ide2");
+    h.sim.shutdown().await;
+}
+
+/// Item 8 (names). pve-storage `src/PVE/Storage/Plugin.pm`: `parse_volname`,
+/// `get_next_vm_diskname`, `clone_image` and `$vtype_subdirs`: on file-based storages (dir,
+/// NFS) a disk is `VMID/vm-VMID-disk-N.<format>` and a linked clone
+/// `BASEVMID/BASE/VMID/vm-VMID-disk-N.<format>`, ISOs live under `template/iso/`;
+/// `src/PVE/Storage/LvmThinPlugin.pm`: LVM-thin names are bare `vm-VMID-disk-N` (linked:
+/// `BASE/vm-VMID-disk-N`).
+#[tokio::test]
+async fn volumes_are_named_the_way_each_storage_plugin_names_them() {
+    let h = start(fast_config()).await;
+    let cases = [
+        ("150", vec![("full", "1")], "vmdata:150/vm-150-disk-0.qcow2"),
+        (
+            "151",
+            vec![("full", "1"), ("storage", "local-lvm")],
+            "local-lvm:vm-151-disk-0",
+        ),
+        (
+            "152",
+            vec![("full", "1"), ("storage", "local"), ("format", "raw")],
+            "local:152/vm-152-disk-0.raw",
+        ),
+        (
+            "153",
+            vec![("full", "0")],
+            "vmdata:9000/base-9000-disk-0.qcow2/153/vm-153-disk-0.qcow2",
+        ),
+    ];
+    for (newid, extra, volid) in cases {
+        let mut form = vec![("newid", newid)];
+        form.extend(extra);
+        let upid = h.post("/nodes/pve1/qemu/9000/clone", &form).await.data();
+        assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+        let scsi0 = config_of(&h, newid.parse().unwrap()).await["scsi0"].clone();
+        assert!(
+            scsi0.as_str().unwrap().starts_with(&format!("{volid},")),
+            "{newid}: {scsi0}"
+        );
+    }
+    let local = h
+        .get("/nodes/pve1/storage/local/content?vmid=152")
+        .await
+        .data();
+    assert_eq!(local[0]["volid"], "local:152/vm-152-disk-0.raw");
+    assert_eq!(local[0]["format"], "raw");
+    assert_eq!(local[0]["vmid"], 152);
+
+    upload_seed(&h, "seed.iso").await;
+    let iso = h
+        .get("/nodes/pve1/storage/proxy-seeds/content/iso/seed.iso")
+        .await
+        .data();
+    assert_eq!(iso["path"], "/mnt/pve/proxy-seeds/template/iso/seed.iso");
+    let disk = h
+        .get(&format!(
+            "/nodes/pve1/storage/local/content/{}",
+            common::encode("local:152/vm-152-disk-0.raw")
+        ))
+        .await
+        .data();
+    assert_eq!(disk["path"], "/var/lib/vz/images/152/vm-152-disk-0.raw");
+
+    // Destroy frees them whatever their shape.
+    for vmid in ["150", "151", "152", "153"] {
+        let upid = h
+            .delete(&format!(
+                "/nodes/pve1/qemu/{vmid}?purge=1&destroy-unreferenced-disks=1"
+            ))
+            .await
+            .data();
+        assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    }
+    let state = h.admin_get("state").await;
+    let left: Vec<&Value> = state["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["volid"].as_str().unwrap().contains("-15"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    h.sim.shutdown().await;
+}
+
+/// Item 9. pve-http-server `src/PVE/APIServer/AnyEvent.pm`: `file_upload_multipart` takes
+/// the file part only when its `Content-Disposition: form-data; name="filename";
+/// filename="…"` is the part's first header line (`assert_form_disposition` for the
+/// type); otherwise the file phase is never reached and the body ends in "upload failed".
+#[tokio::test]
+async fn multipart_parts_must_open_with_their_content_disposition() {
+    let h = start(fast_config()).await;
+    let send = |part_headers: &'static str| {
+        let mut body = Vec::new();
+        body.extend_from_slice(
+            b"--B0\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--B0\r\n",
+        );
+        body.extend_from_slice(part_headers.as_bytes());
+        body.extend_from_slice(b"\r\n\r\nDATA\r\n--B0--\r\n");
+        h.client
+            .post(h.url("/nodes/pve1/storage/proxy-seeds/upload"))
+            .header("Authorization", h.auth())
+            .header("Content-Type", "multipart/form-data; boundary=B0")
+            .body(body)
+            .send()
+    };
+    for headers in [
+        "Content-Type: application/octet-stream\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"a.iso\"",
+        "content-disposition: form-data; name=\"filename\"; filename=\"a.iso\"",
+        "Content-Disposition: form-data; filename=\"a.iso\"; name=\"filename\"",
+    ] {
+        let response = send(headers).await.unwrap();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(response.text().await.unwrap(), "upload failed", "{headers}");
+    }
+    let response = send("Content-Disposition: attachment; name=\"filename\"; filename=\"a.iso\"")
+        .await
+        .unwrap();
+    assert_eq!(
+        response.text().await.unwrap(),
+        "wrong Content-Disposition 'attachment' in multipart, expected 'form-data'"
+    );
+    let ok = send(
+        "Content-Disposition: form-data; name=\"filename\"; filename=\"a.iso\"\r\nContent-Type: application/octet-stream",
+    )
+    .await
+    .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    h.sim.shutdown().await;
+}
+
+/// Item 7, as a client sees it when the answer to a clone is lost (fault `reset` with
+/// `after_handling`): the connection drops without an answer, yet the clone runs, and its
+/// VMID appears only once the worker has written the temporary config.
+#[tokio::test]
+async fn a_lost_clone_answer_still_clones_after_the_window() {
+    let mut config = fast_config();
+    config.timings.clone_config_ms = 500;
+    config.faults.http.push(pvesim::HttpFault {
+        method: Some("POST".into()),
+        path_regex: "/clone$".into(),
+        reset: true,
+        after_handling: true,
+        count: Some(1),
+        ..pvesim::HttpFault::default()
+    });
+    let h = start(config).await;
+    let lost = h
+        .client
+        .post(h.url("/nodes/pve1/qemu/9000/clone"))
+        .header("Authorization", h.auth())
+        .form(&[("newid", "150"), ("full", "1")])
+        .send()
+        .await;
+    assert!(lost.is_err(), "the answer arrived: {lost:?}");
+    let journal = h.admin_get("journal").await;
+    let last = journal.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["path"], "/nodes/pve1/qemu/9000/clone");
+    assert_eq!(last["status"], 200, "{last}");
+    h.poll_until("/nodes/pve1/qemu/150/status/current", |a| {
+        a.status == StatusCode::OK && a.data().get("lock").is_none()
+    })
+    .await;
+    h.sim.shutdown().await;
+}
+
+/// qemu-server `src/PVE/API2/Qemu.pm`: `$check_vm_modify_config_perm` sorts keys into its
+/// option tables: `boot` is a disk option (`VM.Config.Disk`, not `VM.Config.Options`),
+/// `agent` a general one, and a key in no table (`args`) is root's alone.
+#[tokio::test]
+async fn config_keys_need_the_privilege_of_their_pve_option_table() {
+    let h = start(with_vm_300(config_with(privileges(
+        &["VM.Config.Disk"],
+        &[],
+    ))))
+    .await;
+    let boot = h
+        .put(
+            "/nodes/pve1/qemu/300/config",
+            &[("boot", "order=scsi0;net0")],
+        )
+        .await;
+    assert_eq!(boot.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        boot.message(),
+        "Permission check failed (/vms/300, VM.Config.Disk)\n"
+    );
+    h.put("/nodes/pve1/qemu/300/config", &[("agent", "1")])
+        .await
+        .data();
+    let args = h
+        .put("/nodes/pve1/qemu/300/config", &[("args", "-no-reboot")])
+        .await;
+    assert_eq!(args.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(args.message(), "only root can set 'args' config\n");
+    h.sim.shutdown().await;
+}
+
+/// pve-access-control `src/PVE/RPCEnvironment.pm`: `$compile_acl_path` applies the roles a
+/// user holds on `/pool/<pool>` to every member VM's `/vms/<vmid>` path.
+#[tokio::test]
+async fn a_pools_acls_reach_its_member_vms() {
+    let acl = privileges(
+        &["VM.Allocate", "VM.Config.Options"],
+        &[
+            ("/pool/proxies", &["VM.Allocate", "VM.Config.Options"]),
+            ("/vms/151", &["VM.Allocate"]),
+        ],
+    );
+    let h = start(config_with(acl)).await;
+    for (newid, pool) in [("150", Some("proxies")), ("151", None)] {
+        let mut form = vec![("newid", newid), ("full", "1")];
+        form.extend(pool.map(|p| ("pool", p)));
+        let upid = h.post("/nodes/pve1/qemu/9000/clone", &form).await.data();
+        assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    }
+    h.put("/nodes/pve1/qemu/150/config", &[("name", "member")])
+        .await
+        .data();
+    let outsider = h
+        .put("/nodes/pve1/qemu/151/config", &[("name", "outsider")])
+        .await;
+    assert_eq!(
+        outsider.message(),
+        "Permission check failed (/vms/151, VM.Config.Options)\n"
+    );
+    h.sim.shutdown().await;
+}
+
+/// pve-access-control `src/PVE/RPCEnvironment.pm`: `get_effective_permissions` (what
+/// `GET /access/permissions` answers without `path`) lists the top-level paths, every ACL
+/// path and every pool member VM, each with the privileges held there, inherited ones
+/// included, and leaves out paths where nothing is held.
+#[tokio::test]
+async fn effective_permissions_list_inherited_and_pool_member_paths() {
+    let grant = |path: &str, privs: &[&str]| {
+        (
+            path.to_string(),
+            privs.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        )
+    };
+    let acl = BTreeMap::from([
+        grant("/vms", &["VM.Audit", "VM.Allocate", "VM.Clone"]),
+        grant("/pool/proxies", &["Pool.Audit"]),
+        grant("/storage/vmdata", &["Datastore.AllocateSpace"]),
+        grant("/sdn/zones/localnetwork/vmbr0", &["SDN.Use"]),
+    ]);
+    let h = start(config_with(acl)).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "150"), ("full", "1"), ("pool", "proxies")],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let perms = h.get("/access/permissions").await.data();
+    let paths: Vec<&str> = perms
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/pool/proxies",
+            "/sdn/zones/localnetwork/vmbr0",
+            "/storage/vmdata",
+            "/vms",
+            "/vms/150"
+        ],
+        "{perms}"
+    );
+    // The member VM: what /vms passes down plus what the pool grants.
+    assert_eq!(perms["/vms/150"]["VM.Audit"], 1, "{perms}");
+    assert_eq!(perms["/vms/150"]["Pool.Audit"], 1, "{perms}");
+    assert!(perms["/vms"].get("Pool.Audit").is_none(), "{perms}");
+    h.sim.shutdown().await;
+}
