@@ -58,6 +58,7 @@ pub struct ClusterFacts {
     bridges: Memo<String, Vec<NetworkInterface>>,
     pools: Memo<(), Vec<Pool>>,
     configs: Memo<(String, u32), VmConfig>,
+    pool_audit: Memo<String, bool>,
 }
 
 static READS: std::sync::LazyLock<RetryPolicy> = std::sync::LazyLock::new(RetryPolicy::default);
@@ -92,6 +93,18 @@ impl ClusterFacts {
     pub async fn pools(&self, client: &Client) -> Fact<Vec<Pool>> {
         self.pools
             .get(&(), || retry_idempotent(&READS, || client.pools()))
+            .await
+    }
+
+    /// Whether the token holds `Pool.Audit` on a pool: without it PVE leaves `pool` out of
+    /// `/cluster/resources`, so a VM missing from a pool there may still be in it.
+    pub async fn may_audit_pool(&self, client: &Client, pool: &str) -> Fact<bool> {
+        let path = format!("/pool/{pool}");
+        self.pool_audit
+            .get(&pool.to_owned(), || async {
+                let perms = retry_idempotent(&READS, || client.permissions(Some(&path))).await?;
+                Ok(pve::access::has_privilege(&perms, &path, "Pool.Audit"))
+            })
             .await
     }
 

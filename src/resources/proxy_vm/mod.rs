@@ -185,6 +185,18 @@ impl Resource for ProxyVm {
         match lifecycle::read(&configured, vmid, expected).await {
             Ok(lifecycle::Found::Ours(observed)) => {
                 response.new_state = observed.to_state(&prior);
+                if let (None, Some(pool)) = (&observed.pool, prior.get_attr("pool").as_str()) {
+                    // PVE lists a VM's pool only to a token with Pool.Audit on it: a VM
+                    // missing from its pool is drift only when the token could have seen it.
+                    if let Ok(true) = configured
+                        .facts
+                        .may_audit_pool(&configured.client, pool)
+                        .await
+                        .as_deref()
+                    {
+                        response.new_state.set_attr("pool", Value::Null);
+                    }
+                }
                 private.pending = observed
                     .pending_attributes()
                     .into_iter()

@@ -175,14 +175,23 @@ pub async fn check_create(configured: &Configured, planned: &Value, config: &Val
         && !findings.unreachable
     {
         match facts.pools(client).await {
-            Ok(pools) if !pools.iter().any(|p| p.poolid == pool) => findings.error(
-                "pool",
-                "Pool not found",
-                format!(
-                    "pool `{pool}` does not exist (pools: {}). Create it in Datacenter → Permissions → Pools, or leave `pool` unset.",
-                    list(pools.iter().map(|p| p.poolid.clone()))
-                ),
-            ),
+            Ok(pools) if !pools.iter().any(|p| p.poolid == pool) => {
+                // PVE lists only the pools the token may audit: a hidden pool may exist.
+                match facts.may_audit_pool(client, pool).await.as_deref() {
+                    Ok(true) => findings.error(
+                        "pool",
+                        "Pool not found",
+                        format!(
+                            "pool `{pool}` does not exist (pools: {}). Create it in Datacenter → Permissions → Pools, or leave `pool` unset.",
+                            list(pools.iter().map(|p| p.poolid.clone()))
+                        ),
+                    ),
+                    Ok(false) => findings.unchecked.push(format!(
+                        "pool `{pool}`: the token lacks Pool.Audit on /pool/{pool}, so PVE does not show it (grant it, see the PVE setup guide)"
+                    )),
+                    Err(e) => findings.missing("the token's privileges on the pool", e),
+                }
+            }
             Ok(_) => {}
             Err(e) => findings.missing("the cluster's pools", &e),
         }

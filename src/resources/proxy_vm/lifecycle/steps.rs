@@ -20,6 +20,10 @@ use super::slot::already_made;
 use super::{Step, StepError, next_lock_delay, patient, plain, run_task, wait};
 use crate::ownership::{self, Mark, Ownership, Phase};
 
+/// How many times (250 ms apart) a clone whose answer was lost is looked for before it is
+/// sent again: PVE's worker creates the new VMID moments after the answer.
+const CLONE_WINDOW_LOOKS: u32 = 16;
+
 /// How often a conditional write is re-decided after PVE refused its digest before the
 /// create gives up: someone else keeps changing the VM.
 const CONDITIONAL_ATTEMPTS: u32 = 6;
@@ -45,12 +49,16 @@ pub(super) async fn clone_vm(
         &patient(deadline),
         || async { source.clone_to(&request).await.map(Some) },
         || async {
-            // Did the lost request start a clone? Then the VMID exists now.
-            match client.cluster().locate_vm(vmid).await {
-                Ok(Some(_)) => Ok(Some(None)),
-                Ok(None) => Ok(None),
-                Err(e) => Err(e),
+            // Did the lost request start a clone? Then the VMID exists now, or within PVE's
+            // window: it answers with the UPID before the worker writes the new VMID's
+            // temporary config. Look a while before deciding it did not happen.
+            for _ in 0..CLONE_WINDOW_LOOKS {
+                if client.cluster().locate_vm(vmid).await?.is_some() {
+                    return Ok(Some(None));
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
             }
+            Ok(None)
         },
     )
     .await?;
