@@ -275,6 +275,18 @@ async fn a_wrong_token_secret_is_credentials_unavailable_everywhere() {
         "the secret leaked into the result: {named}"
     );
 
+    // The message says what PVE answered, once, and what to check.
+    let messages = strings(&node(&named, "pve1")["messages"]).join("\n");
+    assert!(
+        messages.contains("GET /version: HTTP 401") && !messages.contains("/version: GET /version"),
+        "{messages}"
+    );
+    assert!(!messages.contains("did not answer"), "{messages}");
+    assert!(
+        messages.contains("Check the token id and secret"),
+        "{messages}"
+    );
+
     // Without node names nothing can list the nodes: the code is at the top.
     let all = health(target, "").await;
     assert_eq!(strings(&all["reasons"]), ["CredentialsUnavailable"]);

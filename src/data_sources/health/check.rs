@@ -241,7 +241,7 @@ pub async fn run(configured: &Configured, request: &HealthRequest) -> HealthRepo
 
     // An endpoint-wide failure means no other call can succeed: report it on every node.
     if let Err(error) = &version {
-        let finding = Finding::from_error("The PVE API did not answer GET /version", error);
+        let finding = Finding::from_error("Checking the PVE API", error);
         if finding.reason.is_cluster_wide() {
             return HealthReport::unusable(request, finding);
         }

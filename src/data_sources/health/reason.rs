@@ -204,15 +204,14 @@ impl Finding {
     /// A finding for a failed call, with a hint where one helps.
     pub fn from_error(what: &str, error: &pve::Error) -> Finding {
         let reason = Reason::of_error(error);
-        let hint = match reason {
-            Reason::CertificateInvalid => {
-                " Set `ca_cert` (or PROXMOX_VE_CA_CERT) to the cluster's /etc/pve/pve-root-ca.pem."
-            }
-            Reason::CredentialsUnavailable => {
+        // A request that got no answer says why (certificate, refused, DNS, timeout).
+        let hint = match (reason, crate::diagnostics::connection_hint(error)) {
+            (_, Some(hint)) => format!(" {hint}"),
+            (Reason::CredentialsUnavailable, None) => {
                 " Check the token id and secret, and that the token is neither expired nor deleted."
+                    .to_owned()
             }
-            Reason::Unreachable => " Check `endpoint` and that port 8006 is reachable.",
-            _ => "",
+            _ => String::new(),
         };
         Finding::new(reason, format!("{what}: {error}.{hint}"))
     }
