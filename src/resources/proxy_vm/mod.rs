@@ -453,11 +453,16 @@ fn plan_change(
             .with_attribute(AttributePath::root().attr(first)),
         );
     }
-    let in_place = [
-        "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started",
-    ];
+    // Only a change that can move the guest's address makes it unknown: the network, the
+    // power state, or a reboot to apply cores/memory.
     let changed = plan::changed_attributes(&prior, &planned);
-    if changed.iter().any(|name| in_place.contains(&name.as_str())) {
+    let reboots = planned.get_attr("reboot_if_needed").as_bool() == Some(true)
+        && changed.iter().any(|c| c == "cores" || c == "memory");
+    if reboots
+        || changed
+            .iter()
+            .any(|name| ["bridge", "vlan_tag", "started"].contains(&name.as_str()))
+    {
         for name in ["ipv4_address", "ipv4_addresses", "ipv6_addresses"] {
             planned.set_attr(name, Value::Unknown);
         }
@@ -607,10 +612,25 @@ async fn update(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
         let work = lifecycle::update(configured, &node, vmid, &desired, disk_changed, deadline);
         match bounded(ctx, desired.timeouts.update, "update", work).await {
             Ok(updated) => {
-                if let Some(warning) = updated.pending_warning {
-                    response
-                        .diagnostics
-                        .warning("Changes pending until reboot", warning);
+                // Warn about what this apply left pending, not again on applies that do not
+                // touch it (plans keep naming it until a reboot).
+                let touched: Vec<&String> = updated
+                    .pending
+                    .iter()
+                    .filter(|key| match key.as_str() {
+                        "cores" | "memory" => changed.iter().any(|c| c == *key),
+                        "net0" => changed.iter().any(|c| c == "bridge" || c == "vlan_tag"),
+                        _ => false,
+                    })
+                    .collect();
+                if !touched.is_empty() {
+                    response.diagnostics.warning(
+                        "Changes pending until reboot",
+                        format!(
+                            "PVE applies these changes to VM {vmid} at its next boot: {}. Reboot it, or set reboot_if_needed = true to let the provider do it.",
+                            touched.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    );
                 }
                 interfaces = updated.interfaces;
             }
@@ -633,6 +653,14 @@ async fn update(ctx: &Context, configured: &Configured, request: &ApplyRequest) 
     {
         Ok(Some(observed)) => {
             response.new_state = observed.to_state(planned);
+            // The plan kept the addresses (nothing here could move them): an agent that
+            // missed this one query must not make the result differ from the plan.
+            for name in ["ipv4_address", "ipv4_addresses", "ipv6_addresses"] {
+                let kept = planned.get_attr(name);
+                if kept.is_wholly_known() && response.new_state.get_attr(name) != kept {
+                    response.new_state.set_attr(name, kept.clone());
+                }
+            }
             private.pending = observed
                 .pending_attributes()
                 .into_iter()
@@ -779,6 +807,57 @@ mod tests {
         assert_eq!(
             plan.planned_state.get_attr("status"),
             &Value::string("paused")
+        );
+    }
+
+    #[test]
+    fn addresses_stay_known_unless_the_change_can_move_them() {
+        let mut prior = config();
+        prior.set_attr("user_data", Value::Null);
+        prior.set_attr(
+            "seed_hash",
+            Value::string(seed_hash(Some("#cloud-config\n"), None)),
+        );
+        prior.set_attr("cores", Value::number(1));
+        prior.set_attr("bridge", Value::string("vmbr0"));
+        prior.set_attr("reboot_if_needed", Value::Bool(false));
+        prior.set_attr("started", Value::Bool(true));
+        prior.set_attr("wait_for_address", Value::Bool(true));
+        prior.set_attr("ipv4_address", Value::string("10.0.0.10"));
+        let planned = |change: &dyn Fn(&mut Value)| {
+            let mut proposed = prior.clone();
+            change(&mut proposed);
+            let mut config = config();
+            change(&mut config);
+            plan_change(
+                &schema::schema(),
+                None,
+                request(prior.clone(), proposed, config),
+            )
+            .planned_state
+            .get_attr("ipv4_address")
+            .clone()
+        };
+        assert_eq!(
+            planned(&|v| {
+                v.set_attr("cores", Value::number(2));
+            }),
+            Value::string("10.0.0.10"),
+            "cores pending until a reboot cannot move the address"
+        );
+        assert_eq!(
+            planned(&|v| {
+                v.set_attr("bridge", Value::string("vmbr1"));
+            }),
+            Value::Unknown
+        );
+        assert_eq!(
+            planned(&|v| {
+                v.set_attr("cores", Value::number(2));
+                v.set_attr("reboot_if_needed", Value::Bool(true));
+            }),
+            Value::Unknown,
+            "a reboot may"
         );
     }
 

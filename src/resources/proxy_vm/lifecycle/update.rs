@@ -13,8 +13,8 @@ use crate::context::Configured;
 /// What an update did that the caller reports.
 #[derive(Debug, Default)]
 pub struct Updated {
-    /// PVE holds some changes until a reboot.
-    pub pending_warning: Option<String>,
+    /// Config keys PVE holds until the next boot (left pending: no reboot was allowed).
+    pub pending: Vec<String>,
     /// The VM was (re)started and its agent already reported these interfaces.
     pub interfaces: Option<Vec<GuestInterface>>,
 }
@@ -51,10 +51,7 @@ pub async fn update(
                 reboot(client, node, vmid, deadline).await?;
                 rebooted = true;
             } else {
-                updated.pending_warning = Some(format!(
-                    "PVE applies these changes to VM {vmid} at its next boot: {}. Reboot it, or set reboot_if_needed = true to let the provider do it.",
-                    pending.join(", ")
-                ));
+                updated.pending = pending;
             }
         }
     }
