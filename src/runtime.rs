@@ -21,6 +21,11 @@ pub struct Runtime {
     /// VM, a counter for each planned create).
     planned_names: Mutex<HashMap<String, BTreeSet<String>>>,
     planned_creates: std::sync::atomic::AtomicU64,
+    /// Held while one create chooses its node, so parallel creates see each other's choice.
+    placement: AsyncMutex<()>,
+    /// Memory this process promised to nodes for VMs it is creating: (node, bytes, VMID once
+    /// known). Counted until the cluster listing shows the VM itself.
+    placed: Mutex<Vec<(String, u64, Option<u32>)>>,
 }
 
 impl Runtime {
@@ -49,6 +54,47 @@ impl Runtime {
         let owners = names.entry(format!("{fleet}/{name}")).or_default();
         owners.insert(instance);
         owners.len() == 1
+    }
+
+    /// Serialises node choices within this process.
+    pub async fn placement_guard(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.placement.lock().await
+    }
+
+    /// Records that a create promised `bytes` of memory on `node`; returns its index for
+    /// [`Runtime::placed_as`].
+    pub fn place(&self, node: &str, bytes: u64) -> usize {
+        let mut placed = self.placed.lock().unwrap_or_else(|e| e.into_inner());
+        placed.push((node.to_owned(), bytes, None));
+        placed.len() - 1
+    }
+
+    /// The VMID a placed create ended up with, so the listing can take over its count.
+    pub fn placed_as(&self, index: usize, vmid: u32) {
+        if let Some(entry) = self
+            .placed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(index)
+        {
+            entry.2 = Some(vmid);
+        }
+    }
+
+    /// Memory per node promised by this process's creates that `listing` does not show yet.
+    pub fn placed_memory(&self, listing: &[pve::cluster::ClusterVm]) -> HashMap<String, u64> {
+        let mut out: HashMap<String, u64> = HashMap::new();
+        for (node, bytes, vmid) in self.placed.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let listed = vmid.is_some_and(|vmid| {
+                listing
+                    .iter()
+                    .any(|vm| vm.vmid == vmid && vm.maxmem.is_some())
+            });
+            if !listed {
+                *out.entry(node.clone()).or_default() += bytes;
+            }
+        }
+        out
     }
 
     /// Claims a VMID for a create in flight; false if another create holds it.

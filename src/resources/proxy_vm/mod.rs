@@ -559,6 +559,10 @@ async fn partial_state(
             state.set_attr(name, wanted.clone());
         }
     }
+    // A placed VM's node is known only from what the create recorded.
+    if state.get_attr("node").is_null() {
+        state.set_attr("node", Value::string(node));
+    }
     // The seed may be uploaded but not attached yet: destroy must still find it.
     if let Some(volume) = seed_volume
         && state

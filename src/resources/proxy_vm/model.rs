@@ -38,6 +38,8 @@ pub struct Desired {
     pub timeouts: Timeouts,
     /// The fleet the VM belongs to (the provider's, for a new VM).
     pub fleet: String,
+    /// Nodes placement may choose from when `node` is unset (all when `None`).
+    pub node_candidates: Option<Vec<String>>,
     /// The random token of this create attempt, written into the mark (empty outside create).
     pub create_token: String,
 }
@@ -117,6 +119,10 @@ impl Desired {
                 .unwrap_or(false),
             timeouts: Timeouts::from_value(planned.get_attr("timeouts")),
             fleet: str_attr(planned, "fleet").unwrap_or_else(|| default_fleet.to_owned()),
+            node_candidates: planned
+                .get_attr("node_candidates")
+                .as_string_list()
+                .map(|nodes| nodes.into_iter().map(str::to_owned).collect()),
             create_token: String::new(),
         }
     }

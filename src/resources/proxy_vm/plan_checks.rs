@@ -8,7 +8,9 @@
 use pve::ErrorKind;
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
 
+use super::lifecycle::placement;
 use super::lifecycle::prechecks::{Template, check_disk_size, choose_template, judge_template};
+use super::model::Desired;
 use crate::context::Configured;
 use crate::diagnostics::connection_hint;
 use crate::ownership::{self, Ownership, Phase};
@@ -119,11 +121,11 @@ pub async fn check_create(configured: &Configured, planned: &Value, config: &Val
 
     // The template, from the listing every resource of this plan shares.
     let mut template: Option<Template> = None;
-    if let (Some(wanted), Some(node)) = (known(planned, "template"), node)
+    if let Some(wanted) = known(planned, "template")
         && !findings.unreachable
     {
         match configured.runtime.vm_listing(client).await {
-            Ok(listing) => match choose_template(&listing, wanted, node) {
+            Ok(listing) => match choose_template(&listing, wanted, node.unwrap_or_default()) {
                 Err(why) => findings.error("template", "Template not found", why),
                 Ok(vm) => match facts.config(client, &vm.node, vm.vmid).await {
                     Ok(config) => match judge_template(vm, &config, wanted) {
@@ -139,6 +141,10 @@ pub async fn check_create(configured: &Configured, planned: &Value, config: &Val
     if let Some(found) = &template {
         if let (Some(node), true) = (node, node_ok) {
             check_template_reachable(configured, found, node, &mut findings).await;
+        }
+        // Unset: some node must be eligible for placement (unknown at plan: apply decides).
+        if config.get_attr("node").is_null() && !findings.unreachable {
+            check_placement(configured, planned, found, &mut findings).await;
         }
         let disk_gib = planned
             .get_attr("disk_gib")
@@ -238,6 +244,37 @@ fn finish(mut findings: Findings) -> Diagnostics {
         );
     }
     findings.diagnostics
+}
+
+/// With `node` unset, at least one node must be eligible; otherwise every node's reason.
+async fn check_placement(
+    configured: &Configured,
+    planned: &Value,
+    template: &Template,
+    findings: &mut Findings,
+) {
+    let listing = match configured.runtime.vm_listing(&configured.client).await {
+        Ok(listing) => listing,
+        Err(e) => return findings.missing("the cluster's VM listing", &e),
+    };
+    let desired = Desired::from_plan(
+        planned,
+        &Value::Null,
+        &configured.seed_storage,
+        &configured.fleet,
+    );
+    let views = match placement::gather(configured, &desired, &listing, template).await {
+        Ok(views) => views,
+        Err(e) => return findings.missing("the cluster's nodes", &e),
+    };
+    let memory_mib = desired.memory_mib.unwrap_or(template.memory_mib);
+    if let Err(rejected) = placement::judge(&views, memory_mib << 20) {
+        findings.error(
+            "node",
+            "No node can run this VM",
+            placement::no_node_message(&rejected, desired.node_candidates.as_deref()),
+        );
+    }
 }
 
 /// A template on another node can be cloned onto `node` only when its disk is on storage

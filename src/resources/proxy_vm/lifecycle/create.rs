@@ -9,8 +9,38 @@ use super::prechecks::{check_disk_size, check_seed_storage, resolve_template};
 use super::read::observe_with;
 use super::slot::{Slot, choose_slot, config_after_clone, fresh_listing};
 use super::steps::{Hold, build_seed, clone_vm, ensure_power, upload_seed, wait_for_address};
-use super::{ProgressCell, Step, StepError, next_lock_delay};
+use super::{ProgressCell, Step, StepError, next_lock_delay, placement};
 use crate::context::Configured;
+
+/// The desired VM with its node: the configured one, or the one placement chooses (see
+/// `placement`), with the index of its memory promise in the runtime.
+async fn place(
+    configured: &Configured,
+    desired: &Desired,
+    listing: &[pve::cluster::ClusterVm],
+) -> Step<(Desired, Option<usize>)> {
+    let mut placed = desired.clone();
+    if !desired.node.is_empty() {
+        return Ok((placed, None));
+    }
+    // One choice at a time in this process, so parallel creates spread out.
+    let _turn = configured.runtime.placement_guard().await;
+    let template = resolve_template(&configured.client, listing, &desired.template, "").await?;
+    let views = placement::gather(configured, desired, listing, &template).await?;
+    let memory_mib = desired.memory_mib.unwrap_or(template.memory_mib);
+    match placement::judge(&views, memory_mib << 20) {
+        Ok(node) => {
+            tracing::info!(name = %desired.name, %node, "placed on the node with the most memory left");
+            let index = configured.runtime.place(&node, memory_mib << 20);
+            placed.node = node;
+            Ok((placed, Some(index)))
+        }
+        Err(rejected) => Err(StepError::Plain(placement::no_node_message(
+            &rejected,
+            desired.node_candidates.as_deref(),
+        ))),
+    }
+}
 
 /// Create, steps 1–7 of the design, resuming whatever an earlier run of this name left
 /// unfinished. What it made so far is recorded in `progress` before each step is sent, so a
@@ -27,9 +57,11 @@ pub async fn create(
         .lock_name(&format!("{}/{}", desired.fleet, desired.name))
         .await;
 
-    check_seed_storage(client, &desired.node, &desired.seed_storage).await?;
-    // One listing serves the template lookup and the first choice of VMID.
+    // One listing serves placement, the template lookup and the first choice of VMID.
     let listing = fresh_listing(client).await?;
+    let (placed, placement) = place(configured, desired, &listing).await?;
+    let desired = &placed;
+    check_seed_storage(client, &desired.node, &desired.seed_storage).await?;
     let template = resolve_template(client, &listing, &desired.template, &desired.node).await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Plain)?;
     let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
@@ -75,6 +107,9 @@ pub async fn create(
     let Slot::Adopt(vmid, node) = slot else {
         unreachable!("the loop leaves only adopted slots")
     };
+    if let Some(index) = placement {
+        configured.runtime.placed_as(index, vmid);
+    }
     progress.update(|p| p.vm = Some((vmid, node.clone())));
     configured.runtime.forget_listing().await;
     // An adopted clone may still be running, and may end on another node: follow it.

@@ -13,6 +13,7 @@
 
 mod create;
 mod delete;
+pub(crate) mod placement;
 pub(crate) mod prechecks;
 mod read;
 mod slot;

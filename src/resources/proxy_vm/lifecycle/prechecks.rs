@@ -14,6 +14,8 @@ pub(crate) struct Template {
     pub disk: Option<pve::wire::ByteSize>,
     /// The storage of its boot disk.
     pub disk_storage: Option<String>,
+    /// Its memory, MiB (what a clone gets unless `memory` is set).
+    pub memory_mib: u64,
 }
 
 /// The listing entry a template name (or VMID) means for a VM on `node`: a template before a
@@ -78,6 +80,7 @@ pub(crate) fn judge_template(
         vmid: vm.vmid,
         disk: disk.as_ref().and_then(|(_, d)| d.size),
         disk_storage: disk.and_then(|(_, d)| d.storage().map(str::to_owned)),
+        memory_mib: config.memory_mib(),
     })
 }
 

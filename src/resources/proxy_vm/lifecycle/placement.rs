@@ -1,0 +1,253 @@
+//! Placement: the node a VM without `node` is created on. Eligible nodes are online, can
+//! clone the template (their own copy, or its disk on storage shared with them), have the
+//! seed storage active and taking ISO images, have the bridge, and have memory left for the
+//! VM. Among them wins the node with the most memory not yet promised to VMs (the configured
+//! memory of the VMs on it, plus the creates this process placed there and the listing does
+//! not show yet), then the one with the fewest VMs of this fleet. Gathering is separate from
+//! judging ([`judge`] is pure), so the rule is unit-tested with plain values.
+
+use pve::cluster::ClusterVm;
+use pve::storage::StorageInfo;
+
+use super::super::model::Desired;
+use super::prechecks::Template;
+use crate::cluster_facts::Fact;
+use crate::context::Configured;
+use crate::ownership;
+
+/// What placement knows of one node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    pub name: String,
+    pub online: bool,
+    /// Memory total, bytes (unknown without Sys.Audit).
+    pub memory_total: Option<u64>,
+    /// Memory configured for the VMs on it (and creates placed there by this process).
+    pub memory_promised: u64,
+    /// VMs of this fleet on it.
+    pub fleet_vms: usize,
+    /// Why the template cannot be cloned onto it, if it cannot.
+    pub template_problem: Option<String>,
+    /// Why the seed storage is unusable there, if it is.
+    pub seed_problem: Option<String>,
+    /// Why the bridge is missing there, if it is.
+    pub bridge_problem: Option<String>,
+}
+
+/// The chosen node, or every node with the reason it was rejected.
+pub fn judge(nodes: &[NodeView], memory_needed: u64) -> Result<String, Vec<(String, String)>> {
+    let mut rejected = Vec::new();
+    let mut eligible: Vec<(&NodeView, u64)> = Vec::new();
+    for node in nodes {
+        let free = node
+            .memory_total
+            .map(|total| total.saturating_sub(node.memory_promised));
+        let why = if !node.online {
+            Some("offline".to_owned())
+        } else if let Some(problem) = &node.template_problem {
+            Some(problem.clone())
+        } else if let Some(problem) = &node.seed_problem {
+            Some(problem.clone())
+        } else if let Some(problem) = &node.bridge_problem {
+            Some(problem.clone())
+        } else {
+            match free {
+                Some(free) if free < memory_needed => Some(format!(
+                    "not enough memory: {} MiB not yet promised to VMs, {} MiB needed",
+                    free >> 20,
+                    memory_needed >> 20
+                )),
+                _ => None,
+            }
+        };
+        match why {
+            Some(why) => rejected.push((node.name.clone(), why)),
+            None => eligible.push((node, free.unwrap_or(0))),
+        }
+    }
+    eligible
+        .iter()
+        .max_by(|(a, free_a), (b, free_b)| {
+            free_a
+                .cmp(free_b)
+                // Ties: fewer VMs of this fleet first, then the name, so the choice is stable.
+                .then(b.fleet_vms.cmp(&a.fleet_vms))
+                .then(b.name.cmp(&a.name))
+        })
+        .map(|(node, _)| node.name.clone())
+        .ok_or(rejected)
+}
+
+/// The error for no eligible node: each node with its reason.
+pub fn no_node_message(rejected: &[(String, String)], candidates: Option<&[String]>) -> String {
+    let scope = match candidates {
+        Some(list) => format!(" among node_candidates ({})", list.join(", ")),
+        None => String::new(),
+    };
+    let lines: Vec<String> = rejected
+        .iter()
+        .map(|(node, why)| format!("  {node}: {why}"))
+        .collect();
+    format!(
+        "no node can run this VM{scope}:\n{}\nSet `node` to choose one yourself, or fix what keeps the nodes out.",
+        lines.join("\n")
+    )
+}
+
+fn storage_problem(storages: &Fact<Vec<StorageInfo>>, storage: &str) -> Option<String> {
+    match storages {
+        Err(e) => Some(format!("its storages could not be read ({e})")),
+        Ok(list) => match list.iter().find(|s| s.storage == storage) {
+            None => Some(format!("no seed storage `{storage}`")),
+            Some(s) if !s.enabled || !s.active => {
+                Some(format!("seed storage `{storage}` not active"))
+            }
+            Some(s) if !s.accepts("iso") => {
+                Some(format!("seed storage `{storage}` takes no ISO images"))
+            }
+            Some(_) => None,
+        },
+    }
+}
+
+/// Gathers what [`judge`] needs for every cluster node (or the candidates).
+pub async fn gather(
+    configured: &Configured,
+    desired: &Desired,
+    listing: &[ClusterVm],
+    template: &Template,
+) -> Result<Vec<NodeView>, pve::Error> {
+    let client = &configured.client;
+    let facts = &configured.facts;
+    let nodes = facts.nodes(client).await.map_err(|e| (*e).clone())?;
+    let template_storage_shared = match &template.disk_storage {
+        None => true,
+        Some(storage) => facts
+            .storages(client, &template.node)
+            .await
+            .map(|list| list.iter().any(|s| s.storage == *storage && s.shared))
+            .unwrap_or(false),
+    };
+    let placed = configured.runtime.placed_memory(listing);
+    let mut views = Vec::new();
+    for node in nodes.iter() {
+        if let Some(candidates) = &desired.node_candidates
+            && !candidates.contains(&node.node)
+        {
+            continue;
+        }
+        let online = node.is_online();
+        let on_node = || {
+            listing
+                .iter()
+                .filter(|vm| vm.node == node.node && !vm.template)
+        };
+        let memory_promised = on_node().filter_map(|vm| vm.maxmem).sum::<u64>()
+            + placed.get(&node.node).copied().unwrap_or(0);
+        let fleet_vms = on_node()
+            .filter(|vm| {
+                ownership::fleet_in_tags(vm.tags.as_deref().unwrap_or("")).as_deref()
+                    == Some(desired.fleet.as_str())
+            })
+            .count();
+        let mut view = NodeView {
+            name: node.node.clone(),
+            online,
+            memory_total: node.maxmem,
+            memory_promised,
+            fleet_vms,
+            template_problem: None,
+            seed_problem: None,
+            bridge_problem: None,
+        };
+        if online {
+            // A node's own copy of the template (same name) is cloned there; else the
+            // template's disk must be on storage shared with the node.
+            let own_copy =
+                super::prechecks::choose_template(listing, &desired.template, &node.node)
+                    .is_ok_and(|vm| vm.node == node.node && vm.template);
+            if !own_copy && template.node != node.node && !template_storage_shared {
+                view.template_problem = Some(format!(
+                    "the template (VM {} on {}) has its disk on storage not shared with this node",
+                    template.vmid, template.node
+                ));
+            }
+            let storages = facts.storages(client, &node.node).await;
+            view.seed_problem = storage_problem(&storages, &desired.seed_storage);
+            if let Some(bridge) = &desired.bridge {
+                view.bridge_problem = match facts.bridges(client, &node.node).await {
+                    Ok(list) if list.iter().any(|b| b.iface == *bridge) => None,
+                    Ok(_) => Some(format!("no bridge `{bridge}`")),
+                    Err(e) => Some(format!("its bridges could not be read ({e})")),
+                };
+            }
+        }
+        views.push(view);
+    }
+    Ok(views)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn node(name: &str, total_gib: u64, promised_gib: u64, fleet_vms: usize) -> NodeView {
+        NodeView {
+            name: name.into(),
+            online: true,
+            memory_total: Some(total_gib * GIB),
+            memory_promised: promised_gib * GIB,
+            fleet_vms,
+            template_problem: None,
+            seed_problem: None,
+            bridge_problem: None,
+        }
+    }
+
+    #[test]
+    fn the_node_with_the_most_unpromised_memory_wins() {
+        let nodes = [
+            node("pve1", 64, 40, 0),
+            node("pve2", 64, 10, 5),
+            node("pve3", 32, 20, 0),
+        ];
+        assert_eq!(judge(&nodes, GIB).unwrap(), "pve2");
+    }
+
+    #[test]
+    fn ties_go_to_the_node_with_fewer_vms_of_the_fleet_then_the_name() {
+        let nodes = [
+            node("pve1", 64, 0, 3),
+            node("pve2", 64, 0, 1),
+            node("pve3", 64, 0, 1),
+        ];
+        assert_eq!(judge(&nodes, GIB).unwrap(), "pve2");
+    }
+
+    #[test]
+    fn every_rejected_node_says_why() {
+        let mut offline = node("pve1", 64, 0, 0);
+        offline.online = false;
+        let mut no_bridge = node("pve2", 64, 0, 0);
+        no_bridge.bridge_problem = Some("no bridge `vmbr9`".into());
+        let full = node("pve3", 8, 7, 0);
+        let mut no_template = node("pve4", 64, 0, 0);
+        no_template.template_problem = Some("template not reachable".into());
+        let rejected = judge(&[offline, no_bridge, full, no_template], 2 * GIB).unwrap_err();
+        let reasons: Vec<(&str, &str)> = rejected
+            .iter()
+            .map(|(n, w)| (n.as_str(), w.as_str()))
+            .collect();
+        assert_eq!(reasons[0], ("pve1", "offline"));
+        assert_eq!(reasons[1], ("pve2", "no bridge `vmbr9`"));
+        assert!(
+            reasons[2].1.contains("not enough memory: 1024 MiB"),
+            "{reasons:?}"
+        );
+        assert_eq!(reasons[3], ("pve4", "template not reachable"));
+        let message = no_node_message(&rejected, None);
+        assert!(message.contains("  pve3: not enough memory"), "{message}");
+    }
+}

@@ -1,0 +1,214 @@
+//! Acceptance: with `node` unset the provider places each VM on an eligible node with the
+//! most memory not yet promised, spreads a parallel apply evenly, explains why no node fits,
+//! keeps the chosen node (no re-plan, no move), and resumes a killed create wherever an
+//! earlier run placed it.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{SimClient, Workspace, acceptance_enabled, start_sim};
+
+const GIB: u64 = 1 << 30;
+
+fn fleet_tf(count: usize, extra: &str) -> String {
+    format!(
+        r#"{}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+}}
+
+resource "proxmox_proxy_vm" "spread" {{
+  count            = {count}
+  name             = "spread-${{count.index}}"
+  template         = "debian-13-proxy"
+  wait_for_address = false
+{extra}}}
+"#,
+        Workspace::preamble()
+    )
+}
+
+/// Our VMs per node, from the simulator.
+async fn per_node(sim: &SimClient) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for vm in sim.our_vms().await {
+        *out.entry(vm["node"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    out
+}
+
+fn with_node_memory(gib: &[(&str, u64)]) -> pvesim::SimConfig {
+    let mut config = pvesim::SimConfig::default();
+    for node in &mut config.nodes {
+        if let Some((_, size)) = gib.iter().find(|(name, _)| *name == node.name) {
+            node.memory_bytes = size * GIB;
+        }
+    }
+    config
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_vm_lands_on_the_node_with_the_most_memory_left() {
+    if !acceptance_enabled("one_vm_lands_on_the_node_with_the_most_memory_left") {
+        return;
+    }
+    let (_sim, target) = start_sim(with_node_memory(&[
+        ("pve1", 16),
+        ("pve2", 64),
+        ("pve3", 32),
+    ]))
+    .await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(1, "")).await;
+    ws.apply().await.success();
+    assert_eq!(
+        per_node(&sim).await,
+        BTreeMap::from([("pve2".to_owned(), 1)])
+    );
+    let state = ws.state().await;
+    assert_eq!(
+        state["values"]["root_module"]["resources"][0]["values"]["node"],
+        "pve2"
+    );
+    ws.assert_plans_empty().await;
+    // An unrelated change updates in place and never moves the VM.
+    ws.write_main_tf(&fleet_tf(1, "  tags = [\"edge\"]\n"));
+    let out = ws.apply().await.success();
+    assert!(
+        out.stdout().contains("0 added, 1 changed, 0 destroyed"),
+        "{}",
+        out.stdout()
+    );
+    // Setting `node` to where it is changes nothing.
+    ws.write_main_tf(&fleet_tf(1, "  tags = [\"edge\"]\n  node = \"pve2\"\n"));
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn thirty_vms_spread_evenly_over_three_equal_nodes() {
+    if !acceptance_enabled("thirty_vms_spread_evenly_over_three_equal_nodes") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(30, "")).await;
+    ws.terraform(&["apply", "-auto-approve", "-input=false", "-parallelism=10"])
+        .await
+        .success();
+    let spread = per_node(&sim).await;
+    assert_eq!(spread.values().sum::<usize>(), 30, "{spread:?}");
+    for (node, count) in &spread {
+        assert!((9..=11).contains(count), "{node}: {count} ({spread:?})");
+    }
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ineligible_nodes_are_left_out_and_no_fit_names_every_reason() {
+    if !acceptance_enabled("ineligible_nodes_are_left_out_and_no_fit_names_every_reason") {
+        return;
+    }
+    let mut config = pvesim::SimConfig::default();
+    // pve1 lacks the bridge, pve3 is offline: only pve2 can take VMs on vmbr7.
+    for node in &mut config.nodes {
+        match node.name.as_str() {
+            "pve1" => node.bridges = vec!["vmbr0".into()],
+            "pve2" => node.bridges = vec!["vmbr0".into(), "vmbr7".into()],
+            "pve3" => {
+                node.bridges = vec!["vmbr0".into(), "vmbr7".into()];
+                node.online = false;
+            }
+            _ => {}
+        }
+    }
+    let (_sim, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(3, "  bridge = \"vmbr7\"\n")).await;
+    ws.apply().await.success();
+    assert_eq!(
+        per_node(&sim).await,
+        BTreeMap::from([("pve2".to_owned(), 3)])
+    );
+
+    // Candidates restrict the choice: none of them can take the VM, each says why.
+    ws.write_main_tf(&fleet_tf(
+        4,
+        "  bridge = \"vmbr7\"\n  node_candidates = [\"pve1\", \"pve3\"]\n",
+    ));
+    let out = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .failure();
+    let text = out.all_text();
+    assert!(text.contains("No node can run this VM"), "{text}");
+    assert!(text.contains("pve1: no bridge `vmbr7`"), "{text}");
+    assert!(text.contains("pve3: offline"), "{text}");
+    ws.write_main_tf(&fleet_tf(3, "  bridge = \"vmbr7\"\n"));
+    ws.destroy().await.success();
+
+    // More memory than any node has: every node named with what it has left.
+    ws.write_main_tf(&fleet_tf(1, "  memory = 900000\n"));
+    let out = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .failure();
+    let text = out.all_text();
+    for node in ["pve1", "pve2"] {
+        assert!(
+            text.contains(&format!("{node}: not enough memory")),
+            "{text}"
+        );
+    }
+    assert!(text.contains("pve3: offline"), "{text}");
+    let writes: Vec<Value> = sim
+        .journal()
+        .await
+        .into_iter()
+        .filter(|e| e["method"] == "POST" && e["path"].as_str().unwrap_or("").ends_with("/clone"))
+        .collect();
+    assert_eq!(writes.len(), 3, "only the three placed VMs were cloned");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_placed_create_killed_mid_clone_resumes_where_it_was_placed() {
+    if !acceptance_enabled("a_placed_create_killed_mid_clone_resumes_where_it_was_placed") {
+        return;
+    }
+    let mut config = with_node_memory(&[("pve1", 16), ("pve2", 32), ("pve3", 64)]);
+    config.timings.task_ms.insert("qmclone".into(), 2000);
+    let (_sim, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(1, "")).await;
+    let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !sim.state().await["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|vm| vm["lock"] == "clone")
+    {
+        assert!(Instant::now() < deadline, "the clone never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    apply.kill_group();
+    // The resumed create adopts its half-made VM on the node it was placed on.
+    ws.apply().await.success();
+    let vms = sim.our_vms().await;
+    assert_eq!(vms.len(), 1, "{vms:?}");
+    assert_eq!(vms[0]["node"], "pve3");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+}
