@@ -107,6 +107,7 @@ async fn healthy_cluster_reports_every_node_ok() {
             "templates_ok",
             "privileges_ok",
             "bridges_ok",
+            "eligible",
         ] {
             assert_eq!(node[flag], true, "{name}.{flag}: {node}");
         }
@@ -154,6 +155,10 @@ async fn a_template_on_local_storage_only_counts_on_its_node() {
     assert_eq!(reasons["pve1"], Vec::<String>::new());
     assert_eq!(reasons["pve2"], ["TemplateNotShared"]);
     assert_eq!(reasons["pve3"], ["TemplateNotShared"]);
+    // Placement (`node` unset) may use pve1 only, for the same reason.
+    assert_eq!(node(&one_copy, "pve1")["eligible"], true);
+    assert_eq!(node(&one_copy, "pve2")["eligible"], false);
+    assert_eq!(node(&one_copy, "pve3")["eligible"], false);
 
     // A second copy of the same name on pve2: each of pve1 and pve2 clones its own copy.
     let mut pve2_copy = local_copy;

@@ -180,6 +180,31 @@ async fn ineligible_nodes_are_left_out_and_no_fit_names_every_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_template_on_node_local_storage_keeps_the_fleet_on_its_node() {
+    if !acceptance_enabled("a_template_on_node_local_storage_keeps_the_fleet_on_its_node") {
+        return;
+    }
+    // pve2 and pve3 have more memory, but cannot clone a template whose disk is on pve1's
+    // own LVM-thin storage.
+    let mut config = with_node_memory(&[("pve1", 16), ("pve2", 64), ("pve3", 64)]);
+    let template = config.vms.iter_mut().find(|vm| vm.vmid == 9000).unwrap();
+    template
+        .config
+        .insert("scsi0".into(), "local-lvm:base-9000-disk-0,size=4G".into());
+    let (_sim, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(3, "")).await;
+    ws.apply().await.success();
+    assert_eq!(
+        per_node(&sim).await,
+        BTreeMap::from([("pve1".to_owned(), 3)])
+    );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_placed_create_killed_mid_clone_resumes_where_it_was_placed() {
     if !acceptance_enabled("a_placed_create_killed_mid_clone_resumes_where_it_was_placed") {
         return;

@@ -94,6 +94,9 @@ pub fn schema() -> Schema {
         Attribute::new("bridges_ok", Type::Bool)
             .computed()
             .description("Every entry of `bridges` exists on the node (true when `bridges` is empty)."),
+        Attribute::new("eligible", Type::Bool).computed().description(
+            "Whether `proxmox_proxy_vm` with `node` unset may place a VM here, for the given `templates`, `iso_storage` (the seed storage) and `bridges`: online, `iso_storage_ok`, `templates_ok` and `bridges_ok`, the same checks placement makes (the VM's memory is checked when it is placed). When false, `reasons` say why.",
+        ),
         Attribute::new("reasons", Type::list(Type::String)).computed().description(format!(
             "Stable reason codes, sorted alphabetically, each once; empty when the node is healthy. The codes:\n\n{reasons_doc}"
         )),
@@ -190,6 +193,10 @@ fn node_value(node: &NodeReport) -> Value {
         ("templates_ok", Value::from(node.templates_ok)),
         ("privileges_ok", Value::from(node.privileges_ok)),
         ("bridges_ok", Value::from(node.bridges_ok)),
+        (
+            "eligible",
+            Value::from(node.online && node.iso_storage_ok && node.templates_ok && node.bridges_ok),
+        ),
         ("reasons", codes(&node.reasons())),
         (
             "messages",
