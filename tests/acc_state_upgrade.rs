@@ -116,6 +116,8 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
         attributes.remove("fleet"),
         Some(Value::String(String::new()))
     );
+    // Optional arguments added since (with nothing to carry) are stored as null.
+    assert_eq!(attributes.remove("node_candidates"), Some(Value::Null));
     assert_eq!(
         Value::Object(attributes),
         instance(&old)["attributes"],
