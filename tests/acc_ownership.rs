@@ -39,10 +39,6 @@ fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
-fn is_write(entry: &Value) -> bool {
-    matches!(entry["method"].as_str(), Some("POST" | "PUT" | "DELETE"))
-}
-
 /// The VMs (by VMID) whose description marks them as ours.
 fn marked(state: &Value) -> BTreeMap<u64, Value> {
     state["vms"]
@@ -99,11 +95,7 @@ async fn a_second_state_with_the_same_name_never_takes_the_vm() {
         "{text}"
     );
     assert!(text.contains("import {"), "{text}");
-    let writes: Vec<Value> = sim.journal().await[journal_before..]
-        .iter()
-        .filter(|e| is_write(e))
-        .cloned()
-        .collect();
+    let writes = sim.writes_since(journal_before).await;
     assert!(writes.is_empty(), "the refused apply wrote: {writes:?}");
     assert_eq!(
         marked(&sim.state().await)[&vmid]["config"],
@@ -119,11 +111,7 @@ async fn a_second_state_with_the_same_name_never_takes_the_vm() {
     // The second state's destroy touches nothing; the first one's plan stays empty.
     let journal_before = sim.journal().await.len();
     second.destroy().await.success();
-    assert!(
-        sim.journal().await[journal_before..]
-            .iter()
-            .all(|e| !is_write(e))
-    );
+    assert!(sim.writes_since(journal_before).await.is_empty());
     assert_eq!(marked(&sim.state().await).len(), 1);
     first.assert_plans_empty().await;
 
@@ -341,5 +329,5 @@ resource "proxmox_proxy_vm" "c" {{
         "the diagnostic points at `name`: {text}"
     );
     assert!(!text.contains("twin-0`"), "{text}");
-    assert!(sim.journal().await.iter().all(|e| !is_write(e)));
+    assert!(sim.writes_since(0).await.is_empty());
 }

@@ -417,6 +417,16 @@ impl SimClient {
         }
     }
 
+    /// The write requests (POST, PUT, DELETE) in the journal from entry `since` on.
+    pub async fn writes_since(&self, since: usize) -> Vec<serde_json::Value> {
+        self.journal()
+            .await
+            .into_iter()
+            .skip(since)
+            .filter(|e| matches!(e["method"].as_str(), Some("POST" | "PUT" | "DELETE")))
+            .collect()
+    }
+
     /// The VMs that carry our ownership tag.
     pub async fn our_vms(&self) -> Vec<serde_json::Value> {
         self.state().await["vms"]

@@ -750,6 +750,17 @@ mod tests {
         }
     }
 
+    /// The state of a VM created from [`config`]: write-only values gone, the seed hashed.
+    fn created() -> Value {
+        let mut state = config();
+        state.set_attr("user_data", Value::Null);
+        state.set_attr(
+            "seed_hash",
+            Value::string(seed_hash(Some("#cloud-config\n"), None)),
+        );
+        state
+    }
+
     fn config() -> Value {
         Value::object([
             ("name", Value::string("edge-0")),
@@ -816,12 +827,7 @@ mod tests {
 
     #[test]
     fn addresses_stay_known_unless_the_change_can_move_them() {
-        let mut prior = config();
-        prior.set_attr("user_data", Value::Null);
-        prior.set_attr(
-            "seed_hash",
-            Value::string(seed_hash(Some("#cloud-config\n"), None)),
-        );
+        let mut prior = created();
         prior.set_attr("cores", Value::number(1));
         prior.set_attr("bridge", Value::string("vmbr0"));
         prior.set_attr("reboot_if_needed", Value::Bool(false));
@@ -867,12 +873,7 @@ mod tests {
 
     #[test]
     fn a_new_seed_content_replaces_the_vm() {
-        let mut prior = config();
-        prior.set_attr("user_data", Value::Null);
-        prior.set_attr(
-            "seed_hash",
-            Value::string(seed_hash(Some("#cloud-config\n"), None)),
-        );
+        let prior = created();
         let proposed = prior.clone();
         let mut changed = config();
         changed.set_attr(
