@@ -124,7 +124,10 @@ impl Host {
                 // second run) never see each other's VMs.
                 let n = HOSTS.fetch_add(1, Ordering::Relaxed);
                 let prefix = format!("{}{:04x}{n}-", run_prefix(), fastrand::u16(..));
-                eprintln!("{test}: live mode against {}, VM names start with {prefix}", target.endpoint);
+                eprintln!(
+                    "{test}: live mode against {}, VM names start with {prefix}",
+                    target.endpoint
+                );
                 Self {
                     sim: None,
                     target,
@@ -337,6 +340,29 @@ impl Observer {
         self.vm(&row).await
     }
 
+    /// The VMs at these VMIDs that exist now, in the simulator's state shape.
+    pub async fn vms_among(&self, vmids: &[u64]) -> Vec<Value> {
+        if !self.live {
+            let state = self.api.state().await;
+            return state["vms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|vm| vm["vmid"].as_u64().is_some_and(|v| vmids.contains(&v)))
+                .cloned()
+                .collect();
+        }
+        let mut out = Vec::new();
+        for row in self.listing().await {
+            if row["vmid"].as_u64().is_some_and(|v| vmids.contains(&v))
+                && let Some(vm) = self.vm(&row).await
+            {
+                out.push(vm);
+            }
+        }
+        out
+    }
+
     /// Every VMID in the cluster now.
     pub async fn vmids(&self) -> Vec<u64> {
         if !self.live {
@@ -412,7 +438,10 @@ impl Observer {
         let vmid = row["vmid"].as_u64()?;
         let node = row["node"].as_str()?;
         let base = format!("/nodes/{node}/qemu/{vmid}");
-        let config = self.api.try_api("GET", &format!("{base}/config"), &[]).await?;
+        let config = self
+            .api
+            .try_api("GET", &format!("{base}/config"), &[])
+            .await?;
         let status = self
             .api
             .try_api("GET", &format!("{base}/status/current"), &[])

@@ -369,9 +369,8 @@ impl SimClient {
     pub fn new(target: &Target) -> Self {
         let builder = reqwest::Client::builder();
         let builder = match &target.ca_pem {
-            Some(pem) => builder.tls_certs_only(
-                reqwest::Certificate::from_pem_bundle(pem.as_bytes()).unwrap(),
-            ),
+            Some(pem) => builder
+                .tls_certs_only(reqwest::Certificate::from_pem_bundle(pem.as_bytes()).unwrap()),
             // A live host whose certificate chains to a system root.
             None => builder,
         };
