@@ -406,30 +406,7 @@ async fn foreign_vm(host: &Host) -> (u32, String) {
     if !host.is_live() {
         return (100, "gitlab".into());
     }
-    let pve = host.client();
-    let vmid = host.free_vmid().await;
-    let name = host.name("foreign");
-    let node = host.facts.node(0);
-    let template = pve
-        .cluster()
-        .vm_resources()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|vm| vm.template && vm.name.as_deref() == Some(host.facts.template.as_str()))
-        .expect("the template is not listed in /cluster/resources");
-    let mut clone = pve::qemu::CloneRequest::full(vmid);
-    clone.name = Some(name.clone());
-    clone.target = Some(node.to_owned());
-    host.made_unmarked(node, vmid);
-    let upid = pve
-        .node(&template.node)
-        .qemu(template.vmid)
-        .clone_to(&clone)
-        .await
-        .unwrap();
-    pve.wait_for_task(&upid).await.unwrap();
-    (vmid, name)
+    host.make_unmarked_vm("foreign").await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -104,20 +104,12 @@ fn vmids(vms: &Value) -> Vec<u64> {
         .collect()
 }
 
-/// The template's node and VMID, looked up by name on a live host.
-async fn template_of(host: &Host, pve: &pve::Client) -> (String, u32) {
+/// The template's node and VMID.
+async fn template_of(host: &Host) -> (String, u32) {
     if !host.is_live() {
         return ("pve1".into(), TEMPLATE_VMID);
     }
-    let template = pve
-        .cluster()
-        .vm_resources()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|vm| vm.template && vm.name.as_deref() == Some(host.facts.template.as_str()))
-        .expect("the template is not listed in /cluster/resources");
-    (template.node, template.vmid)
+    host.template().await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -133,7 +125,7 @@ async fn lists_ours_only_sorted_and_filtered_by_prefix() {
         return;
     };
     let pve = host.client();
-    let (template_node, template_vmid) = template_of(&host, &pve).await;
+    let (template_node, template_vmid) = template_of(&host).await;
     let template = (template_node.as_str(), template_vmid);
     let live = host.is_live();
     // VMIDs: fixed on the simulator; on a live host whatever PVE says is free, in order.

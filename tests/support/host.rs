@@ -188,6 +188,42 @@ impl Host {
         self.unmarked.lock().unwrap().push((node.to_owned(), vmid));
     }
 
+    /// The template's node and VMID, looked up by name.
+    pub async fn template(&self) -> (String, u32) {
+        let template = self
+            .client()
+            .cluster()
+            .vm_resources()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|vm| vm.template && vm.name.as_deref() == Some(self.facts.template.as_str()))
+            .expect("the template is not listed in /cluster/resources");
+        (template.node, template.vmid)
+    }
+
+    /// A VM without our mark, made behind Terraform's back on the first test node: a clone of
+    /// the template named `base` after the prefix, deleted when the host is dropped.
+    pub async fn make_unmarked_vm(&self, base: &str) -> (u32, String) {
+        let pve = self.client();
+        let (template_node, template_vmid) = self.template().await;
+        let vmid = self.free_vmid().await;
+        let name = self.name(base);
+        let node = self.facts.node(0);
+        let mut clone = pve::qemu::CloneRequest::full(vmid);
+        clone.name = Some(name.clone());
+        clone.target = Some(node.to_owned());
+        self.made_unmarked(node, vmid);
+        let upid = pve
+            .node(&template_node)
+            .qemu(template_vmid)
+            .clone_to(&clone)
+            .await
+            .unwrap();
+        pve.wait_for_task(&upid).await.unwrap();
+        (vmid, name)
+    }
+
     /// A VMID that is free now (PVE's `nextid`), for VMs a live test makes itself.
     pub async fn free_vmid(&self) -> u32 {
         self.client().cluster().next_id(None).await.unwrap()
