@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 
 export TF_ACC="${TF_ACC:-1}"
 export CHECKPOINT_DISABLE=1
+# Stage 3 is the in-process suite whatever the shell has exported; stage 4 names its host.
+unset PROXMOX_VE_ENDPOINT PROXMOX_VE_API_TOKEN PROXMOX_VE_CA_CERT PROXMOX_VE_TEST_PREFIX
 
 log="$(mktemp "${TMPDIR:-/tmp}/proxmox-test.XXXXXX")"
 live_dir="$(mktemp -d "${TMPDIR:-/tmp}/proxmox-live.XXXXXX")"
