@@ -8,7 +8,7 @@ mod support;
 use pve::qemu::{CloneRequest, ConfigUpdate};
 use pve::wire::CdromDrive;
 use serde_json::Value;
-use support::{SimClient, Target, start_sim};
+use support::{Facts, Host, SimClient, Target, start_sim};
 use terraform_provider_proxmox::ownership::{Mark, OWNER_TAG, Phase};
 
 const PREFIX: &str = "tfacc-sw1-";
@@ -185,4 +185,42 @@ async fn refuses_a_missing_or_short_prefix_before_any_call() {
         let out = sweeper(&target, args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_hosts_guard_cleans_up_after_a_failing_test() {
+    // The simulator stands in for a live host here: the guard under test is what a live
+    // test gets, and the simulator's state shows what is left.
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let pve = client(&target);
+    let sim = SimClient::new(&target);
+    let host = Host::live(target.clone(), Facts::sim());
+    make_vm(&pve, 5001, &host.name("edge-0"), true).await;
+    let (unmarked, _) = host.make_unmarked_vm("foreign").await;
+    // Another test's VM of the same run: its prefix differs after the run's part.
+    make_vm(
+        &pve,
+        5003,
+        &format!("{}other-edge", support::run_prefix()),
+        true,
+    )
+    .await;
+
+    let test = tokio::spawn(async move {
+        let _host = host;
+        panic!("the test failed half-way");
+    });
+    assert!(test.await.unwrap_err().is_panic());
+
+    let left = vmids(&sim.state().await);
+    assert!(!left.contains(&5001), "the test's VM survived: {left:?}");
+    assert!(
+        !left.contains(&(unmarked as u64)),
+        "the test's unmarked VM survived: {left:?}"
+    );
+    assert!(
+        left.contains(&5003),
+        "another test's VM was swept: {left:?}"
+    );
+    assert!(left.contains(&9000) && left.contains(&100), "{left:?}");
 }

@@ -120,21 +120,12 @@ impl Host {
         }
         Some(match real_pve_target() {
             Some(target) => {
-                // Unique per test and per process, so tests running side by side (and a
-                // second run) never see each other's VMs.
-                let n = HOSTS.fetch_add(1, Ordering::Relaxed);
-                let prefix = format!("{}{:04x}{n}-", run_prefix(), fastrand::u16(..));
+                let host = Self::live(target, Facts::from_env());
                 eprintln!(
-                    "{test}: live mode against {}, VM names start with {prefix}",
-                    target.endpoint
+                    "{test}: live mode against {}, VM names start with {}",
+                    host.target.endpoint, host.prefix
                 );
-                Self {
-                    sim: None,
-                    target,
-                    facts: Facts::from_env(),
-                    prefix,
-                    unmarked: Mutex::new(Vec::new()),
-                }
+                host
             }
             None => {
                 let (sim, target) = start_sim(sim_config()).await;
@@ -147,6 +138,21 @@ impl Host {
                 }
             }
         })
+    }
+
+    /// A live host: observed through the PVE API only, swept when dropped.
+    pub fn live(target: Target, facts: Facts) -> Self {
+        // Unique per test and per process, so tests running side by side (and a second run)
+        // never see each other's VMs.
+        let n = HOSTS.fetch_add(1, Ordering::Relaxed);
+        let prefix = format!("{}{:04x}{n}-", run_prefix(), fastrand::u16(..));
+        Self {
+            sim: None,
+            target,
+            facts,
+            prefix,
+            unmarked: Mutex::new(Vec::new()),
+        }
     }
 
     pub fn is_live(&self) -> bool {
