@@ -1,7 +1,8 @@
 //! Acceptance: `data "proxmox_health"` through the real terraform against pve-sim. Every
 //! failure case yields its documented reason code as data (never a crashed run), a
 //! `precondition` blocks an apply, a `check` block only warns, and the per-node checks run
-//! concurrently.
+//! concurrently. The tests that need no world of their own (and no journal) also run in live
+//! mode (see `tests/support/host.rs`).
 
 mod support;
 
@@ -9,7 +10,7 @@ use std::collections::BTreeMap;
 
 use pvesim::{Faults, HttpFault, NodeConfig, SimConfig, StorageConfig};
 use serde_json::Value;
-use support::{Target, Workspace, acceptance_enabled, start_sim};
+use support::{Host, Target, Workspace, acceptance_enabled, start_sim};
 
 fn provider_block() -> String {
     format!("{}\nprovider \"proxmox\" {{}}\n", Workspace::preamble())
@@ -80,24 +81,47 @@ fn node<'a>(health: &'a Value, name: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn healthy_cluster_reports_every_node_ok() {
-    if !acceptance_enabled("healthy_cluster_reports_every_node_ok") {
+    let Some(host) = Host::start("healthy_cluster_reports_every_node_ok", SimConfig::default).await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(SimConfig::default()).await;
+    };
+    let (_, template_vmid) = if host.is_live() {
+        host.template().await
+    } else {
+        ("pve1".into(), 9000)
+    };
     let health = health(
-        target,
-        "  templates = [\"debian-13-proxy\", \"9000\"]\n  bridges = [\"vmbr0\"]",
+        host.target.clone(),
+        &format!(
+            "  templates = [\"{}\", \"{template_vmid}\"]\n  bridges = [\"{}\"]",
+            host.facts.template, host.facts.bridge
+        ),
     )
     .await;
     assert_eq!(health["healthy"], true, "{health:#}");
-    assert_eq!(health["version"], "9.2.11");
+    // A live host runs whichever PVE 9 release it runs.
+    let version = health["version"].as_str().unwrap().to_owned();
+    if host.is_live() {
+        assert!(version.starts_with("9."), "{version}");
+    } else {
+        assert_eq!(version, "9.2.11");
+    }
     assert_eq!(
         health["iso_storage"], "local",
         "defaults to the provider's seed storage"
     );
     assert_eq!(strings(&health["reasons"]), Vec::<String>::new());
     let reasons = node_reasons(&health);
-    assert_eq!(reasons.keys().collect::<Vec<_>>(), ["pve1", "pve2", "pve3"]);
+    if host.is_live() {
+        for name in &host.facts.nodes {
+            assert!(
+                reasons.contains_key(name),
+                "{name} not reported: {health:#}"
+            );
+        }
+    } else {
+        assert_eq!(reasons.keys().collect::<Vec<_>>(), ["pve1", "pve2", "pve3"]);
+    }
     for (name, codes) in &reasons {
         assert!(codes.is_empty(), "{name}: {codes:?}");
         let node = node(&health, name);
@@ -111,7 +135,7 @@ async fn healthy_cluster_reports_every_node_ok() {
         ] {
             assert_eq!(node[flag], true, "{name}.{flag}: {node}");
         }
-        assert_eq!(node["version"], "9.2.11");
+        assert_eq!(node["version"], version.as_str());
         assert!(
             node["iso_storage_free_bytes"].as_u64().unwrap() > 0,
             "{node}"
@@ -121,12 +145,25 @@ async fn healthy_cluster_reports_every_node_ok() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_template_and_plain_vm_are_named() {
-    if !acceptance_enabled("missing_template_and_plain_vm_are_named") {
+    let Some(host) = Host::start(
+        "missing_template_and_plain_vm_are_named",
+        SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(SimConfig::default()).await;
-    // `dns1` is an ordinary VM of the default world.
-    let health = health(target, "  templates = [\"no-such-template\", \"dns1\"]").await;
+    };
+    // `dns1` is an ordinary VM of the default world; a live test makes its own.
+    let plain = if host.is_live() {
+        host.make_unmarked_vm("plain").await.1
+    } else {
+        "dns1".into()
+    };
+    let health = health(
+        host.target.clone(),
+        &format!("  templates = [\"no-such-template\", \"{plain}\"]"),
+    )
+    .await;
     assert_eq!(health["healthy"], false);
     for (name, codes) in node_reasons(&health) {
         assert_eq!(codes, ["NotATemplate", "TemplateNotFound"], "{name}");
@@ -260,14 +297,27 @@ async fn offline_nodes_are_reported_from_the_listing_and_from_595() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_token_secret_is_credentials_unavailable_everywhere() {
-    if !acceptance_enabled("a_wrong_token_secret_is_credentials_unavailable_everywhere") {
+    let Some(host) = Host::start(
+        "a_wrong_token_secret_is_credentials_unavailable_everywhere",
+        SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, mut target) = start_sim(SimConfig::default()).await;
+    };
+    let mut target = host.target.clone();
     let (id, _secret) = target.token.rsplit_once('=').unwrap();
     target.token = format!("{id}=00000000-0000-4000-8000-000000000000");
 
-    let named = health(target.clone(), "  node_names = [\"pve1\", \"pve2\"]").await;
+    let named = health(
+        target.clone(),
+        &format!(
+            "  node_names = [\"{}\", \"{}\"]",
+            host.facts.node(0),
+            host.facts.node(1)
+        ),
+    )
+    .await;
     assert_eq!(named["healthy"], false);
     for (name, codes) in node_reasons(&named) {
         assert_eq!(codes, ["CredentialsUnavailable"], "{name}");
@@ -317,13 +367,29 @@ async fn a_revoked_token_is_credentials_unavailable() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_ca_that_does_not_match_is_certificate_invalid() {
-    if !acceptance_enabled("a_ca_that_does_not_match_is_certificate_invalid") {
+    let Some(host) = Host::start(
+        "a_ca_that_does_not_match_is_certificate_invalid",
+        SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, mut target) = start_sim(SimConfig::default()).await;
+    };
+    let mut target = host.target.clone();
+    // Another simulator's CA: one that signed nothing the host serves.
     let (_other, other_target) = start_sim(SimConfig::default()).await;
     target.ca_pem = other_target.ca_pem;
-    let health = health(target, "  node_names = [\"pve1\", \"pve2\", \"pve3\"]").await;
+    let nodes = if host.is_live() {
+        host.facts.nodes.clone()
+    } else {
+        vec!["pve1".into(), "pve2".into(), "pve3".into()]
+    };
+    let names = nodes
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let health = health(target, &format!("  node_names = [{names}]")).await;
     assert_eq!(health["healthy"], false);
     assert_eq!(strings(&health["reasons"]), ["CertificateInvalid"]);
     for (name, codes) in node_reasons(&health) {
@@ -415,11 +481,15 @@ async fn an_endpoint_nobody_listens_on_is_unreachable() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_precondition_blocks_the_apply_when_unhealthy() {
-    if !acceptance_enabled("a_precondition_blocks_the_apply_when_unhealthy") {
+    let Some(host) = Host::start(
+        "a_precondition_blocks_the_apply_when_unhealthy",
+        SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(SimConfig::default()).await;
-    let ws = Workspace::new(target);
+    };
+    let ws = Workspace::new(host.target.clone());
     ws.write_main_tf(&format!(
         r#"{}
 data "proxmox_health" "pve" {{
@@ -454,11 +524,10 @@ resource "terraform_data" "fleet_gate" {{
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_check_block_only_warns() {
-    if !acceptance_enabled("a_check_block_only_warns") {
+    let Some(host) = Host::start("a_check_block_only_warns", SimConfig::default).await else {
         return;
-    }
-    let (_sim, target) = start_sim(SimConfig::default()).await;
-    let ws = Workspace::new(target);
+    };
+    let ws = Workspace::new(host.target.clone());
     ws.write_main_tf(&format!(
         r#"{}
 check "proxmox" {{
@@ -483,10 +552,14 @@ resource "terraform_data" "after_check" {{}}
         text.contains("Warning: Check block assertion failed"),
         "{text}"
     );
-    assert!(
-        text.contains("PVE health: pve1: Storage nosuch does not exist"),
-        "{text}"
-    );
+    // The first node named is the cluster's first: `pve1` on the simulator.
+    let expected = if host.is_live() {
+        "Storage nosuch does not exist"
+    } else {
+        "PVE health: pve1: Storage nosuch does not exist"
+    };
+    assert!(text.contains("PVE health: "), "{text}");
+    assert!(text.contains(expected), "{text}");
     let state = ws.terraform(&["state", "list"]).await.success();
     assert!(
         state.stdout().contains("terraform_data.after_check"),
@@ -497,11 +570,15 @@ resource "terraform_data" "after_check" {{}}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn invalid_arguments_point_at_their_attribute() {
-    if !acceptance_enabled("invalid_arguments_point_at_their_attribute") {
+    let Some(host) = Host::start(
+        "invalid_arguments_point_at_their_attribute",
+        SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(SimConfig::default()).await;
-    let ws = Workspace::new(target);
+    };
+    let ws = Workspace::new(host.target.clone());
     ws.write_main_tf(&health_config(
         "  iso_storage = \"Bad Storage\"\n  templates = [\"\"]\n  node_names = []",
     ));

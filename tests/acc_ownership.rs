@@ -1,7 +1,8 @@
 //! Acceptance: a VM belongs to exactly one resource instance. Two states with the same VM
 //! name never share (or take over) a VM, one after the other or at the same moment; fleets
 //! keep configurations apart; duplicate names in one configuration are refused at plan;
-//! import across fleets is refused.
+//! import across fleets is refused. These run only on the in-process pve-sim (they read its
+//! journal and state): in live mode each says it is skipped.
 
 mod support;
 

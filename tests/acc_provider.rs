@@ -1,9 +1,10 @@
 //! Acceptance: Terraform installs, validates and configures the provider offline, points
-//! diagnostics at the attribute at fault, and shows our log lines at their levels.
+//! diagnostics at the attribute at fault, and shows our log lines at their levels. Every test
+//! here also runs in live mode (see `tests/support/host.rs`).
 
 mod support;
 
-use support::{Workspace, acceptance_enabled, start_sim};
+use support::{Host, Workspace};
 
 fn provider_block(extra: &str) -> String {
     format!(
@@ -14,10 +15,15 @@ fn provider_block(extra: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn init_validate_and_schema_work_offline() {
-    if !acceptance_enabled("init_validate_and_schema_work_offline") {
+    let Some(host) = Host::start(
+        "init_validate_and_schema_work_offline",
+        pvesim::SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    };
+    let target = host.target.clone();
     let ws = Workspace::new(target);
     ws.write_main_tf(&provider_block(""));
     ws.init().await;
@@ -48,10 +54,15 @@ async fn init_validate_and_schema_work_offline() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_token_and_endpoint_point_at_their_attributes() {
-    if !acceptance_enabled("bad_token_and_endpoint_point_at_their_attributes") {
+    let Some(host) = Host::start(
+        "bad_token_and_endpoint_point_at_their_attributes",
+        pvesim::SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    };
+    let target = host.target.clone();
     let ws = Workspace::new(target);
     // Terraform prunes a provider no resource or data source uses, so one is declared.
     ws.write_main_tf(&format!(
@@ -91,10 +102,15 @@ async fn bad_token_and_endpoint_point_at_their_attributes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_environment_token_is_named_at_plan() {
-    if !acceptance_enabled("bad_environment_token_is_named_at_plan") {
+    let Some(host) = Host::start(
+        "bad_environment_token_is_named_at_plan",
+        pvesim::SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, mut target) = start_sim(pvesim::SimConfig::default()).await;
+    };
+    let mut target = host.target.clone();
     target.token = "not-a-token".into();
     let ws = Workspace::new(target);
     ws.write_main_tf(&format!(
@@ -116,10 +132,15 @@ async fn bad_environment_token_is_named_at_plan() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn debug_log_shows_provider_lines_at_their_levels() {
-    if !acceptance_enabled("debug_log_shows_provider_lines_at_their_levels") {
+    let Some(host) = Host::start(
+        "debug_log_shows_provider_lines_at_their_levels",
+        pvesim::SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    };
+    let target = host.target.clone();
     let mut ws = Workspace::new(target);
     ws.write_main_tf(&format!(
         "{}\ndata \"proxmox_proxy_vms\" \"all\" {{}}\n",

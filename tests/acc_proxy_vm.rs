@@ -1,10 +1,11 @@
 //! Acceptance: the whole life of proxy VMs driven by the real `terraform` against pve-sim —
 //! create, empty plans, in-place changes keeping the MAC, replacement, drift, re-creation,
-//! import, destroy leaving nothing behind.
+//! import, destroy leaving nothing behind. Everything but the journal check also runs in live
+//! mode (see `tests/support/host.rs`), observed through the PVE API.
 
 mod support;
 
-use support::{SimClient, Workspace, acceptance_enabled, start_sim};
+use support::{Host, Observer, SimClient, Workspace};
 
 /// The default world plus a second template, so a template change can be planned.
 fn sim_config() -> pvesim::SimConfig {
@@ -32,32 +33,69 @@ fn sim_config() -> pvesim::SimConfig {
 }
 
 struct Fleet {
+    prefix: String,
+    nodes: Vec<String>,
+    template: String,
+    seed_storage: String,
+    bridge: String,
     cores: u32,
     memory: u32,
     disk_gib: u32,
-    vlan_tag: u32,
-    template_of_last: &'static str,
+    vlan_tag: Option<u32>,
+    template_of_last: String,
+    user_data_of_last: &'static str,
+}
+
+impl Fleet {
+    fn new(host: &Host) -> Self {
+        Self {
+            prefix: host.prefix.clone(),
+            nodes: host.facts.nodes.clone(),
+            template: host.facts.template.clone(),
+            seed_storage: host.facts.seed_storage.clone(),
+            bridge: host.facts.bridge.clone(),
+            cores: 1,
+            memory: 1024,
+            disk_gib: 8,
+            vlan_tag: host.facts.vlan,
+            template_of_last: host.facts.template.clone(),
+            user_data_of_last: r"#cloud-config\npackages: [nginx]\n",
+        }
+    }
 }
 
 fn fleet_tf(fleet: &Fleet) -> String {
+    let nodes = fleet
+        .nodes
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let vlan = fleet
+        .vlan_tag
+        .map(|v| format!("  vlan_tag  = {v}\n"))
+        .unwrap_or_default();
     format!(
         r##"{preamble}
 provider "proxmox" {{
-  seed_storage = "proxy-seeds"
+  seed_storage = "{seed_storage}"
+}}
+
+locals {{
+  nodes = [{nodes}]
 }}
 
 resource "proxmox_proxy_vm" "edge" {{
   count     = 3
-  name      = "edge-${{count.index}}"
-  node      = "pve${{count.index + 1}}"
-  template  = count.index == 2 ? "{template}" : "debian-13-proxy"
+  name      = "{prefix}edge-${{count.index}}"
+  node      = local.nodes[count.index % length(local.nodes)]
+  template  = count.index == 2 ? "{template_of_last}" : "{template}"
   cores     = {cores}
   memory    = {memory}
   disk_gib  = {disk}
-  bridge    = "vmbr0"
-  vlan_tag  = {vlan}
-  tags      = ["edge", "team-a"]
-  user_data = "#cloud-config\npackages: [nginx]\n"
+  bridge    = "{bridge}"
+{vlan}  tags      = ["edge", "team-a"]
+  user_data = count.index == 2 ? "{user_data_of_last}" : "#cloud-config\npackages: [nginx]\n"
 }}
 
 output "addresses" {{ value = proxmox_proxy_vm.edge[*].ipv4_address }}
@@ -65,12 +103,35 @@ output "macs" {{ value = proxmox_proxy_vm.edge[*].mac_address }}
 output "vmids" {{ value = proxmox_proxy_vm.edge[*].vmid }}
 "##,
         preamble = Workspace::preamble(),
-        template = fleet.template_of_last,
+        seed_storage = fleet.seed_storage,
+        prefix = fleet.prefix,
+        template = fleet.template,
+        template_of_last = fleet.template_of_last,
+        user_data_of_last = fleet.user_data_of_last,
+        bridge = fleet.bridge,
         cores = fleet.cores,
         memory = fleet.memory,
         disk = fleet.disk_gib,
-        vlan = fleet.vlan_tag,
     )
+}
+
+/// The configs of every template of the test nodes (by VMID), read through the API: what
+/// "nothing foreign was touched" can check on a live host, where others may use other VMs.
+async fn templates(host: &Host, pve: &Observer) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for node in &host.facts.nodes {
+        let vms = pve.api("GET", &format!("/nodes/{node}/qemu"), &[]).await;
+        for vm in vms.as_array().cloned().unwrap_or_default() {
+            if vm["template"].as_u64() == Some(1) || vm["template"] == "1" {
+                let vmid = vm["vmid"].to_string();
+                let config = pve
+                    .api("GET", &format!("/nodes/{node}/qemu/{vmid}/config"), &[])
+                    .await;
+                out.push(serde_json::json!({"vmid": vmid, "config": config}));
+            }
+        }
+    }
+    out
 }
 
 async fn outputs(ws: &Workspace) -> serde_json::Value {
@@ -101,26 +162,30 @@ fn apply_summary(out: &support::TfOutput) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fleet_lifecycle_create_change_drift_import_destroy() {
-    if !acceptance_enabled("fleet_lifecycle_create_change_drift_import_destroy") {
+    let Some(host) = Host::start(
+        "fleet_lifecycle_create_change_drift_import_destroy",
+        sim_config,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(sim_config()).await;
-    let sim = SimClient::new(&target);
-    let foreign_before: Vec<serde_json::Value> = sim.state().await["vms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|vm| vm["vmid"].as_u64().unwrap() < 9000)
-        .cloned()
-        .collect();
-    let ws = Workspace::new(target);
-    let mut fleet = Fleet {
-        cores: 1,
-        memory: 1024,
-        disk_gib: 8,
-        vlan_tag: 4,
-        template_of_last: "debian-13-proxy",
     };
+    let pve = host.observer();
+    // On the simulator every VM below 9000 is foreign; on a live host others may be busy
+    // with their own VMs, so what must stay untouched there is the templates.
+    let foreign = async || match host.sim() {
+        Some(sim) => sim.state().await["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|vm| vm["vmid"].as_u64().unwrap() < 9000)
+            .cloned()
+            .collect::<Vec<serde_json::Value>>(),
+        None => templates(&host, &pve).await,
+    };
+    let foreign_before = foreign().await;
+    let ws = Workspace::new(host.target.clone());
+    let mut fleet = Fleet::new(&host);
     ws.write_main_tf(&fleet_tf(&fleet));
     ws.init().await;
 
@@ -141,8 +206,9 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
         "no IPv4 addresses: {addresses:?}"
     );
     let macs = strings(&first["macs"]);
-    let ours = sim.our_vms().await;
+    let ours = pve.our_vms().await;
     assert_eq!(ours.len(), 3, "{ours:#?}");
+    let seeds_at = format!("{}:iso/", host.facts.seed_storage);
     for vm in &ours {
         let tags = vm["tags"].as_str().unwrap();
         assert_eq!(tags, "edge;proxyvm;team-a", "tags as PVE stores them");
@@ -150,18 +216,21 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
             vm["config"]["ide2"]
                 .as_str()
                 .unwrap()
-                .starts_with("proxy-seeds:iso/"),
+                .starts_with(&seeds_at),
             "{vm}"
         );
         assert_eq!(vm["config"]["agent"], "1");
     }
-    assert_eq!(sim.volumes_on("proxy-seeds").await.len(), 3);
+    assert_eq!(pve.volumes_on(&host.facts.seed_storage).await.len(), 3);
 
-    // In-place changes: cores, memory, disk growth and VLAN, keeping every MAC.
+    // In-place changes: cores, memory, disk growth and (on the simulator, where any tag has
+    // a network) the VLAN, keeping every MAC.
     fleet.cores = 2;
     fleet.memory = 2048;
     fleet.disk_gib = 10;
-    fleet.vlan_tag = 5;
+    if !host.is_live() {
+        fleet.vlan_tag = Some(5);
+    }
     ws.write_main_tf(&fleet_tf(&fleet));
     let out = ws.apply().await.success();
     assert!(
@@ -175,19 +244,25 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
         macs,
         "a MAC changed with the VLAN"
     );
-    for vm in sim.our_vms().await {
-        assert!(
-            vm["config"]["net0"].as_str().unwrap().contains("tag=5"),
-            "{vm}"
-        );
+    for vm in pve.our_vms().await {
+        let net0 = vm["config"]["net0"].as_str().unwrap();
+        match fleet.vlan_tag {
+            Some(tag) => assert!(net0.contains(&format!("tag={tag}")), "{vm}"),
+            None => assert!(!net0.contains("tag="), "{vm}"),
+        }
         assert!(
             vm["config"]["scsi0"].as_str().unwrap().contains("size=10G"),
             "{vm}"
         );
     }
 
-    // A template change replaces that VM only.
-    fleet.template_of_last = "debian-13-proxy-b";
+    // A template change replaces that VM only; a live lab has one template, so there the
+    // last VM's user-data changes instead (which also replaces it).
+    if host.is_live() {
+        fleet.user_data_of_last = r"#cloud-config\npackages: [nginx, curl]\n";
+    } else {
+        fleet.template_of_last = "debian-13-proxy-b".into();
+    }
     ws.write_main_tf(&fleet_tf(&fleet));
     let plan = ws
         .terraform(&["plan", "-no-color", "-input=false"])
@@ -205,29 +280,30 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
         out.all_text()
     );
     ws.assert_plans_empty().await;
-    assert_eq!(sim.our_vms().await.len(), 3);
+    assert_eq!(pve.our_vms().await.len(), 3);
     assert_eq!(
-        sim.volumes_on("proxy-seeds").await.len(),
+        pve.volumes_on(&host.facts.seed_storage).await.len(),
         3,
         "the replaced VM's seed leaked"
     );
 
     // Drift behind Terraform's back: cores changed through the API, a VM stopped.
     let vmids = strings(&outputs(&ws).await["vmids"]);
-    sim.api(
+    let node = |i: usize| host.facts.node(i).to_owned();
+    pve.api(
         "PUT",
-        &format!("/nodes/pve1/qemu/{}/config", vmids[0]),
+        &format!("/nodes/{}/qemu/{}/config", node(0), vmids[0]),
         &[("cores", "4")],
     )
     .await;
-    let upid = sim
+    let upid = pve
         .api(
             "POST",
-            &format!("/nodes/pve2/qemu/{}/status/stop", vmids[1]),
+            &format!("/nodes/{}/qemu/{}/status/stop", node(1), vmids[1]),
             &[],
         )
         .await;
-    sim.wait_task(&upid).await;
+    pve.wait_task(&upid).await;
     let plan = ws
         .terraform(&["plan", "-detailed-exitcode", "-no-color", "-input=false"])
         .await;
@@ -240,33 +316,30 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
     );
     ws.apply().await.success();
     ws.assert_plans_empty().await;
-    let state = sim.state().await;
-    let vm1 = state["vms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|vm| vm["vmid"].as_u64().map(|v| v.to_string()).as_deref() == Some(vmids[1].as_str()))
-        .unwrap();
+    let vm1 = pve
+        .vm_at(vmids[1].parse().unwrap())
+        .await
+        .expect("the stopped VM is gone");
     assert_eq!(vm1["status"], "running");
 
     // A VM deleted behind Terraform's back is created again.
     let node3_vmid = &vmids[2];
-    let upid = sim
+    let upid = pve
         .api(
             "POST",
-            &format!("/nodes/pve3/qemu/{node3_vmid}/status/stop"),
+            &format!("/nodes/{}/qemu/{node3_vmid}/status/stop", node(2)),
             &[],
         )
         .await;
-    sim.wait_task(&upid).await;
-    let upid = sim
+    pve.wait_task(&upid).await;
+    let upid = pve
         .api(
             "DELETE",
-            &format!("/nodes/pve3/qemu/{node3_vmid}"),
+            &format!("/nodes/{}/qemu/{node3_vmid}", node(2)),
             &[("purge", "1")],
         )
         .await;
-    sim.wait_task(&upid).await;
+    pve.wait_task(&upid).await;
     let plan = ws
         .terraform(&["plan", "-no-color", "-input=false"])
         .await
@@ -279,7 +352,7 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
     );
     ws.apply().await.success();
     ws.assert_plans_empty().await;
-    assert_eq!(sim.our_vms().await.len(), 3);
+    assert_eq!(pve.our_vms().await.len(), 3);
 
     // Import round-trips: forget one, import it by node/vmid, and the plan is empty.
     ws.terraform(&["state", "rm", "proxmox_proxy_vm.edge[0]"])
@@ -290,7 +363,7 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
         "-no-color",
         "-input=false",
         "proxmox_proxy_vm.edge[0]",
-        &format!("pve1/{}", vmids[0]),
+        &format!("{}/{}", node(0), vmids[0]),
     ])
     .await
     .success();
@@ -313,35 +386,43 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
     // Destroy leaves no VM of ours and no seed.
     ws.destroy().await.success();
     assert!(
-        sim.our_vms().await.is_empty(),
+        pve.our_vms().await.is_empty(),
         "VMs left: {:#?}",
-        sim.our_vms().await
+        pve.our_vms().await
     );
     assert!(
-        sim.volumes_on("proxy-seeds").await.is_empty(),
+        pve.volumes_on(&host.facts.seed_storage).await.is_empty(),
         "seeds left: {:#?}",
-        sim.volumes_on("proxy-seeds").await
+        pve.volumes_on(&host.facts.seed_storage).await
     );
-    let foreign_after: Vec<serde_json::Value> = sim.state().await["vms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|vm| vm["vmid"].as_u64().unwrap() < 9000)
-        .cloned()
-        .collect();
+    let foreign_after = foreign().await;
     assert_eq!(foreign_before, foreign_after, "a foreign VM was touched");
+}
+
+/// A VM without our mark, made behind Terraform's back: on the simulator the default world
+/// has them (`dns1` is 100, `gitlab` is a plain VM); on a live host the test clones one from
+/// the template and deletes it at the end. Returns its VMID and name.
+async fn foreign_vm(host: &Host) -> (u32, String) {
+    if !host.is_live() {
+        return (100, "gitlab".into());
+    }
+    host.make_unmarked_vm("foreign").await
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn importing_a_foreign_vm_is_refused() {
-    if !acceptance_enabled("importing_a_foreign_vm_is_refused") {
+    let Some(host) = Host::start("importing_a_foreign_vm_is_refused", sim_config).await else {
         return;
-    }
-    let (_sim, target) = start_sim(sim_config()).await;
-    let ws = Workspace::new(target);
+    };
+    let (foreign, _) = foreign_vm(&host).await;
+    let ws = Workspace::new(host.target.clone());
     ws.write_main_tf(&format!(
-        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"proxy-seeds\"\n}}\nresource \"proxmox_proxy_vm\" \"dns\" {{\n  name = \"dns1\"\n  node = \"pve1\"\n  template = \"debian-13-proxy\"\n}}\n",
-        Workspace::preamble()
+        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"{}\"\n}}\nresource \"proxmox_proxy_vm\" \"dns\" {{\n  name = \"{}\"\n  node = \"{}\"\n  template = \"{}\"\n}}\n",
+        Workspace::preamble(),
+        host.facts.seed_storage,
+        host.name("dns1"),
+        host.facts.node(0),
+        host.facts.template,
     ));
     ws.init().await;
     let out = ws
@@ -350,7 +431,7 @@ async fn importing_a_foreign_vm_is_refused() {
             "-no-color",
             "-input=false",
             "proxmox_proxy_vm.dns",
-            "100",
+            &foreign.to_string(),
         ])
         .await
         .failure();
@@ -363,15 +444,17 @@ async fn importing_a_foreign_vm_is_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_is_refused_at_plan_before_any_write() {
-    if !acceptance_enabled("bad_input_is_refused_at_plan_before_any_write") {
+    let Some(host) = Host::start("bad_input_is_refused_at_plan_before_any_write", sim_config).await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(sim_config()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
+    };
+    let ws = Workspace::new(host.target.clone());
     ws.write_main_tf(&format!(
-        "{}\nresource \"proxmox_proxy_vm\" \"bad\" {{\n  name = \"edge_1\"\n  node = \"pve1\"\n  template = \"debian-13-proxy\"\n  vlan_tag = 5000\n  user_data = \"packages: [nginx]\"\n  timeouts = {{ create = \"soon\" }}\n}}\n",
-        Workspace::preamble()
+        "{}\nresource \"proxmox_proxy_vm\" \"bad\" {{\n  name = \"{}edge_1\"\n  node = \"{}\"\n  template = \"{}\"\n  vlan_tag = 5000\n  user_data = \"packages: [nginx]\"\n  timeouts = {{ create = \"soon\" }}\n}}\n",
+        Workspace::preamble(),
+        host.prefix,
+        host.facts.node(0),
+        host.facts.template,
     ));
     ws.init().await;
     let out = ws
@@ -399,11 +482,21 @@ async fn bad_input_is_refused_at_plan_before_any_write() {
             "`{message}` not at line {line}:\n{text}"
         );
     }
-    let journal = sim_writes(&sim).await;
-    assert!(
-        journal.is_empty(),
-        "API writes before the input was valid: {journal:?}"
-    );
+    match host.sim() {
+        Some(sim) => {
+            let journal = sim_writes(&sim).await;
+            assert!(
+                journal.is_empty(),
+                "API writes before the input was valid: {journal:?}"
+            );
+        }
+        // No journal on a live host: what a write would have left is a VM or a seed.
+        None => {
+            let pve = host.observer();
+            assert!(pve.our_vms().await.is_empty());
+            assert!(pve.volumes_on(&host.facts.seed_storage).await.is_empty());
+        }
+    }
 }
 
 /// Every write request the simulator has seen.
@@ -418,16 +511,20 @@ async fn sim_writes(sim: &SimClient) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reboot_if_needed_applies_pending_changes() {
-    if !acceptance_enabled("reboot_if_needed_applies_pending_changes") {
+    let Some(host) = Host::start("reboot_if_needed_applies_pending_changes", sim_config).await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(sim_config()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
+    };
+    let pve = host.observer();
+    let ws = Workspace::new(host.target.clone());
     let tf = |cores: u32| {
         format!(
-            "{}\nprovider \"proxmox\" {{\n  seed_storage = \"proxy-seeds\"\n}}\nresource \"proxmox_proxy_vm\" \"one\" {{\n  name = \"reboot-1\"\n  node = \"pve1\"\n  template = \"debian-13-proxy\"\n  cores = {cores}\n  reboot_if_needed = true\n}}\n",
-            Workspace::preamble()
+            "{}\nprovider \"proxmox\" {{\n  seed_storage = \"{}\"\n}}\nresource \"proxmox_proxy_vm\" \"one\" {{\n  name = \"{}\"\n  node = \"{}\"\n  template = \"{}\"\n  cores = {cores}\n  reboot_if_needed = true\n}}\n",
+            Workspace::preamble(),
+            host.facts.seed_storage,
+            host.name("reboot-1"),
+            host.facts.node(0),
+            host.facts.template,
         )
     };
     ws.write_main_tf(&tf(1));
@@ -440,7 +537,7 @@ async fn reboot_if_needed_applies_pending_changes() {
         "{}",
         out.all_text()
     );
-    let ours = sim.our_vms().await;
+    let ours = pve.our_vms().await;
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0]["status"], "running");
     assert_eq!(ours[0]["config"]["cores"], "3");
@@ -451,7 +548,24 @@ async fn reboot_if_needed_applies_pending_changes() {
     );
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
-    assert!(sim.our_vms().await.is_empty());
+    assert!(pve.our_vms().await.is_empty());
+}
+
+/// A storage the test nodes have that takes no ISO images (`vmdata` on the simulator).
+async fn storage_without_iso(host: &Host) -> Option<String> {
+    if !host.is_live() {
+        return Some("vmdata".into());
+    }
+    let storages = host
+        .client()
+        .node(host.facts.node(0))
+        .storages(None)
+        .await
+        .unwrap();
+    storages
+        .into_iter()
+        .find(|s| s.enabled && s.active && !s.accepts("iso"))
+        .map(|s| s.storage)
 }
 
 /// The flattened text of a plan that must fail.
@@ -466,46 +580,63 @@ async fn refused_plan(ws: &Workspace) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn failures_name_the_vm_quote_pve_and_hint() {
-    if !acceptance_enabled("failures_name_the_vm_quote_pve_and_hint") {
+    let Some(host) = Host::start("failures_name_the_vm_quote_pve_and_hint", sim_config).await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(sim_config()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
+    };
+    let pve = host.observer();
+    let (_, plain_vm) = foreign_vm(&host).await;
+    let name = host.name("hint-1");
+    let ws = Workspace::new(host.target.clone());
     let tf = |template: &str, seed_storage: &str| {
         format!(
-            "{}\nresource \"proxmox_proxy_vm\" \"one\" {{\n  name = \"hint-1\"\n  node = \"pve1\"\n  template = \"{template}\"\n  seed_storage = \"{seed_storage}\"\n}}\n",
-            Workspace::preamble()
+            "{}\nresource \"proxmox_proxy_vm\" \"one\" {{\n  name = \"{name}\"\n  node = \"{}\"\n  template = \"{template}\"\n  seed_storage = \"{seed_storage}\"\n}}\n",
+            Workspace::preamble(),
+            host.facts.node(0),
         )
     };
-    ws.init_with(&tf("gitlab", "proxy-seeds")).await;
+    ws.init_with(&tf(&plain_vm, &host.facts.seed_storage)).await;
 
     // A VM that is not a template: refused at plan, on `template`, before anything is
     // cloned.
     let text = refused_plan(&ws).await;
     assert!(text.contains("Not a template"), "{text}");
-    assert!(text.contains("template = \"gitlab\""), "{text}");
+    assert!(
+        text.contains(&format!("template = \"{plain_vm}\"")),
+        "{text}"
+    );
     assert!(
         text.contains("is not a template") && text.contains("Convert it to a template"),
         "{text}"
     );
     ws.apply().await.failure();
     assert!(
-        sim.our_vms().await.is_empty(),
+        pve.our_vms().await.is_empty(),
         "a VM was made for a bad template"
     );
 
     // A seed storage that does not take ISO images: refused at plan, with what to do.
-    ws.write_main_tf(&tf("debian-13-proxy", "vmdata"));
-    let text = refused_plan(&ws).await;
-    assert!(text.contains("does not take ISO images"), "{text}");
-    assert!(text.contains("seed_storage = \"vmdata\""), "{text}");
-    assert!(text.contains("or choose another"), "no hint:\n{text}");
-    ws.apply().await.failure();
-    assert!(
-        sim.our_vms().await.is_empty(),
-        "a VM was cloned before the seed storage was checked"
-    );
+    match storage_without_iso(&host).await {
+        Some(no_iso) => {
+            ws.write_main_tf(&tf(&host.facts.template, &no_iso));
+            let text = refused_plan(&ws).await;
+            assert!(text.contains("does not take ISO images"), "{text}");
+            assert!(
+                text.contains(&format!("seed_storage = \"{no_iso}\"")),
+                "{text}"
+            );
+            assert!(text.contains("or choose another"), "no hint:\n{text}");
+            ws.apply().await.failure();
+            assert!(
+                pve.our_vms().await.is_empty(),
+                "a VM was cloned before the seed storage was checked"
+            );
+        }
+        None => eprintln!(
+            "failures_name_the_vm_quote_pve_and_hint: {} has no storage without ISO content; that half is skipped",
+            host.facts.node(0)
+        ),
+    }
     ws.destroy().await.success();
 }
 

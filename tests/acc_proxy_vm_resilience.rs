@@ -1,33 +1,52 @@
 //! Acceptance: creates that are killed (terraform and the provider, SIGKILL) at every step
 //! boundary and in the middle of the clone converge on the next apply to exactly one VM; a
 //! failed start leaves a tainted VM that the next apply replaces; twenty VMs from one
-//! template in one apply never trip over locks or VMIDs.
+//! template in one apply never trip over locks or VMIDs. All but the injected start failure
+//! also run in live mode (see `tests/support/host.rs`), observed through the PVE API.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{SimClient, Workspace, acceptance_enabled, start_sim};
+use support::{Facts, Host, Observer, SimClient, Workspace, acceptance_enabled, start_sim};
 
-fn one_vm_tf() -> String {
+/// The VLAN of the crash VM: 9 on the simulator, the lab's own (or none) on a live host.
+fn crash_vlan(host: &Host) -> Option<u32> {
+    if host.is_live() {
+        host.facts.vlan
+    } else {
+        Some(9)
+    }
+}
+
+fn one_vm_tf(host: &Host) -> String {
+    one_vm_tf_on(&host.facts, &host.name("crash-0"), crash_vlan(host))
+}
+
+fn one_vm_tf_on(facts: &Facts, name: &str, vlan: Option<u32>) -> String {
+    let vlan = vlan
+        .map(|v| format!("  vlan_tag  = {v}\n"))
+        .unwrap_or_default();
     format!(
         r##"{}
 provider "proxmox" {{
-  seed_storage = "proxy-seeds"
+  seed_storage = "{}"
 }}
 
 resource "proxmox_proxy_vm" "crash" {{
-  name      = "crash-0"
-  node      = "pve2"
-  template  = "debian-13-proxy"
+  name      = "{name}"
+  node      = "{}"
+  template  = "{}"
   cores     = 2
   disk_gib  = 10
-  vlan_tag  = 9
-  user_data = "#cloud-config\npackages: [haproxy]\n"
+{vlan}  user_data = "#cloud-config\npackages: [haproxy]\n"
 }}
 "##,
-        Workspace::preamble()
+        Workspace::preamble(),
+        facts.seed_storage,
+        facts.node(1),
+        facts.template,
     )
 }
 
@@ -106,12 +125,56 @@ fn reached(point: KillPoint, state: &Value) -> bool {
     }
 }
 
-async fn kill_create_at(point: KillPoint) {
-    let (_sim, target) = start_sim(slow_sim()).await;
-    let sim = SimClient::new(&target);
-    let before = sim.state().await;
-    let ws = Workspace::new(target);
-    ws.write_main_tf(&one_vm_tf());
+/// On a live host, whether the create got at least as far as `point`: a real host (or a
+/// pve-sim run as one) is not slowed down for the test, so the kill may land later than
+/// `point`, never earlier. Only this VM's probe VMIDs and this test's seeds are looked at.
+async fn reached_live(point: KillPoint, host: &Host, pve: &Observer, before: &[u64]) -> bool {
+    let name = host.name("crash-0");
+    let probes: Vec<u64> = terraform_provider_proxmox::vmid::VmidRange::default()
+        .probe_sequence_in_fleet("", &name)
+        .take(8)
+        .map(u64::from)
+        .filter(|v| !before.contains(v))
+        .collect();
+    let vms = pve.vms_among(&probes).await;
+    let Some(vm) = vms.first() else { return false };
+    let config = &vm["config"];
+    let named = config["name"] == name.as_str();
+    let seeds = !pve.volumes_on(&host.facts.seed_storage).await.is_empty();
+    let size_10g = config["scsi0"]
+        .as_str()
+        .is_some_and(|d| d.contains("size=10G"));
+    match point {
+        KillPoint::MidClone => true,
+        KillPoint::AfterClone => named && vm["lock"].is_null(),
+        KillPoint::AfterSeedUpload => named && seeds,
+        KillPoint::AfterConfig => named && config["ide2"].is_string(),
+        KillPoint::AfterResize => named && size_10g,
+        KillPoint::AfterStart => named && vm["status"] == "running",
+    }
+}
+
+async fn kill_create_at(test: &str, point: KillPoint) {
+    let Some(host) = Host::start(test, slow_sim).await else {
+        return;
+    };
+    let pve = host.observer();
+    let before = pve.vmids().await;
+    let foreign = |state: &Value| -> Vec<Value> {
+        state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|vm| vm["vmid"].as_u64().unwrap() < 100_000)
+            .cloned()
+            .collect()
+    };
+    let sim_before = match host.sim() {
+        Some(sim) => Some(sim.state().await),
+        None => None,
+    };
+    let ws = Workspace::new(host.target.clone());
+    ws.write_main_tf(&one_vm_tf(&host));
     ws.init().await;
 
     let apply = ws.spawn_terraform(&[
@@ -121,16 +184,16 @@ async fn kill_create_at(point: KillPoint) {
         "-no-color",
         "-lock=false",
     ]);
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let state = sim.state().await;
-        if reached(point, &state) {
+        let done = match host.sim() {
+            Some(sim) => reached(point, &sim.state().await),
+            None => reached_live(point, &host, &pve, &before).await,
+        };
+        if done {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{point:?} never reached; state: {state:#}"
-        );
+        assert!(Instant::now() < deadline, "{point:?} never reached");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     apply.kill_group();
@@ -146,8 +209,8 @@ async fn kill_create_at(point: KillPoint) {
         ])
         .await
         .success();
-    let after = sim.state().await;
-    let ours = ours_named(&after, "crash-0");
+    let name = host.name("crash-0");
+    let ours = pve.ours_named(&name).await;
     assert_eq!(
         ours.len(),
         1,
@@ -155,12 +218,11 @@ async fn kill_create_at(point: KillPoint) {
         out.all_text()
     );
     assert_eq!(ours[0]["status"], "running");
-    assert!(
-        ours[0]["config"]["net0"]
-            .as_str()
-            .unwrap()
-            .contains("tag=9")
-    );
+    let net0 = ours[0]["config"]["net0"].as_str().unwrap();
+    match crash_vlan(&host) {
+        Some(tag) => assert!(net0.contains(&format!("tag={tag}")), "{net0}"),
+        None => assert!(!net0.contains("tag="), "{net0}"),
+    }
     assert!(
         ours[0]["config"]["scsi0"]
             .as_str()
@@ -168,24 +230,17 @@ async fn kill_create_at(point: KillPoint) {
             .contains("size=10G")
     );
     assert_eq!(
-        sim.volumes_on("proxy-seeds").await.len(),
+        pve.volumes_on(&host.facts.seed_storage).await.len(),
         1,
         "seeds after a kill at {point:?}"
     );
-    let foreign = |state: &Value| -> Vec<Value> {
-        state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|vm| vm["vmid"].as_u64().unwrap() < 100_000)
-            .cloned()
-            .collect()
-    };
-    assert_eq!(
-        foreign(&before),
-        foreign(&after),
-        "a foreign VM or the template changed"
-    );
+    if let (Some(sim), Some(before)) = (host.sim(), &sim_before) {
+        assert_eq!(
+            foreign(before),
+            foreign(&sim.state().await),
+            "a foreign VM or the template changed"
+        );
+    }
     ws.terraform(&[
         "plan",
         "-detailed-exitcode",
@@ -205,18 +260,15 @@ async fn kill_create_at(point: KillPoint) {
     ])
     .await
     .success();
-    let end = sim.state().await;
-    assert!(ours_named(&end, "crash-0").is_empty());
-    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    assert!(pve.ours_named(&name).await.is_empty());
+    assert!(pve.volumes_on(&host.facts.seed_storage).await.is_empty());
 }
 
 macro_rules! kill_point_test {
     ($name:ident, $point:expr) => {
         #[tokio::test(flavor = "multi_thread")]
         async fn $name() {
-            if acceptance_enabled(stringify!($name)) {
-                kill_create_at($point).await;
-            }
+            kill_create_at(stringify!($name), $point).await;
         }
     };
 }
@@ -230,17 +282,29 @@ kill_point_test!(killed_after_the_start, KillPoint::AfterStart);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ctrl_c_during_create_stops_promptly_and_the_next_apply_converges() {
-    if !acceptance_enabled("ctrl_c_during_create_stops_promptly_and_the_next_apply_converges") {
+    let Some(host) = Host::start(
+        "ctrl_c_during_create_stops_promptly_and_the_next_apply_converges",
+        slow_sim,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(slow_sim()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
-    ws.write_main_tf(&one_vm_tf());
+    };
+    let pve = host.observer();
+    let before = pve.vmids().await;
+    let ws = Workspace::new(host.target.clone());
+    ws.write_main_tf(&one_vm_tf(&host));
     ws.init().await;
     let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false", "-no-color"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !reached(KillPoint::AfterSeedUpload, &sim.state().await) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let uploaded = match host.sim() {
+            Some(sim) => reached(KillPoint::AfterSeedUpload, &sim.state().await),
+            None => reached_live(KillPoint::AfterSeedUpload, &host, &pve, &before).await,
+        };
+        if uploaded {
+            break;
+        }
         assert!(
             Instant::now() < deadline,
             "the create never uploaded its seed"
@@ -260,11 +324,11 @@ async fn ctrl_c_during_create_stops_promptly_and_the_next_apply_converges() {
         "the interrupted VM is not tracked: {state:#}"
     );
     ws.apply().await.success();
-    assert_eq!(ours_named(&sim.state().await, "crash-0").len(), 1);
-    assert_eq!(sim.volumes_on("proxy-seeds").await.len(), 1);
+    assert_eq!(pve.ours_named(&host.name("crash-0")).await.len(), 1);
+    assert_eq!(pve.volumes_on(&host.facts.seed_storage).await.len(), 1);
     ws.destroy().await.success();
-    assert!(sim.our_vms().await.is_empty());
-    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    assert!(pve.our_vms().await.is_empty());
+    assert!(pve.volumes_on(&host.facts.seed_storage).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -280,7 +344,7 @@ async fn failed_start_taints_then_replaces_and_destroys_cleanly() {
     )
     .await;
     let ws = Workspace::new(target);
-    ws.write_main_tf(&one_vm_tf());
+    ws.write_main_tf(&one_vm_tf_on(&Facts::sim(), "crash-0", Some(9)));
     ws.init().await;
 
     let out = ws.apply().await.failure();
@@ -332,27 +396,45 @@ async fn failed_start_taints_then_replaces_and_destroys_cleanly() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn twenty_vms_from_one_template_with_parallelism_ten() {
-    if !acceptance_enabled("twenty_vms_from_one_template_with_parallelism_ten") {
+    let Some(host) = Host::start(
+        "twenty_vms_from_one_template_with_parallelism_ten",
+        pvesim::SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
+    };
+    let pve = host.observer();
+    let ws = Workspace::new(host.target.clone());
+    let nodes = host
+        .facts
+        .nodes
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     ws.write_main_tf(&format!(
         r##"{}
 provider "proxmox" {{
-  seed_storage = "proxy-seeds"
+  seed_storage = "{}"
+}}
+
+locals {{
+  nodes = [{nodes}]
 }}
 
 resource "proxmox_proxy_vm" "fleet" {{
   count     = 20
-  name      = "fleet-${{count.index}}"
-  node      = "pve${{count.index % 3 + 1}}"
-  template  = "debian-13-proxy"
+  name      = "{}fleet-${{count.index}}"
+  node      = local.nodes[count.index % length(local.nodes)]
+  template  = "{}"
   user_data = "#cloud-config\npackages: [squid]\n"
 }}
 "##,
-        Workspace::preamble()
+        Workspace::preamble(),
+        host.facts.seed_storage,
+        host.prefix,
+        host.facts.template,
     ));
     ws.init().await;
     ws.terraform(&[
@@ -364,7 +446,7 @@ resource "proxmox_proxy_vm" "fleet" {{
     ])
     .await
     .success();
-    let ours = sim.our_vms().await;
+    let ours = pve.our_vms().await;
     assert_eq!(ours.len(), 20);
     assert!(ours.iter().all(|vm| vm["status"] == "running"));
     let mut vmids: Vec<u64> = ours.iter().map(|vm| vm["vmid"].as_u64().unwrap()).collect();
@@ -381,6 +463,6 @@ resource "proxmox_proxy_vm" "fleet" {{
     ])
     .await
     .success();
-    assert!(sim.our_vms().await.is_empty());
-    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    assert!(pve.our_vms().await.is_empty());
+    assert!(pve.volumes_on(&host.facts.seed_storage).await.is_empty());
 }

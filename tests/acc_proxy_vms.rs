@@ -1,12 +1,15 @@
 //! Acceptance: `data "proxmox_proxy_vms"` through the real terraform against pve-sim. VMs of
 //! ours and foreign ones are made through the simulator's PVE API directly; the listing
-//! shows ours only, sorted, without our tag, and filters by name prefix.
+//! shows ours only, sorted, without our tag, and filters by name prefix. All but the test of a
+//! VM without stats also run in live mode (see `tests/support/host.rs`).
 
 mod support;
 
+use std::time::{Duration, Instant};
+
 use pvesim::SimConfig;
 use serde_json::Value;
-use support::{Target, Workspace, acceptance_enabled, start_sim};
+use support::{Host, Target, Workspace, acceptance_enabled, start_sim};
 use terraform_provider_proxmox::ownership;
 
 const TEMPLATE_VMID: u32 = 9000;
@@ -27,6 +30,28 @@ async fn make_vm(
     tags: &[&str],
     ours: bool,
 ) {
+    make_vm_from(
+        client,
+        ("pve1", TEMPLATE_VMID),
+        vmid,
+        name,
+        node,
+        tags,
+        ours,
+    )
+    .await
+}
+
+/// [`make_vm`] from a template at (node, VMID).
+async fn make_vm_from(
+    client: &pve::Client,
+    template: (&str, u32),
+    vmid: u32,
+    name: &str,
+    node: &str,
+    tags: &[&str],
+    ours: bool,
+) {
     let mut clone = pve::qemu::CloneRequest::full(vmid);
     clone.name = Some(name.to_owned());
     clone.target = Some(node.to_owned());
@@ -37,7 +62,7 @@ async fn make_vm(
                 .render(),
         );
     }
-    let template = client.node("pve1").qemu(TEMPLATE_VMID);
+    let template = client.node(template.0).qemu(template.1);
     let upid = template.clone_to(&clone).await.unwrap();
     client.wait_for_task(&upid).await.unwrap();
     let mut all_tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
@@ -79,75 +104,197 @@ fn vmids(vms: &Value) -> Vec<u64> {
         .collect()
 }
 
+/// The template's node and VMID.
+async fn template_of(host: &Host) -> (String, u32) {
+    if !host.is_live() {
+        return ("pve1".into(), TEMPLATE_VMID);
+    }
+    host.template().await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn lists_ours_only_sorted_and_filtered_by_prefix() {
-    if !acceptance_enabled("lists_ours_only_sorted_and_filtered_by_prefix") {
+    let Some(host) = Host::start("lists_ours_only_sorted_and_filtered_by_prefix", || {
+        let mut sim_config = SimConfig::default();
+        // Names and status show in the listing at once (no stats lag) for this test.
+        sim_config.timings.cluster_resources_lag_ms = 0;
+        sim_config
+    })
+    .await
+    else {
         return;
-    }
-    let mut sim_config = SimConfig::default();
-    // Names and status show in the listing at once (no stats lag) for this test.
-    sim_config.timings.cluster_resources_lag_ms = 0;
-    let (_sim, target) = start_sim(sim_config).await;
-    let pve = client(&target);
-    // Made out of VMID order, on two nodes.
-    make_vm(&pve, 5003, "other-c", "pve1", &[], true).await;
-    make_vm(&pve, 5001, "edge-a", "pve1", &[], true).await;
-    make_vm(&pve, 5002, "edge-b", "pve2", &["Web", "blue"], true).await;
+    };
+    let pve = host.client();
+    let (template_node, template_vmid) = template_of(&host).await;
+    let template = (template_node.as_str(), template_vmid);
+    let live = host.is_live();
+    // VMIDs: fixed on the simulator; on a live host whatever PVE says is free, in order.
+    let mut fixed = [5003, 5001, 5002, 5004, 5005].into_iter();
+    let mut vmid = async || match live {
+        true => host.free_vmid().await,
+        false => fixed.next().unwrap(),
+    };
+    let (first, second) = (host.facts.node(0), host.facts.node(1));
+    // Made out of VMID order (on the simulator), on two nodes.
+    let other_c = vmid().await;
+    make_vm_from(
+        &pve,
+        template,
+        other_c,
+        &host.name("other-c"),
+        first,
+        &[],
+        true,
+    )
+    .await;
+    let edge_a = vmid().await;
+    make_vm_from(
+        &pve,
+        template,
+        edge_a,
+        &host.name("edge-a"),
+        first,
+        &[],
+        true,
+    )
+    .await;
+    let edge_b = vmid().await;
+    make_vm_from(
+        &pve,
+        template,
+        edge_b,
+        &host.name("edge-b"),
+        second,
+        &["Web", "blue"],
+        true,
+    )
+    .await;
     // Foreign: a lookalike name, and one even carrying our description but not our tag.
-    make_vm(&pve, 5004, "edge-foreign", "pve1", &["web"], false).await;
-    make_vm(&pve, 5005, "edge-untagged", "pve2", &[], false).await;
+    let foreign = vmid().await;
+    host.made_unmarked(first, foreign);
+    make_vm_from(
+        &pve,
+        template,
+        foreign,
+        &host.name("edge-foreign"),
+        first,
+        &["web"],
+        false,
+    )
+    .await;
+    let untagged = vmid().await;
+    host.made_unmarked(second, untagged);
+    make_vm_from(
+        &pve,
+        template,
+        untagged,
+        &host.name("edge-untagged"),
+        second,
+        &[],
+        false,
+    )
+    .await;
     let marked = pve::qemu::ConfigUpdate::new().description(
-        &ownership::Mark::creating("edge-untagged", "", "t0", "debian-13-proxy")
+        &ownership::Mark::creating(&host.name("edge-untagged"), "", "t0", &host.facts.template)
             .with_phase(ownership::Phase::Done)
             .render(),
     );
-    pve.node("pve2")
-        .qemu(5005)
+    pve.node(second)
+        .qemu(untagged)
         .update_config(&marked)
         .await
         .unwrap();
-    // Only root@pam may write `lock`; a backup job holds it, as pve-sim's held lock does.
-    support::SimClient::new(&target)
-        .put_admin(
-            "faults",
-            serde_json::json!({"held_locks": [{"vmid": 5001, "lock": "backup", "seconds": 600}]}),
-        )
-        .await;
+    // A lock only on the simulator: on a real host only root@pam may set one, and a locked
+    // VM could not be cleaned up.
+    if !live {
+        // Only root@pam may write `lock`; a backup job holds it, as pve-sim's held lock does.
+        support::SimClient::new(&host.target)
+            .put_admin(
+                "faults",
+                serde_json::json!({"held_locks": [{"vmid": edge_a, "lock": "backup", "seconds": 600}]}),
+            )
+            .await;
+    } else {
+        // pvestatd names a new VM in /cluster/resources only after its next cycle.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let listed = pve.cluster().vm_resources().await.unwrap();
+            let named = [other_c, edge_a, edge_b]
+                .iter()
+                .all(|v| listed.iter().any(|vm| vm.vmid == *v && vm.name.is_some()));
+            if named {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the new VMs never got names");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 
-    let ws = Workspace::new(target);
-    ws.write_main_tf(&config(
+    let ws = Workspace::new(host.target.clone());
+    ws.write_main_tf(&config(&format!(
         r#"
-data "proxmox_proxy_vms" "all" {}
+data "proxmox_proxy_vms" "all" {{}}
 
-data "proxmox_proxy_vms" "edge" {
-  name_prefix = "edge-"
-}
+data "proxmox_proxy_vms" "edge" {{
+  name_prefix = "{}"
+}}
 
-output "all" { value = data.proxmox_proxy_vms.all.vms }
-output "edge" { value = data.proxmox_proxy_vms.edge.vms }
+output "all" {{ value = data.proxmox_proxy_vms.all.vms }}
+output "edge" {{ value = data.proxmox_proxy_vms.edge.vms }}
 "#,
-    ));
+        host.name("edge-")
+    )));
     ws.init().await;
     let out = outputs(&ws).await;
-    let all = &out["all"]["value"];
-    assert_eq!(vmids(all), [5001, 5002, 5003], "{all:#}");
-    assert_eq!(vmids(&out["edge"]["value"]), [5001, 5002]);
+    // On a live host the cluster may hold VMs of other tests and runs: judge this test's.
+    let all: Vec<Value> = out["all"]["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|vm| {
+            vm["name"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(&host.prefix)
+        })
+        .cloned()
+        .collect();
+    let all = Value::Array(all);
+    let mut expected = vec![other_c as u64, edge_a as u64, edge_b as u64];
+    expected.sort_unstable();
+    assert_eq!(vmids(&all), expected, "{all:#}");
+    let mut expected_edge = vec![edge_a as u64, edge_b as u64];
+    expected_edge.sort_unstable();
+    assert_eq!(vmids(&out["edge"]["value"]), expected_edge);
 
-    let edge_b = &all[1];
-    assert_eq!(edge_b["name"], "edge-b");
-    assert_eq!(edge_b["node"], "pve2");
-    assert_eq!(edge_b["status"], "stopped");
+    let by_vmid = |v: u32| {
+        all.as_array()
+            .unwrap()
+            .iter()
+            .find(|vm| vm["vmid"].as_u64() == Some(v as u64))
+            .unwrap()
+            .clone()
+    };
+    let b = by_vmid(edge_b);
+    assert_eq!(b["name"], host.name("edge-b"));
+    assert_eq!(b["node"], second);
+    assert_eq!(b["status"], "stopped");
     assert_eq!(
-        edge_b["tags"],
+        b["tags"],
         serde_json::json!(["blue", "web"]),
         "our tag is hidden"
     );
-    assert_eq!(edge_b["lock"], "");
-    assert_eq!(all[0]["lock"], "backup");
+    assert_eq!(b["lock"], "");
+    assert_eq!(by_vmid(edge_a)["lock"], if live { "" } else { "backup" });
 
-    // Foreign VMs of the default world never appear either.
-    for foreign in [100, 101, 102, TEMPLATE_VMID as u64] {
-        assert!(!vmids(all).contains(&foreign));
+    // Foreign VMs (the default world's on the simulator) never appear either.
+    let everything = vmids(&out["all"]["value"]);
+    let default_world: &[u64] = if live { &[] } else { &[100, 101, 102] };
+    for foreign in [foreign as u64, untagged as u64, template_vmid as u64]
+        .iter()
+        .chain(default_world)
+    {
+        assert!(!everything.contains(foreign), "{foreign} listed");
     }
     ws.assert_plans_empty().await;
 }
@@ -187,14 +334,25 @@ output "edge" { value = data.proxmox_proxy_vms.edge.vms }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_empty_cluster_lists_nothing_and_a_bad_token_is_an_error() {
-    if !acceptance_enabled("an_empty_cluster_lists_nothing_and_a_bad_token_is_an_error") {
+    let Some(host) = Host::start(
+        "an_empty_cluster_lists_nothing_and_a_bad_token_is_an_error",
+        SimConfig::default,
+    )
+    .await
+    else {
         return;
-    }
-    let (_sim, target) = start_sim(SimConfig::default()).await;
+    };
+    let target = host.target.clone();
+    // A live cluster is never empty of ours for sure: there, a prefix nothing has.
+    let all = if host.is_live() {
+        format!("{{\n  name_prefix = \"{}\"\n}}", host.name("nothing-"))
+    } else {
+        "{}".to_owned()
+    };
     let ws = Workspace::new(target.clone());
-    ws.write_main_tf(&config(
-        "data \"proxmox_proxy_vms\" \"all\" {}\noutput \"all\" { value = data.proxmox_proxy_vms.all.vms }\n",
-    ));
+    ws.write_main_tf(&config(&format!(
+        "data \"proxmox_proxy_vms\" \"all\" {all}\noutput \"all\" {{ value = data.proxmox_proxy_vms.all.vms }}\n",
+    )));
     ws.init().await;
     let out = outputs(&ws).await;
     assert_eq!(out["all"]["value"], serde_json::json!([]));

@@ -1,42 +1,88 @@
 //! `scripts/test.sh`, the README's test command: a header per stage, every stage run, the
 //! last line the count over every test binary's `test result:` line, and a non-zero exit
-//! on any failure. Run with a stand-in `cargo` that prints what cargo's test binaries print,
-//! so the script's own logic is what is tested (the real suite is what runs it).
+//! on any failure, and a live stage that starts pve-sim as a process, points the tests at it
+//! and fails on anything the sweeper finds left. Run in a scratch copy with a stand-in `cargo`
+//! that prints what cargo's test binaries print (and stand-in pve-sim and sweeper), so the
+//! script's own logic is what is tested (the real suite is what runs it).
 
 use std::path::Path;
 use std::process::Command;
 
-/// Runs scripts/test.sh with a `cargo` that exits with `fmt`, `clippy` and `test` as given
-/// and prints `test_output` for `cargo test`. Returns (exit code, stdout).
-fn run_test_sh(fmt: i32, clippy: i32, test: i32, test_output: &str) -> (i32, String) {
-    let bin = tempfile::tempdir().unwrap();
-    let output_file = bin.path().join("test-output");
-    std::fs::write(&output_file, test_output).unwrap();
+/// What a run of the script saw: exit code, stdout, and the environment the live stage's
+/// `cargo test` got (`ENDPOINT|TOKEN|CA|PREFIX`, empty if that stage never ran the tests).
+struct Run {
+    code: i32,
+    stdout: String,
+    live_env: String,
+}
+
+/// Runs a copy of scripts/test.sh in a scratch tree, with a `cargo` that exits with `fmt`,
+/// `clippy` and `test` as given and prints `test_output` for the workspace tests and
+/// `live_output` for the live stage's, a `target/debug/pve-sim` that writes its files and
+/// waits like the real one, and a sweeper that exits with `sweeper`.
+fn run_test_sh(
+    fmt: i32,
+    clippy: i32,
+    test: i32,
+    test_output: &str,
+    live_output: &str,
+    sweeper: i32,
+) -> Run {
+    let root = tempfile::tempdir().unwrap();
+    let bin = root.path().join("bin");
+    let debug = root.path().join("target/debug");
+    let scripts = root.path().join("scripts");
+    for dir in [&bin, &debug, &scripts] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test.sh"),
+        scripts.join("test.sh"),
+    )
+    .unwrap();
+    std::fs::write(root.path().join("test-output"), test_output).unwrap();
+    std::fs::write(root.path().join("live-output"), live_output).unwrap();
+    let env_file = root.path().join("live-env");
     let cargo = format!(
-        "#!/bin/sh\ncase \"$1\" in\n  fmt) exit {fmt} ;;\n  clippy) exit {clippy} ;;\n  test) echo '   Compiling x' >&2; cat '{}'; exit {test} ;;\nesac\nexit 99\n",
-        output_file.display()
+        "#!/bin/sh\ncase \"$1\" in\n  fmt) exit {fmt} ;;\n  clippy) exit {clippy} ;;\n  build) exit 0 ;;\n  test)\n    echo '   Compiling x' >&2\n    case \"$*\" in\n      *--test*) echo \"$PROXMOX_VE_ENDPOINT|$PROXMOX_VE_API_TOKEN|$PROXMOX_VE_CA_CERT|$PROXMOX_VE_TEST_PREFIX\" > '{env}'; cat '{root}/live-output' ;;\n      *) cat '{root}/test-output' ;;\n    esac\n    exit {test} ;;\nesac\nexit 99\n",
+        env = env_file.display(),
+        root = root.path().display(),
     );
-    let cargo_path = bin.path().join("cargo");
-    std::fs::write(&cargo_path, cargo).unwrap();
-    {
+    let pve_sim = "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  [ \"$1\" = --state-dir ] && dir=\"$2\"\n  shift\ndone\nmkdir -p \"$dir\"\necho 'terraform@pve!provider=secret' > \"$dir/token\"\necho 'PEM' > \"$dir/ca.pem\"\necho 'https://127.0.0.1:1' > \"$dir/endpoint\"\necho 'https://127.0.0.1:1'\nexec sleep 600\n";
+    for (path, text) in [
+        (bin.join("cargo"), cargo),
+        (debug.join("pve-sim"), pve_sim.to_owned()),
+        (
+            debug.join("proxmox-test-sweeper"),
+            format!("#!/bin/sh\nexit {sweeper}\n"),
+        ),
+    ] {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&cargo_path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let path = format!(
         "{}:{}",
-        bin.path().display(),
+        bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test.sh"))
+    let out = Command::new(scripts.join("test.sh"))
         .env("PATH", path)
         .env_remove("TF_ACC")
         .output()
         .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-    )
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        live_env: std::fs::read_to_string(env_file).unwrap_or_default(),
+    }
 }
+
+const LIVE_PASSING: &str = "\
+running 9 tests
+skipped failed_start_taints_then_replaces_and_destroys_cleanly in live mode: it runs only on the in-process pve-sim
+test result: ok. 9 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 40.0s
+";
 
 const PASSING: &str = "\
 running 12 tests
@@ -50,20 +96,41 @@ test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
 ";
 
 #[test]
-fn the_last_line_counts_every_test_binary() {
-    let (code, stdout) = run_test_sh(0, 0, 0, PASSING);
-    assert_eq!(code, 0, "{stdout}");
+fn the_last_line_counts_every_test_binary_of_both_test_stages() {
+    let run = run_test_sh(0, 0, 0, PASSING, LIVE_PASSING, 0);
+    assert_eq!(run.code, 0, "{}", run.stdout);
     assert_eq!(
-        stdout.lines().last(),
-        Some("16 passed, 0 failed, 1 skipped")
+        run.stdout.lines().last(),
+        Some("25 passed, 0 failed, 1 skipped")
     );
     for header in [
-        "==> [1/3] cargo fmt --check",
-        "==> [2/3] cargo clippy -D warnings",
-        "==> [3/3] cargo test --workspace (TF_ACC=1)",
+        "==> [1/4] cargo fmt --check",
+        "==> [2/4] cargo clippy -D warnings",
+        "==> [3/4] cargo test --workspace (TF_ACC=1)",
+        "==> [4/4] live mode against pve-sim as a separate process, then the sweeper",
     ] {
-        assert!(stdout.contains(header), "no {header:?}:\n{stdout}");
+        assert!(
+            run.stdout.contains(header),
+            "no {header:?}:\n{}",
+            run.stdout
+        );
     }
+}
+
+#[test]
+fn the_live_stage_points_the_tests_at_the_simulator_it_started() {
+    let run = run_test_sh(0, 0, 0, PASSING, LIVE_PASSING, 0);
+    let fields: Vec<&str> = run.live_env.trim_end().split('|').collect();
+    assert_eq!(fields.len(), 4, "{:?}\n{}", run.live_env, run.stdout);
+    assert_eq!(fields[0], "https://127.0.0.1:1");
+    assert_eq!(fields[1], "terraform@pve!provider=secret");
+    assert!(fields[2].ends_with("/state/ca.pem"), "{}", fields[2]);
+    assert!(fields[3].starts_with("tfacc-ci"), "{}", fields[3]);
+    // The skip notices of simulator-only tests are shown.
+    assert!(
+        run.stdout
+            .contains("in live mode: it runs only on the in-process pve-sim")
+    );
 }
 
 #[test]
@@ -71,18 +138,30 @@ fn a_failing_test_counts_and_fails_the_script() {
     let output = format!(
         "{PASSING}test result: FAILED. 4 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.3s\n"
     );
-    let (code, stdout) = run_test_sh(0, 0, 101, &output);
-    assert_ne!(code, 0, "{stdout}");
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.last(), Some(&"20 passed, 2 failed, 1 skipped"));
-    assert_eq!(lines[lines.len() - 2], "failed stages: test");
+    let run = run_test_sh(0, 0, 101, &output, LIVE_PASSING, 0);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.last(), Some(&"29 passed, 2 failed, 1 skipped"));
+    assert_eq!(lines[lines.len() - 2], "failed stages: test live");
 }
 
 #[test]
 fn a_lint_failure_still_runs_the_tests_and_fails_the_script() {
-    let (code, stdout) = run_test_sh(1, 101, 0, PASSING);
-    assert_ne!(code, 0, "{stdout}");
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.last(), Some(&"16 passed, 0 failed, 1 skipped"));
+    let run = run_test_sh(1, 101, 0, PASSING, LIVE_PASSING, 0);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.last(), Some(&"25 passed, 0 failed, 1 skipped"));
     assert_eq!(lines[lines.len() - 2], "failed stages: fmt clippy");
+}
+
+#[test]
+fn leftovers_of_the_live_run_fail_the_script() {
+    let run = run_test_sh(0, 0, 0, PASSING, LIVE_PASSING, 1);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("the live run left VMs or seed ISOs behind")
+    );
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines[lines.len() - 2], "failed stages: live");
 }
