@@ -298,6 +298,23 @@ pub fn validate_config(config: &Value) -> Diagnostics {
     diags
 }
 
+/// The fleet a state's VM belongs to: states from before fleets existed have none, which is
+/// the default fleet.
+pub fn fleet_of(state: &Value) -> String {
+    state
+        .get_attr("fleet")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+pub fn vmid_of(state: &Value) -> Option<u32> {
+    state
+        .get_attr("vmid")
+        .as_i64()
+        .and_then(|v| u32::try_from(v).ok())
+}
+
 /// What the provider keeps in the state's private bytes (never shown in plans): the token of
 /// the create that made the VM, so a state recognises its own VM and not another create's of
 /// the same name, and the changes a read found pending, for the plan's warning.

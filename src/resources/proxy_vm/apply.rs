@@ -1,0 +1,314 @@
+//! Apply of `proxmox_proxy_vm`: create, update and delete over the lifecycle, bounded by
+//! Terraform's timeouts and stop request, and turned into state and diagnostics.
+
+use tfplugin::{ApplyRequest, ApplyResponse, Context, Diagnostic, Value, plan};
+
+use super::lifecycle::{self, Expected, ProgressCell, StepError};
+use super::model::{self, Desired, Private, fleet_of, vmid_of};
+use crate::context::Configured;
+use crate::diagnostics;
+use crate::ownership;
+
+pub(super) fn step_diagnostic(operation: &str, name: &str, error: &StepError) -> Diagnostic {
+    match error {
+        StepError::Pve(e) => diagnostics::pve_error(operation, name, e),
+        StepError::Plain(text) | StepError::TakenOver(text) => {
+            diagnostics::vm_error(operation, name, text.clone())
+        }
+    }
+}
+
+/// Races an operation against Terraform's stop request (Ctrl-C) and its timeout.
+async fn bounded<T>(
+    ctx: &Context,
+    limit: std::time::Duration,
+    what: &str,
+    work: impl Future<Output = Result<T, StepError>>,
+) -> Result<T, StepError> {
+    tokio::select! {
+        result = tokio::time::timeout(limit, work) => result.unwrap_or_else(|_| Err(
+            StepError::Plain(format!("{what} did not finish within its timeout ({}s); raise `timeouts`, or run apply again to resume", limit.as_secs())),
+        )),
+        () = ctx.stop.stopped() => Err(
+            StepError::Plain(format!("{what} was interrupted by Terraform; the next apply resumes where it stopped")),
+        ),
+    }
+}
+
+pub(super) async fn create(
+    ctx: &Context,
+    configured: &Configured,
+    request: &ApplyRequest,
+) -> ApplyResponse {
+    let mut desired = Desired::from_plan(
+        &request.planned_state,
+        &request.config,
+        &configured.seed_storage,
+        &configured.fleet,
+    );
+    desired.create_token = ownership::new_create_token();
+    let private = Private {
+        create_token: Some(desired.create_token.clone()),
+        pending: Vec::new(),
+    };
+    let progress = ProgressCell::default();
+    let outcome = bounded(
+        ctx,
+        desired.timeouts.create,
+        "create",
+        lifecycle::create(configured, &desired, &progress),
+    )
+    .await;
+    let mut response = ApplyResponse::default();
+    match outcome {
+        Ok(observed) => {
+            response.new_state = observed.to_state(&request.planned_state);
+            response.private = private.encode();
+        }
+        Err(error) => {
+            response
+                .diagnostics
+                .push(step_diagnostic("create", &desired.name, &error));
+            // A VM another create took over is theirs: nothing of it belongs here.
+            if matches!(error, StepError::TakenOver(_)) {
+                return response;
+            }
+            // Whatever was made stays in state (Terraform taints it), so the next apply
+            // replaces it and a destroy removes the VM and its seed: nothing leaks.
+            let made = progress.get();
+            if let Some((vmid, node)) = made.vm {
+                response.new_state = partial_state(
+                    configured,
+                    &request.planned_state,
+                    vmid,
+                    &node,
+                    made.seed_volume.as_deref(),
+                )
+                .await;
+                response.private = private.encode();
+            }
+        }
+    }
+    response
+}
+
+/// The state of a half-made VM: every attribute the configuration gave, what can be read of
+/// the VM, and what the create recorded (VMID, node, seed volume), every unknown made
+/// concrete.
+async fn partial_state(
+    configured: &Configured,
+    planned: &Value,
+    vmid: u32,
+    node: &str,
+    seed_volume: Option<&str>,
+) -> Value {
+    let pool = planned.get_attr("pool").as_str().map(str::to_owned);
+    let mut state = match lifecycle::observe(&configured.client, node, vmid, pool).await {
+        Ok(Some(observed)) => observed.to_state(planned),
+        _ => {
+            let mut state = planned.clone();
+            if let Some(entries) = planned.as_entries() {
+                for (name, value) in entries {
+                    if !value.is_known() {
+                        state.set_attr(name.clone(), Value::Null);
+                    }
+                }
+            }
+            state.set_attr("id", Value::string(vmid.to_string()));
+            state.set_attr("vmid", Value::number(i64::from(vmid)));
+            state.set_attr("current_node", Value::string(node));
+            state
+        }
+    };
+    // The configuration's identity, not a half-made VM's (a clone has no name yet).
+    for name in ["name", "node", "template", "seed_storage", "fleet"] {
+        let wanted = planned.get_attr(name);
+        if wanted.is_wholly_known() && !wanted.is_null() {
+            state.set_attr(name, wanted.clone());
+        }
+    }
+    // A placed VM's node is known only from what the create recorded.
+    if state.get_attr("node").is_null() {
+        state.set_attr("node", Value::string(node));
+    }
+    // The seed may be uploaded but not attached yet: destroy must still find it.
+    if let Some(volume) = seed_volume
+        && state
+            .get_attr("seed_volume")
+            .as_str()
+            .is_none_or(str::is_empty)
+    {
+        state.set_attr("seed_volume", Value::string(volume));
+    }
+    state
+}
+
+pub(super) async fn update(
+    ctx: &Context,
+    configured: &Configured,
+    request: &ApplyRequest,
+) -> ApplyResponse {
+    let prior = &request.prior_state;
+    let planned = &request.planned_state;
+    let desired = Desired::from_plan(
+        planned,
+        &request.config,
+        &configured.seed_storage,
+        &fleet_of(prior),
+    );
+    let mut private = Private::decode(&request.planned_private);
+    let mut response = ApplyResponse {
+        new_state: prior.clone(),
+        private: private.encode(),
+        ..Default::default()
+    };
+    let Some(vmid) = vmid_of(prior) else {
+        response
+            .diagnostics
+            .error("Unable to update proxy VM", "the state has no VMID");
+        return response;
+    };
+    let node = prior
+        .get_attr("current_node")
+        .as_str()
+        .or_else(|| prior.get_attr("node").as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let vm_touching = [
+        "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started",
+    ];
+    let changed = plan::changed_attributes(prior, planned);
+    let mut interfaces = None;
+    if changed
+        .iter()
+        .any(|name| vm_touching.contains(&name.as_str()))
+    {
+        let disk_changed = changed.iter().any(|n| n == "disk_gib");
+        let deadline = tokio::time::Instant::now() + desired.timeouts.update;
+        let work = lifecycle::update(configured, &node, vmid, &desired, disk_changed, deadline);
+        match bounded(ctx, desired.timeouts.update, "update", work).await {
+            Ok(updated) => {
+                // Warn about what this apply left pending, not again on applies that do not
+                // touch it (plans keep naming it until a reboot).
+                let touched: Vec<&String> = updated
+                    .pending
+                    .iter()
+                    .filter(|key| match key.as_str() {
+                        "cores" | "memory" => changed.iter().any(|c| c == *key),
+                        "net0" => changed.iter().any(|c| c == "bridge" || c == "vlan_tag"),
+                        _ => false,
+                    })
+                    .collect();
+                if !touched.is_empty() {
+                    response.diagnostics.warning(
+                        "Changes pending until reboot",
+                        format!(
+                            "PVE applies these changes to VM {vmid} at its next boot: {}. Reboot it, or set reboot_if_needed = true to let the provider do it.",
+                            touched.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    );
+                }
+                interfaces = updated.interfaces;
+            }
+            Err(error) => {
+                response
+                    .diagnostics
+                    .push(step_diagnostic("update", &desired.name, &error));
+                return response;
+            }
+        }
+    }
+    match lifecycle::observe_with(
+        &configured.client,
+        &node,
+        vmid,
+        desired.pool.clone(),
+        interfaces,
+    )
+    .await
+    {
+        Ok(Some(observed)) => {
+            response.new_state = observed.to_state(planned);
+            // The plan kept the addresses (nothing here could move them): an agent that
+            // missed this one query must not make the result differ from the plan.
+            for name in ["ipv4_address", "ipv4_addresses", "ipv6_addresses"] {
+                let kept = planned.get_attr(name);
+                if kept.is_wholly_known() && response.new_state.get_attr(name) != kept {
+                    response.new_state.set_attr(name, kept.clone());
+                }
+            }
+            private.pending = observed
+                .pending_attributes()
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            response.private = private.encode();
+        }
+        Ok(None) => response.diagnostics.push(diagnostics::vm_error(
+            "update",
+            &desired.name,
+            format!("VM {vmid} disappeared during the update"),
+        )),
+        Err(error) => response
+            .diagnostics
+            .push(step_diagnostic("update", &desired.name, &error)),
+    }
+    response
+}
+
+pub(super) async fn delete(
+    ctx: &Context,
+    configured: &Configured,
+    request: &ApplyRequest,
+) -> ApplyResponse {
+    let prior = &request.prior_state;
+    let name = prior
+        .get_attr("name")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut response = ApplyResponse::default();
+    let Some(vmid) = vmid_of(prior) else {
+        return response;
+    };
+    let seed_volume = prior
+        .get_attr("seed_volume")
+        .as_str()
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    let seed_node = prior
+        .get_attr("node")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let limit = model::Timeouts::from_value(prior.get_attr("timeouts")).delete;
+    let fleet = fleet_of(prior);
+    let private = Private::decode(&request.planned_private);
+    let expected = Expected {
+        name: Some(&name),
+        fleet: &fleet,
+        create_token: private.create_token.as_deref(),
+    };
+    let deadline = tokio::time::Instant::now() + limit;
+    let work = lifecycle::delete(
+        configured,
+        vmid,
+        expected,
+        seed_volume.as_deref().map(|v| (seed_node.as_str(), v)),
+        deadline,
+    );
+    match bounded(ctx, limit, "delete", work).await {
+        Ok(Some(note)) => response
+            .diagnostics
+            .warning("Proxy VM not this state's", note),
+        Ok(None) => {}
+        Err(error) => {
+            response.new_state = prior.clone();
+            response.private = request.planned_private.clone();
+            response
+                .diagnostics
+                .push(step_diagnostic("delete", &name, &error));
+        }
+    }
+    response
+}
