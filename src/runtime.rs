@@ -1,6 +1,7 @@
 //! Process-wide coordination between the resource calls Terraform runs in parallel in one
-//! provider process: per-name locks, VMIDs reserved by creates in flight, and the short-lived
-//! cluster listing shared by all reads.
+//! provider process: per-name locks, VMIDs reserved by creates in flight, the short-lived
+//! cluster listing and per-node power listings shared by all reads, and the template
+//! listing shared by all creates.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -12,11 +13,19 @@ use tokio::sync::Mutex as AsyncMutex;
 /// of a plan, short enough that a plan run a moment later sees fresh data.
 pub const LISTING_TTL: Duration = Duration::from_secs(5);
 
+/// The live status of every VM on one node, by VMID.
+pub type NodePower = Arc<HashMap<u32, pve::qemu::VmStatus>>;
+
 #[derive(Debug, Default)]
 pub struct Runtime {
     name_locks: Mutex<HashMap<String, Arc<AsyncMutex<()>>>>,
     reserved_vmids: Mutex<BTreeSet<u32>>,
     listing: AsyncMutex<Option<(Instant, Arc<Vec<pve::cluster::ClusterVm>>)>>,
+    /// Per node: its live VM statuses (`GET /nodes/{node}/qemu?full=1`), one lock each so
+    /// concurrent reads on one node share one request.
+    node_power: Mutex<HashMap<String, Arc<AsyncMutex<Option<(Instant, NodePower)>>>>>,
+    /// The listing creates look templates up in, fetched once per process.
+    templates: AsyncMutex<Option<Arc<Vec<pve::cluster::ClusterVm>>>>,
     /// Per `fleet/name`: the instances planned in this process ("vmid N" for an existing
     /// VM, a counter for each planned create).
     planned_names: Mutex<HashMap<String, BTreeSet<String>>>,
@@ -88,6 +97,47 @@ impl Runtime {
     /// Drops the cached listing, after this process changed where VMs are.
     pub async fn forget_listing(&self) {
         *self.listing.lock().await = None;
+    }
+
+    /// The live status of every VM on `node`, fetched at most once per [`LISTING_TTL`]
+    /// however many reads ask: one request per node and refresh instead of one per VM. Read
+    /// live (not from `/cluster/resources`, whose status lags pvestatd's cycle), with
+    /// `full=1` so a paused VM shows as paused.
+    pub async fn node_power(&self, client: &pve::Client, node: &str) -> pve::Result<NodePower> {
+        let slot = {
+            let mut nodes = self.node_power.lock().unwrap_or_else(|e| e.into_inner());
+            nodes.entry(node.to_owned()).or_default().clone()
+        };
+        let mut cached = slot.lock().await;
+        if let Some((at, power)) = cached.as_ref()
+            && at.elapsed() < LISTING_TTL
+        {
+            return Ok(power.clone());
+        }
+        let policy = pve::RetryPolicy::default();
+        let rows = pve::retry_idempotent(&policy, || client.node(node).qemu_list(true)).await?;
+        let power: NodePower = Arc::new(rows.into_iter().map(|vm| (vm.vmid, vm)).collect());
+        *cached = Some((Instant::now(), power.clone()));
+        Ok(power)
+    }
+
+    /// The listing creates find templates in: fetched once per provider process and shared
+    /// by all its creates, since templates do not move during an apply. A template that is
+    /// not in it (made a moment ago) is looked for in a fresh listing, which then replaces it.
+    pub async fn template_listing(
+        &self,
+        client: &pve::Client,
+        fresh: bool,
+    ) -> pve::Result<Arc<Vec<pve::cluster::ClusterVm>>> {
+        let mut cached = self.templates.lock().await;
+        if !fresh && let Some(listing) = cached.as_ref() {
+            return Ok(listing.clone());
+        }
+        let policy = pve::RetryPolicy::default();
+        let listing =
+            Arc::new(pve::retry_idempotent(&policy, || client.cluster().vm_resources()).await?);
+        *cached = Some(listing.clone());
+        Ok(listing)
     }
 }
 
