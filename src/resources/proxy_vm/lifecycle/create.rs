@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use super::super::model::{Desired, Observed};
 use super::prechecks::{check_disk_size, check_seed_storage, resolve_template};
 use super::read::observe_with;
-use super::slot::{Slot, choose_slot, config_after_clone, fresh_listing};
+use super::slot::{Slot, choose_slot, config_after_clone};
 use super::steps::{Hold, build_seed, clone_vm, ensure_power, upload_seed, wait_for_address};
 use super::{ProgressCell, Step, StepError, next_lock_delay};
 use crate::context::Configured;
@@ -28,9 +28,18 @@ pub async fn create(
         .await;
 
     check_seed_storage(client, &desired.node, &desired.seed_storage).await?;
-    // One listing serves the template lookup and the first choice of VMID.
-    let listing = fresh_listing(client).await?;
-    let template = resolve_template(client, &listing, &desired.template, &desired.node).await?;
+    // One listing per process serves every create's template lookup (templates do not move
+    // during an apply); a template it does not know yet is looked for once more in a fresh
+    // one. VMIDs are probed one by one, so no create lists the whole cluster.
+    let mut listing = configured.runtime.template_listing(client, false).await?;
+    let template = match resolve_template(client, &listing, &desired.template, &desired.node).await
+    {
+        Ok(template) => template,
+        Err(_) => {
+            listing = configured.runtime.template_listing(client, true).await?;
+            resolve_template(client, &listing, &desired.template, &desired.node).await?
+        }
+    };
     check_disk_size(&template, &desired.name, desired.disk_gib)?;
     let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
@@ -56,7 +65,6 @@ pub async fn create(
                 progress.update(|p| p.vm = None);
                 // Our own claim on the VMID must not make us skip it: it may be ours now.
                 drop(reservation);
-                let listing = fresh_listing(client).await?;
                 let (next, claim) = choose_slot(configured, desired, &listing, deadline).await?;
                 slot = next;
                 reservation = claim;
