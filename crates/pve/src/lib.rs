@@ -139,5 +139,5 @@ pub mod wire;
 pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
 pub use error::{Error, ErrorKind, Origin, Result, TaskFailure};
 pub use retry::{RetryPolicy, retry_idempotent, retry_with_check};
-pub use tasks::{TaskExit, TaskOutcome, TaskWait};
+pub use tasks::{Pacer, TaskExit, TaskOutcome, TaskTimes, TaskWait};
 pub use upid::Upid;

@@ -515,7 +515,9 @@ pub(super) async fn reboot(client: &Client, node: &str, vmid: u32, deadline: Ins
 
 /// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
 /// returns what it reported. The timeout error says what the agent last answered: no agent,
-/// or an agent without an IPv4 address (a DHCP or network-config problem).
+/// or an agent without an IPv4 address (a DHCP or network-config problem). The looks are
+/// paced like task polls: near the boot time learned from this process's earlier creates,
+/// and early when a VM started beside this one gets its address.
 pub(super) async fn wait_for_address(
     client: &Client,
     node: &str,
@@ -523,10 +525,27 @@ pub(super) async fn wait_for_address(
     deadline: Instant,
 ) -> Step<Vec<GuestInterface>> {
     let agent = client.node(node).qemu(vmid).agent();
-    let mut delay = Duration::from_millis(200);
-    let mut last;
+    let mut pacer = pve::Pacer::new(
+        client.task_times(),
+        "guest-address",
+        &client.config().task_wait,
+    );
+    let mut last = "no answer yet".to_owned();
     let mut agent_answered = false;
     loop {
+        if tokio::time::timeout_at(deadline, pacer.pause())
+            .await
+            .is_err()
+        {
+            let hint = if agent_answered {
+                "The VM runs and its guest agent answers, but the guest got no IPv4 address: check DHCP on the bridge/VLAN, or give a static address with `network_config`; or set wait_for_address = false."
+            } else {
+                "The VM runs; check that the image can install qemu-guest-agent (the seed's vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
+            };
+            return plain(format!(
+                "no IPv4 address from the guest agent within the create timeout (last answer: {last}). {hint}"
+            ));
+        }
         match agent.network_get_interfaces().await {
             Ok(interfaces) => {
                 if interfaces
@@ -534,6 +553,7 @@ pub(super) async fn wait_for_address(
                     .flat_map(|i| &i.ip_addresses)
                     .any(|ip| ip.is_usable_ipv4())
                 {
+                    pacer.finished();
                     return Ok(interfaces);
                 }
                 if !agent_answered {
@@ -547,17 +567,6 @@ pub(super) async fn wait_for_address(
             }
             Err(e) => last = e.to_string(),
         }
-        if Instant::now() + delay > deadline {
-            let hint = if agent_answered {
-                "The VM runs and its guest agent answers, but the guest got no IPv4 address: check DHCP on the bridge/VLAN, or give a static address with `network_config`; or set wait_for_address = false."
-            } else {
-                "The VM runs; check that the image can install qemu-guest-agent (the seed's vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
-            };
-            return plain(format!(
-                "no IPv4 address from the guest agent within the create timeout (last answer: {last}). {hint}"
-            ));
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 3 / 2).min(Duration::from_secs(3));
+        pacer.still_running();
     }
 }
