@@ -16,6 +16,9 @@ pub const LISTING_TTL: Duration = Duration::from_secs(5);
 /// The live status of every VM on one node, by VMID.
 pub type NodePower = Arc<HashMap<u32, pve::qemu::VmStatus>>;
 
+/// One node's cached [`NodePower`] and when it was fetched.
+type NodePowerSlot = AsyncMutex<Option<(Instant, NodePower)>>;
+
 #[derive(Debug, Default)]
 pub struct Runtime {
     name_locks: Mutex<HashMap<String, Arc<AsyncMutex<()>>>>,
@@ -23,7 +26,7 @@ pub struct Runtime {
     listing: AsyncMutex<Option<(Instant, Arc<Vec<pve::cluster::ClusterVm>>)>>,
     /// Per node: its live VM statuses (`GET /nodes/{node}/qemu?full=1`), one lock each so
     /// concurrent reads on one node share one request.
-    node_power: Mutex<HashMap<String, Arc<AsyncMutex<Option<(Instant, NodePower)>>>>>,
+    node_power: Mutex<HashMap<String, Arc<NodePowerSlot>>>,
     /// The listing creates look templates up in, fetched once per process.
     templates: AsyncMutex<Option<Arc<Vec<pve::cluster::ClusterVm>>>>,
     /// Per `fleet/name`: the instances planned in this process ("vmid N" for an existing

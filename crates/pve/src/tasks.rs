@@ -391,6 +391,7 @@ impl Client {
                     id = upid.id(),
                     outcome = %exitstatus,
                     duration_ms = waited.as_millis() as u64,
+                    polls,
                     "PVE task finished"
                 );
                 return Ok(TaskOutcome {

@@ -554,6 +554,12 @@ pub(super) async fn wait_for_address(
                     .any(|ip| ip.is_usable_ipv4())
                 {
                     pacer.finished();
+                    tracing::info!(
+                        vmid,
+                        duration_ms = pacer.elapsed().as_millis() as u64,
+                        polls = pacer.looks(),
+                        "the guest agent reports an IPv4 address"
+                    );
                     return Ok(interfaces);
                 }
                 if !agent_answered {
