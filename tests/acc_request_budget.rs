@@ -122,6 +122,7 @@ async fn a_create_and_a_refresh_stay_within_their_request_budgets() {
     let before = journal_len(&sim).await;
     ws.apply().await.success();
     let create = count(&journal_since(&sim, before).await);
+    eprintln!("10 creates: {create:?}");
     assert!(
         create.total <= 10 * CREATE_BUDGET_PER_VM,
         "10 creates cost {} requests (budget {CREATE_BUDGET_PER_VM} per VM): {create:?}",
@@ -163,6 +164,7 @@ async fn a_create_and_a_refresh_stay_within_their_request_budgets() {
         out.stdout()
     );
     let refresh = count(&journal_since(&sim, before).await);
+    eprintln!("refresh of 30: {refresh:?}");
     assert!(
         refresh.total <= 30 * REFRESH_BUDGET_PER_VM + PLAN_OVERHEAD,
         "a refresh of 30 VMs cost {} requests (budget {REFRESH_BUDGET_PER_VM} per VM + {PLAN_OVERHEAD}): {refresh:?}",
