@@ -16,6 +16,9 @@ pub const LISTING_TTL: Duration = Duration::from_secs(5);
 /// The live status of every VM on one node, by VMID.
 pub type NodePower = Arc<HashMap<u32, pve::qemu::VmStatus>>;
 
+/// A value [`Runtime::once`] keeps.
+type Learned = Arc<dyn std::any::Any + Send + Sync>;
+
 /// One node's cached [`NodePower`] and when it was fetched.
 type NodePowerSlot = AsyncMutex<Option<(Instant, NodePower)>>;
 
@@ -29,6 +32,8 @@ pub struct Runtime {
     node_power: Mutex<HashMap<String, Arc<NodePowerSlot>>>,
     /// The listing creates look templates up in, fetched once per process.
     templates: AsyncMutex<Option<Arc<Vec<pve::cluster::ClusterVm>>>>,
+    /// What one create found out that every later create of the process may reuse.
+    learned: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Learned>>>>,
     /// Per `fleet/name`: the instances planned in this process ("vmid N" for an existing
     /// VM, a counter for each planned create).
     planned_names: Mutex<HashMap<String, BTreeSet<String>>>,
@@ -95,6 +100,32 @@ impl Runtime {
             Arc::new(pve::retry_idempotent(&policy, || client.cluster().vm_resources()).await?);
         *cached = Some((Instant::now(), fresh.clone()));
         Ok(fresh)
+    }
+
+    /// What a create of this process found out under `key` (a checked seed storage, a
+    /// resolved template: neither changes during an apply), found out once: parallel creates
+    /// asking for the same key wait for the first one's answer. A failure is not kept, so the
+    /// next create asks again.
+    pub async fn once<T, E, F, Fut>(&self, key: &str, find_out: F) -> Result<T, E>
+    where
+        T: Clone + Send + Sync + 'static,
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let cell = {
+            let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+            learned.entry(key.to_owned()).or_default().clone()
+        };
+        let value = cell
+            .get_or_try_init(|| async {
+                let value = find_out().await?;
+                Ok::<Learned, E>(Arc::new(value))
+            })
+            .await?;
+        Ok(value
+            .downcast_ref::<T>()
+            .expect("one key holds one type")
+            .clone())
     }
 
     /// Drops the cached listing, after this process changed where VMs are.

@@ -26,14 +26,16 @@ const CONDITIONAL_ATTEMPTS: u32 = 6;
 
 /// Clones the template onto `vmid` with the mark of this create attempt, waiting out the task
 /// and a lock on the template. A lost or unexplained answer is checked against the cluster
-/// before anything is sent again, so a clone never happens twice.
+/// before anything is sent again, so a clone never happens twice. True when this call's own
+/// clone task ended well (the VM is then on `desired.node`, unlocked); false when a lost
+/// answer's clone was found, whose end nobody waited for.
 pub(super) async fn clone_vm(
     client: &Client,
     template: (&str, u32),
     vmid: u32,
     desired: &Desired,
     deadline: Instant,
-) -> Step<()> {
+) -> Step<bool> {
     let mut request = CloneRequest::full(vmid);
     request.name = Some(desired.name.clone());
     request.description = Some(creating_mark(desired).render());
@@ -54,10 +56,13 @@ pub(super) async fn clone_vm(
         },
     )
     .await?;
-    if let Some(upid) = dispatched {
-        wait(client, &upid).await?;
+    match dispatched {
+        Some(upid) => {
+            wait(client, &upid).await?;
+            Ok(true)
+        }
+        None => Ok(false),
     }
-    Ok(())
 }
 
 /// The mark a create in progress writes.
