@@ -149,12 +149,15 @@ impl TaskTimes {
             let learned = kinds.entry(kind.to_owned()).or_default();
             learned.estimate = Some(match (learned.estimate, running_at) {
                 (None, None) => ended_at,
+                // A ladder's bracket is wide: its middle.
                 (None, Some(lo)) => (lo + ended_at) / 2,
                 // Ended by the first look near the estimate: the estimate may be too long
                 // now, so probe a little shorter next time (once per round: parallel waiters
                 // that all ended at their first look shorten it once, not once each).
-                (Some(old), None) => old.min(ended_at.mul_f64(0.9)),
-                (Some(old), Some(lo)) => (old + (lo + ended_at) / 2) / 2,
+                (Some(old), None) => old.min(ended_at.mul_f64(0.98)),
+                // Still running at the estimate, then seen stopped a short step later: the
+                // next one of its kind is looked at then, to end at its first look.
+                (Some(_), Some(_)) => ended_at,
             });
             learned.ended.clone()
         };
@@ -440,7 +443,7 @@ mod tests {
     }
 
     #[test]
-    fn the_estimate_is_the_middle_of_what_was_seen_and_shortens_once_per_round() {
+    fn the_estimate_follows_what_was_seen_and_shortens_once_per_round() {
         let times = TaskTimes::default();
         assert_eq!(times.estimate("qmclone"), None);
         // Seen running at 1.5 s, stopped at 2.5 s: it ended around 2 s.
@@ -448,13 +451,13 @@ mod tests {
             record_all(&times, &[(Some(1500), 2500)]),
             Duration::from_millis(2000)
         );
-        // Ten parallel waits all stopped at their first look, at 2 s: shorten once, by 10 %.
+        // Ten parallel waits all stopped at their first look, at 2 s: shorten once, by 2 %.
         let rounds = vec![(None, 2000); 10];
-        assert_eq!(record_all(&times, &rounds), Duration::from_millis(1800));
-        // Seen running at 1.8 s and stopped at 2.0 s: halfway towards 1.9 s.
+        assert_eq!(record_all(&times, &rounds), Duration::from_millis(1960));
+        // Seen running at 1.96 s and stopped at 2.08 s: look at 2.08 s next time.
         assert_eq!(
-            record_all(&times, &[(Some(1800), 2000)]),
-            Duration::from_millis(1850)
+            record_all(&times, &[(Some(1960), 2080)]),
+            Duration::from_millis(2080)
         );
         assert_eq!(times.estimate("qmconfig"), None, "kinds are apart");
     }
