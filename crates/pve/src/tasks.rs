@@ -149,15 +149,15 @@ impl TaskTimes {
             let learned = kinds.entry(kind.to_owned()).or_default();
             learned.estimate = Some(match (learned.estimate, running_at) {
                 (None, None) => ended_at,
-                // A ladder's bracket is wide: its middle.
-                (None, Some(lo)) => (lo + ended_at) / 2,
                 // Ended by the first look near the estimate: the estimate may be too long
                 // now, so probe a little shorter next time (once per round: parallel waiters
                 // that all ended at their first look shorten it once, not once each).
                 (Some(old), None) => old.min(ended_at.mul_f64(0.98)),
-                // Still running at the estimate, then seen stopped a short step later: the
-                // next one of its kind is looked at then, to end at its first look.
-                (Some(_), Some(_)) => ended_at,
+                // Seen running, then stopped a short step later: the next one of its kind is
+                // looked at then, to end at its first look. A wide bracket (a ladder's rung,
+                // or a look made when another wait ended) says less: its middle.
+                (_, Some(lo)) if ended_at - lo <= ended_at / 8 => ended_at,
+                (_, Some(lo)) => (lo + ended_at) / 2,
             });
             learned.ended.clone()
         };
@@ -458,6 +458,11 @@ mod tests {
         assert_eq!(
             record_all(&times, &[(Some(1960), 2080)]),
             Duration::from_millis(2080)
+        );
+        // Running at 1 s, stopped at 3 s (woken by another wait): somewhere in between.
+        assert_eq!(
+            record_all(&times, &[(Some(1000), 3000)]),
+            Duration::from_millis(2000)
         );
         assert_eq!(times.estimate("qmconfig"), None, "kinds are apart");
     }

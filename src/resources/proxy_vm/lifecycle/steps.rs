@@ -530,11 +530,14 @@ pub(super) async fn wait_for_address(
     deadline: Instant,
 ) -> Step<Vec<GuestInterface>> {
     let agent = client.node(node).qemu(vmid).agent();
-    let mut pacer = pve::Pacer::new(
-        client.task_times(),
-        "guest-address",
-        &client.config().task_wait,
-    );
+    // A guest boots for seconds, and each look at an agent that is not up yet holds a PVE
+    // worker until the agent times out: a gentler ladder than a task's.
+    let pace = pve::TaskWait {
+        first_poll: Duration::from_millis(200),
+        backoff: 1.5,
+        ..client.config().task_wait.clone()
+    };
+    let mut pacer = pve::Pacer::new(client.task_times(), "guest-address", &pace);
     let mut last = "no answer yet".to_owned();
     let mut agent_answered = false;
     loop {
