@@ -125,12 +125,22 @@ pub struct TaskTimes {
 struct Learned {
     estimate: Option<Duration>,
     ended: Arc<Notify>,
+    /// Waits of this kind started so far: spreads their ladders (see [`Pacer::new`]).
+    started: u64,
 }
 
 impl TaskTimes {
     /// The learned run time of `kind`, if any wait of that kind ended yet.
     pub fn estimate(&self, kind: &str) -> Option<Duration> {
         self.lock().get(kind).and_then(|l| l.estimate)
+    }
+
+    /// The number of this wait among the waits of its kind.
+    fn next_waiter(&self, kind: &str) -> u64 {
+        let mut kinds = self.lock();
+        let learned = kinds.entry(kind.to_owned()).or_default();
+        learned.started += 1;
+        learned.started - 1
     }
 
     fn signal(&self, kind: &str) -> Arc<Notify> {
@@ -181,14 +191,19 @@ pub struct Pacer<'a> {
     step: Duration,
     running_at: Option<Duration>,
     looks: u32,
+    past_estimate: bool,
 }
 
 impl<'a> Pacer<'a> {
     /// Starts pacing a wait for `kind`, from now.
     pub fn new(times: &'a TaskTimes, kind: &str, opts: &TaskWait) -> Pacer<'a> {
-        // Waiters started together spread their looks over one rung of the ladder, so
-        // together they notice the first end early and wake the others (see `TaskTimes`).
-        let spread = 1.0 + fastrand::f64() * (opts.backoff.max(1.0) - 1.0).min(2.0);
+        // Waiters started together spread their looks evenly over one rung of the ladder
+        // (in log scale, by the golden ratio's sequence), so together they notice the first
+        // end soon after it and wake the others (see `TaskTimes`). The first waits at
+        // `first_poll`.
+        let rung = opts.backoff.clamp(1.0, 3.0);
+        let phase = (times.next_waiter(kind) as f64 * 0.618_033_988_7).fract();
+        let spread = rung.powf(phase);
         Pacer {
             times,
             kind: kind.to_owned(),
@@ -197,6 +212,7 @@ impl<'a> Pacer<'a> {
             step: opts.first_poll.mul_f64(spread),
             running_at: None,
             looks: 0,
+            past_estimate: false,
         }
     }
 
@@ -253,7 +269,10 @@ impl<'a> Pacer<'a> {
                 return expected;
             }
             // Past it: short steps from a fraction of the estimate, growing.
-            self.step = self.step.max(estimate / 16);
+            if !self.past_estimate {
+                self.past_estimate = true;
+                self.step = (estimate / 16).max(self.opts.first_poll / 2);
+            }
         }
         last + self.step
     }
