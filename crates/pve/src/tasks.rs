@@ -164,9 +164,13 @@ impl TaskTimes {
                 // that all ended at their first look shorten it once, not once each).
                 (Some(old), None) => old.min(ended_at.mul_f64(0.98)),
                 // Seen running, then stopped a short step later: the next one of its kind is
-                // looked at then, to end at its first look. A wide bracket (a ladder's rung,
-                // or a look made when another wait ended) says less: its middle.
+                // looked at then, to end at its first look.
                 (_, Some(lo)) if ended_at - lo <= ended_at / 8 => ended_at,
+                // A wide bracket (a ladder's rung, a look made when another wait ended) that
+                // agrees with the estimate leaves it; waits woken together by the first end
+                // of a wave thereby raise it only while one of them saw its task still running
+                // later than the estimate.
+                (Some(old), Some(lo)) if old > lo && old <= ended_at => old,
                 (_, Some(lo)) => (lo + ended_at) / 2,
             });
             learned.ended.clone()
@@ -478,11 +482,24 @@ mod tests {
             record_all(&times, &[(Some(1960), 2080)]),
             Duration::from_millis(2080)
         );
-        // Running at 1 s, stopped at 3 s (woken by another wait): somewhere in between.
+        // Running at 1 s, stopped at 3 s (woken by another wait): agrees, nothing learned.
         assert_eq!(
             record_all(&times, &[(Some(1000), 3000)]),
-            Duration::from_millis(2000)
+            Duration::from_millis(2080)
         );
+        // Running at 2.5 s, stopped at 3 s: later than thought, somewhere in between.
+        assert_eq!(
+            record_all(&times, &[(Some(2500), 3000)]),
+            Duration::from_millis(2750)
+        );
+        // Nothing known, a ladder's rung from 0.8 s to 2.4 s: its middle.
+        let fresh = TaskTimes::default();
+        fresh.record(
+            "qmclone",
+            Some(Duration::from_millis(800)),
+            Duration::from_millis(2400),
+        );
+        assert_eq!(fresh.estimate("qmclone"), Some(Duration::from_millis(1600)));
         assert_eq!(times.estimate("qmconfig"), None, "kinds are apart");
     }
 
