@@ -446,7 +446,14 @@ async fn bench_fleet_scale() {
         .await
         .success();
         let wall = started.elapsed();
-        let counts = count(&journal_since(&sim, before).await);
+        let journal = journal_since(&sim, before).await;
+        // Every request of the apply, for a closer look at where they go.
+        std::fs::write(
+            out_dir.join(format!("apply-{vms}.journal.json")),
+            serde_json::to_vec_pretty(&journal).unwrap(),
+        )
+        .unwrap();
+        let counts = count(&journal);
         let waves = vms.div_ceil(PARALLELISM) as u64;
         let floor = Duration::from_millis(waves * chain_ms(&config));
         eprintln!(

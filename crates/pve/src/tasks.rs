@@ -102,8 +102,8 @@ pub struct TaskWait {
 impl Default for TaskWait {
     fn default() -> Self {
         TaskWait {
-            first_poll: Duration::from_millis(20),
-            backoff: 3.0,
+            first_poll: Duration::from_millis(25),
+            backoff: 4.0,
             max_interval: Duration::from_secs(2),
             unknown_grace: Duration::from_secs(10),
             log_tail_lines: 20,
@@ -164,8 +164,8 @@ impl TaskTimes {
                 // that all ended at their first look shorten it once, not once each).
                 (Some(old), None) => old.min(ended_at.mul_f64(0.98)),
                 // Seen running, then stopped a short step later: the next one of its kind is
-                // looked at then, to end at its first look.
-                (_, Some(lo)) if ended_at - lo <= ended_at / 8 => ended_at,
+                // looked at late in that step, to end at its first look most of the time.
+                (_, Some(lo)) if ended_at - lo <= ended_at / 8 => ended_at - (ended_at - lo) / 4,
                 // A wide bracket (a ladder's rung, a look made when another wait ended) that
                 // agrees with the estimate leaves it; waits woken together by the first end
                 // of a wave thereby raise it only while one of them saw its task still running
@@ -205,7 +205,7 @@ impl<'a> Pacer<'a> {
         // (in log scale, by the golden ratio's sequence), so together they notice the first
         // end soon after it and wake the others (see `TaskTimes`). The first waits at
         // `first_poll`.
-        let rung = opts.backoff.clamp(1.0, 3.0);
+        let rung = opts.backoff.clamp(1.0, 4.0);
         let phase = (times.next_waiter(kind) as f64 * 0.618_033_988_7).fract();
         let spread = rung.powf(phase);
         Pacer {
@@ -272,10 +272,10 @@ impl<'a> Pacer<'a> {
             if expected > last + self.opts.first_poll / 2 {
                 return expected;
             }
-            // Past it: short steps from a fraction of the estimate, growing.
+            // Past it: short steps from a tenth of the estimate, growing.
             if !self.past_estimate {
                 self.past_estimate = true;
-                self.step = (estimate / 16).max(self.opts.first_poll / 2);
+                self.step = (estimate / 10).max(self.opts.first_poll / 2);
             }
         }
         last + self.step
@@ -477,15 +477,15 @@ mod tests {
         // Ten parallel waits all stopped at their first look, at 2 s: shorten once, by 2 %.
         let rounds = vec![(None, 2000); 10];
         assert_eq!(record_all(&times, &rounds), Duration::from_millis(1960));
-        // Seen running at 1.96 s and stopped at 2.08 s: look at 2.08 s next time.
+        // Seen running at 1.96 s and stopped at 2.08 s: look at 2.05 s next time.
         assert_eq!(
             record_all(&times, &[(Some(1960), 2080)]),
-            Duration::from_millis(2080)
+            Duration::from_millis(2050)
         );
         // Running at 1 s, stopped at 3 s (woken by another wait): agrees, nothing learned.
         assert_eq!(
             record_all(&times, &[(Some(1000), 3000)]),
-            Duration::from_millis(2080)
+            Duration::from_millis(2050)
         );
         // Running at 2.5 s, stopped at 3 s: later than thought, somewhere in between.
         assert_eq!(

@@ -533,8 +533,8 @@ pub(super) async fn wait_for_address(
     // A guest boots for seconds, and each look at an agent that is not up yet holds a PVE
     // worker until the agent times out: a gentler ladder than a task's.
     let pace = pve::TaskWait {
-        first_poll: Duration::from_millis(200),
-        backoff: 1.5,
+        first_poll: Duration::from_millis(300),
+        backoff: 2.0,
         ..client.config().task_wait.clone()
     };
     let mut pacer = pve::Pacer::new(client.task_times(), "guest-address", &pace);
