@@ -569,7 +569,7 @@ fn svg(refresh: &[RefreshRow], apply: &[ApplyRow]) -> String {
     let x = |n: f64| left + (n.log10() - xmin) / (xmax - xmin).max(0.1) * (w - left - right);
     let y = |v: f64| h - bottom - v.min(ymax) / ymax * (h - top - bottom);
     let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{left}\" y=\"18\">Requests per VM against fleet size (pve-sim journal)</text>\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{left}\" y=\"18\">Requests and wall time per VM against fleet size (pve-sim)</text>\n"
     );
     out.push_str(&format!(
         "<line x1=\"{left}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/>\n<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{0}\" stroke=\"black\"/>\n",
@@ -578,9 +578,10 @@ fn svg(refresh: &[RefreshRow], apply: &[ApplyRow]) -> String {
     ));
     for tick in [0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0] {
         out.push_str(&format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{tick}</text>\n<line x1=\"{left}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#ddd\"/>\n",
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{tick}</text>\n<line x1=\"{left}\" y1=\"{2}\" x2=\"{3}\" y2=\"{2}\" stroke=\"#ddd\"/>\n",
             left - 6.0,
             y(tick) + 4.0,
+            y(tick),
             w - right
         ));
     }
@@ -596,7 +597,7 @@ fn svg(refresh: &[RefreshRow], apply: &[ApplyRow]) -> String {
         (left + w - right) / 2.0,
         h - 6.0
     ));
-    let series: [Series; 3] = [
+    let series: [Series; 4] = [
         (
             "refresh",
             "#1f77b4",
@@ -611,6 +612,14 @@ fn svg(refresh: &[RefreshRow], apply: &[ApplyRow]) -> String {
             apply
                 .iter()
                 .map(|r| (r.vms as f64, r.counts.total as f64 / r.vms as f64))
+                .collect(),
+        ),
+        (
+            "refresh: plan ms per VM",
+            "#9467bd",
+            refresh
+                .iter()
+                .map(|r| (r.vms as f64, r.wall.as_secs_f64() * 1000.0 / r.vms as f64))
                 .collect(),
         ),
         (
