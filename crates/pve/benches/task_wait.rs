@@ -192,7 +192,7 @@ fn main() {
                 0,
                 1,
             ),
-            ("no learning (20 ms, x3, 2 s)", no_learning, true, 0, 1),
+            ("no learning (25 ms, x4, 2 s)", no_learning, true, 0, 1),
             (
                 "previous default (5 ms, x1.25, 1 s)",
                 fixed(5, 1.25, 1000),
