@@ -136,21 +136,33 @@ async fn a_create_and_a_refresh_stay_within_their_request_budgets() {
 
     ws.write_main_tf(&fleet_tf(30));
     ws.apply().await.success();
-    // One VM stopped behind Terraform's back: its agent is not asked.
-    let stopped = sim
-        .state()
-        .await
-        .get("vms")
-        .and_then(|vms| vms.as_array().cloned())
-        .unwrap_or_default()
-        .into_iter()
-        .find(|vm| vm["config"]["name"] == "fleet-7")
-        .expect("fleet-7 exists");
-    let (vmid, node) = (stopped["vmid"].as_u64().unwrap(), &stopped["node"]);
+    // Behind Terraform's back, one VM stopped (its agent is not asked) and one paused (which
+    // only the node listing's `full=1` tells from running).
+    let vms = sim.state().await["vms"].as_array().cloned().unwrap();
+    let find = |name: &str| {
+        let vm = vms
+            .iter()
+            .find(|vm| vm["config"]["name"] == name)
+            .expect("the VM exists");
+        (
+            vm["vmid"].as_u64().unwrap(),
+            vm["node"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (vmid, node) = find("fleet-7");
     let upid = sim
         .api(
             "POST",
-            &format!("/nodes/{}/qemu/{vmid}/status/stop", node.as_str().unwrap()),
+            &format!("/nodes/{node}/qemu/{vmid}/status/stop"),
+            &[],
+        )
+        .await;
+    sim.wait_task(&upid).await;
+    let (paused_vmid, paused_node) = find("fleet-8");
+    let upid = sim
+        .api(
+            "POST",
+            &format!("/nodes/{paused_node}/qemu/{paused_vmid}/status/suspend"),
             &[],
         )
         .await;
@@ -183,6 +195,23 @@ async fn a_create_and_a_refresh_stay_within_their_request_budgets() {
         "{:?}",
         refresh.per_vm
     );
+
+    // What the refresh saw is what the VMs are.
+    ws.terraform(&["apply", "-refresh-only", "-auto-approve", "-input=false"])
+        .await
+        .success();
+    let state = ws.state().await;
+    let status = |index: usize| {
+        state["values"]["root_module"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["index"] == index)
+            .map(|r| r["values"]["status"].clone())
+    };
+    assert_eq!(status(7), Some("stopped".into()));
+    assert_eq!(status(8), Some("paused".into()));
+    assert_eq!(status(9), Some("running".into()));
 }
 
 // ---------------------------------------------------------------------------------------
