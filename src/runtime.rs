@@ -207,6 +207,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn parallel_creates_find_a_thing_out_once_and_a_failure_is_not_kept() {
+        let runtime = Runtime::default();
+        let asked = std::sync::atomic::AtomicU32::new(0);
+        let ask = || async {
+            asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            Ok::<_, String>(7u32)
+        };
+        let answers = tokio::join!(
+            runtime.once("template t", ask),
+            runtime.once("template t", ask),
+            runtime.once("template t", ask),
+        );
+        assert_eq!(answers, (Ok(7), Ok(7), Ok(7)));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+        let failed = runtime
+            .once("seed storage", || async { Err::<u32, _>("offline") })
+            .await;
+        assert_eq!(failed, Err("offline"));
+        let again = runtime
+            .once("seed storage", || async { Ok::<_, &str>(1u32) })
+            .await;
+        assert_eq!(again, Ok(1), "a failure is asked again");
+    }
+
+    #[tokio::test]
     async fn name_locks_serialise_one_name_only() {
         let runtime = Runtime::default();
         let held = runtime.lock_name("edge-1").await;
