@@ -1,6 +1,7 @@
 //! Process-wide coordination between the resource calls Terraform runs in parallel in one
-//! provider process: per-name locks, VMIDs reserved by creates in flight, and the short-lived
-//! cluster listing shared by all reads.
+//! provider process: per-name locks, VMIDs reserved by creates in flight, the short-lived
+//! cluster listing and per-node power listings shared by all reads, and the template
+//! listing shared by all creates.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -12,11 +13,27 @@ use tokio::sync::Mutex as AsyncMutex;
 /// of a plan, short enough that a plan run a moment later sees fresh data.
 pub const LISTING_TTL: Duration = Duration::from_secs(5);
 
+/// The live status of every VM on one node, by VMID.
+pub type NodePower = Arc<HashMap<u32, pve::qemu::VmStatus>>;
+
+/// A value [`Runtime::once`] keeps.
+type Learned = Arc<dyn std::any::Any + Send + Sync>;
+
+/// One node's cached [`NodePower`] and when it was fetched.
+type NodePowerSlot = AsyncMutex<Option<(Instant, NodePower)>>;
+
 #[derive(Debug, Default)]
 pub struct Runtime {
     name_locks: Mutex<HashMap<String, Arc<AsyncMutex<()>>>>,
     reserved_vmids: Mutex<BTreeSet<u32>>,
     listing: AsyncMutex<Option<(Instant, Arc<Vec<pve::cluster::ClusterVm>>)>>,
+    /// Per node: its live VM statuses (`GET /nodes/{node}/qemu?full=1`), one lock each so
+    /// concurrent reads on one node share one request.
+    node_power: Mutex<HashMap<String, Arc<NodePowerSlot>>>,
+    /// The listing creates look templates up in, fetched once per process.
+    templates: AsyncMutex<Option<Arc<Vec<pve::cluster::ClusterVm>>>>,
+    /// What one create found out that every later create of the process may reuse.
+    learned: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Learned>>>>,
     /// Per `fleet/name`: the instances planned in this process ("vmid N" for an existing
     /// VM, a counter for each planned create).
     planned_names: Mutex<HashMap<String, BTreeSet<String>>>,
@@ -131,9 +148,76 @@ impl Runtime {
         Ok(fresh)
     }
 
+    /// What a create of this process found out under `key` (a checked seed storage, a
+    /// resolved template: neither changes during an apply), found out once: parallel creates
+    /// asking for the same key wait for the first one's answer. A failure is not kept, so the
+    /// next create asks again.
+    pub async fn once<T, E, F, Fut>(&self, key: &str, find_out: F) -> Result<T, E>
+    where
+        T: Clone + Send + Sync + 'static,
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let cell = {
+            let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+            learned.entry(key.to_owned()).or_default().clone()
+        };
+        let value = cell
+            .get_or_try_init(|| async {
+                let value = find_out().await?;
+                Ok::<Learned, E>(Arc::new(value))
+            })
+            .await?;
+        Ok(value
+            .downcast_ref::<T>()
+            .expect("one key holds one type")
+            .clone())
+    }
+
     /// Drops the cached listing, after this process changed where VMs are.
     pub async fn forget_listing(&self) {
         *self.listing.lock().await = None;
+    }
+
+    /// The live status of every VM on `node`, fetched at most once per [`LISTING_TTL`]
+    /// however many reads ask: one request per node and refresh instead of one per VM. Read
+    /// live (not from `/cluster/resources`, whose status lags pvestatd's cycle), with
+    /// `full=1` so a paused VM shows as paused.
+    pub async fn node_power(&self, client: &pve::Client, node: &str) -> pve::Result<NodePower> {
+        let slot = {
+            let mut nodes = self.node_power.lock().unwrap_or_else(|e| e.into_inner());
+            nodes.entry(node.to_owned()).or_default().clone()
+        };
+        let mut cached = slot.lock().await;
+        if let Some((at, power)) = cached.as_ref()
+            && at.elapsed() < LISTING_TTL
+        {
+            return Ok(power.clone());
+        }
+        let policy = pve::RetryPolicy::default();
+        let rows = pve::retry_idempotent(&policy, || client.node(node).qemu_list(true)).await?;
+        let power: NodePower = Arc::new(rows.into_iter().map(|vm| (vm.vmid, vm)).collect());
+        *cached = Some((Instant::now(), power.clone()));
+        Ok(power)
+    }
+
+    /// The listing creates find templates in: fetched once per provider process and shared
+    /// by all its creates, since templates do not move during an apply. A template that is
+    /// not in it (made a moment ago) is looked for in a fresh listing, which then replaces it.
+    pub async fn template_listing(
+        &self,
+        client: &pve::Client,
+        fresh: bool,
+    ) -> pve::Result<Arc<Vec<pve::cluster::ClusterVm>>> {
+        let mut cached = self.templates.lock().await;
+        if !fresh && let Some(listing) = cached.as_ref() {
+            return Ok(listing.clone());
+        }
+        let policy = pve::RetryPolicy::default();
+        let listing =
+            Arc::new(pve::retry_idempotent(&policy, || client.cluster().vm_resources()).await?);
+        *cached = Some(listing.clone());
+        Ok(listing)
     }
 }
 
@@ -166,6 +250,33 @@ mod tests {
             !runtime.note_planned_name("", "edge-1", ""),
             "two creates of one name"
         );
+    }
+
+    #[tokio::test]
+    async fn parallel_creates_find_a_thing_out_once_and_a_failure_is_not_kept() {
+        let runtime = Runtime::default();
+        let asked = std::sync::atomic::AtomicU32::new(0);
+        let ask = || async {
+            asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            Ok::<_, String>(7u32)
+        };
+        let answers = tokio::join!(
+            runtime.once("template t", ask),
+            runtime.once("template t", ask),
+            runtime.once("template t", ask),
+        );
+        assert_eq!(answers, (Ok(7), Ok(7), Ok(7)));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+        let failed = runtime
+            .once("seed storage", || async { Err::<u32, _>("offline") })
+            .await;
+        assert_eq!(failed, Err("offline"));
+        let again = runtime
+            .once("seed storage", || async { Ok::<_, &str>(1u32) })
+            .await;
+        assert_eq!(again, Ok(1), "a failure is asked again");
     }
 
     #[tokio::test]

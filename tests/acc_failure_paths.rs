@@ -150,7 +150,8 @@ const CREATE_STEPS: &[(&str, &str, &str)] = &[
 const LATER_STEPS: &[(&str, &str, &str)] = &[
     ("refresh listing", "GET", "^/cluster/resources"),
     ("refresh config", "GET", "/qemu/\\d+/pending$"),
-    ("refresh status", "GET", "/qemu/\\d+/status/current$"),
+    // Power states come from one live listing per node.
+    ("refresh status", "GET", "^/nodes/[^/]+/qemu$"),
     ("destroy stop", "POST", "/status/stop$"),
     (
         "destroy seed delete",

@@ -9,7 +9,10 @@
 //! [t_sent + R, t_answered + R], so the notice latency lies in
 //! [t_noticed − t_answered − R, t_noticed − t_sent − R]; we report the upper bound (the
 //! pessimistic figure) and the bracket width. R is swept over 0..2 s so task ends fall on
-//! every phase of the polling schedule, with several tasks waited on concurrently.
+//! every phase of the polling schedule, with several tasks waited on concurrently. The
+//! default schedule learns task lengths per client, so it is measured three ways: a length the
+//! client saw before (a fleet's later tasks), a first task of its kind (a fleet's first wave),
+//! and lengths that change with every round.
 
 use std::time::{Duration, Instant};
 
@@ -67,24 +70,49 @@ async fn one_task(client: &Client, run_ms: u64, wait: &TaskWait, volume: &str) -
     }
 }
 
+/// Waits on `concurrent` tasks of each run time. `fresh_client` gives each run time a client
+/// that has learned nothing; `warmup` rounds per run time are waited on but not reported (the
+/// client learns from them), then `rounds` are.
+#[allow(clippy::too_many_arguments)]
 async fn run_schedule(
-    client: &Client,
-    admin: &reqwest::Client,
     sim: &Sim,
+    admin: &reqwest::Client,
     wait: &TaskWait,
     run_times: &[u64],
     concurrent: usize,
+    fresh_client: bool,
+    warmup: usize,
+    rounds: usize,
 ) -> Vec<Sample> {
     let mut samples = Vec::new();
+    let mut client = new_client(sim);
     for &run_ms in run_times {
+        if fresh_client {
+            client = new_client(sim);
+        }
         set_imgdel_ms(admin, sim, run_ms).await;
-        let tasks = (0..concurrent).map(|i| {
-            let volume = format!("iso/bench-{i}.iso");
-            async move { one_task(client, run_ms, wait, &volume).await }
-        });
-        samples.extend(futures_util::future::join_all(tasks).await);
+        for round in 0..warmup + rounds {
+            let client = &client;
+            let tasks = (0..concurrent).map(|i| {
+                let volume = format!("iso/bench-{i}.iso");
+                async move { one_task(client, run_ms, wait, &volume).await }
+            });
+            let done = futures_util::future::join_all(tasks).await;
+            if round >= warmup {
+                samples.extend(done);
+            }
+        }
     }
     samples
+}
+
+fn new_client(sim: &Sim) -> Client {
+    Client::new(ClientConfig::new(
+        sim.endpoint(),
+        ApiToken::parse(sim.token()).unwrap(),
+        TlsTrust::CaPem(sim.ca_pem().to_owned()),
+    ))
+    .unwrap()
 }
 
 fn report(name: &str, samples: &[Sample]) {
@@ -95,12 +123,13 @@ fn report(name: &str, samples: &[Sample]) {
     let polls: u64 = samples.iter().map(|s| u64::from(s.polls)).sum();
     let waited: f64 = samples.iter().map(|s| s.waited.as_secs_f64()).sum();
     println!(
-        "{name:<34} n={:<4} median={:>7.1} ms  p95={:>7.1} ms  max={:>7.1} ms  (bracket median {:.1} ms)  req/s per waiting task={:.2}",
+        "{name:<38} n={:<4} median={:>7.1} ms  p95={:>7.1} ms  max={:>7.1} ms  (bracket median {:.1} ms)  polls per task={:.2}  req/s per waiting task={:.2}",
         samples.len(),
         percentile(&lat, 0.5).as_secs_f64() * 1e3,
         percentile(&lat, 0.95).as_secs_f64() * 1e3,
         lat.last().unwrap().as_secs_f64() * 1e3,
         percentile(&brackets, 0.5).as_secs_f64() * 1e3,
+        polls as f64 / samples.len() as f64,
         polls as f64 / waited,
     );
 }
@@ -116,12 +145,6 @@ fn main() {
         let sim = Sim::start(SimConfig::default(), "127.0.0.1:0".parse().unwrap(), None)
             .await
             .unwrap();
-        let client = Client::new(ClientConfig::new(
-            sim.endpoint(),
-            ApiToken::parse(sim.token()).unwrap(),
-            TlsTrust::CaPem(sim.ca_pem().to_owned()),
-        ))
-        .unwrap();
         let admin = reqwest::Client::builder()
             .tls_certs_only(reqwest::Certificate::from_pem_bundle(sim.ca_pem().as_bytes()).unwrap())
             .build()
@@ -133,27 +156,69 @@ fn main() {
         let sweep: Vec<u64> = (0..steps).map(|i| 7 + i * 2000 / steps).collect();
 
         let default_wait = TaskWait::default();
-        let samples = run_schedule(&client, &admin, &sim, &default_wait, &sweep, concurrent).await;
-        report("default (5 ms, x1.25, 1 s ceiling)", &samples);
-
-        for (name, first_ms, backoff, ceiling_ms) in [
-            ("alt: 5 ms, x1.5, 1 s ceiling", 5, 1.5, 1000),
-            ("alt: 5 ms, x1.5, 500 ms ceiling", 5, 1.5, 500),
-            ("baseline: fixed 1 s polling", 1000, 1.0, 1000),
-        ] {
-            let wait = TaskWait {
-                first_poll: Duration::from_millis(first_ms),
-                backoff,
-                max_interval: Duration::from_millis(ceiling_ms),
-                ..TaskWait::default()
-            };
-            let samples = run_schedule(&client, &admin, &sim, &wait, &sweep, concurrent).await;
+        let no_learning = TaskWait {
+            learn: false,
+            ..TaskWait::default()
+        };
+        let fixed = |first_ms: u64, backoff: f64, ceiling_ms: u64| TaskWait {
+            first_poll: Duration::from_millis(first_ms),
+            backoff,
+            max_interval: Duration::from_millis(ceiling_ms),
+            learn: false,
+            ..TaskWait::default()
+        };
+        let scenarios: Vec<(&str, TaskWait, bool, usize, usize)> = vec![
+            // A fleet's later tasks: the same length was seen before by this client.
+            (
+                "default, length seen before",
+                default_wait.clone(),
+                true,
+                1,
+                2,
+            ),
+            // A fleet's first wave: nothing learned, tasks sent together.
+            (
+                "default, first of its kind",
+                default_wait.clone(),
+                true,
+                0,
+                1,
+            ),
+            // One client through the whole sweep: every length differs from the last.
+            (
+                "default, length drifting",
+                default_wait.clone(),
+                false,
+                0,
+                1,
+            ),
+            ("no learning (25 ms, x4, 2 s)", no_learning, true, 0, 1),
+            (
+                "previous default (5 ms, x1.25, 1 s)",
+                fixed(5, 1.25, 1000),
+                true,
+                0,
+                1,
+            ),
+            (
+                "baseline: fixed 1 s polling",
+                fixed(1000, 1.0, 1000),
+                true,
+                0,
+                1,
+            ),
+        ];
+        for (name, wait, fresh, warmup, rounds) in scenarios {
+            let samples = run_schedule(
+                &sim, &admin, &wait, &sweep, concurrent, fresh, warmup, rounds,
+            )
+            .await;
             report(name, &samples);
         }
 
         // Steady-state cost of one long wait: the poll rate at the ceiling.
         let long_ms = if quick { 4000 } else { 10_000 };
-        let samples = run_schedule(&client, &admin, &sim, &default_wait, &[long_ms], 1).await;
+        let samples = run_schedule(&sim, &admin, &default_wait, &[long_ms], 1, true, 0, 1).await;
         report(&format!("default, one {} s task", long_ms / 1000), &samples);
 
         sim.shutdown().await;

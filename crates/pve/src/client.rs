@@ -134,6 +134,7 @@ struct Inner {
     auth: HeaderValue,
     scrubber: Scrubber,
     config: ClientConfig,
+    task_times: crate::tasks::TaskTimes,
 }
 
 /// A Proxmox VE API client. Cheap to clone; clones share the connection pool.
@@ -219,6 +220,7 @@ impl Client {
                 auth,
                 scrubber,
                 config,
+                task_times: crate::tasks::TaskTimes::default(),
             }),
         })
     }
@@ -226,6 +228,11 @@ impl Client {
     /// The configuration the client was built with.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
+    }
+
+    /// How long tasks and other waits took so far, shared by every wait of this client.
+    pub fn task_times(&self) -> &crate::tasks::TaskTimes {
+        &self.inner.task_times
     }
 
     /// Removes the token from a text (for callers that log server-provided texts themselves).

@@ -11,7 +11,7 @@
 //! | [`version`] | `/version` | [`Client::version`] |
 //! | [`nodes`] | `/nodes`, `/nodes/{node}/status`, `/nodes/{node}/network` | [`Client::nodes`], [`Client::node`] → [`nodes::Node::status`], [`nodes::Node::network`] |
 //! | [`cluster`] | `/cluster/resources?type=vm`, `/cluster/nextid` | [`Client::cluster`] → `vm_resources`, `locate_vm`, `next_id` |
-//! | [`qemu`] | `/nodes/{node}/qemu/{vmid}/…` | `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config` (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`, `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name` |
+//! | [`qemu`] | `/nodes/{node}/qemu[/{vmid}/…]` | `client.node(n).qemu_list(full)`; `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config` (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`, `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name` |
 //! | [`storage`] | `/nodes/{node}/storage/…` | `client.node(n).storages(..)`, `.storage(id)` → `status`, `content`, `volume`, `delete_volume`, `upload` |
 //! | [`tasks`] | `/nodes/{node}/tasks/{upid}/…` | [`Client::task_status`], [`Client::task_log_tail`], [`Client::wait_for_task`] |
 //! | [`access`] | `/access/permissions` | [`Client::permissions`], [`access::has_privilege`] |
@@ -110,8 +110,10 @@
 //!
 //! # Waiting for tasks
 //!
-//! [`Client::wait_for_task`] polls `GET /nodes/{upid node}/tasks/{upid}/status`: first after
-//! 5 ms, then ×1.25 up to 1 s (steady state: one request per second per waiting task; see
+//! [`Client::wait_for_task`] polls `GET /nodes/{upid node}/tasks/{upid}/status`. The client
+//! learns each task type's length ([`TaskTimes`]): a task of a type seen before is polled
+//! once near its expected end; otherwise the first poll comes after 25–100 ms, then on a ×4
+//! ladder up to 2 s, and a waiter wakes when a task of its type started beside it ends (see
 //! `BENCH.md`). "no such task" right after dispatch is retried for a grace period; transient
 //! polling errors are retried. The caller owns the deadline: wrap the
 //! call in `tokio::time::timeout`.
@@ -119,7 +121,7 @@
 //! # Observability
 //!
 //! One `tracing::debug!` per API call (method, path, status, duration_ms, attempt) and one
-//! `tracing::info!` per waited task (task_type, node, id, outcome, duration_ms). Query
+//! `tracing::info!` per waited task (task_type, node, id, outcome, duration_ms, polls). Query
 //! strings and bodies are never logged.
 
 pub mod access;
@@ -139,5 +141,5 @@ pub mod wire;
 pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
 pub use error::{ConnectFailure, Error, ErrorKind, Origin, Result, TaskFailure};
 pub use retry::{RetryPolicy, retry_idempotent, retry_with_check};
-pub use tasks::{TaskExit, TaskOutcome, TaskWait};
+pub use tasks::{Pacer, TaskExit, TaskOutcome, TaskTimes, TaskWait};
 pub use upid::Upid;

@@ -32,6 +32,22 @@ impl<'a> Node<'a> {
     }
 }
 
+impl Node<'_> {
+    /// `GET /nodes/{node}/qemu`: the live status of every VM on the node in one call. With
+    /// `full`, running VMs also carry `qmpstatus` (PVE asks QMP only then), which is what
+    /// tells a paused VM from a running one.
+    pub async fn qemu_list(self, full: bool) -> Result<Vec<VmStatus>> {
+        let query = if full {
+            Form::new().bool("full", true)
+        } else {
+            Form::new()
+        };
+        self.client
+            .get(&format!("{}/qemu", self.path()), &query)
+            .await
+    }
+}
+
 /// `POST …/clone` parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CloneRequest {

@@ -335,7 +335,6 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
         .as_ref()
         .map(|a| a.hostname.clone())
         .unwrap_or_default();
-    let node = vm.node.clone();
     let nets: Vec<(String, Net)> = vm
         .config
         .iter()
@@ -384,10 +383,9 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
                 let mac = net.mac.clone().unwrap_or_default().to_lowercase();
                 let mut addresses = Vec::new();
                 if let Some(bridge) = net.bridge()
-                    && let Some(ip) = world.lease_ipv4(&node, bridge, net.tag(), &mac)
+                    && let Some(ip) = world.lease_ipv4(bridge, net.tag(), &mac)
                 {
-                    addresses
-                        .push(json!({"ip-address": ip, "ip-address-type": "ipv4", "prefix": 24}));
+                    addresses.push(json!({"ip-address": ip, "ip-address-type": "ipv4", "prefix": crate::world::LEASE_PREFIX}));
                 }
                 addresses.push(json!({"ip-address": link_local(&mac), "ip-address-type": "ipv6", "prefix": 64}));
                 interfaces.push(json!({

@@ -26,12 +26,21 @@ fn upid_reply(upid: String) -> ApiResult {
 
 pub fn list(world: &World, call: &Call) -> ApiResult {
     let node = call.node();
+    // `full=1` asks QMP too: `qmpstatus` (paused) and the running machine, but no `ha`/`agent`.
+    let full = call.bool("full").unwrap_or(false);
     let rows: Vec<Value> = world
         .vms
         .values()
         .filter(|vm| vm.node == node)
         .filter(|vm| world.has_privilege(&format!("/vms/{}", vm.vmid), "VM.Audit"))
-        .map(|vm| vm_status_json(vm, call.now, false))
+        .map(|vm| {
+            let mut row = vm_status_json(vm, call.now, full);
+            if let Some(row) = row.as_object_mut() {
+                row.remove("ha");
+                row.remove("agent");
+            }
+            row
+        })
         .collect();
     Ok(Reply::data(Value::Array(rows)))
 }

@@ -121,6 +121,26 @@ pub struct JournalEntry {
     pub status: u16,
 }
 
+/// The addresses of one bridge/VLAN pair.
+#[derive(Debug, Clone)]
+pub struct Subnet {
+    /// The second octet: `10.<index>.0.0/16`.
+    pub index: u8,
+    /// Lease slots: the MAC holding it (lower case); the slot number is the host offset.
+    pub leases: Vec<Option<String>>,
+}
+
+impl Subnet {
+    fn slot_of(&self, mac: &str) -> Option<usize> {
+        self.leases
+            .iter()
+            .position(|held| held.as_deref().is_some_and(|m| m.eq_ignore_ascii_case(mac)))
+    }
+}
+
+/// The prefix length of the addresses [`World::lease_ipv4`] hands out.
+pub const LEASE_PREFIX: u8 = 16;
+
 #[derive(Debug)]
 pub struct World {
     pub version: VersionInfo,
@@ -142,8 +162,8 @@ pub struct World {
     pub mac_prefix: String,
     pub next_id_lower: u32,
     pub next_id_upper: u32,
-    /// (bridge, vlan tag) -> MACs in lease order; index = host address offset.
-    pub ip_leases: BTreeMap<(String, u16), Vec<String>>,
+    /// (bridge, vlan tag) -> its subnet and leases.
+    pub ip_leases: BTreeMap<(String, u16), Subnet>,
     next_pid: u32,
     pub boot_time: u64,
     /// vmid -> (shared holders, exclusively held): the node-local config flocks.
@@ -419,26 +439,65 @@ impl World {
         }
     }
 
-    /// The IPv4 address for a MAC on a bridge/VLAN: one /24 per (bridge, tag), leased in order.
-    pub fn lease_ipv4(&mut self, node: &str, bridge: &str, tag: u16, mac: &str) -> Option<String> {
-        let bridge_index = self
-            .node(node)
-            .and_then(|n| n.bridges.iter().position(|b| b == bridge))
-            .unwrap_or(0) as u16;
-        let leases = self.ip_leases.entry((bridge.to_string(), tag)).or_default();
-        let index = match leases.iter().position(|m| m.eq_ignore_ascii_case(mac)) {
-            Some(index) => index,
-            None => {
-                leases.push(mac.to_string());
-                leases.len() - 1
-            }
-        };
-        let host = 10 + index;
-        if host > 254 {
+    /// The IPv4 address for a MAC on a bridge/VLAN: one /16 per (bridge, tag) (`10.<n>.0.0`,
+    /// n in order of first use), hosts from `.0.10` on. A lease whose MAC no longer belongs
+    /// to any VM (destroyed, or given a new NIC) is handed out again, so any number of VMs
+    /// made and destroyed over time get addresses. `None` once 65,525 live VMs share one
+    /// bridge/VLAN, or past 256 bridge/VLAN pairs.
+    pub fn lease_ipv4(&mut self, bridge: &str, tag: u16, mac: &str) -> Option<String> {
+        let key = (bridge.to_string(), tag);
+        let networks = self.ip_leases.len();
+        if !self.ip_leases.contains_key(&key) && networks > usize::from(u8::MAX) {
             return None;
         }
-        let second = (bridge_index % 16) * 16 + tag / 256;
-        Some(format!("10.{}.{}.{}", second, tag % 256, host))
+        let live = if self
+            .ip_leases
+            .get(&key)
+            .is_some_and(|net| net.slot_of(mac).is_some())
+        {
+            BTreeSet::new()
+        } else {
+            self.live_macs()
+        };
+        let subnet = self.ip_leases.entry(key).or_insert_with(|| Subnet {
+            index: networks as u8,
+            leases: Vec::new(),
+        });
+        let slot = match subnet.slot_of(mac) {
+            Some(slot) => slot,
+            None => {
+                let free = subnet
+                    .leases
+                    .iter()
+                    .position(|held| held.as_ref().is_none_or(|m| !live.contains(m)));
+                let slot = free.unwrap_or(subnet.leases.len());
+                if slot == subnet.leases.len() {
+                    subnet.leases.push(None);
+                }
+                subnet.leases[slot] = Some(mac.to_ascii_lowercase());
+                slot
+            }
+        };
+        let host = 10 + slot;
+        // 10.n.255.255 is the broadcast address.
+        if host >= 0xFFFF {
+            return None;
+        }
+        Some(format!("10.{}.{}.{}", subnet.index, host / 256, host % 256))
+    }
+
+    /// The MACs (lower case) of every VM's NICs.
+    fn live_macs(&self) -> BTreeSet<String> {
+        self.vms
+            .values()
+            .flat_map(|vm| vm.config.iter())
+            .filter(|(key, _)| key.starts_with("net"))
+            .filter_map(|(_, value)| {
+                let model = value.split(',').next()?;
+                let (_, mac) = model.split_once('=')?;
+                Some(mac.to_ascii_lowercase())
+            })
+            .collect()
     }
 
     pub fn has_privilege(&self, path: &str, privilege: &str) -> bool {
@@ -938,6 +997,45 @@ pub fn vm_status_json(vm: &Vm, now: Instant, with_extras: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_nic(world: &mut World, vmid: u32, mac: &str) {
+        let mut vm = world.vms[&9000].clone();
+        vm.vmid = vmid;
+        vm.config.remove("template");
+        vm.config
+            .insert("net0".into(), format!("virtio={mac},bridge=vmbr0"));
+        world.vms.insert(vmid, vm);
+    }
+
+    #[test]
+    fn addresses_outlast_a_slash_24_and_come_back_when_their_vm_goes() {
+        let mut world = World::new(&SimConfig::default());
+        let mut seen = BTreeSet::new();
+        for n in 0..600u32 {
+            let mac = format!("BC:24:11:00:{:02X}:{:02X}", n / 256, n % 256);
+            with_nic(&mut world, 1000 + n, &mac);
+            let ip = world.lease_ipv4("vmbr0", 0, &mac).expect("an address");
+            // Asking again is the same lease.
+            assert_eq!(world.lease_ipv4("vmbr0", 0, &mac).as_ref(), Some(&ip));
+            assert!(seen.insert(ip), "address handed out twice");
+        }
+        assert!(seen.contains("10.0.0.10") && seen.contains("10.0.2.97"));
+        let first = world.lease_ipv4("vmbr0", 0, "BC:24:11:00:00:00").unwrap();
+        world.vms.remove(&1000);
+        with_nic(&mut world, 2000, "BC:24:11:FF:00:00");
+        assert_eq!(
+            world.lease_ipv4("vmbr0", 0, "BC:24:11:FF:00:00"),
+            Some(first),
+            "the destroyed VM's address is handed out again"
+        );
+        // Another VLAN is another /16.
+        assert_eq!(
+            world
+                .lease_ipv4("vmbr0", 20, "BC:24:11:FF:00:00")
+                .as_deref(),
+            Some("10.1.0.10")
+        );
+    }
 
     #[test]
     fn sizes_round_trip_in_pve_units() {

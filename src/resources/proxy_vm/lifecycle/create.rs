@@ -5,9 +5,9 @@ use pve::ErrorKind;
 use tokio::time::Instant;
 
 use super::super::model::{Desired, Observed};
-use super::prechecks::{check_disk_size, check_seed_storage, resolve_template};
+use super::prechecks::{Template, check_disk_size, check_seed_storage, resolve_template};
 use super::read::observe_with;
-use super::slot::{Slot, choose_slot, config_after_clone, fresh_listing};
+use super::slot::{Slot, choose_slot, config_after_clone};
 use super::steps::{Hold, build_seed, clone_vm, ensure_power, upload_seed, wait_for_address};
 use super::{ProgressCell, Step, StepError, next_lock_delay, placement};
 use crate::context::Configured;
@@ -57,17 +57,42 @@ pub async fn create(
         .lock_name(&format!("{}/{}", desired.fleet, desired.name))
         .await;
 
-    // One listing serves placement, the template lookup and the first choice of VMID.
-    let listing = fresh_listing(client).await?;
+    let runtime = &configured.runtime;
+    // One listing per process serves placement and every create's template lookup
+    // (templates do not move during an apply; placement adds this process's own creates);
+    // a template it does not know yet is looked for once more in a fresh one. VMIDs are
+    // probed one by one, so no create lists the whole cluster.
+    let listing = runtime.template_listing(client, false).await?;
     let (placed, placement) = place(configured, desired, &listing).await?;
     let desired = &placed;
-    check_seed_storage(client, &desired.node, &desired.seed_storage).await?;
-    let template = resolve_template(client, &listing, &desired.template, &desired.node).await?;
+    // The seed storage and the template are checked once per process: neither changes during
+    // an apply, and a fleet's creates share them.
+    runtime
+        .once(
+            &format!("seed storage {}/{}", desired.node, desired.seed_storage),
+            || check_seed_storage(client, &desired.node, &desired.seed_storage),
+        )
+        .await?;
+    let template: Template = runtime
+        .once(
+            &format!("template {} for {}", desired.template, desired.node),
+            || async {
+                match resolve_template(client, &listing, &desired.template, &desired.node).await {
+                    Ok(template) => Ok(template),
+                    Err(_) => {
+                        let fresh = runtime.template_listing(client, true).await?;
+                        resolve_template(client, &fresh, &desired.template, &desired.node).await
+                    }
+                }
+            },
+        )
+        .await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Plain)?;
     let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
     // refuses the clone, and we look again.
     let mut lock_delay = std::time::Duration::from_millis(200);
+    let mut cloned_here = false;
     for attempt in 1.. {
         let Slot::Fresh(vmid) = slot else { break };
         progress.update(|p| p.vm = Some((vmid, desired.node.clone())));
@@ -80,15 +105,15 @@ pub async fn create(
         )
         .await
         {
-            Ok(()) => {
+            Ok(waited) => {
                 slot = Slot::Adopt(vmid, desired.node.clone());
+                cloned_here = waited;
             }
             Err(StepError::Pve(e)) if e.kind() == ErrorKind::AlreadyExists && attempt < 5 => {
                 tracing::info!(vmid, "VMID taken meanwhile; choosing again");
                 progress.update(|p| p.vm = None);
                 // Our own claim on the VMID must not make us skip it: it may be ours now.
                 drop(reservation);
-                let listing = fresh_listing(client).await?;
                 let (next, claim) = choose_slot(configured, desired, &listing, deadline).await?;
                 slot = next;
                 reservation = claim;
@@ -112,12 +137,19 @@ pub async fn create(
     }
     progress.update(|p| p.vm = Some((vmid, node.clone())));
     configured.runtime.forget_listing().await;
-    // An adopted clone may still be running, and may end on another node: follow it.
-    let Some((node, _)) = config_after_clone(client, &node, vmid, deadline).await? else {
-        progress.update(|p| p.vm = None);
-        return Err(StepError::Plain(format!(
-            "VM {vmid} vanished right after its clone"
-        )));
+    // An adopted clone may still be running, and may end on another node: follow it. Our
+    // own clone, waited for, ended on our node.
+    let node = match cloned_here {
+        true => node,
+        false => match config_after_clone(client, &node, vmid, deadline).await? {
+            Some((node, _)) => node,
+            None => {
+                progress.update(|p| p.vm = None);
+                return Err(StepError::Plain(format!(
+                    "VM {vmid} vanished right after its clone"
+                )));
+            }
+        },
     };
     progress.update(|p| p.vm = Some((vmid, node.clone())));
     let _claim = reservation;

@@ -1,6 +1,10 @@
 //! Read: where a VM is, its config and power state, and its addresses, without waiting.
+//!
+//! A refresh costs at most two requests per VM (`GET …/pending` for config and pending
+//! changes, and the agent's interfaces only for a running VM with the agent enabled) plus one
+//! cluster listing and one power listing per node, shared by all reads of the process.
 
-use pve::qemu::GuestInterface;
+use pve::qemu::{GuestInterface, VmStatus};
 use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
 
 use super::super::model::{Observed, RunningValues};
@@ -28,6 +32,19 @@ pub async fn observe_with(
     pool: Option<String>,
     reported: Option<Vec<GuestInterface>>,
 ) -> Step<Option<Observed>> {
+    observe_known(client, node, vmid, pool, None, reported).await
+}
+
+/// [`observe_with`], with the power state when the caller already read it live (a node's
+/// listing); otherwise it is asked of the VM.
+async fn observe_known(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    pool: Option<String>,
+    status: Option<VmStatus>,
+    reported: Option<Vec<GuestInterface>>,
+) -> Step<Option<Observed>> {
     let qemu = client.node(node).qemu(vmid);
     let view = match retry_idempotent(&RetryPolicy::default(), || qemu.pending_view()).await {
         Ok(view) => view,
@@ -35,10 +52,13 @@ pub async fn observe_with(
         Err(e) => return Err(e.into()),
     };
     let config = &view.effective;
-    let status = match retry_idempotent(&RetryPolicy::default(), || qemu.status()).await {
-        Ok(status) => status,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let status = match status {
+        Some(status) => status,
+        None => match retry_idempotent(&RetryPolicy::default(), || qemu.status()).await {
+            Ok(status) => status,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        },
     };
     let net = config.net(0).and_then(Result::ok);
     let mac = net.as_ref().and_then(|n| n.mac.clone());
@@ -180,7 +200,22 @@ pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) ->
     if entry.lock.as_deref() == Some("clone") {
         return Ok(Found::Cloning);
     }
-    let Some(observed) = observe(&configured.client, &entry.node, vmid, entry.pool.clone()).await?
+    // The power state comes from the node's listing, shared by every read of this refresh.
+    // A VM missing from it (migrated since the cluster listing) is asked directly.
+    let power = configured
+        .runtime
+        .node_power(&configured.client, &entry.node)
+        .await?;
+    let status = power.get(&vmid).cloned();
+    let Some(observed) = observe_known(
+        &configured.client,
+        &entry.node,
+        vmid,
+        entry.pool.clone(),
+        status,
+        None,
+    )
+    .await?
     else {
         return Ok(Found::Gone);
     };

@@ -74,12 +74,6 @@ pub(super) async fn config_after_clone(
     }
 }
 
-/// A fresh listing, for decisions a cached one could get wrong: it may predate VMs made a
-/// moment ago.
-pub(super) async fn fresh_listing(client: &Client) -> Step<Vec<pve::cluster::ClusterVm>> {
-    Ok(retry_idempotent(&RetryPolicy::default(), || client.cluster().vm_resources()).await?)
-}
-
 /// The error for a finished VM of ours with this name: it belongs to another state (or to
 /// one that was lost), so it is never taken over; the message says how to import it.
 pub(super) fn already_made(vmid: u32, node: &str, desired: &Desired) -> StepError {
@@ -94,6 +88,25 @@ pub(super) fn already_made(vmid: u32, node: &str, desired: &Desired) -> StepErro
     ))
 }
 
+/// Whether nothing is at `vmid`, asked of PVE for that one VMID (`GET /cluster/nextid?vmid=N`),
+/// so probing costs the same however big the cluster is.
+async fn vmid_is_free(client: &Client, vmid: u32) -> Step<bool> {
+    match retry_idempotent(&RetryPolicy::default(), || {
+        client.cluster().next_id(Some(vmid))
+    })
+    .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The first VMID of the name's candidates that is free, or holds an unfinished create of this
+/// name to resume. Each candidate is asked of PVE on its own (whether it is taken); only a
+/// taken one has its config read, to classify whose it is. `listing` is a possibly stale
+/// listing, used only to guess the node of a taken VMID (a wrong guess is corrected by a
+/// fresh look).
 pub(super) async fn choose_slot<'a>(
     configured: &'a Configured,
     desired: &Desired,
@@ -113,11 +126,15 @@ pub(super) async fn choose_slot<'a>(
             continue;
         }
         let reservation = Reservation { runtime, vmid };
-        let Some(existing) = listing.iter().find(|vm| vm.vmid == vmid) else {
+        if vmid_is_free(client, vmid).await? {
             return Ok((Slot::Fresh(vmid), reservation));
-        };
+        }
+        let node = listing
+            .iter()
+            .find(|vm| vm.vmid == vmid)
+            .map_or(desired.node.as_str(), |vm| vm.node.as_str());
         // A VM being cloned has no mark yet: its ownership shows once the clone ends.
-        let found = config_after_clone(client, &existing.node, vmid, deadline).await?;
+        let found = config_after_clone(client, node, vmid, deadline).await?;
         let Some((node, config)) = found else {
             // It was a clone that failed and cleaned up: the VMID is free again.
             return Ok((Slot::Fresh(vmid), reservation));

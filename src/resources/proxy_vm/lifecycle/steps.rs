@@ -30,14 +30,16 @@ const CONDITIONAL_ATTEMPTS: u32 = 6;
 
 /// Clones the template onto `vmid` with the mark of this create attempt, waiting out the task
 /// and a lock on the template. A lost or unexplained answer is checked against the cluster
-/// before anything is sent again, so a clone never happens twice.
+/// before anything is sent again, so a clone never happens twice. True when this call's own
+/// clone task ended well (the VM is then on `desired.node`, unlocked); false when a lost
+/// answer's clone was found, whose end nobody waited for.
 pub(super) async fn clone_vm(
     client: &Client,
     template: (&str, u32),
     vmid: u32,
     desired: &Desired,
     deadline: Instant,
-) -> Step<()> {
+) -> Step<bool> {
     let mut request = CloneRequest::full(vmid);
     request.name = Some(desired.name.clone());
     request.description = Some(creating_mark(desired).render());
@@ -62,10 +64,13 @@ pub(super) async fn clone_vm(
         },
     )
     .await?;
-    if let Some(upid) = dispatched {
-        wait(client, &upid).await?;
+    match dispatched {
+        Some(upid) => {
+            wait(client, &upid).await?;
+            Ok(true)
+        }
+        None => Ok(false),
     }
-    Ok(())
 }
 
 /// The mark a create in progress writes.
@@ -523,7 +528,9 @@ pub(super) async fn reboot(client: &Client, node: &str, vmid: u32, deadline: Ins
 
 /// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
 /// returns what it reported. The timeout error says what the agent last answered: no agent,
-/// or an agent without an IPv4 address (a DHCP or network-config problem).
+/// or an agent without an IPv4 address (a DHCP or network-config problem). The looks are
+/// paced like task polls: near the boot time learned from this process's earlier creates,
+/// and early when a VM started beside this one gets its address.
 pub(super) async fn wait_for_address(
     client: &Client,
     node: &str,
@@ -531,10 +538,30 @@ pub(super) async fn wait_for_address(
     deadline: Instant,
 ) -> Step<Vec<GuestInterface>> {
     let agent = client.node(node).qemu(vmid).agent();
-    let mut delay = Duration::from_millis(200);
-    let mut last;
+    // A guest boots for seconds, and each look at an agent that is not up yet holds a PVE
+    // worker until the agent times out: a gentler ladder than a task's.
+    let pace = pve::TaskWait {
+        first_poll: Duration::from_millis(300),
+        backoff: 2.0,
+        ..client.config().task_wait.clone()
+    };
+    let mut pacer = pve::Pacer::new(client.task_times(), "guest-address", &pace);
+    let mut last = "no answer yet".to_owned();
     let mut agent_answered = false;
     loop {
+        if tokio::time::timeout_at(deadline, pacer.pause())
+            .await
+            .is_err()
+        {
+            let hint = if agent_answered {
+                "The VM runs and its guest agent answers, but the guest got no IPv4 address: check DHCP on the bridge/VLAN, or give a static address with `network_config`; or set wait_for_address = false."
+            } else {
+                "The VM runs; check that the image can install qemu-guest-agent (the seed's vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
+            };
+            return plain(format!(
+                "no IPv4 address from the guest agent within the create timeout (last answer: {last}). {hint}"
+            ));
+        }
         match agent.network_get_interfaces().await {
             Ok(interfaces) => {
                 if interfaces
@@ -542,6 +569,13 @@ pub(super) async fn wait_for_address(
                     .flat_map(|i| &i.ip_addresses)
                     .any(|ip| ip.is_usable_ipv4())
                 {
+                    pacer.finished();
+                    tracing::info!(
+                        vmid,
+                        duration_ms = pacer.elapsed().as_millis() as u64,
+                        polls = pacer.looks(),
+                        "the guest agent reports an IPv4 address"
+                    );
                     return Ok(interfaces);
                 }
                 if !agent_answered {
@@ -555,17 +589,6 @@ pub(super) async fn wait_for_address(
             }
             Err(e) => last = e.to_string(),
         }
-        if Instant::now() + delay > deadline {
-            let hint = if agent_answered {
-                "The VM runs and its guest agent answers, but the guest got no IPv4 address: check DHCP on the bridge/VLAN, or give a static address with `network_config`; or set wait_for_address = false."
-            } else {
-                "The VM runs; check that the image can install qemu-guest-agent (the seed's vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
-            };
-            return plain(format!(
-                "no IPv4 address from the guest agent within the create timeout (last answer: {last}). {hint}"
-            ));
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 3 / 2).min(Duration::from_secs(3));
+        pacer.still_running();
     }
 }
