@@ -201,8 +201,9 @@ impl Runtime {
         Ok(power)
     }
 
-    /// The listing creates find templates in: fetched once per provider process and shared
-    /// by all its creates, since templates do not move during an apply. A template that is
+    /// The listing creates (and plan-time checks) find templates and placement finds memory
+    /// in: fetched once per provider process and shared by all its resources, since
+    /// templates do not move during an apply. A template that is
     /// not in it (made a moment ago) is looked for in a fresh listing, which then replaces it.
     pub async fn template_listing(
         &self,

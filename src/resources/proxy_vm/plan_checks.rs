@@ -124,7 +124,7 @@ pub async fn check_create(configured: &Configured, planned: &Value, config: &Val
     if let Some(wanted) = known(planned, "template")
         && !findings.unreachable
     {
-        match configured.runtime.vm_listing(client).await {
+        match configured.runtime.template_listing(client, false).await {
             Ok(listing) => match choose_template(&listing, wanted, node.unwrap_or_default()) {
                 Err(why) => findings.error("template", "Template not found", why),
                 Ok(vm) => match facts.config(client, &vm.node, vm.vmid).await {
@@ -253,7 +253,11 @@ async fn check_placement(
     template: &Template,
     findings: &mut Findings,
 ) {
-    let listing = match configured.runtime.vm_listing(&configured.client).await {
+    let listing = match configured
+        .runtime
+        .template_listing(&configured.client, false)
+        .await
+    {
         Ok(listing) => listing,
         Err(e) => return findings.missing("the cluster's VM listing", &e),
     };
@@ -414,7 +418,7 @@ async fn check_bridge(configured: &Configured, node: &str, bridge: &str, finding
 /// An explicit VMID must be free, or an unfinished create of this very name to resume.
 async fn check_vmid(configured: &Configured, planned: &Value, vmid: u32, findings: &mut Findings) {
     let client = &configured.client;
-    let listing = match configured.runtime.vm_listing(client).await {
+    let listing = match configured.runtime.template_listing(client, false).await {
         Ok(listing) => listing,
         Err(e) => return findings.missing("the cluster's VM listing", &e),
     };
