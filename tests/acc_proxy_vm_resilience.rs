@@ -154,7 +154,10 @@ async fn reached_live(point: KillPoint, host: &Host, pve: &Observer, before: &[u
     }
 }
 
-async fn kill_create_at(test: &str, point: KillPoint) {
+/// Kills a create at `point` and checks the next apply converges. `placed`: the VM has no
+/// `node` (placement chooses among the test's nodes), so the resumed create must find its
+/// half-made VM wherever the killed run placed it.
+async fn kill_create_at(test: &str, point: KillPoint, placed: bool) {
     let Some(host) = Host::start(test, slow_sim).await else {
         return;
     };
@@ -174,7 +177,21 @@ async fn kill_create_at(test: &str, point: KillPoint) {
         None => None,
     };
     let ws = Workspace::new(host.target.clone());
-    ws.write_main_tf(&one_vm_tf(&host));
+    let mut tf = one_vm_tf(&host);
+    if placed {
+        let candidates: Vec<String> = host
+            .facts
+            .nodes
+            .iter()
+            .map(|n| format!("\"{n}\""))
+            .collect();
+        tf = tf.replace(
+            &format!("  node      = \"{}\"\n", host.facts.node(1)),
+            &format!("  node_candidates = [{}]\n", candidates.join(", ")),
+        );
+        assert!(tf.contains("node_candidates"), "{tf}");
+    }
+    ws.write_main_tf(&tf);
     ws.init().await;
 
     let apply = ws.spawn_terraform(&[
@@ -266,9 +283,12 @@ async fn kill_create_at(test: &str, point: KillPoint) {
 
 macro_rules! kill_point_test {
     ($name:ident, $point:expr) => {
+        kill_point_test!($name, $point, false);
+    };
+    ($name:ident, $point:expr, $placed:expr) => {
         #[tokio::test(flavor = "multi_thread")]
         async fn $name() {
-            kill_create_at(stringify!($name), $point).await;
+            kill_create_at(stringify!($name), $point, $placed).await;
         }
     };
 }
@@ -279,6 +299,33 @@ kill_point_test!(killed_after_the_seed_upload, KillPoint::AfterSeedUpload);
 kill_point_test!(killed_after_the_config, KillPoint::AfterConfig);
 kill_point_test!(killed_after_the_resize, KillPoint::AfterResize);
 kill_point_test!(killed_after_the_start, KillPoint::AfterStart);
+// The same kill points with `node` unset: the create resumes where placement put the VM.
+kill_point_test!(placed_and_killed_mid_clone, KillPoint::MidClone, true);
+kill_point_test!(
+    placed_and_killed_after_the_clone,
+    KillPoint::AfterClone,
+    true
+);
+kill_point_test!(
+    placed_and_killed_after_the_seed_upload,
+    KillPoint::AfterSeedUpload,
+    true
+);
+kill_point_test!(
+    placed_and_killed_after_the_config,
+    KillPoint::AfterConfig,
+    true
+);
+kill_point_test!(
+    placed_and_killed_after_the_resize,
+    KillPoint::AfterResize,
+    true
+);
+kill_point_test!(
+    placed_and_killed_after_the_start,
+    KillPoint::AfterStart,
+    true
+);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ctrl_c_during_create_stops_promptly_and_the_next_apply_converges() {

@@ -553,6 +553,7 @@ impl Observed {
             keep("reboot_if_needed").non_null_or(Value::Bool(false)),
         );
         attrs.insert("timeouts".into(), keep("timeouts"));
+        attrs.insert("node_candidates".into(), keep("node_candidates"));
         attrs.insert("current_node".into(), text(&self.node));
         attrs.insert("status".into(), text(&self.status));
         attrs.insert(
