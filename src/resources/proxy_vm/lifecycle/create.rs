@@ -5,7 +5,10 @@ use pve::ErrorKind;
 use tokio::time::Instant;
 
 use super::super::model::{Desired, Observed};
-use super::prechecks::{Template, check_disk_size, check_seed_storage, resolve_template};
+use super::prechecks::{
+    Template, check_disk_size, check_seed_storage, choose_template, judge_template,
+    resolve_template,
+};
 use super::read::observe_with;
 use super::slot::{Slot, choose_slot, config_after_clone};
 use super::steps::{Hold, build_seed, clone_vm, ensure_power, upload_seed, wait_for_address};
@@ -25,7 +28,15 @@ async fn place(
     }
     // One choice at a time in this process, so parallel creates spread out.
     let _turn = configured.runtime.placement_guard().await;
-    let template = resolve_template(&configured.client, listing, &desired.template, "").await?;
+    // The template's config comes from the process's facts: every placed create of a fleet
+    // asks for the same one.
+    let vm = choose_template(listing, &desired.template, "").map_err(StepError::Plain)?;
+    let config = configured
+        .facts
+        .config(&configured.client, &vm.node, vm.vmid)
+        .await
+        .map_err(|e| StepError::Pve(Box::new((*e).clone())))?;
+    let template = judge_template(vm, &config, &desired.template).map_err(StepError::Plain)?;
     let views = placement::gather(configured, desired, listing, &template).await?;
     let memory_mib = desired.memory_mib.unwrap_or(template.memory_mib);
     match placement::judge(&views, memory_mib << 20) {
