@@ -6,6 +6,7 @@ pub mod cluster_facts;
 pub mod context;
 pub mod data_sources;
 pub mod diagnostics;
+pub mod invocation;
 pub mod ownership;
 pub mod provider;
 pub mod resources;

@@ -5,6 +5,7 @@ use tfplugin::{ApplyRequest, ApplyResponse, Context, Diagnostic, Value, plan};
 
 use super::lifecycle::{self, Expected, ProgressCell, StepError};
 use super::model::{self, Desired, Private, fleet_of, vmid_of};
+use super::plan_checks;
 use crate::context::Configured;
 use crate::diagnostics;
 use crate::ownership;
@@ -46,6 +47,17 @@ pub(super) async fn create(
         &configured.seed_storage,
         &configured.fleet,
     );
+    // The plan's cluster checks may have been warnings (a plan that may start a destroy
+    // never fails on them) and the cluster may have changed since: check before any write.
+    let refused =
+        plan_checks::recheck_before_create(configured, &request.planned_state, &request.config)
+            .await;
+    if refused.has_errors() {
+        return ApplyResponse {
+            diagnostics: refused,
+            ..Default::default()
+        };
+    }
     desired.create_token = ownership::new_create_token();
     let private = Private {
         create_token: Some(desired.create_token.clone()),

@@ -17,6 +17,7 @@ use tfplugin::{
 };
 
 use crate::context::Shared;
+use crate::invocation;
 use crate::ownership;
 use apply::{create, delete, step_diagnostic, update};
 use lifecycle::Expected;
@@ -86,7 +87,9 @@ impl Resource for ProxyVm {
                             .await
                     }
                 };
-                response.diagnostics.extend(checks);
+                response
+                    .diagnostics
+                    .extend(plan_checks::severity_for(checks, invocation::current()));
             }
         }
         response
@@ -225,6 +228,14 @@ impl Resource for ProxyVm {
                 }
                 let mut seed = Value::object([("vmid", Value::number(i64::from(vmid)))]);
                 if let Some(node) = node {
+                    // A state must never say the VM is where it is not.
+                    if node != observed.node {
+                        response.diagnostics.error(
+                            "Cannot import proxy VM",
+                            format!("VM {vmid} is on node {actual}, not on {node}. Import it as `{actual}/{vmid}` (or by its VMID alone, `{vmid}`).", actual = observed.node),
+                        );
+                        return response;
+                    }
                     seed.set_attr("node", Value::string(node));
                 }
                 let state = observed.to_state(&seed);

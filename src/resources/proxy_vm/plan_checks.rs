@@ -6,13 +6,14 @@
 //! and apply checks again; nothing here ever writes.
 
 use pve::ErrorKind;
-use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
+use tfplugin::{AttributePath, Diagnostic, Diagnostics, Severity, Value};
 
 use super::lifecycle::placement;
 use super::lifecycle::prechecks::{Template, check_disk_size, choose_template, judge_template};
 use super::model::Desired;
 use crate::context::Configured;
 use crate::diagnostics::connection_hint;
+use crate::invocation::Invocation;
 use crate::ownership::{self, Ownership, Phase};
 
 /// What the checks found, and what they could not check.
@@ -82,6 +83,34 @@ fn list(names: impl IntoIterator<Item = String>) -> String {
 
 /// The checks for a planned create (or the create half of a replacement).
 pub async fn check_create(configured: &Configured, planned: &Value, config: &Value) -> Diagnostics {
+    check_create_at(configured, planned, config, Stage::Plan).await
+}
+
+/// The plan's checks again, as the first thing a create does: only refusals, since a plan
+/// that may have been a destroy's refresh reported them as warnings. An explicit `vmid` is
+/// judged by the create itself, which also knows this working directory's own VMs.
+pub async fn recheck_before_create(
+    configured: &Configured,
+    planned: &Value,
+    config: &Value,
+) -> Diagnostics {
+    let mut checks = check_create_at(configured, planned, config, Stage::Apply).await;
+    checks.0.retain(|d| d.severity == Severity::Error);
+    checks
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Plan,
+    Apply,
+}
+
+async fn check_create_at(
+    configured: &Configured,
+    planned: &Value,
+    config: &Value,
+    stage: Stage,
+) -> Diagnostics {
     let mut findings = Findings {
         diagnostics: Diagnostics::new(),
         unchecked: Vec::new(),
@@ -207,6 +236,7 @@ pub async fn check_create(configured: &Configured, planned: &Value, config: &Val
         .as_i64()
         .and_then(|n| u32::try_from(n).ok())
         && !findings.unreachable
+        && stage == Stage::Plan
     {
         check_vmid(configured, planned, vmid, &mut findings).await;
     }
@@ -232,6 +262,32 @@ pub async fn check_update(
     }
     finish(findings)
 }
+
+/// The checks' findings as a plan reports them. In an ordinary plan or apply a refusal
+/// fails the plan before any write. When the plan may be the refresh that starts a destroy
+/// (see `crate::invocation`), the same findings are warnings: the refused create may never
+/// happen, and an error would block the destroy. Apply runs the checks again before it
+/// writes anything, so a create that does go ahead is refused there, on the same attribute.
+pub fn severity_for(checks: Diagnostics, invocation: Invocation) -> Diagnostics {
+    if invocation == Invocation::PlanOrApply {
+        return checks;
+    }
+    Diagnostics(
+        checks
+            .0
+            .into_iter()
+            .map(|mut diagnostic| {
+                if diagnostic.severity == Severity::Error {
+                    diagnostic.severity = Severity::Warning;
+                    diagnostic.detail.push_str(PLAN_MAY_BE_A_DESTROY);
+                }
+                diagnostic
+            })
+            .collect(),
+    )
+}
+
+const PLAN_MAY_BE_A_DESTROY: &str = "\n\nThis is a warning, not an error, because this plan may be the refresh that starts a destroy, which must never be blocked. An apply that creates or changes this VM checks again and stops here before any write.";
 
 fn finish(mut findings: Findings) -> Diagnostics {
     if !findings.unchecked.is_empty() {

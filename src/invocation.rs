@@ -1,0 +1,134 @@
+//! Which Terraform command this provider process serves, as far as it can be told.
+//!
+//! `terraform destroy` (and `plan -destroy`, `apply -destroy`) starts with a *normal* plan
+//! that refreshes the state and plans every configured instance, uncreated ones included;
+//! any error there aborts the destroy (Terraform's `destroyPlan`, `PreDestroyRefresh`).
+//! Nothing in the plugin protocol tells that plan from an ordinary one, so a plan-time
+//! refusal of a create that can never happen would block the destroy. The one thing that
+//! does tell them apart is the command line of the Terraform (or OpenTofu) process that
+//! started this one: go-plugin starts providers as its direct children. Only a command line
+//! read as an ordinary `plan` or `apply` lets cluster-state refusals fail a plan; anything
+//! else (a destroy, `terraform test`, an unreadable parent, another OS) makes them warnings,
+//! and apply checks again before any write.
+
+use std::sync::OnceLock;
+
+/// What the parent command can do to the configured resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invocation {
+    /// A `plan` or `apply` that is not a destroy: a refused create fails the plan.
+    PlanOrApply,
+    /// A destroy, or a command that may be one (or could not be read): refusals of creates
+    /// that may never happen are warnings.
+    MaybeDestroy,
+}
+
+/// The invocation of this process's parent, read once.
+pub fn current() -> Invocation {
+    static CURRENT: OnceLock<Invocation> = OnceLock::new();
+    *CURRENT.get_or_init(|| match parent_command_line() {
+        Some(args) => classify(&args, |name| std::env::var(name).ok()),
+        None => Invocation::MaybeDestroy,
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn parent_command_line() -> Option<Vec<String>> {
+    let parent = std::os::unix::process::parent_id();
+    let raw = std::fs::read(format!("/proc/{parent}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    (!args.is_empty()).then_some(args)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn parent_command_line() -> Option<Vec<String>> {
+    None
+}
+
+/// Classifies a Terraform/OpenTofu command line (`args[0]` is the program). Options given
+/// through `TF_CLI_ARGS` and `TF_CLI_ARGS_<command>` count as if on the command line.
+pub fn classify(args: &[String], env: impl Fn(&str) -> Option<String>) -> Invocation {
+    let mut rest = args.iter().skip(1).map(String::as_str);
+    // Global options (`-chdir=DIR`, `-help`) come before the subcommand.
+    let Some(command) = rest.by_ref().find(|arg| !arg.starts_with('-')) else {
+        return Invocation::MaybeDestroy;
+    };
+    if command != "plan" && command != "apply" {
+        return Invocation::MaybeDestroy;
+    }
+    let from_env: Vec<String> = ["TF_CLI_ARGS".to_owned(), format!("TF_CLI_ARGS_{command}")]
+        .iter()
+        .filter_map(|name| env(name))
+        .flat_map(|value| {
+            value
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let destroys = rest
+        .chain(from_env.iter().map(String::as_str))
+        .any(is_destroy_flag);
+    if destroys {
+        Invocation::MaybeDestroy
+    } else {
+        Invocation::PlanOrApply
+    }
+}
+
+fn is_destroy_flag(arg: &str) -> bool {
+    let flag = arg.trim_start_matches('-');
+    // `-destroy`, `--destroy`, `-destroy=true`; `-destroy=false` is an ordinary plan.
+    arg.starts_with('-')
+        && (flag == "destroy" || (flag.starts_with("destroy=") && flag != "destroy=false"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(line: &str) -> Invocation {
+        let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+        classify(&args, |_| None)
+    }
+
+    #[test]
+    fn ordinary_plans_and_applies_are_told_apart_from_destroys() {
+        assert_eq!(of("terraform plan"), Invocation::PlanOrApply);
+        assert_eq!(of("terraform apply -auto-approve"), Invocation::PlanOrApply);
+        assert_eq!(
+            of("tofu -chdir=infra apply plan.tfplan"),
+            Invocation::PlanOrApply
+        );
+        assert_eq!(of("terraform plan -destroy=false"), Invocation::PlanOrApply);
+        assert_eq!(of("terraform destroy"), Invocation::MaybeDestroy);
+        assert_eq!(
+            of("terraform -chdir=x plan -destroy"),
+            Invocation::MaybeDestroy
+        );
+        assert_eq!(of("terraform apply --destroy"), Invocation::MaybeDestroy);
+        assert_eq!(
+            of("terraform apply -destroy=true"),
+            Invocation::MaybeDestroy
+        );
+        // `terraform test` destroys what each run made, after a pre-destroy refresh.
+        assert_eq!(of("terraform test"), Invocation::MaybeDestroy);
+        assert_eq!(of("terraform"), Invocation::MaybeDestroy);
+        assert_eq!(of("terraform -chdir=x"), Invocation::MaybeDestroy);
+    }
+
+    #[test]
+    fn a_destroy_flag_from_the_environment_counts() {
+        let args: Vec<String> = ["terraform", "plan"].map(str::to_owned).to_vec();
+        let env = |name: &str| (name == "TF_CLI_ARGS_plan").then(|| "-no-color -destroy".into());
+        assert_eq!(classify(&args, env), Invocation::MaybeDestroy);
+        let env = |name: &str| (name == "TF_CLI_ARGS_apply").then(|| "-destroy".into());
+        assert_eq!(classify(&args, env), Invocation::PlanOrApply);
+        let env = |name: &str| (name == "TF_CLI_ARGS").then(|| "-destroy".into());
+        assert_eq!(classify(&args, env), Invocation::MaybeDestroy);
+    }
+}

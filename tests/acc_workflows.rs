@@ -1,0 +1,246 @@
+//! Acceptance: the Terraform workflows users reach for around plan → apply → destroy.
+//! Destroy is never blocked by a plan-time check of a VM that does not exist, a
+//! `create_before_destroy` replacement is made beside its predecessor, import records where
+//! the VM is, and the everyday commands (saved plans, `-target`, `-replace`, `-refresh-only`,
+//! `moved`, `removed`, `state rm` + import, workspaces) end with an empty plan and nothing
+//! left behind. These run only on the in-process pve-sim (they read its state).
+
+mod support;
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use support::{SimClient, Workspace, acceptance_enabled, start_sim};
+
+const GIB: u64 = 1 << 30;
+
+fn config(resources: &str) -> String {
+    format!(
+        r#"{}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+}}
+{resources}"#,
+        Workspace::preamble()
+    )
+}
+
+fn vm(label: &str, name: &str, extra: &str) -> String {
+    format!(
+        r#"
+resource "proxmox_proxy_vm" "{label}" {{
+  name             = "{name}"
+  template         = "debian-13-proxy"
+  wait_for_address = false
+{extra}}}
+"#
+    )
+}
+
+/// Asserts that nothing of ours is left: no marked VM, no seed ISO.
+async fn assert_nothing_left(sim: &SimClient) {
+    assert!(sim.our_vms().await.is_empty(), "{:?}", sim.our_vms().await);
+    assert!(
+        sim.volumes_on("proxy-seeds").await.is_empty(),
+        "{:?}",
+        sim.volumes_on("proxy-seeds").await
+    );
+}
+
+/// The VMIDs of our VMs named `name`.
+async fn vmids_named(sim: &SimClient, name: &str) -> BTreeSet<u64> {
+    sim.our_vms()
+        .await
+        .iter()
+        .filter(|vm| vm["name"] == name)
+        .map(|vm| vm["vmid"].as_u64().unwrap())
+        .collect()
+}
+
+fn resource_values<'a>(state: &'a Value, address: &str) -> &'a Value {
+    state["values"]["root_module"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["address"] == address)
+        .map(|r| &r["values"])
+        .unwrap_or_else(|| panic!("{address} not in state: {state}"))
+}
+
+/// A create that no node can run (memory beyond every node) is refused by a normal plan,
+/// before any write, and never blocks `terraform destroy` or `terraform plan -destroy` of
+/// what was made: Terraform's destroy starts with a normal plan that plans every configured
+/// instance, the uncreated ones included.
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_runs_when_a_create_fails_plan_time_checks() {
+    if !acceptance_enabled("destroy_runs_when_a_create_fails_plan_time_checks") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let first = vm("first", "wf-first", "  node = \"pve1\"\n  vmid = 150000\n");
+    ws.init_with(&config(&first)).await;
+    ws.apply().await.success();
+
+    // A sibling no node can run: plan refuses it on `memory`-driven placement.
+    let huge = vm("huge", "wf-huge", "  memory = 900000\n");
+    // A sibling whose explicit VMID is taken by `first`.
+    let clash = vm("clash", "wf-clash", "  node = \"pve1\"\n  vmid = 150000\n");
+    for sibling in [&huge, &clash] {
+        ws.write_main_tf(&config(&format!("{first}{sibling}")));
+        let out = ws
+            .terraform(&["plan", "-no-color", "-input=false"])
+            .await
+            .failure();
+        let text = out.all_text();
+        assert!(
+            text.contains("No node can run this VM") || text.contains("VMID taken"),
+            "{text}"
+        );
+        ws.terraform(&["plan", "-destroy", "-no-color", "-input=false"])
+            .await
+            .success();
+    }
+    // With both siblings configured, destroy removes what exists.
+    ws.write_main_tf(&config(&format!("{first}{huge}{clash}")));
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// `-target` applies one resource; another, never created, is changed beyond every node:
+/// destroy still runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_runs_after_a_targeted_apply() {
+    if !acceptance_enabled("destroy_runs_after_a_targeted_apply") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let a = vm("a", "wf-target-a", "  node = \"pve1\"\n");
+    ws.init_with(&config(&format!(
+        "{a}{}",
+        vm("b", "wf-target-b", "  node = \"pve2\"\n")
+    )))
+    .await;
+    ws.terraform(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-target=proxmox_proxy_vm.a",
+    ])
+    .await
+    .success();
+    assert_eq!(sim.our_vms().await.len(), 1);
+    ws.write_main_tf(&config(&format!(
+        "{a}{}",
+        vm("b", "wf-target-b", "  memory = 900000\n")
+    )));
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// A full cluster leaves some instances of a fleet uncreated; destroy removes the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_runs_after_an_apply_that_filled_the_cluster() {
+    if !acceptance_enabled("destroy_runs_after_an_apply_that_filled_the_cluster") {
+        return;
+    }
+    let mut world = pvesim::SimConfig::default();
+    for node in &mut world.nodes {
+        node.memory_bytes = 64 * GIB;
+    }
+    let (_sim, target) = start_sim(world).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let fleet = |count: usize| {
+        vm(
+            "fleet",
+            "wf-full-${count.index}",
+            &format!("  count = {count}\n  memory = 8192\n"),
+        )
+    };
+    ws.init_with(&config(&fleet(3))).await;
+    ws.apply().await.success();
+    // Another state fills the cluster meanwhile: the next VMs of this fleet fit nowhere.
+    let other = Workspace::new(ws.target.clone());
+    other
+        .init_with(&config(&vm(
+            "filler",
+            "wf-filler-${count.index}",
+            "  count = 3\n  memory = 60000\n  node = \"pve${count.index + 1}\"\n",
+        )))
+        .await;
+    other.apply().await.success();
+    ws.write_main_tf(&config(&fleet(6)));
+    let out = ws.apply().await.failure();
+    assert!(
+        out.all_text().contains("No node can run this VM"),
+        "{}",
+        out.all_text()
+    );
+    ws.destroy().await.success();
+    other.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// `terraform import` with a node records the VM only where it is: a wrong node is refused
+/// with the right ID, and the right one imports with an empty plan.
+#[tokio::test(flavor = "multi_thread")]
+async fn import_with_the_wrong_node_names_the_right_id() {
+    if !acceptance_enabled("import_with_the_wrong_node_names_the_right_id") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    // `wait_for_address` keeps its default: an import cannot know a setting of the config.
+    let placed = r#"
+resource "proxmox_proxy_vm" "v" {
+  name     = "wf-import"
+  template = "debian-13-proxy"
+}
+"#;
+    ws.init_with(&config(placed)).await;
+    ws.apply().await.success();
+    let state = ws.state().await;
+    let values = resource_values(&state, "proxmox_proxy_vm.v");
+    let vmid = values["vmid"].as_u64().unwrap();
+    let node = values["node"].as_str().unwrap().to_owned();
+    let other = ["pve1", "pve2", "pve3"]
+        .into_iter()
+        .find(|n| *n != node)
+        .unwrap();
+    ws.terraform(&["state", "rm", "proxmox_proxy_vm.v"])
+        .await
+        .success();
+    let out = ws
+        .terraform(&[
+            "import",
+            "-no-color",
+            "-input=false",
+            "proxmox_proxy_vm.v",
+            &format!("{other}/{vmid}"),
+        ])
+        .await
+        .failure();
+    let text = out.all_text();
+    assert!(text.contains(&format!("{node}/{vmid}")), "{text}");
+    ws.terraform(&[
+        "import",
+        "-no-color",
+        "-input=false",
+        "proxmox_proxy_vm.v",
+        &format!("{node}/{vmid}"),
+    ])
+    .await
+    .success();
+    let state = ws.state().await;
+    let values = resource_values(&state, "proxmox_proxy_vm.v");
+    assert_eq!(values["node"], node.as_str());
+    assert_eq!(values["current_node"], node.as_str());
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
