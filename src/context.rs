@@ -24,6 +24,8 @@ pub struct Configured {
     pub runtime: crate::runtime::Runtime,
     /// What plan-time checks learned of the cluster, fetched once per process.
     pub facts: crate::cluster_facts::ClusterFacts,
+    /// This working directory's own creates and replacements (see `crate::journal`).
+    pub journal: crate::journal::Journal,
 }
 
 /// The provider's configured state, filled by `ConfigureProvider`.

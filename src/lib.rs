@@ -7,6 +7,7 @@ pub mod context;
 pub mod data_sources;
 pub mod diagnostics;
 pub mod invocation;
+pub mod journal;
 pub mod ownership;
 pub mod provider;
 pub mod resources;

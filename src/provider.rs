@@ -346,5 +346,6 @@ fn build(settings: &Settings, config: &Value) -> Result<Configured, String> {
         fleet: settings.fleet.known().unwrap_or_default().to_owned(),
         runtime: crate::runtime::Runtime::default(),
         facts: Default::default(),
+        journal: crate::journal::Journal::for_working_directory(),
     })
 }

@@ -698,6 +698,7 @@ async fn bench_health_wall_time() {
             fleet: String::new(),
             runtime: Default::default(),
             facts: Default::default(),
+            journal: terraform_provider_proxmox::journal::Journal::at(None),
         }
     };
     let mut rows = Vec::new();

@@ -9,6 +9,7 @@ mod support;
 
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 use support::{SimClient, Workspace, acceptance_enabled, start_sim};
 
 const GIB: u64 = 1 << 30;
@@ -243,4 +244,187 @@ resource "proxmox_proxy_vm" "v" {
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
     assert_nothing_left(&sim).await;
+}
+
+fn rolling_fleet(count: usize, greeting: &str) -> String {
+    config(&format!(
+        r##"
+resource "proxmox_proxy_vm" "edge" {{
+  count     = {count}
+  name      = "roll-${{count.index}}"
+  template  = "debian-13-proxy"
+  memory    = 512
+  user_data = "#cloud-config\nwrite_files:\n  - path: /etc/motd\n    content: {greeting}\n"
+
+  lifecycle {{
+    create_before_destroy = true
+  }}
+}}
+"##
+    ))
+}
+
+/// `create_before_destroy` with a stable name: a `user_data` change makes each new VM beside
+/// its predecessor (its own VMID, the same name), then destroys the predecessor; a saved
+/// plan applied by another process does the same. A finished VM of the name that is not this
+/// instance's predecessor is still refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn create_before_destroy_replaces_beside_the_predecessor() {
+    if !acceptance_enabled("create_before_destroy_replaces_beside_the_predecessor") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&rolling_fleet(2, "one")).await;
+    ws.apply().await.success();
+    let first = vmids_named(&sim, "roll-0").await;
+    assert_eq!(first.len(), 1);
+
+    ws.write_main_tf(&rolling_fleet(2, "two"));
+    let out = ws.apply().await.success();
+    assert!(
+        out.stdout().contains("2 added, 0 changed, 2 destroyed"),
+        "{}",
+        out.stdout()
+    );
+    let second = vmids_named(&sim, "roll-0").await;
+    assert_eq!(second.len(), 1, "one VM of the name is left");
+    assert!(
+        second.is_disjoint(&first),
+        "the replacement has its own VMID"
+    );
+    ws.assert_plans_empty().await;
+
+    // A saved plan, applied by another terraform process.
+    ws.write_main_tf(&rolling_fleet(2, "three"));
+    ws.terraform(&["plan", "-input=false", "-no-color", "-out=roll.tfplan"])
+        .await
+        .success();
+    ws.terraform(&["apply", "-input=false", "-no-color", "roll.tfplan"])
+        .await
+        .success();
+    let third = vmids_named(&sim, "roll-0").await;
+    assert_eq!(third.len(), 1);
+    assert!(third.is_disjoint(&second));
+    ws.assert_plans_empty().await;
+
+    // Another state with the same names (and create_before_destroy) takes nothing.
+    let other = Workspace::new(ws.target.clone());
+    other.init_with(&rolling_fleet(1, "three")).await;
+    let out = other.apply().await.failure();
+    assert!(
+        out.all_text().contains("already exists"),
+        "{}",
+        out.all_text()
+    );
+    assert_eq!(vmids_named(&sim, "roll-0").await, third);
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// A 10-VM fleet rolled to new `user_data` under `create_before_destroy` at
+/// `-parallelism=5`: sampled from the simulator all along the apply, at least 10 VMs of the
+/// fleet are running with an address at every moment.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rolling_replacement_keeps_the_whole_fleet_up() {
+    if !acceptance_enabled("a_rolling_replacement_keeps_the_whole_fleet_up") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&rolling_fleet(10, "one")).await;
+    ws.apply().await.success();
+    let up = |state: Value| {
+        state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|vm| {
+                vm["name"].as_str().is_some_and(|n| n.starts_with("roll-"))
+                    && vm["status"] == "running"
+                    && vm["agent_ready"] == true
+            })
+            .count()
+    };
+    assert_eq!(up(sim.state().await), 10);
+    ws.write_main_tf(&rolling_fleet(10, "two"));
+    let mut apply =
+        ws.spawn_terraform(&["apply", "-auto-approve", "-input=false", "-parallelism=5"]);
+    let (fewest, samples, succeeded) = apply
+        .sample_until_exit(|| async { up(sim.state().await) })
+        .await;
+    assert!(succeeded, "the rolling apply failed");
+    eprintln!("rolling replacement: fewest VMs up {fewest} of 10 over {samples} samples");
+    assert_eq!(
+        fewest, 10,
+        "fewest VMs running with an address during the roll"
+    );
+    assert_eq!(sim.our_vms().await.len(), 10);
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// A create killed after its last write to PVE (the mark says `done`) and before Terraform
+/// stored the VM is resumed by the next apply in the same working directory, with no import;
+/// ten times over.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_killed_after_it_finished_is_resumed_without_import() {
+    if !acceptance_enabled("a_create_killed_after_it_finished_is_resumed_without_import") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&config(&vm("v", "wf-crash-done", "  node = \"pve2\"\n")))
+        .await;
+    for round in 0..10 {
+        let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
+        // Once the VM runs, only the final mark write and the closing reads are left: slow
+        // every PVE request down so that the kill lands between them, before Terraform
+        // hears of the VM.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut slowed = false;
+        let vmid = loop {
+            let state = sim.state().await;
+            let ours = state["vms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|vm| vm["name"] == "wf-crash-done")
+                .cloned();
+            if let Some(vm) = ours {
+                let description = vm["config"]["description"].as_str().unwrap_or_default();
+                if description.contains("proxyvm-phase: done") {
+                    break vm["vmid"].as_u64().unwrap();
+                }
+                if vm["status"] == "running" && !slowed {
+                    sim.put_admin("faults", serde_json::json!({"latency_ms": 400}))
+                        .await;
+                    slowed = true;
+                }
+            }
+            assert!(Instant::now() < deadline, "round {round}: never finished");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        apply.kill_group();
+        sim.put_admin("faults", serde_json::json!({})).await;
+        let stored = ws.state().await;
+        let resources = &stored["values"]["root_module"]["resources"];
+        assert!(
+            resources.as_array().is_none_or(Vec::is_empty),
+            "round {round}: terraform stored the VM before the kill: {resources}"
+        );
+        ws.apply().await.success();
+        assert_eq!(
+            vmids_named(&sim, "wf-crash-done").await,
+            BTreeSet::from([vmid]),
+            "round {round}: the finished VM was resumed, not duplicated"
+        );
+        ws.assert_plans_empty().await;
+        ws.destroy().await.success();
+        assert_nothing_left(&sim).await;
+    }
 }

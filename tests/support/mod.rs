@@ -239,6 +239,25 @@ pub struct Running {
 }
 
 impl Running {
+    /// Calls `sample` over and over until terraform exits; returns the smallest sample, how
+    /// many were taken, and whether terraform succeeded.
+    pub async fn sample_until_exit<F, Fut>(&mut self, mut sample: F) -> (usize, usize, bool)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = usize>,
+    {
+        let (mut fewest, mut samples) = (usize::MAX, 0);
+        loop {
+            let status = self.child.try_wait().unwrap();
+            fewest = fewest.min(sample().await);
+            samples += 1;
+            if let Some(status) = status {
+                return (fewest, samples, status.success());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     /// SIGINT to terraform alone, as a user's Ctrl-C: terraform then asks the provider to stop
     /// (StopProvider) and exits on its own. Returns whether it exited successfully.
     pub fn interrupt_and_wait(mut self, limit: std::time::Duration) -> bool {

@@ -59,7 +59,11 @@ pub(super) async fn create(
         };
     }
     desired.create_token = ownership::new_create_token();
-    let private = Private {
+    // Before the first write: if Terraform never stores this create, the next apply in this
+    // working directory resumes it instead of refusing it as another state's VM.
+    let journal = &configured.journal;
+    journal.creating(&desired.fleet, &desired.name, &desired.create_token);
+    let mut private = Private {
         create_token: Some(desired.create_token.clone()),
         pending: Vec::new(),
     };
@@ -75,6 +79,14 @@ pub(super) async fn create(
     match outcome {
         Ok(observed) => {
             response.new_state = observed.to_state(&request.planned_state);
+            // A resumed create keeps the token of the run that made the VM.
+            let used = observed.mark.as_ref().and_then(|m| m.create_token.clone());
+            if let Some(used) = used
+                && used != desired.create_token
+            {
+                journal.forget(&desired.fleet, &desired.name, &desired.create_token);
+                private.create_token = Some(used);
+            }
             response.private = private.encode();
         }
         Err(error) => {
@@ -83,6 +95,7 @@ pub(super) async fn create(
                 .push(step_diagnostic("create", &desired.name, &error));
             // A VM another create took over is theirs: nothing of it belongs here.
             if matches!(error, StepError::TakenOver(_)) {
+                journal.forget(&desired.fleet, &desired.name, &desired.create_token);
                 return response;
             }
             // Whatever was made stays in state (Terraform taints it), so the next apply
@@ -309,7 +322,13 @@ pub(super) async fn delete(
         seed_volume.as_deref().map(|v| (seed_node.as_str(), v)),
         deadline,
     );
-    match bounded(ctx, limit, "delete", work).await {
+    let outcome = bounded(ctx, limit, "delete", work).await;
+    if outcome.is_ok()
+        && let Some(token) = &private.create_token
+    {
+        configured.journal.forget(&fleet, &name, token);
+    }
+    match outcome {
         Ok(Some(note)) => response
             .diagnostics
             .warning("Proxy VM not this state's", note),

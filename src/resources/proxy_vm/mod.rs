@@ -16,7 +16,7 @@ use tfplugin::{
     Value,
 };
 
-use crate::context::Shared;
+use crate::context::{Configured, Shared};
 use crate::invocation;
 use crate::ownership;
 use apply::{create, delete, step_diagnostic, update};
@@ -25,6 +25,26 @@ use model::{Private, fleet_of, vmid_of};
 use plan::{plan_change, refuse_duplicate_name};
 
 pub use schema::TYPE_NAME;
+
+/// Records in this working directory's journal whether the plan replaces the prior VM, so
+/// that a `create_before_destroy` replacement may be made beside it (and only it).
+fn note_replacement(configured: &Configured, request: &PlanRequest, response: &PlanResponse) {
+    let Some(token) = Private::decode(&request.prior_private).create_token else {
+        return;
+    };
+    let prior = &request.prior_state;
+    let Some(name) = prior.get_attr("name").as_str() else {
+        return;
+    };
+    let fleet = fleet_of(prior);
+    let journal = &configured.journal;
+    journal.confirmed(&fleet, name, &token);
+    if response.requires_replace.is_empty() && !response.planned_state.is_null() {
+        journal.not_replaced(&fleet, name, &token);
+    } else if !response.requires_replace.is_empty() {
+        journal.replacing(&fleet, name, &token);
+    }
+}
 
 #[derive(Debug)]
 pub struct ProxyVm {
@@ -68,6 +88,7 @@ impl Resource for ProxyVm {
         let configured = self.shared.get().ok();
         let mut response = plan_change(&self.schema(), configured.as_deref(), request.clone());
         if let Some(configured) = configured.as_deref() {
+            note_replacement(configured, &request, &response);
             refuse_duplicate_name(configured, &request, &mut response);
             if !response.diagnostics.has_errors() && !response.planned_state.is_null() {
                 let checks = if request.prior_state.is_null() {
@@ -149,6 +170,14 @@ impl Resource for ProxyVm {
         };
         match lifecycle::read(&configured, vmid, expected).await {
             Ok(lifecycle::Found::Ours(observed)) => {
+                if let Some(token) = &private.create_token {
+                    // Terraform's state holds this create: no later create resumes it.
+                    configured.journal.confirmed(
+                        &fleet,
+                        name.as_deref().unwrap_or_default(),
+                        token,
+                    );
+                }
                 response.new_state = observed.to_state(&prior);
                 if let (None, Some(pool)) = (&observed.pool, prior.get_attr("pool").as_str()) {
                     // PVE lists a VM's pool only to a token with Pool.Audit on it: a VM

@@ -503,6 +503,12 @@ async fn check_vmid(configured: &Configured, planned: &Value, vmid: u32, finding
         .unwrap_or(&configured.fleet);
     match ownership::classify(config.description().as_deref(), name, fleet) {
         Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {}
+        // This working directory's create, finished but never stored: apply resumes it.
+        Ownership::OursForThisName(mark)
+            if mark
+                .create_token
+                .as_deref()
+                .is_some_and(|token| configured.journal.is_unconfirmed(fleet, name, token)) => {}
         Ownership::OursForThisName(_) => findings.error(
             "vmid",
             "Proxy VM already exists",

@@ -117,7 +117,7 @@ pub async fn create(
         .await
         {
             Ok(waited) => {
-                slot = Slot::Adopt(vmid, desired.node.clone());
+                slot = Slot::Adopt(vmid, desired.node.clone(), None);
                 cloned_here = waited;
             }
             Err(StepError::Pve(e)) if e.kind() == ErrorKind::AlreadyExists && attempt < 5 => {
@@ -140,8 +140,20 @@ pub async fn create(
             Err(error) => return Err(error),
         }
     }
-    let Slot::Adopt(vmid, node) = slot else {
+    let Slot::Adopt(vmid, node, resumed_token) = slot else {
         unreachable!("the loop leaves only adopted slots")
+    };
+    // Resuming this directory's own finished create: its token, so its mark stays valid.
+    let resumed;
+    let desired = match resumed_token {
+        Some(create_token) => {
+            resumed = Desired {
+                create_token,
+                ..desired.clone()
+            };
+            &resumed
+        }
+        None => desired,
     };
     if let Some(index) = placement {
         configured.runtime.placed_as(index, vmid);

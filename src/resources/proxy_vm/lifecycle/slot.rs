@@ -13,11 +13,13 @@ use super::{Step, StepError, plain};
 use crate::context::Configured;
 use crate::ownership::{self, Ownership, Phase};
 
-/// A VMID to create on: fresh (nothing there) or ours to adopt (on this node).
+/// A VMID to create on: fresh (nothing there) or ours to adopt (on this node). An adopted
+/// VM that this working directory's own killed run finished carries that run's create token,
+/// which the resumed create takes over (see `crate::journal`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Slot {
     Fresh(u32),
-    Adopt(u32, String),
+    Adopt(u32, String, Option<String>),
 }
 
 /// Holds a VMID reservation for as long as a create uses it.
@@ -146,9 +148,28 @@ pub(super) async fn choose_slot<'a>(
         ) {
             Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {
                 tracing::info!(vmid, %node, name = %desired.name, "resuming an unfinished create of this name");
-                return Ok((Slot::Adopt(vmid, node), reservation));
+                return Ok((Slot::Adopt(vmid, node, None), reservation));
             }
-            Ownership::OursForThisName(_) => return Err(already_made(vmid, &node, desired)),
+            Ownership::OursForThisName(mark) => {
+                let journal = &configured.journal;
+                let (fleet, name) = (&desired.fleet, &desired.name);
+                match mark.create_token {
+                    // This directory's create that finished after Terraform last heard of
+                    // it (killed before it stored the VM): resumed, not refused.
+                    Some(token) if journal.is_unconfirmed(fleet, name, &token) => {
+                        tracing::info!(vmid, %node, %name, "resuming this working directory's finished create that Terraform never stored");
+                        return Ok((Slot::Adopt(vmid, node, Some(token)), reservation));
+                    }
+                    // The VM a plan of this directory replaces (create_before_destroy): the
+                    // replacement is made beside it, on the next VMID of the name.
+                    Some(token)
+                        if desired.vmid.is_none() && journal.is_replaced(fleet, name, &token) =>
+                    {
+                        tracing::info!(vmid, %node, %name, "the VM this create replaces; creating beside it");
+                    }
+                    _ => return Err(already_made(vmid, &node, desired)),
+                }
+            }
             other => {
                 if desired.vmid.is_some() {
                     let whose = match other {
