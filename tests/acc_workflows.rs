@@ -428,3 +428,313 @@ async fn a_create_killed_after_it_finished_is_resumed_without_import() {
         assert_nothing_left(&sim).await;
     }
 }
+
+/// The stranded-VM case the journal cannot cover (the killed run's working directory is
+/// gone, as on a fresh CI runner): the error carries a ready import block, and following it
+/// converges with an empty plan.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stranded_vm_without_the_journal_is_recovered_by_the_import_block_it_names() {
+    if !acceptance_enabled(
+        "a_stranded_vm_without_the_journal_is_recovered_by_the_import_block_it_names",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let resource = vm("v", "wf-stranded", "  node = \"pve3\"\n");
+    ws.init_with(&config(&resource)).await;
+    ws.apply().await.success();
+    // The state and the journal are lost together; the VM is not.
+    std::fs::remove_file(ws.work_dir().join("terraform.tfstate")).unwrap();
+    std::fs::remove_dir_all(ws.work_dir().join(".terraform/proxyvm")).unwrap();
+    let out = ws.apply().await.failure();
+    let text = out.all_text();
+    let id = regex::Regex::new(r#"id = "(pve\d/\d+)""#)
+        .unwrap()
+        .captures(&text)
+        .unwrap_or_else(|| panic!("no import block in: {text}"))[1]
+        .to_owned();
+    ws.write_main_tf(&config(&format!(
+        "{resource}\nimport {{\n  to = proxmox_proxy_vm.v\n  id = \"{id}\"\n}}\n"
+    )));
+    ws.apply().await.success();
+    assert_eq!(sim.our_vms().await.len(), 1);
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// A saved plan with `node` unset (placement), applied by a second terraform process.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_saved_plan_with_placement_is_applied_by_another_process() {
+    if !acceptance_enabled("a_saved_plan_with_placement_is_applied_by_another_process") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&config(&vm(
+        "p",
+        "wf-saved-${count.index}",
+        "  count = 3\n",
+    )))
+    .await;
+    ws.terraform(&["plan", "-input=false", "-no-color", "-out=saved.tfplan"])
+        .await
+        .success();
+    ws.terraform(&["apply", "-input=false", "-no-color", "saved.tfplan"])
+        .await
+        .success();
+    assert_eq!(sim.our_vms().await.len(), 3);
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// `-target`, `-replace` and `-refresh-only`, each with the result a user expects.
+#[tokio::test(flavor = "multi_thread")]
+async fn target_replace_and_refresh_only_do_what_they_say() {
+    if !acceptance_enabled("target_replace_and_refresh_only_do_what_they_say") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let both = format!(
+        "{}{}",
+        vm("a", "wf-cmd-a", "  node = \"pve1\"\n"),
+        vm("b", "wf-cmd-b", "  node = \"pve2\"\n")
+    );
+    ws.init_with(&config(&both)).await;
+    let apply = |extra: &'static str| {
+        let ws = &ws;
+        async move {
+            ws.terraform(&["apply", "-auto-approve", "-input=false", "-no-color", extra])
+                .await
+                .success()
+        }
+    };
+    apply("-target=proxmox_proxy_vm.a").await;
+    assert_eq!(vmids_named(&sim, "wf-cmd-b").await.len(), 0);
+    apply("-input=false").await;
+    let before = vmids_named(&sim, "wf-cmd-a").await;
+    let out = apply("-replace=proxmox_proxy_vm.a").await;
+    assert!(
+        out.stdout().contains("1 added, 0 changed, 1 destroyed"),
+        "{}",
+        out.stdout()
+    );
+    assert_eq!(vmids_named(&sim, "wf-cmd-a").await.len(), 1);
+    let after = vmids_named(&sim, "wf-cmd-a").await;
+    assert_eq!(after, before, "a replaced VM comes back at its name's VMID");
+    ws.assert_plans_empty().await;
+
+    // Someone stops `b` by hand: -refresh-only records it and changes nothing on PVE.
+    let b = *vmids_named(&sim, "wf-cmd-b").await.iter().next().unwrap();
+    let upid = sim
+        .api("POST", &format!("/nodes/pve2/qemu/{b}/status/stop"), &[])
+        .await;
+    sim.wait_task(&upid).await;
+    let writes = sim.journal().await.len();
+    apply("-refresh-only").await;
+    let state = ws.state().await;
+    assert_eq!(
+        resource_values(&state, "proxmox_proxy_vm.b")["status"],
+        "stopped"
+    );
+    assert!(
+        sim.writes_since(writes).await.is_empty(),
+        "-refresh-only wrote to PVE"
+    );
+    // The next ordinary apply starts it again.
+    apply("-input=false").await;
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// `moved` from `count` to `for_each` changes nothing; a `removed` block with
+/// `destroy = false` forgets the VMs and an `import` block takes them back with an empty
+/// plan; `state rm` and `terraform import` do the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn moved_removed_and_reimport_keep_the_vms() {
+    if !acceptance_enabled("moved_removed_and_reimport_keep_the_vms") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let counted = r#"
+resource "proxmox_proxy_vm" "edge" {
+  count    = 2
+  name     = "wf-move-${count.index}"
+  node     = "pve1"
+  template = "debian-13-proxy"
+}
+"#;
+    let keyed = r#"
+resource "proxmox_proxy_vm" "edge" {
+  for_each = toset(["0", "1"])
+  name     = "wf-move-${each.key}"
+  node     = "pve1"
+  template = "debian-13-proxy"
+}
+"#;
+    ws.init_with(&config(counted)).await;
+    ws.apply().await.success();
+    let vmids: BTreeSet<u64> = sim
+        .our_vms()
+        .await
+        .iter()
+        .map(|vm| vm["vmid"].as_u64().unwrap())
+        .collect();
+    let moved = "moved {\n  from = proxmox_proxy_vm.edge[0]\n  to   = proxmox_proxy_vm.edge[\"0\"]\n}\nmoved {\n  from = proxmox_proxy_vm.edge[1]\n  to   = proxmox_proxy_vm.edge[\"1\"]\n}\n";
+    ws.write_main_tf(&config(&format!("{keyed}{moved}")));
+    let out = ws.apply().await.success();
+    assert!(
+        out.stdout().contains("0 added, 0 changed, 0 destroyed"),
+        "{}",
+        out.stdout()
+    );
+    ws.assert_plans_empty().await;
+
+    // removed { destroy = false }: out of the state, still on the cluster.
+    ws.write_main_tf(&config(
+        "removed {\n  from = proxmox_proxy_vm.edge\n  lifecycle {\n    destroy = false\n  }\n}\n",
+    ));
+    ws.apply().await.success();
+    assert_eq!(sim.our_vms().await.len(), 2);
+    let mut imports = String::new();
+    for vmid in &vmids {
+        let vm = sim
+            .our_vms()
+            .await
+            .into_iter()
+            .find(|vm| vm["vmid"] == *vmid)
+            .unwrap();
+        let key = vm["name"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("wf-move-")
+            .to_owned();
+        imports.push_str(&format!(
+            "import {{\n  to = proxmox_proxy_vm.edge[\"{key}\"]\n  id = \"pve1/{vmid}\"\n}}\n"
+        ));
+    }
+    ws.write_main_tf(&config(&format!("{keyed}{imports}")));
+    let out = ws
+        .terraform(&["plan", "-input=false", "-no-color"])
+        .await
+        .success();
+    assert!(
+        out.stdout()
+            .contains("2 to import, 0 to add, 0 to change, 0 to destroy"),
+        "{}",
+        out.stdout()
+    );
+    ws.apply().await.success();
+    ws.assert_plans_empty().await;
+
+    // state rm + terraform import.
+    ws.write_main_tf(&config(keyed));
+    ws.terraform(&["state", "rm", "proxmox_proxy_vm.edge[\"0\"]"])
+        .await
+        .success();
+    let zero = sim
+        .our_vms()
+        .await
+        .into_iter()
+        .find(|vm| vm["name"] == "wf-move-0")
+        .unwrap();
+    ws.terraform(&[
+        "import",
+        "-input=false",
+        "-no-color",
+        "proxmox_proxy_vm.edge[\"0\"]",
+        &zero["vmid"].to_string(),
+    ])
+    .await
+    .success();
+    ws.assert_plans_empty().await;
+    assert_eq!(sim.our_vms().await.len(), 2);
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// One configuration, two workspaces, `fleet = terraform.workspace`: each workspace has its
+/// own VMs of the same names, and destroying one leaves the other.
+#[tokio::test(flavor = "multi_thread")]
+async fn workspaces_with_their_own_fleet_share_names() {
+    if !acceptance_enabled("workspaces_with_their_own_fleet_share_names") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let tf = format!(
+        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"proxy-seeds\"\n  fleet        = terraform.workspace\n}}\n{}",
+        Workspace::preamble(),
+        vm("edge", "wf-ws-0", "  node = \"pve1\"\n")
+    );
+    ws.init_with(&tf).await;
+    for workspace in ["blue", "green"] {
+        ws.terraform(&["workspace", "new", "-no-color", workspace])
+            .await
+            .success();
+        ws.apply().await.success();
+        ws.assert_plans_empty().await;
+    }
+    assert_eq!(vmids_named(&sim, "wf-ws-0").await.len(), 2);
+    ws.destroy().await.success();
+    assert_eq!(vmids_named(&sim, "wf-ws-0").await.len(), 1);
+    ws.terraform(&["workspace", "select", "-no-color", "blue"])
+        .await
+        .success();
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
+/// Destroy needs neither the template nor a reachable node to be refused cleanly: with the
+/// template deleted it succeeds; with the VM's node offline it fails clearly, keeps the
+/// state, and succeeds once the node is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_without_the_template_and_with_the_node_offline() {
+    if !acceptance_enabled("destroy_without_the_template_and_with_the_node_offline") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&config(&format!(
+        "{}{}",
+        vm("a", "wf-gone-a", "  node = \"pve1\"\n"),
+        vm(
+            "b",
+            "wf-gone-b",
+            "  node = \"pve2\"\n  timeouts = {\n    delete = \"20s\"\n  }\n"
+        )
+    )))
+    .await;
+    ws.apply().await.success();
+    let upid = sim.api("DELETE", "/nodes/pve1/qemu/9000", &[]).await;
+    sim.wait_task(&upid).await;
+
+    sim.put_admin("faults", serde_json::json!({"offline_nodes": ["pve2"]}))
+        .await;
+    let out = ws.destroy().await.failure();
+    let text = out.all_text();
+    assert!(text.contains("wf-gone-b"), "{text}");
+    let state = ws.state().await;
+    let left: Vec<&str> = state["values"]["root_module"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, ["proxmox_proxy_vm.b"], "{text}");
+    sim.put_admin("faults", serde_json::json!({})).await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}

@@ -208,6 +208,18 @@ impl Resource for ProxyVm {
                     .diagnostics
                     .warning("Proxy VM no longer this state's", why);
             }
+            // The node behind the API cannot be reached (PVE's 595): the rest of the plan
+            // (a destroy's refresh above all) goes on with what the state last knew.
+            Err(lifecycle::StepError::Pve(error)) if error.status() == Some(595) => {
+                response.new_state = prior;
+                response.diagnostics.warning(
+                    "Proxy VM not refreshed: its node is unreachable",
+                    format!(
+                        "{} (VM {vmid}) could not be read: {error}. Its last known state is kept; plans show its drift again once the node answers. Changing or destroying it needs the node back.",
+                        name.as_deref().unwrap_or("?")
+                    ),
+                );
+            }
             Err(error) => {
                 response.new_state = prior;
                 response.diagnostics.push(step_diagnostic(

@@ -21,11 +21,16 @@ pub(super) fn refuse_duplicate_name(
         return;
     };
     let replacing = !response.requires_replace.is_empty();
-    let instance = match vmid_of(&request.prior_state) {
+    // An existing VM is known by its create token. Terraform plans the create half of a
+    // replacement in a second call that carries the first call's private data, so both
+    // halves of a `-replace` count as the one instance they are.
+    let token = Private::decode(&request.prior_private).create_token;
+    let instance = match (vmid_of(&request.prior_state), token) {
         // The first half of a replacement: Terraform plans its create separately.
-        Some(_) if replacing => return,
-        Some(vmid) => format!("vmid {vmid}"),
-        None => String::new(),
+        (Some(_), _) if replacing => return,
+        (_, Some(token)) => format!("create {token}"),
+        (Some(vmid), None) => format!("vmid {vmid}"),
+        (None, None) => String::new(),
     };
     let fleet = planned
         .get_attr("fleet")
