@@ -644,3 +644,153 @@ async fn failures_name_the_vm_quote_pve_and_hint() {
 fn flat(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+/// Issue #26, item 1, as a new user met it: two VMs placed by the provider (`node` unset),
+/// gated by `proxmox_health` in a `check` and a `precondition`; a cores change left pending
+/// until reboot (the warning says to set reboot_if_needed = true), then reboot_if_needed is
+/// set and applied from a saved plan. The apply must reboot and converge, not end in
+/// "Provider produced inconsistent result after apply".
+#[tokio::test(flavor = "multi_thread")]
+async fn reboot_if_needed_set_after_a_pending_change_reboots_and_converges() {
+    if !support::acceptance_enabled(
+        "reboot_if_needed_set_after_a_pending_change_reboots_and_converges",
+    ) {
+        return;
+    }
+    let (_sim, target) = support::start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let tf = |cores: [u32; 2], reboot: &str| {
+        format!(
+            r#"{}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+}}
+
+data "proxmox_health" "pve" {{
+  templates = ["debian-13-proxy"]
+}}
+
+check "proxmox" {{
+  assert {{
+    condition     = data.proxmox_health.pve.healthy
+    error_message = "PVE health: ${{join("; ", data.proxmox_health.pve.messages)}}"
+  }}
+}}
+
+resource "proxmox_proxy_vm" "a" {{
+  name     = "pending-a"
+  template = "debian-13-proxy"
+  memory   = 512
+  cores    = {}
+{reboot}
+  lifecycle {{
+    precondition {{
+      condition     = data.proxmox_health.pve.healthy
+      error_message = "PVE is not ready: ${{join(", ", data.proxmox_health.pve.reasons)}}"
+    }}
+  }}
+}}
+
+resource "proxmox_proxy_vm" "b" {{
+  name     = "pending-b"
+  template = "debian-13-proxy"
+  memory   = 512
+  cores    = {}
+{reboot}
+  lifecycle {{
+    precondition {{
+      condition     = data.proxmox_health.pve.healthy
+      error_message = "PVE is not ready: ${{join(", ", data.proxmox_health.pve.reasons)}}"
+    }}
+  }}
+}}
+"#,
+            Workspace::preamble(),
+            cores[0],
+            cores[1],
+        )
+    };
+    let cores_of = |state: &serde_json::Value| {
+        let mut out: Vec<(String, String, String, bool)> = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|vm| {
+                vm["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("pending-"))
+            })
+            .map(|vm| {
+                (
+                    vm["name"].as_str().unwrap().to_owned(),
+                    vm["config"]["cores"].as_str().unwrap_or("?").to_owned(),
+                    vm["status"].as_str().unwrap_or("?").to_owned(),
+                    vm["pending"].as_object().is_some_and(|p| !p.is_empty()),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    ws.init_with(&tf([2, 3], "")).await;
+    ws.apply().await.success();
+    ws.assert_plans_empty().await;
+
+    // A change PVE holds until the next boot: applied with a warning, left pending.
+    ws.write_main_tf(&tf([3, 4], ""));
+    let out = ws.apply().await.success();
+    assert!(
+        out.all_text().contains("pending until reboot"),
+        "{}",
+        out.all_text()
+    );
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    assert!(
+        plan.all_text().contains("reboot_if_needed = true"),
+        "the warning gives the advice this test follows:\n{}",
+        plan.all_text()
+    );
+
+    // The advice: set reboot_if_needed = true, from a saved plan as a careful user does.
+    ws.write_main_tf(&tf([3, 4], "  reboot_if_needed = true\n"));
+    ws.terraform(&["plan", "-no-color", "-input=false", "-out=tfplan"])
+        .await
+        .success();
+    let out = ws
+        .terraform(&["apply", "-no-color", "-input=false", "tfplan"])
+        .await
+        .success();
+    assert!(
+        !out.all_text().contains("inconsistent result"),
+        "{}",
+        out.all_text()
+    );
+    assert_eq!(
+        cores_of(&sim.state().await),
+        [
+            ("pending-a".into(), "3".into(), "running".into(), false),
+            ("pending-b".into(), "4".into(), "running".into(), false),
+        ]
+    );
+    ws.assert_plans_empty().await;
+
+    // And without a saved plan, the same sequence once more.
+    ws.write_main_tf(&tf([4, 5], ""));
+    ws.apply().await.success();
+    ws.write_main_tf(&tf([4, 5], "  reboot_if_needed = true\n"));
+    ws.apply().await.success();
+    assert_eq!(
+        cores_of(&sim.state().await),
+        [
+            ("pending-a".into(), "4".into(), "running".into(), false),
+            ("pending-b".into(), "5".into(), "running".into(), false),
+        ]
+    );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}
