@@ -794,3 +794,117 @@ resource "proxmox_proxy_vm" "b" {{
     ws.destroy().await.success();
     assert!(sim.our_vms().await.is_empty());
 }
+
+/// Issue #26, item 2: a VM made with `user_data`, imported through `-generate-config-out`
+/// and an import block. The generated configuration leaves `user_data` unset (Terraform
+/// writes `user_data = null # sensitive`: a write-only value cannot be read back), which
+/// means "keep the VM's seed": the plan imports and changes nothing, neither with the
+/// generated `vmid` ("Proxy VM already exists" before) nor without it (`seed_hash` forced a
+/// replacement before).
+#[tokio::test(flavor = "multi_thread")]
+async fn import_through_generated_config_keeps_the_seed_of_user_data() {
+    if !support::acceptance_enabled("import_through_generated_config_keeps_the_seed_of_user_data") {
+        return;
+    }
+    let (_sim, target) = support::start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let provider = format!(
+        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"proxy-seeds\"\n}}\n",
+        Workspace::preamble()
+    );
+    ws.init_with(&format!(
+        "{provider}\nresource \"proxmox_proxy_vm\" \"edge\" {{\n  name      = \"imported-1\"\n  node      = \"pve1\"\n  template  = \"debian-13-proxy\"\n  user_data = \"#cloud-config\\npackages: [haproxy]\\n\"\n}}\n"
+    ))
+    .await;
+    ws.apply().await.success();
+    let vmid = ws.state().await["values"]["root_module"]["resources"][0]["values"]["vmid"]
+        .as_i64()
+        .unwrap();
+    let seed_before = sim.volumes_on("proxy-seeds").await;
+    ws.terraform(&["state", "rm", "proxmox_proxy_vm.edge"])
+        .await
+        .success();
+
+    for keep_vmid in [true, false] {
+        let import_block = format!(
+            "{provider}\nimport {{\n  to = proxmox_proxy_vm.edge\n  id = \"pve1/{vmid}\"\n}}\n"
+        );
+        ws.write_main_tf(&import_block);
+        let _ = std::fs::remove_file(ws.work_dir().join("generated.tf"));
+        let out = ws
+            .terraform(&[
+                "plan",
+                "-no-color",
+                "-input=false",
+                "-generate-config-out=generated.tf",
+            ])
+            .await;
+        let generated = std::fs::read_to_string(ws.work_dir().join("generated.tf"))
+            .unwrap_or_else(|_| panic!("no generated.tf:\n{}", out.all_text()));
+        assert!(
+            generated.contains("user_data") && generated.contains("null"),
+            "{generated}"
+        );
+        let generated = if keep_vmid {
+            generated
+        } else {
+            generated
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("vmid "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        std::fs::write(ws.work_dir().join("generated.tf"), &generated).unwrap();
+        let plan = ws
+            .terraform(&["plan", "-no-color", "-input=false"])
+            .await
+            .success();
+        assert!(
+            plan.stdout()
+                .contains("1 to import, 0 to add, 0 to change, 0 to destroy"),
+            "vmid kept: {keep_vmid}\n{generated}\n{}",
+            plan.all_text()
+        );
+        ws.apply().await.success();
+        ws.assert_plans_empty().await;
+        // Nothing was replaced: the same VM and the same seed.
+        assert_eq!(sim.volumes_on("proxy-seeds").await, seed_before);
+        assert_eq!(
+            ws.state().await["values"]["root_module"]["resources"][0]["values"]["vmid"],
+            vmid
+        );
+        if keep_vmid {
+            // Forget it again for the second round, without `vmid` in the configuration.
+            ws.terraform(&["state", "rm", "proxmox_proxy_vm.edge"])
+                .await
+                .success();
+        }
+    }
+
+    // A user_data given later is a new seed: that replaces the VM, as for any state.
+    let generated = std::fs::read_to_string(ws.work_dir().join("generated.tf")).unwrap();
+    let with_user_data: String = generated
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("user_data ") {
+                "  user_data = \"#cloud-config\\npackages: [nginx]\\n\"".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(ws.work_dir().join("generated.tf"), with_user_data).unwrap();
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    assert!(
+        plan.stdout().contains("seed_hash") && plan.stdout().contains("forces replacement"),
+        "{}",
+        plan.all_text()
+    );
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}

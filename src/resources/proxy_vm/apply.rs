@@ -50,6 +50,7 @@ pub(super) async fn create(
     let private = Private {
         create_token: Some(desired.create_token.clone()),
         pending: Vec::new(),
+        imported: false,
     };
     let progress = ProgressCell::default();
     let outcome = bounded(

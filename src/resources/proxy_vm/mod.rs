@@ -231,6 +231,7 @@ impl Resource for ProxyVm {
                 let private = Private {
                     create_token: observed.mark.as_ref().and_then(|m| m.create_token.clone()),
                     pending: Vec::new(),
+                    imported: true,
                 };
                 response.imported.push(ImportedResource { type_name: TYPE_NAME.into(), state, private: private.encode() });
             }
