@@ -806,7 +806,7 @@ async fn import_through_generated_config_keeps_the_seed_of_user_data() {
     if !support::acceptance_enabled("import_through_generated_config_keeps_the_seed_of_user_data") {
         return;
     }
-    let (_sim, target) = support::start_sim(pvesim::SimConfig::default()).await;
+    let (_sim, target) = support::start_sim(sim_config()).await;
     let sim = SimClient::new(&target);
     let ws = Workspace::new(target);
     let provider = format!(
@@ -882,8 +882,35 @@ async fn import_through_generated_config_keeps_the_seed_of_user_data() {
         }
     }
 
-    // A user_data given later is a new seed: that replaces the VM, as for any state.
+    // A replacement of the imported VM with its `vmid` kept: the plan-time check of the VMID
+    // knows the VM there is the one the replacement destroys first, not another state's.
     let generated = std::fs::read_to_string(ws.work_dir().join("generated.tf")).unwrap();
+    let replaced = generated
+        .replace("\"debian-13-proxy\"", "\"debian-13-proxy-b\"")
+        .replace(
+            "resource \"proxmox_proxy_vm\" \"edge\" {",
+            &format!("resource \"proxmox_proxy_vm\" \"edge\" {{\n  vmid = {vmid}"),
+        );
+    std::fs::write(ws.work_dir().join("generated.tf"), &replaced).unwrap();
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    assert!(
+        plan.stdout()
+            .contains("1 to add, 0 to change, 1 to destroy"),
+        "{replaced}\n{}",
+        plan.all_text()
+    );
+    ws.apply().await.success();
+    ws.assert_plans_empty().await;
+    assert_eq!(
+        ws.state().await["values"]["root_module"]["resources"][0]["values"]["vmid"],
+        vmid
+    );
+    std::fs::write(ws.work_dir().join("generated.tf"), &generated).unwrap();
+
+    // A user_data given later is a new seed: that replaces the VM, as for any state.
     let with_user_data: String = generated
         .lines()
         .map(|l| {

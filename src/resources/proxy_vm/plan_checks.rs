@@ -80,8 +80,14 @@ fn list(names: impl IntoIterator<Item = String>) -> String {
     }
 }
 
-/// The checks for a planned create (or the create half of a replacement).
-pub async fn check_create(configured: &Configured, planned: &Value, config: &Value) -> Diagnostics {
+/// The checks for a planned create (or the create half of a replacement, with the create
+/// token of the VM it replaces: Terraform hands the first half's private data on).
+pub async fn check_create(
+    configured: &Configured,
+    planned: &Value,
+    config: &Value,
+    replacing: Option<Option<&str>>,
+) -> Diagnostics {
     let mut findings = Findings {
         diagnostics: Diagnostics::new(),
         unchecked: Vec::new(),
@@ -208,7 +214,7 @@ pub async fn check_create(configured: &Configured, planned: &Value, config: &Val
         .and_then(|n| u32::try_from(n).ok())
         && !findings.unreachable
     {
-        check_vmid(configured, planned, vmid, &mut findings).await;
+        check_vmid(configured, planned, vmid, replacing, &mut findings).await;
     }
     finish(findings)
 }
@@ -416,7 +422,13 @@ async fn check_bridge(configured: &Configured, node: &str, bridge: &str, finding
 }
 
 /// An explicit VMID must be free, or an unfinished create of this very name to resume.
-async fn check_vmid(configured: &Configured, planned: &Value, vmid: u32, findings: &mut Findings) {
+async fn check_vmid(
+    configured: &Configured,
+    planned: &Value,
+    vmid: u32,
+    replacing: Option<Option<&str>>,
+    findings: &mut Findings,
+) {
     let client = &configured.client;
     let listing = match configured.runtime.template_listing(client, false).await {
         Ok(listing) => listing,
@@ -447,6 +459,10 @@ async fn check_vmid(configured: &Configured, planned: &Value, vmid: u32, finding
         .unwrap_or(&configured.fleet);
     match ownership::classify(config.description().as_deref(), name, fleet) {
         Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {}
+        // The VM this replacement destroys first (an imported one included), not another
+        // state's.
+        Ownership::OursForThisName(mark)
+            if replacing.is_some_and(|token| token == mark.create_token.as_deref()) => {}
         Ownership::OursForThisName(_) => findings.error(
             "vmid",
             "Proxy VM already exists",
