@@ -509,6 +509,13 @@ const PVE_SIM_ON_PATH_BLOCK: &str = "export PATH=\"$PWD/target/release:$PATH\"";
 /// against pve-sim by a test, or says why it cannot be.
 const GUIDE_BLOCKS: &[(&str, &str, Verdict)] = &[
     (
+        "coming-from-bpg-or-telmate.md",
+        "export PROXMOX_VE_ENDPOINT=\"${PM_API_URL%/api2/json}\"",
+        Verdict::Not(
+            "turns a Telmate user's PM_API_URL and token variables of a real cluster into ours",
+        ),
+    ),
+    (
         "installation.md",
         "cargo build --release --locked --workspace --bins",
         Verdict::RunBy(INSTALLATION_TEST),
