@@ -214,6 +214,12 @@ async fn the_installation_guide_typed_into_a_fresh_shell_applies_a_users_module(
     };
     commands.push(guide_block("troubleshooting.md", DEBUG_LOG_BLOCK));
     commands.push(guide_block("pve-setup.md", SWEEPER_BLOCK));
+    // A Telmate user's variables, turned into ours as the migration guide says, reach the
+    // same cluster: the module's plan is empty with them alone.
+    commands.push(format!(
+        "(\nexport PM_API_URL=\"$PROXMOX_VE_ENDPOINT/api2/json\" PM_API_TOKEN_ID=\"${{PROXMOX_VE_API_TOKEN%%=*}}\" PM_API_TOKEN_SECRET=\"${{PROXMOX_VE_API_TOKEN#*=}}\"\nunset PROXMOX_VE_ENDPOINT PROXMOX_VE_API_TOKEN\n{}terraform plan -detailed-exitcode -no-color\necho \"telmate variables: plan empty\"\n)\n",
+        guide_block("coming-from-bpg-or-telmate.md", TELMATE_BLOCK)
+    ));
     let shell = FreshShell::new();
     // In the clone again, as the testing guide says: pve-sim by name after a source build.
     commands.push(format!(
@@ -238,6 +244,7 @@ async fn the_installation_guide_typed_into_a_fresh_shell_applies_a_users_module(
         // pve-setup's sweeper: nothing of a test run, and the user's VM untouched.
         "prefix tfacc-: 0 VMs and 0 seed ISOs left, 0 errors",
         "prefix tfacc-: 0 VMs and 0 seed ISOs deleted, 0 errors",
+        "telmate variables: plan empty",
         "Destroy complete! Resources: 1 destroyed.",
     ] {
         assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
@@ -501,6 +508,7 @@ const PLACEHOLDERS: &str = "names a real cluster's endpoint, token or CA (exampl
 const DEBUG_LOG_BLOCK: &str = "TF_LOG_PROVIDER=debug terraform apply";
 const SWEEPER_BLOCK: &str =
     "cargo run --bin proxmox-test-sweeper -- --prefix tfacc- --check   # list what is left";
+const TELMATE_BLOCK: &str = "export PROXMOX_VE_ENDPOINT=\"${PM_API_URL%/api2/json}\"";
 const PVE_SIM_ON_PATH_BLOCK: &str = "export PATH=\"$PWD/target/release:$PATH\"";
 
 /// Every command block of the published guides, by file and first line, and what becomes
@@ -510,10 +518,8 @@ const PVE_SIM_ON_PATH_BLOCK: &str = "export PATH=\"$PWD/target/release:$PATH\"";
 const GUIDE_BLOCKS: &[(&str, &str, Verdict)] = &[
     (
         "coming-from-bpg-or-telmate.md",
-        "export PROXMOX_VE_ENDPOINT=\"${PM_API_URL%/api2/json}\"",
-        Verdict::Not(
-            "turns a Telmate user's PM_API_URL and token variables of a real cluster into ours",
-        ),
+        TELMATE_BLOCK,
+        Verdict::RunBy(INSTALLATION_TEST),
     ),
     (
         "installation.md",
