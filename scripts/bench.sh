@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fleet-scale benchmark: refresh and apply of growing fleets against pve-sim, driven by the real
 # terraform (tests/acc_request_budget.rs, `bench_fleet_scale`, release build). Writes the
-# figures between the fleet-scale markers of docs/guides/benchmarks.md and the plot to
-# docs/guides/images/fleet-scale.svg.
+# figures between the fleet-scale markers of docs/dev/benchmarks.md and the plot to
+# docs/dev/images/fleet-scale.svg.
 #
 #   scripts/bench.sh                                   # refresh 10,100,500,1000; apply 20,100
 #   BENCH_APPLY_SIZES=20,100,500 scripts/bench.sh      # add the 500-VM apply (~7 min more)
@@ -14,13 +14,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out="$PWD/target/bench-fleet"
-doc=docs/guides/benchmarks.md
-mkdir -p "$out" docs/guides/images
+doc=docs/dev/benchmarks.md
+mkdir -p "$out" docs/dev/images
 
 BENCH_OUT="$out" TF_ACC=1 cargo test --release --locked --test acc_request_budget -- \
     --ignored --nocapture --exact bench_fleet_scale
 
-cp "$out/fleet-scale.svg" docs/guides/images/fleet-scale.svg
+cp "$out/fleet-scale.svg" docs/dev/images/fleet-scale.svg
 {
     echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores (load average $(cut -d' ' -f1 /proc/loadavg) at the end), $(terraform version | head -1), release build:"
     echo
@@ -33,4 +33,4 @@ awk -v section="$out/section.md" '
     !skip { print }
 ' "$doc" >"$out/benchmarks.md"
 mv "$out/benchmarks.md" "$doc"
-echo "==> figures written to $doc and docs/guides/images/fleet-scale.svg"
+echo "==> figures written to $doc and docs/dev/images/fleet-scale.svg"

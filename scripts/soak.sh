@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The heavy failure-path runs (docs/reliability.md): 15 and 20 VMs under 10% injected 5xx on
+# The heavy failure-path runs (docs/dev/reliability.md): 15 and 20 VMs under 10% injected 5xx on
 # every endpoint and under a mixed fault set (resets, 5xx, 595, a failed start task, a held
 # template lock, latency), each against its own pve-sim. Every run must converge within one
 # re-apply, end with empty plans and leave no VM and no seed ISO; each prints its figures.

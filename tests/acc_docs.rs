@@ -152,6 +152,161 @@ fn every_relative_markdown_link_resolves() {
     );
 }
 
+/// A registry publishes `docs/index.md` and the directories of [`render::PUBLISHED_DIRS`]
+/// alone. On a published page a relative link must stay among published pages (one out of
+/// `docs/`, or into `docs/dev/`, breaks on the registry), and a link to any other file of
+/// the repository is absolute: [`render::REPOSITORY_URL`], `/blob/` or `/tree/`, the branch,
+/// and a path that exists.
+#[test]
+fn registry_pages_link_only_to_what_the_registry_or_the_repository_has() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = root.join("docs");
+    let mut pages = vec![docs.join("index.md")];
+    for dir in render::PUBLISHED_DIRS {
+        markdown_files(&docs.join(dir), &mut pages);
+    }
+    let mut wrong = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let name = page.strip_prefix(root).unwrap().display().to_string();
+        wrong.extend(
+            registry_link_problems(&text, page.parent().unwrap(), &docs, root)
+                .into_iter()
+                .map(|problem| format!("{name}: {problem}")),
+        );
+    }
+    assert!(
+        wrong.is_empty(),
+        "links that break on the registry (use {}/blob/{}/PATH for repository files):\n  {}",
+        render::REPOSITORY_URL,
+        render::REPOSITORY_BRANCH,
+        wrong.join("\n  ")
+    );
+}
+
+/// What is wrong with the links of one published page in `dir`.
+fn registry_link_problems(markdown: &str, dir: &Path, docs: &Path, root: &Path) -> Vec<String> {
+    let published = |path: &Path| {
+        let Ok(inside) = path.strip_prefix(docs) else {
+            return false;
+        };
+        inside == Path::new("index.md")
+            || render::PUBLISHED_DIRS
+                .iter()
+                .any(|published| inside.starts_with(published))
+    };
+    let mut problems = Vec::new();
+    for target in relative_link_targets(markdown) {
+        let path = target.split('#').next().unwrap_or_default();
+        if path.is_empty() {
+            continue;
+        }
+        if !published(&normalized(&dir.join(path))) {
+            problems.push(format!("{target} is not a published page"));
+        }
+    }
+    for target in absolute_link_targets(markdown) {
+        let Some(rest) = target
+            .strip_prefix("https://github.com/")
+            .filter(|_| target.contains("/terraform-provider-proxmox"))
+        else {
+            continue;
+        };
+        let Some(path) = target
+            .strip_prefix(render::REPOSITORY_URL)
+            .and_then(|tail| {
+                ["blob", "tree"].iter().find_map(|kind| {
+                    tail.strip_prefix(&format!("/{kind}/{}/", render::REPOSITORY_BRANCH))
+                })
+            })
+        else {
+            // Releases and the like are not files of the repository.
+            if !rest.contains("/releases") {
+                problems.push(format!(
+                    "{target} is not {}/blob/{}/PATH",
+                    render::REPOSITORY_URL,
+                    render::REPOSITORY_BRANCH
+                ));
+            }
+            continue;
+        };
+        let path = path.split('#').next().unwrap_or_default();
+        if !root.join(path).exists() {
+            problems.push(format!("{target}: no {path} in the repository"));
+        }
+    }
+    problems
+}
+
+/// `a/b/../c` as `a/c`, without touching the file system.
+fn normalized(path: &Path) -> std::path::PathBuf {
+    let mut out = std::path::PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Targets of `[text](https://…)` links outside fenced code blocks.
+fn absolute_link_targets(markdown: &str) -> Vec<String> {
+    let mut targets = Vec::new();
+    let mut in_code = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let Some(end) = rest.find(')') else { break };
+            if rest[..end].starts_with("https://") {
+                targets.push(rest[..end].to_owned());
+            }
+            rest = &rest[end..];
+        }
+    }
+    targets
+}
+
+#[test]
+fn the_registry_link_check_refuses_links_out_of_the_published_docs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = root.join("docs");
+    let guides = docs.join("guides");
+    let page = format!(
+        "[ok](installation.md) [ok](../resources/proxy_vm.md#import) [in](#here) \
+         [out](../../crates/pvesim/README.md) [dev](../dev/benchmarks.md) \
+         [repo]({url}/blob/{branch}/crates/pvesim/README.md) \
+         [gone]({url}/blob/{branch}/no/such/file.md) [tag]({url}/blob/v0.1.0/README.md) \
+         [release]({url}/releases/download/v0.1.0/x.zip)",
+        url = render::REPOSITORY_URL,
+        branch = render::REPOSITORY_BRANCH
+    );
+    let problems = registry_link_problems(&page, &guides, &docs, root);
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+    for expected in [
+        "../../crates/pvesim/README.md is not a published page",
+        "../dev/benchmarks.md is not a published page",
+        "no no/such/file.md in the repository",
+        "v0.1.0/README.md is not",
+    ] {
+        assert!(
+            problems.iter().any(|p| p.contains(expected)),
+            "{expected}: {problems:#?}"
+        );
+    }
+}
+
 /// Markdown files of the repository (not build output, not VCS metadata).
 fn markdown_files(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {

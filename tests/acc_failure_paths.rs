@@ -6,7 +6,7 @@
 //! could only end in an inconsistent result are refused before any write.
 //!
 //! The heavy runs (15 and 20 VMs under random faults) are `#[ignore]`d and run by
-//! `scripts/soak.sh`; their figures are in docs/reliability.md.
+//! `scripts/soak.sh`; their figures are in docs/dev/reliability.md.
 
 mod support;
 
@@ -466,7 +466,7 @@ async fn inputs_that_could_only_end_inconsistent_are_refused_before_any_write() 
 }
 
 /// `count` VMs under a fault mix: the apply converges within one re-apply, the plan is
-/// empty, destroy leaves nothing; prints the figures docs/reliability.md records.
+/// empty, destroy leaves nothing; prints the figures docs/dev/reliability.md records.
 async fn soak(count: usize, faults: Value, label: &str) {
     let mut config = pvesim::SimConfig::default();
     config.timings.task_ms.insert("qmclone".into(), 300);

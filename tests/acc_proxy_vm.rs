@@ -644,3 +644,294 @@ async fn failures_name_the_vm_quote_pve_and_hint() {
 fn flat(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+/// Issue #26, item 1, as a new user met it: two VMs placed by the provider (`node` unset),
+/// gated by `proxmox_health` in a `check` and a `precondition`; a cores change left pending
+/// until reboot (the warning says to set reboot_if_needed = true), then reboot_if_needed is
+/// set and applied from a saved plan. The apply must reboot and converge, not end in
+/// "Provider produced inconsistent result after apply".
+#[tokio::test(flavor = "multi_thread")]
+async fn reboot_if_needed_set_after_a_pending_change_reboots_and_converges() {
+    if !support::acceptance_enabled(
+        "reboot_if_needed_set_after_a_pending_change_reboots_and_converges",
+    ) {
+        return;
+    }
+    let (_sim, target) = support::start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let tf = |cores: [u32; 2], reboot: &str| {
+        format!(
+            r#"{}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+}}
+
+data "proxmox_health" "pve" {{
+  templates = ["debian-13-proxy"]
+}}
+
+check "proxmox" {{
+  assert {{
+    condition     = data.proxmox_health.pve.healthy
+    error_message = "PVE health: ${{join("; ", data.proxmox_health.pve.messages)}}"
+  }}
+}}
+
+resource "proxmox_proxy_vm" "a" {{
+  name     = "pending-a"
+  template = "debian-13-proxy"
+  memory   = 512
+  cores    = {}
+{reboot}
+  lifecycle {{
+    precondition {{
+      condition     = data.proxmox_health.pve.healthy
+      error_message = "PVE is not ready: ${{join(", ", data.proxmox_health.pve.reasons)}}"
+    }}
+  }}
+}}
+
+resource "proxmox_proxy_vm" "b" {{
+  name     = "pending-b"
+  template = "debian-13-proxy"
+  memory   = 512
+  cores    = {}
+{reboot}
+  lifecycle {{
+    precondition {{
+      condition     = data.proxmox_health.pve.healthy
+      error_message = "PVE is not ready: ${{join(", ", data.proxmox_health.pve.reasons)}}"
+    }}
+  }}
+}}
+"#,
+            Workspace::preamble(),
+            cores[0],
+            cores[1],
+        )
+    };
+    let cores_of = |state: &serde_json::Value| {
+        let mut out: Vec<(String, String, String, bool)> = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|vm| {
+                vm["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("pending-"))
+            })
+            .map(|vm| {
+                (
+                    vm["name"].as_str().unwrap().to_owned(),
+                    vm["config"]["cores"].as_str().unwrap_or("?").to_owned(),
+                    vm["status"].as_str().unwrap_or("?").to_owned(),
+                    vm["pending"].as_object().is_some_and(|p| !p.is_empty()),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    ws.init_with(&tf([2, 3], "")).await;
+    ws.apply().await.success();
+    ws.assert_plans_empty().await;
+
+    // A change PVE holds until the next boot: applied with a warning, left pending.
+    ws.write_main_tf(&tf([3, 4], ""));
+    let out = ws.apply().await.success();
+    assert!(
+        out.all_text().contains("pending until reboot"),
+        "{}",
+        out.all_text()
+    );
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    assert!(
+        plan.all_text().contains("reboot_if_needed = true"),
+        "the warning gives the advice this test follows:\n{}",
+        plan.all_text()
+    );
+
+    // The advice: set reboot_if_needed = true, from a saved plan as a careful user does.
+    ws.write_main_tf(&tf([3, 4], "  reboot_if_needed = true\n"));
+    ws.terraform(&["plan", "-no-color", "-input=false", "-out=tfplan"])
+        .await
+        .success();
+    let out = ws
+        .terraform(&["apply", "-no-color", "-input=false", "tfplan"])
+        .await
+        .success();
+    assert!(
+        !out.all_text().contains("inconsistent result"),
+        "{}",
+        out.all_text()
+    );
+    assert_eq!(
+        cores_of(&sim.state().await),
+        [
+            ("pending-a".into(), "3".into(), "running".into(), false),
+            ("pending-b".into(), "4".into(), "running".into(), false),
+        ]
+    );
+    ws.assert_plans_empty().await;
+
+    // And without a saved plan, the same sequence once more.
+    ws.write_main_tf(&tf([4, 5], ""));
+    ws.apply().await.success();
+    ws.write_main_tf(&tf([4, 5], "  reboot_if_needed = true\n"));
+    ws.apply().await.success();
+    assert_eq!(
+        cores_of(&sim.state().await),
+        [
+            ("pending-a".into(), "4".into(), "running".into(), false),
+            ("pending-b".into(), "5".into(), "running".into(), false),
+        ]
+    );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}
+
+/// Issue #26, item 2: a VM made with `user_data`, imported through `-generate-config-out`
+/// and an import block. The generated configuration leaves `user_data` unset (Terraform
+/// writes `user_data = null # sensitive`: a write-only value cannot be read back), which
+/// means "keep the VM's seed": the plan imports and changes nothing, neither with the
+/// generated `vmid` ("Proxy VM already exists" before) nor without it (`seed_hash` forced a
+/// replacement before).
+#[tokio::test(flavor = "multi_thread")]
+async fn import_through_generated_config_keeps_the_seed_of_user_data() {
+    if !support::acceptance_enabled("import_through_generated_config_keeps_the_seed_of_user_data") {
+        return;
+    }
+    let (_sim, target) = support::start_sim(sim_config()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let provider = format!(
+        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"proxy-seeds\"\n}}\n",
+        Workspace::preamble()
+    );
+    ws.init_with(&format!(
+        "{provider}\nresource \"proxmox_proxy_vm\" \"edge\" {{\n  name      = \"imported-1\"\n  node      = \"pve1\"\n  template  = \"debian-13-proxy\"\n  user_data = \"#cloud-config\\npackages: [haproxy]\\n\"\n}}\n"
+    ))
+    .await;
+    ws.apply().await.success();
+    let vmid = ws.state().await["values"]["root_module"]["resources"][0]["values"]["vmid"]
+        .as_i64()
+        .unwrap();
+    let seed_before = sim.volumes_on("proxy-seeds").await;
+    ws.terraform(&["state", "rm", "proxmox_proxy_vm.edge"])
+        .await
+        .success();
+
+    for keep_vmid in [true, false] {
+        let import_block = format!(
+            "{provider}\nimport {{\n  to = proxmox_proxy_vm.edge\n  id = \"pve1/{vmid}\"\n}}\n"
+        );
+        ws.write_main_tf(&import_block);
+        let _ = std::fs::remove_file(ws.work_dir().join("generated.tf"));
+        let out = ws
+            .terraform(&[
+                "plan",
+                "-no-color",
+                "-input=false",
+                "-generate-config-out=generated.tf",
+            ])
+            .await;
+        let generated = std::fs::read_to_string(ws.work_dir().join("generated.tf"))
+            .unwrap_or_else(|_| panic!("no generated.tf:\n{}", out.all_text()));
+        assert!(
+            generated.contains("user_data") && generated.contains("null"),
+            "{generated}"
+        );
+        let generated = if keep_vmid {
+            generated
+        } else {
+            generated
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("vmid "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        std::fs::write(ws.work_dir().join("generated.tf"), &generated).unwrap();
+        let plan = ws
+            .terraform(&["plan", "-no-color", "-input=false"])
+            .await
+            .success();
+        assert!(
+            plan.stdout()
+                .contains("1 to import, 0 to add, 0 to change, 0 to destroy"),
+            "vmid kept: {keep_vmid}\n{generated}\n{}",
+            plan.all_text()
+        );
+        ws.apply().await.success();
+        ws.assert_plans_empty().await;
+        // Nothing was replaced: the same VM and the same seed.
+        assert_eq!(sim.volumes_on("proxy-seeds").await, seed_before);
+        assert_eq!(
+            ws.state().await["values"]["root_module"]["resources"][0]["values"]["vmid"],
+            vmid
+        );
+        if keep_vmid {
+            // Forget it again for the second round, without `vmid` in the configuration.
+            ws.terraform(&["state", "rm", "proxmox_proxy_vm.edge"])
+                .await
+                .success();
+        }
+    }
+
+    // A replacement of the imported VM with its `vmid` kept: the plan-time check of the VMID
+    // knows the VM there is the one the replacement destroys first, not another state's.
+    let generated = std::fs::read_to_string(ws.work_dir().join("generated.tf")).unwrap();
+    let replaced = generated
+        .replace("\"debian-13-proxy\"", "\"debian-13-proxy-b\"")
+        .replace(
+            "resource \"proxmox_proxy_vm\" \"edge\" {",
+            &format!("resource \"proxmox_proxy_vm\" \"edge\" {{\n  vmid = {vmid}"),
+        );
+    std::fs::write(ws.work_dir().join("generated.tf"), &replaced).unwrap();
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    assert!(
+        plan.stdout()
+            .contains("1 to add, 0 to change, 1 to destroy"),
+        "{replaced}\n{}",
+        plan.all_text()
+    );
+    ws.apply().await.success();
+    ws.assert_plans_empty().await;
+    assert_eq!(
+        ws.state().await["values"]["root_module"]["resources"][0]["values"]["vmid"],
+        vmid
+    );
+    std::fs::write(ws.work_dir().join("generated.tf"), &generated).unwrap();
+
+    // A user_data given later is a new seed: that replaces the VM, as for any state.
+    let with_user_data: String = generated
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("user_data ") {
+                "  user_data = \"#cloud-config\\npackages: [nginx]\\n\"".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(ws.work_dir().join("generated.tf"), with_user_data).unwrap();
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    assert!(
+        plan.stdout().contains("seed_hash") && plan.stdout().contains("forces replacement"),
+        "{}",
+        plan.all_text()
+    );
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}

@@ -2,7 +2,7 @@
 //! and a refresh must stay within their request budgets, and no create may list the whole
 //! cluster.
 //!
-//! The ignored `bench_fleet_scale` is the benchmark behind `docs/guides/benchmarks.md`
+//! The ignored `bench_fleet_scale` is the benchmark behind `docs/dev/benchmarks.md`
 //! (run it with `scripts/bench.sh`): refresh and apply wall times, floors and requests per
 //! VM at growing fleet sizes.
 

@@ -112,7 +112,7 @@ Problems are reported as data (`healthy`, per-node `reasons`), never as errors, 
 A template counts for a node when a template of that name (or VMID) lives on that node, or when the first one the cluster lists lives on another online node with every disk on a shared storage that is active on this node (PVE then clones across nodes). This is the copy `proxmox_proxy_vm` clones from.\n\n\
 Each call is made once, without retries. Cluster-wide problems (certificate, credentials, unreachable endpoint) are reported on every node; if the node list itself is unavailable and `node_names` is not set, `nodes` is empty and the top-level `reasons` carry the code.\n\n\
 Privileges checked (PVE 9 names, through `GET /access/permissions`; privileges granted only through a pool are not seen):\n\n{}\n\n\
-Reason codes:\n\n{reasons_doc}",
+Every reason code, with its meaning, is listed once, under `nodes.reasons`.",
                 privileges_doc()
             ))
             .attribute(Attribute::new("node_names", Type::list(Type::String)).optional().description(
@@ -137,7 +137,7 @@ Reason codes:\n\n{reasons_doc}",
                 "The PVE version of the API endpoint (`GET /version`), e.g. `9.2.11`; empty when unreachable.",
             ))
             .attribute(Attribute::new("reasons", Type::list(Type::String)).computed().description(
-                "Every reason code of the cluster and all nodes, sorted alphabetically, each once; empty when healthy. See the codes above.",
+                "Every reason code of the cluster and all nodes, sorted alphabetically, each once; empty when healthy. The codes are listed under `nodes.reasons`.",
             ))
             .attribute(Attribute::new("messages", Type::list(Type::String)).computed().description(
                 "Every explanation: cluster-wide ones first, then node ones prefixed with the node name.",

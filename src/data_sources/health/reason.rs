@@ -213,7 +213,21 @@ impl Finding {
             }
             _ => String::new(),
         };
-        Finding::new(reason, format!("{what}: {error}.{hint}"))
+        Finding::new(
+            reason,
+            format!("{what}: {}{hint}", sentence(&error.to_string())),
+        )
+    }
+}
+
+/// Ends a quoted text with one full stop: PVE's own texts often end in one already
+/// ("authentication failure!" would read "failure!." otherwise).
+fn sentence(text: &str) -> String {
+    let text = text.trim_end();
+    if text.ends_with(['.', '!', '?']) {
+        text.to_owned()
+    } else {
+        format!("{text}.")
     }
 }
 
@@ -234,6 +248,13 @@ mod tests {
                 "{reason} undocumented"
             );
         }
+    }
+
+    #[test]
+    fn a_quoted_text_ends_with_one_full_stop() {
+        assert_eq!(sentence("authentication failed!"), "authentication failed!");
+        assert_eq!(sentence("no such storage"), "no such storage.");
+        assert_eq!(sentence("done. "), "done.");
     }
 
     #[test]

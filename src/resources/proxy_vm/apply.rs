@@ -66,6 +66,7 @@ pub(super) async fn create(
     let mut private = Private {
         create_token: Some(desired.create_token.clone()),
         pending: Vec::new(),
+        imported: false,
     };
     let progress = ProgressCell::default();
     let outcome = bounded(
@@ -203,10 +204,18 @@ pub(super) async fn update(
         "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started",
     ];
     let changed = plan::changed_attributes(prior, planned);
+    // A change PVE holds until the next boot is applied by the reboot this apply allows,
+    // even when no attribute changes with it (reboot_if_needed set after a pending change):
+    // the state then shows the running values, and without the reboot the result would
+    // differ from the plan (#26).
+    let reboot_for_pending = desired.reboot_if_needed
+        && desired.started
+        && (!private.pending.is_empty() || changed.iter().any(|c| c == "reboot_if_needed"));
     let mut interfaces = None;
-    if changed
-        .iter()
-        .any(|name| vm_touching.contains(&name.as_str()))
+    if reboot_for_pending
+        || changed
+            .iter()
+            .any(|name| vm_touching.contains(&name.as_str()))
     {
         let disk_changed = changed.iter().any(|n| n == "disk_gib");
         let deadline = tokio::time::Instant::now() + desired.timeouts.update;

@@ -92,8 +92,17 @@ impl Resource for ProxyVm {
             refuse_duplicate_name(configured, &request, &mut response);
             if !response.diagnostics.has_errors() && !response.planned_state.is_null() {
                 let checks = if request.prior_state.is_null() {
-                    plan_checks::check_create(configured, &response.planned_state, &request.config)
-                        .await
+                    // A create half of a replacement carries the replaced VM's private data.
+                    let private = Private::decode(&request.prior_private);
+                    let replacing =
+                        (private != Private::default()).then_some(private.create_token.as_deref());
+                    plan_checks::check_create(
+                        configured,
+                        &response.planned_state,
+                        &request.config,
+                        replacing,
+                    )
+                    .await
                 } else {
                     let changed = tfplugin::plan::changed_attributes(
                         &request.prior_state,
@@ -283,6 +292,7 @@ impl Resource for ProxyVm {
                 let private = Private {
                     create_token: observed.mark.as_ref().and_then(|m| m.create_token.clone()),
                     pending: Vec::new(),
+                    imported: true,
                 };
                 response.imported.push(ImportedResource { type_name: TYPE_NAME.into(), state, private: private.encode() });
             }

@@ -324,6 +324,11 @@ pub struct Private {
     pub create_token: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<String>,
+    /// The VM came into this state by import: its seed was written from a `user_data` and
+    /// `network_config` the configuration may not know (write-only values cannot be read
+    /// back). While both are unset, the plan keeps the VM's seed instead of replacing it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub imported: bool,
 }
 
 impl Private {

@@ -66,7 +66,9 @@ pub(super) fn plan_change(
         config,
         prior_private,
     } = request;
-    let pending = Private::decode(&prior_private).pending;
+    let Private {
+        pending, imported, ..
+    } = Private::decode(&prior_private);
     let mut response = PlanResponse {
         planned_private: prior_private,
         ..Default::default()
@@ -145,6 +147,11 @@ pub(super) fn plan_change(
         return response;
     }
     // Update.
+    // An imported VM's seed came from inputs its configuration cannot hold until the user
+    // writes them again: with both unset, the VM keeps its seed (no replacement).
+    if imported && user_data.is_null() && network_config.is_null() {
+        planned.set_attr("seed_hash", prior.get_attr("seed_hash").clone());
+    }
     for name in ["seed_storage", "clone_storage"] {
         if config.get_attr(name).is_null() {
             planned.set_attr(name, prior.get_attr(name).clone());
@@ -329,6 +336,47 @@ mod tests {
             }),
             Value::Unknown,
             "a reboot may"
+        );
+    }
+
+    #[test]
+    fn an_imported_vm_keeps_its_seed_while_user_data_is_unset() {
+        let prior = created();
+        let mut unset = config();
+        unset.set_attr("user_data", Value::Null);
+        let plan_with = |private: &Private, config: Value| {
+            plan_change(
+                &schema::schema(),
+                None,
+                PlanRequest {
+                    prior_private: private.encode(),
+                    ..request(prior.clone(), prior.clone(), config)
+                },
+            )
+        };
+        let imported = Private {
+            imported: true,
+            ..Private::default()
+        };
+        let plan = plan_with(&imported, unset.clone());
+        assert!(
+            plan.requires_replace.is_empty(),
+            "{:?}",
+            plan.requires_replace
+        );
+        assert_eq!(
+            plan.planned_state.get_attr("seed_hash"),
+            prior.get_attr("seed_hash")
+        );
+        // Written again, the inputs count as for any state.
+        let mut other = config();
+        other.set_attr("user_data", Value::string("#cloud-config\n#x\n"));
+        assert!(!plan_with(&imported, other).requires_replace.is_empty());
+        // A VM this state created: removing user_data is a new (empty) seed.
+        assert!(
+            !plan_with(&Private::default(), unset)
+                .requires_replace
+                .is_empty()
         );
     }
 

@@ -81,9 +81,15 @@ fn list(names: impl IntoIterator<Item = String>) -> String {
     }
 }
 
-/// The checks for a planned create (or the create half of a replacement).
-pub async fn check_create(configured: &Configured, planned: &Value, config: &Value) -> Diagnostics {
-    check_create_at(configured, planned, config, Stage::Plan).await
+/// The checks for a planned create (or the create half of a replacement, with the create
+/// token of the VM it replaces: Terraform hands the first half's private data on).
+pub async fn check_create(
+    configured: &Configured,
+    planned: &Value,
+    config: &Value,
+    replacing: Option<Option<&str>>,
+) -> Diagnostics {
+    check_create_at(configured, planned, config, replacing, Stage::Plan).await
 }
 
 /// The plan's checks again, as the first thing a create does: only refusals, since a plan
@@ -94,7 +100,7 @@ pub async fn recheck_before_create(
     planned: &Value,
     config: &Value,
 ) -> Diagnostics {
-    let mut checks = check_create_at(configured, planned, config, Stage::Apply).await;
+    let mut checks = check_create_at(configured, planned, config, None, Stage::Apply).await;
     checks.0.retain(|d| d.severity == Severity::Error);
     checks
 }
@@ -109,6 +115,7 @@ async fn check_create_at(
     configured: &Configured,
     planned: &Value,
     config: &Value,
+    replacing: Option<Option<&str>>,
     stage: Stage,
 ) -> Diagnostics {
     let mut findings = Findings {
@@ -238,7 +245,7 @@ async fn check_create_at(
         && !findings.unreachable
         && stage == Stage::Plan
     {
-        check_vmid(configured, planned, vmid, &mut findings).await;
+        check_vmid(configured, planned, vmid, replacing, &mut findings).await;
     }
     finish(findings)
 }
@@ -472,7 +479,13 @@ async fn check_bridge(configured: &Configured, node: &str, bridge: &str, finding
 }
 
 /// An explicit VMID must be free, or an unfinished create of this very name to resume.
-async fn check_vmid(configured: &Configured, planned: &Value, vmid: u32, findings: &mut Findings) {
+async fn check_vmid(
+    configured: &Configured,
+    planned: &Value,
+    vmid: u32,
+    replacing: Option<Option<&str>>,
+    findings: &mut Findings,
+) {
     let client = &configured.client;
     let listing = match configured.runtime.template_listing(client, false).await {
         Ok(listing) => listing,
@@ -509,6 +522,10 @@ async fn check_vmid(configured: &Configured, planned: &Value, vmid: u32, finding
                 .create_token
                 .as_deref()
                 .is_some_and(|token| configured.journal.is_unconfirmed(fleet, name, token)) => {}
+        // The VM this replacement destroys first (an imported one included), not another
+        // state's.
+        Ownership::OursForThisName(mark)
+            if replacing.is_some_and(|token| token == mark.create_token.as_deref()) => {}
         Ownership::OursForThisName(_) => findings.error(
             "vmid",
             "Proxy VM already exists",

@@ -21,6 +21,18 @@ pub struct Page {
     pub content: String,
 }
 
+/// Where the repository's files are read on the web. A registry publishes `docs/` alone, so a
+/// registry page links to a file outside it (an example, the simulator's reference) by this
+/// absolute URL, followed by `/blob/BRANCH/PATH` or `/tree/BRANCH/PATH`; the docs test holds
+/// every such link to it and to a path that exists. The one place to change it.
+pub const REPOSITORY_URL: &str = "https://github.com/proxyvm/terraform-provider-proxmox";
+/// The branch those links read.
+pub const REPOSITORY_BRANCH: &str = "main";
+
+/// The directories (below `docs/`) a registry publishes, besides `index.md`. Anything else
+/// under `docs/` (`docs/dev/`: benchmarks, reliability) is developer material and is not.
+pub const PUBLISHED_DIRS: [&str; 3] = ["guides", "resources", "data-sources"];
+
 /// The directories (below `docs/`) every file of which the generator owns, plus `index.md`.
 pub const GENERATED_DIRS: [&str; 2] = ["resources", "data-sources"];
 
