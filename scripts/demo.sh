@@ -61,11 +61,13 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-step "building the provider and pve-sim (cargo build --release --locked)"
-cargo build --release --locked --workspace --bins
+# A debug build: the demo needs no optimised binaries, and scripts/test.sh then reuses every
+# crate this compiled instead of building the workspace a second time with other settings.
+step "building the provider and pve-sim (cargo build --locked)"
+cargo build --locked --workspace --bins
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
-provider_bin="$target_dir/release/terraform-provider-proxmox"
-sim_bin="$target_dir/release/pve-sim"
+provider_bin="$target_dir/debug/terraform-provider-proxmox"
+sim_bin="$target_dir/debug/pve-sim"
 [ -x "$provider_bin" ] || die "the build did not produce $provider_bin"
 [ -x "$sim_bin" ] || die "the build did not produce $sim_bin"
 
