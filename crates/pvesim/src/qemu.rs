@@ -1273,6 +1273,35 @@ pub fn start(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         if vm.running {
             return Err(format!("VM {vmid} already running"));
         }
+        // The command line needs every NIC's bridge on this node: qemu-server's
+        // `print_netdev_full` reads its MTU with pve-common's `read_bridge_mtu`, which dies
+        // "bridge '<bridge>' does not exist". Pending values apply before (vmconfig_apply_pending).
+        let bridges = world
+            .node(&vm.node)
+            .map(|n| n.bridges.clone())
+            .unwrap_or_default();
+        let mut nics: BTreeMap<&String, &String> = vm
+            .config
+            .iter()
+            .filter(|(key, _)| !vm.pending_delete.contains(*key))
+            .collect();
+        nics.extend(&vm.pending);
+        for (key, value) in nics {
+            if !key
+                .strip_prefix("net")
+                .is_some_and(|i| i.parse::<u8>().is_ok())
+            {
+                continue;
+            }
+            let bridge = value
+                .split(',')
+                .find_map(|part| part.strip_prefix("bridge="));
+            if let Some(bridge) = bridge
+                && !bridges.iter().any(|b| b == bridge)
+            {
+                return Err(format!("bridge '{bridge}' does not exist"));
+            }
+        }
         // QEMU needs every attached volume (the seed ISO too) to exist on this node.
         for (key, value) in &vm.config {
             if !is_drive_key(key) || key.starts_with("unused") {

@@ -1178,3 +1178,46 @@ async fn example_config_file_starts() {
     assert!(bogus.is_err(), "unknown fields are rejected");
     h.sim.shutdown().await;
 }
+
+/// pve-common `PVE/Network.pm` `read_bridge_mtu`, called for every virtio NIC by qemu-server
+/// `print_netdev_full` while `vm_start` builds QEMU's command line: a NIC naming a bridge the
+/// node does not have fails the `qmstart` task with "bridge '<bridge>' does not exist"
+/// (`die "bridge '$bridge' does not exist\n" if !$mtu;`), and the VM stays stopped. The config
+/// write itself does not check the bridge.
+#[tokio::test]
+async fn start_fails_on_a_nic_whose_bridge_the_node_lacks() {
+    let h = start(fast_config()).await;
+    h.clone_template(188, "nobridge").await;
+    h.put(
+        "/nodes/pve1/qemu/188/config",
+        &[
+            ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0"),
+            ("net1", "virtio=BC:24:11:00:00:02,bridge=vmbr9"),
+        ],
+    )
+    .await
+    .data();
+    let upid = h
+        .post("/nodes/pve1/qemu/188/status/start", &[])
+        .await
+        .data();
+    assert_eq!(
+        h.wait_task(upid.as_str().unwrap()).await,
+        "bridge 'vmbr9' does not exist"
+    );
+    let status = h.get("/nodes/pve1/qemu/188/status/current").await.data();
+    assert_eq!(status["status"], "stopped");
+    // On its own bridge the same VM starts.
+    h.put(
+        "/nodes/pve1/qemu/188/config",
+        &[("net1", "virtio=BC:24:11:00:00:02,bridge=vmbr0")],
+    )
+    .await
+    .data();
+    let upid = h
+        .post("/nodes/pve1/qemu/188/status/start", &[])
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    h.sim.shutdown().await;
+}
