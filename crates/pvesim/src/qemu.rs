@@ -1287,9 +1287,9 @@ pub fn start(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
             .collect();
         nics.extend(&vm.pending);
         for (key, value) in nics {
-            if !key
+            if key
                 .strip_prefix("net")
-                .is_some_and(|i| i.parse::<u8>().is_ok())
+                .is_none_or(|i| i.parse::<u8>().is_err())
             {
                 continue;
             }
