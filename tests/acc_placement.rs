@@ -237,3 +237,77 @@ async fn a_placed_create_killed_mid_clone_resumes_where_it_was_placed() {
     assert!(sim.our_vms().await.is_empty());
     assert!(sim.volumes_on("proxy-seeds").await.is_empty());
 }
+
+/// The error diagnostics of `terraform plan -json`, one JSON document per line.
+fn plan_errors(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|json| json.get("diagnostic").cloned())
+        .filter(|d| d["severity"] == "error")
+        .collect()
+}
+
+/// Whether Terraform's snippet of the diagnostic is the line setting `attribute`.
+fn points_at(diagnostic: &Value, attribute: &str) -> bool {
+    diagnostic["snippet"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_start()
+        .starts_with(&format!("{attribute} ="))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn vms_without_bridge_avoid_the_node_lacking_the_templates_bridge() {
+    if !acceptance_enabled("vms_without_bridge_avoid_the_node_lacking_the_templates_bridge") {
+        return;
+    }
+    // The template's net0 is on vmbr0, which pve3 lacks; pve3 has the most memory.
+    let mut config = with_node_memory(&[("pve1", 64), ("pve2", 64), ("pve3", 128)]);
+    for node in &mut config.nodes {
+        if node.name == "pve3" {
+            node.bridges = vec!["vmbr1".into()];
+        }
+    }
+    let (_sim, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(24, "")).await;
+    ws.terraform(&["apply", "-auto-approve", "-input=false", "-parallelism=10"])
+        .await
+        .success();
+    let spread = per_node(&sim).await;
+    assert_eq!(spread.values().sum::<usize>(), 24, "{spread:?}");
+    assert!(!spread.contains_key("pve3"), "{spread:?}");
+    ws.assert_plans_empty().await;
+
+    // Only pve3 as a candidate: refused at plan, the node's reason naming the bridge.
+    ws.write_main_tf(&fleet_tf(25, "  node_candidates = [\"pve3\"]\n"));
+    let out = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .failure();
+    let text = out.all_text();
+    assert!(
+        text.contains("pve3: no bridge `vmbr0` (the template's net0)"),
+        "{text}"
+    );
+
+    // `node` set to it: refused at plan, on `node`, naming the missing bridge.
+    ws.write_main_tf(&fleet_tf(25, "  node = \"pve3\"\n"));
+    let plan = ws
+        .terraform(&["plan", "-json", "-no-color", "-input=false"])
+        .await
+        .failure();
+    let errors = plan_errors(&plan.stdout());
+    assert!(
+        errors
+            .iter()
+            .any(|d| points_at(d, "node")
+                && d["detail"].as_str().is_some_and(|t| t.contains("`vmbr0`"))),
+        "{errors:#?}"
+    );
+    ws.write_main_tf(&fleet_tf(24, ""));
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}

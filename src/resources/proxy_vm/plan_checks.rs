@@ -176,6 +176,10 @@ pub async fn check_create(configured: &Configured, planned: &Value, config: &Val
         if let Some(bridge) = known(planned, "bridge") {
             check_bridge(configured, node, bridge, &mut findings).await;
         }
+        if let Some(found) = &template {
+            let bridge = known(planned, "bridge");
+            check_template_bridges(configured, node, found, bridge, &mut findings).await;
+        }
     }
     if let Some(pool) = known(planned, "pool")
         && !findings.unreachable
@@ -413,6 +417,57 @@ async fn check_bridge(configured: &Configured, node: &str, bridge: &str, finding
         Ok(_) => {}
         Err(e) => findings.missing(&format!("the bridges of node {node}"), &e),
     }
+}
+
+/// The bridges the clone keeps from its template (net0's unless `bridge` is set) must exist
+/// on `node`: PVE refuses to start a VM whose NIC names a bridge the node lacks. Pointed at
+/// `node`, the attribute that chose where the template's bridges must be.
+async fn check_template_bridges(
+    configured: &Configured,
+    node: &str,
+    template: &Template,
+    bridge: Option<&str>,
+    findings: &mut Findings,
+) {
+    let kept: Vec<_> = template
+        .bridges_used(bridge)
+        .into_iter()
+        .filter(|used| used.template_nic.is_some())
+        .collect();
+    if kept.is_empty() || findings.unreachable {
+        return;
+    }
+    let bridges = match configured.facts.bridges(&configured.client, node).await {
+        Ok(bridges) => bridges,
+        Err(e) => return findings.missing(&format!("the bridges of node {node}"), &e),
+    };
+    let missing: Vec<String> = kept
+        .iter()
+        .filter(|used| !bridges.iter().any(|b| b.iface == used.bridge))
+        .map(|used| used.describe())
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let hint = if kept
+        .iter()
+        .any(|used| used.template_nic.as_deref() == Some("net0"))
+    {
+        " Set `bridge` to one it has (net0's bridge), choose another `node`,"
+    } else {
+        " Choose another `node`,"
+    };
+    findings.error(
+        "node",
+        "Bridge not on the node",
+        format!(
+            "node `{node}` has no bridge {}, which the VM keeps from its template (VM {} on {}); PVE would refuse to start it there (bridges on {node}: {}).{hint} or add the bridge to the node.",
+            missing.join(", "),
+            template.vmid,
+            template.node,
+            list(bridges.iter().map(|b| b.iface.clone()))
+        ),
+    );
 }
 
 /// An explicit VMID must be free, or an unfinished create of this very name to resume.
