@@ -311,3 +311,41 @@ async fn vms_without_bridge_avoid_the_node_lacking_the_templates_bridge() {
     ws.destroy().await.success();
     assert!(sim.our_vms().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn node_candidates_are_checked_against_the_cluster_at_plan() {
+    if !acceptance_enabled("node_candidates_are_checked_against_the_cluster_at_plan") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(1, "  node_candidates = [\"pve1\", \"pve9\"]\n"))
+        .await;
+    // One unknown name among known ones, and only unknown ones: both refused at plan, on
+    // the attribute, naming the cluster's nodes.
+    for candidates in ["[\"pve1\", \"pve9\"]", "[\"pve9\"]"] {
+        ws.write_main_tf(&fleet_tf(1, &format!("  node_candidates = {candidates}\n")));
+        let plan = ws
+            .terraform(&["plan", "-json", "-no-color", "-input=false"])
+            .await
+            .failure();
+        let errors = plan_errors(&plan.stdout());
+        assert!(
+            errors.iter().any(|d| points_at(d, "node_candidates")
+                && d["detail"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("`pve9`") && t.contains("pve1, pve2, pve3"))),
+            "{candidates}: {errors:#?}"
+        );
+        // Nothing refers to the block alone, and no reason list ends empty.
+        for d in &errors {
+            let detail = d["detail"].as_str().unwrap_or_default();
+            assert!(
+                !detail.contains(":\n\n") && !detail.contains(":\nSet"),
+                "{detail}"
+            );
+        }
+    }
+    assert!(sim.writes_since(0).await.is_empty());
+}

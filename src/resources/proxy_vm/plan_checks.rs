@@ -138,6 +138,9 @@ pub async fn check_create(configured: &Configured, planned: &Value, config: &Val
             Err(e) => findings.missing("the cluster's VM listing", &e),
         }
     }
+    if !findings.unreachable {
+        check_candidates(configured, planned, &mut findings).await;
+    }
     if let Some(found) = &template {
         if let (Some(node), true) = (node, node_ok) {
             check_template_reachable(configured, found, node, &mut findings).await;
@@ -275,14 +278,62 @@ async fn check_placement(
         Ok(views) => views,
         Err(e) => return findings.missing("the cluster's nodes", &e),
     };
+    if views.is_empty() && desired.node_candidates.is_some() {
+        // No candidate is in the cluster: `check_candidates` said so on the attribute.
+        return;
+    }
     let memory_mib = desired.memory_mib.unwrap_or(template.memory_mib);
     if let Err(rejected) = placement::judge(&views, memory_mib << 20) {
+        // The candidates chose the nodes judged, when set; else the missing `node`.
+        let attribute = if desired.node_candidates.is_some() {
+            "node_candidates"
+        } else {
+            "node"
+        };
         findings.error(
-            "node",
+            attribute,
             "No node can run this VM",
             placement::no_node_message(&rejected, desired.node_candidates.as_deref()),
         );
     }
+}
+
+/// Every name in `node_candidates` must be a node of the cluster: a typo would otherwise
+/// quietly narrow placement (or leave it no node at all).
+async fn check_candidates(configured: &Configured, planned: &Value, findings: &mut Findings) {
+    let Some(candidates) = planned.get_attr("node_candidates").as_elements() else {
+        return;
+    };
+    let candidates: Vec<&str> = candidates.iter().filter_map(Value::as_str).collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let nodes = match configured.facts.nodes(&configured.client).await {
+        Ok(nodes) => nodes,
+        Err(e) => return findings.missing("the cluster's nodes", &e),
+    };
+    let unknown: Vec<String> = candidates
+        .iter()
+        .filter(|name| !nodes.iter().any(|n| n.node == **name))
+        .map(|name| format!("`{name}`"))
+        .collect();
+    if unknown.is_empty() {
+        return;
+    }
+    let (what, verb) = if unknown.len() == 1 {
+        ("node", "is")
+    } else {
+        ("nodes", "are")
+    };
+    findings.error(
+        "node_candidates",
+        "Node not in the cluster",
+        format!(
+            "node_candidates names {what} {} that {verb} not in the cluster (nodes: {}). Correct the name, or remove it from node_candidates.",
+            unknown.join(", "),
+            list(nodes.iter().map(|n| n.node.clone()))
+        ),
+    );
 }
 
 /// A template on another node can be cloned onto `node` only when its disk is on storage

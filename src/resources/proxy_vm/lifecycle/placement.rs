@@ -85,10 +85,17 @@ pub fn no_node_message(rejected: &[(String, String)], candidates: Option<&[Strin
         Some(list) => format!(" among node_candidates ({})", list.join(", ")),
         None => String::new(),
     };
-    let lines: Vec<String> = rejected
+    let mut lines: Vec<String> = rejected
         .iter()
         .map(|(node, why)| format!("  {node}: {why}"))
         .collect();
+    // Candidates placement never saw are not in the cluster: say so, so no candidate goes
+    // without a reason.
+    for candidate in candidates.unwrap_or_default() {
+        if !rejected.iter().any(|(node, _)| node == candidate) {
+            lines.push(format!("  {candidate}: not in the cluster"));
+        }
+    }
     format!(
         "no node can run this VM{scope}:\n{}\nSet `node` to choose one yourself, or fix what keeps the nodes out.",
         lines.join("\n")
@@ -281,6 +288,12 @@ mod tests {
         assert_eq!(reasons[3], ("pve4", "template not reachable"));
         let message = no_node_message(&rejected, None);
         assert!(message.contains("  pve3: not enough memory"), "{message}");
+        // A candidate the cluster does not have gets its reason too.
+        let message = no_node_message(&[], Some(&["pve9".to_owned()]));
+        assert!(
+            message.contains("(pve9):\n  pve9: not in the cluster\n"),
+            "{message}"
+        );
     }
 
     #[test]
