@@ -569,8 +569,8 @@ async fn a_written_cdrom_carries_its_size_and_joins_the_boot_order() {
 /// `get_next_vm_diskname`, `clone_image` and `$vtype_subdirs`: on file-based storages (dir,
 /// NFS) a disk is `VMID/vm-VMID-disk-N.<format>` and a linked clone
 /// `BASEVMID/BASE/VMID/vm-VMID-disk-N.<format>`, ISOs live under `template/iso/`;
-/// `src/PVE/Storage/LvmThinPlugin.pm`: LVM-thin names are bare `vm-VMID-disk-N` (linked:
-/// `BASE/vm-VMID-disk-N`).
+/// `src/PVE/Storage/LvmThinPlugin.pm`: LVM-thin names are bare `vm-VMID-disk-N`, a linked
+/// clone's too (see `an_lvm_thin_linked_clone_has_a_bare_volume_name`).
 #[tokio::test]
 async fn volumes_are_named_the_way_each_storage_plugin_names_them() {
     let h = start(fast_config()).await;
@@ -840,5 +840,42 @@ async fn effective_permissions_list_inherited_and_pool_member_paths() {
     assert_eq!(perms["/vms/150"]["VM.Audit"], 1, "{perms}");
     assert_eq!(perms["/vms/150"]["Pool.Audit"], 1, "{perms}");
     assert!(perms["/vms"].get("Pool.Audit").is_none(), "{perms}");
+    h.sim.shutdown().await;
+}
+
+/// Issue 24. pve-storage `src/PVE/Storage/LvmThinPlugin.pm`: `clone_image` snapshots the
+/// base LV into `find_free_diskname`'s name and returns that bare name (`return $name;`), so
+/// an LVM-thin linked clone's disk is `storage:vm-VMID-disk-N`, with no `BASE/` prefix (unlike
+/// `ZFSPoolPlugin.pm` and `RBDPlugin.pm`, whose `clone_image` returns `$basename/$name`).
+#[tokio::test]
+async fn an_lvm_thin_linked_clone_has_a_bare_volume_name() {
+    let mut config = fast_config();
+    let template = config.vms.iter_mut().find(|vm| vm.vmid == 9000).unwrap();
+    template.config.insert(
+        "scsi0".into(),
+        "local-lvm:base-9000-disk-0,iothread=1,size=4G".into(),
+    );
+    let h = start(config).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "153"), ("full", "0")],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let scsi0 = config_of(&h, 153).await["scsi0"].clone();
+    assert!(
+        scsi0
+            .as_str()
+            .unwrap()
+            .starts_with("local-lvm:vm-153-disk-0,"),
+        "{scsi0}"
+    );
+    let listed = h
+        .get("/nodes/pve1/storage/local-lvm/content?vmid=153")
+        .await
+        .data();
+    assert_eq!(listed[0]["volid"], "local-lvm:vm-153-disk-0");
     h.sim.shutdown().await;
 }
