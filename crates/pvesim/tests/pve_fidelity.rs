@@ -879,3 +879,61 @@ async fn an_lvm_thin_linked_clone_has_a_bare_volume_name() {
     assert_eq!(listed[0]["volid"], "local-lvm:vm-153-disk-0");
     h.sim.shutdown().await;
 }
+
+/// Issue 24. pve-http-server `src/PVE/APIServer/AnyEvent.pm`: `file_upload_multipart` takes
+/// line ends as `$newline_re = qr/\015?\012/` (a bare LF does), and finds a form field's
+/// `Content-Disposition` after other part headers
+/// (`s/^${delim_re}.*?Content-Disposition: (.*?); name="$name"(.*?${delim_re})/$2/s`). Only
+/// the file part must open with it (see `multipart_parts_must_open_with_their_content_disposition`).
+#[tokio::test]
+async fn multipart_takes_bare_lf_and_field_headers_before_the_disposition() {
+    let h = start(fast_config()).await;
+    let bodies: [(&str, &[u8]); 3] = [
+        (
+            "bare LF",
+            b"--B1\nContent-Disposition: form-data; name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; filename=\"lf.iso\"\nContent-Type: application/octet-stream\n\nDATA\n--B1--\n",
+        ),
+        (
+            "a header before the field's disposition",
+            b"--B1\r\nContent-Type: text/plain\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--B1\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"ct.iso\"\r\n\r\nDATA\r\n--B1--\r\n",
+        ),
+        (
+            "both",
+            b"--B1\nContent-Type: text/plain\nContent-Disposition: form-data; name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; filename=\"both.iso\"\n\nDATA\n--B1--\n",
+        ),
+    ];
+    for (label, body) in bodies {
+        let response = h
+            .client
+            .post(h.url("/nodes/pve1/storage/proxy-seeds/upload"))
+            .header("Authorization", h.auth())
+            .header("Content-Type", "multipart/form-data; boundary=B1")
+            .body(body.to_vec())
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{label}: {text}");
+        let upid: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            h.wait_task(upid["data"].as_str().unwrap()).await,
+            "OK",
+            "{label}"
+        );
+    }
+    let listed = h
+        .get("/nodes/pve1/storage/proxy-seeds/content?content=iso")
+        .await
+        .data();
+    for name in ["lf.iso", "ct.iso", "both.iso"] {
+        let volume = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["volid"] == format!("proxy-seeds:iso/{name}"))
+            .unwrap_or_else(|| panic!("{name} missing: {listed}"));
+        assert_eq!(volume["size"], 4, "{name}: the file's bytes, no line end");
+    }
+    h.sim.shutdown().await;
+}
