@@ -939,6 +939,12 @@ fn apply_config_change(world: &mut World, vmid: u32, change: ConfigChange, log: 
             vm.pending.insert(key, value);
         }
     }
+    // pve-guest-common AbstractConfig.pm `cleanup_pending`: nothing stays pending that
+    // would change nothing (a value equal to the current one, a delete of an unset key).
+    let config = &vm.config;
+    vm.pending
+        .retain(|key, value| config.get(key) != Some(value));
+    vm.pending_delete.retain(|key| config.contains_key(key));
 }
 
 fn check_digest(vm: &Vm, call: &Call) -> Result<(), String> {
