@@ -937,3 +937,80 @@ async fn multipart_takes_bare_lf_and_field_headers_before_the_disposition() {
     }
     h.sim.shutdown().await;
 }
+
+/// Issue 24. qemu-server `src/PVE/API2/Qemu.pm`: `create_disks` allocates a drive given as
+/// `<storage>:cloudinit` as `vm-<vmid>-cloudinit` (with `.qcow2` on storages with a path),
+/// 4 MiB (`Cloudinit.pm` `CLOUDINIT_DISK_SIZE`), `media=cdrom`; a second one dies "<key> - cloud-init drive is already attached at
+/// '<other>'" (`QemuConfig.pm` `has_cloudinit`). Only the drive: its content is not built.
+#[tokio::test]
+async fn a_cloudinit_drive_is_allocated_as_pve_does() {
+    let h = start(fast_config()).await;
+    h.clone_template(189, "ci-lvm").await;
+    h.put(
+        "/nodes/pve1/qemu/189/config",
+        &[("ide2", "local-lvm:cloudinit")],
+    )
+    .await
+    .data();
+    assert_eq!(
+        config_of(&h, 189).await["ide2"],
+        "local-lvm:vm-189-cloudinit,media=cdrom"
+    );
+    let listed = h
+        .get("/nodes/pve1/storage/local-lvm/content?vmid=189")
+        .await
+        .data();
+    let volume = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["volid"] == "local-lvm:vm-189-cloudinit")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(volume["size"], 4 << 20);
+    let again = h
+        .put(
+            "/nodes/pve1/qemu/189/config",
+            &[("ide0", "local-lvm:cloudinit")],
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        again.message(),
+        "ide0 - cloud-init drive is already attached at 'ide2'\n"
+    );
+    // On a storage with a path: qcow2, in the VM's directory.
+    h.clone_template(190, "ci-dir").await;
+    h.put(
+        "/nodes/pve1/qemu/190/config",
+        &[("ide2", "local:cloudinit")],
+    )
+    .await
+    .data();
+    assert_eq!(
+        config_of(&h, 190).await["ide2"],
+        "local:190/vm-190-cloudinit.qcow2,media=cdrom"
+    );
+    // The VM starts with it, and a purge frees it.
+    let upid = h
+        .post("/nodes/pve1/qemu/189/status/start", &[])
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let upid = h.post("/nodes/pve1/qemu/189/status/stop", &[]).await.data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let upid = h
+        .delete("/nodes/pve1/qemu/189?purge=1&destroy-unreferenced-disks=1")
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let state = h.admin_get("state").await;
+    assert!(
+        !state["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["volid"] == "local-lvm:vm-189-cloudinit"),
+        "{state}"
+    );
+    h.sim.shutdown().await;
+}
