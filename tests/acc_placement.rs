@@ -349,3 +349,49 @@ async fn node_candidates_are_checked_against_the_cluster_at_plan() {
     }
     assert!(sim.writes_since(0).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_shows_each_nodes_memory_promised_beside_its_total() {
+    if !acceptance_enabled("health_shows_each_nodes_memory_promised_beside_its_total") {
+        return;
+    }
+    // pve2 has 4 GiB, and its VMs are promised 3 GiB each: overcommitted, as PVE allows.
+    let mut config = with_node_memory(&[("pve2", 4)]);
+    config.timings.cluster_resources_lag_ms = 0;
+    config.vms.push(pvesim::VmSeed {
+        vmid: 777,
+        node: "pve2".into(),
+        running: false,
+        config: [("name", "extra"), ("memory", "3072")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    });
+    let mut on_pve2: u64 = 0;
+    for vm in &mut config.vms {
+        if vm.node == "pve2" && vm.config.get("template").is_none_or(|t| t != "1") {
+            vm.config.insert("memory".into(), "3072".into());
+            on_pve2 += 1;
+        }
+    }
+    assert!(on_pve2 >= 2, "{on_pve2}");
+    let (_sim, target) = start_sim(config).await;
+    let ws = Workspace::new(target);
+    ws.init_with(&format!(
+        r#"{}
+data "proxmox_health" "cluster" {{}}
+
+output "memory" {{
+  value = {{ for n in data.proxmox_health.cluster.nodes : n.name => [n.memory_total_bytes, n.memory_promised_bytes] }}
+}}
+"#,
+        Workspace::preamble()
+    ))
+    .await;
+    ws.apply().await.success();
+    let out = ws.terraform(&["output", "-json", "memory"]).await.success();
+    let memory: Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(memory["pve2"][0], 4 * GIB, "{memory}");
+    assert_eq!(memory["pve2"][1], on_pve2 * 3 * GIB, "{memory}");
+    assert!(memory["pve1"][1].as_u64().is_some(), "{memory}");
+}

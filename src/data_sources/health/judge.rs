@@ -313,6 +313,9 @@ fn judge_node(
         templates_ok,
         privileges_ok,
         bridges_ok,
+        // Filled in from the listings by `check::run`: the judge sees no memory.
+        memory_total_bytes: None,
+        memory_promised_bytes: None,
         findings,
     }
 }
