@@ -504,7 +504,7 @@ async fn check_template_bridges(
         .iter()
         .any(|used| used.template_nic.as_deref() == Some("net0"))
     {
-        " Set `bridge` to one it has (net0's bridge), choose another `node`,"
+        " Set `bridge` to one of them (it replaces net0's), choose another `node`,"
     } else {
         " Choose another `node`,"
     };
