@@ -348,6 +348,22 @@ async fn node_candidates_are_checked_against_the_cluster_at_plan() {
         }
     }
     assert!(sim.writes_since(0).await.is_empty());
+
+    // An update that changes the candidates is checked too (it never moves the VM).
+    ws.write_main_tf(&fleet_tf(1, "  node_candidates = [\"pve1\"]\n"));
+    ws.apply().await.success();
+    ws.write_main_tf(&fleet_tf(1, "  node_candidates = [\"pve1\", \"pve9\"]\n"));
+    let plan = ws
+        .terraform(&["plan", "-json", "-no-color", "-input=false"])
+        .await
+        .failure();
+    let errors = plan_errors(&plan.stdout());
+    assert!(
+        errors.iter().any(|d| points_at(d, "node_candidates")),
+        "{errors:#?}"
+    );
+    ws.write_main_tf(&fleet_tf(1, "  node_candidates = [\"pve1\"]\n"));
+    ws.destroy().await.success();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -237,6 +237,9 @@ pub async fn check_update(
     {
         check_bridge(configured, node, bridge, &mut findings).await;
     }
+    if changed.iter().any(|c| c == "node_candidates") {
+        check_candidates(configured, planned, &mut findings).await;
+    }
     finish(findings)
 }
 
