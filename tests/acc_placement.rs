@@ -411,3 +411,55 @@ output "memory" {{
     assert_eq!(memory["pve2"][1], on_pve2 * 3 * GIB, "{memory}");
     assert!(memory["pve1"][1].as_u64().is_some(), "{memory}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_judges_eligibility_on_the_templates_bridges_as_placement_does() {
+    if !acceptance_enabled("health_judges_eligibility_on_the_templates_bridges_as_placement_does") {
+        return;
+    }
+    let mut config = pvesim::SimConfig::default();
+    for node in &mut config.nodes {
+        if node.name == "pve3" {
+            node.bridges = vec!["vmbr1".into()];
+        }
+    }
+    let (_sim, target) = start_sim(config).await;
+    let ws = Workspace::new(target);
+    ws.init_with(&format!(
+        r#"{}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+}}
+
+data "proxmox_health" "cluster" {{
+  templates = ["debian-13-proxy"]
+}}
+
+output "nodes" {{
+  value = {{ for n in data.proxmox_health.cluster.nodes : n.name => n }}
+}}
+"#,
+        Workspace::preamble()
+    ))
+    .await;
+    ws.apply().await.success();
+    let out = ws.terraform(&["output", "-json", "nodes"]).await.success();
+    let nodes: Value = serde_json::from_str(&out.stdout()).unwrap();
+    for name in ["pve1", "pve2"] {
+        assert_eq!(nodes[name]["eligible"], true, "{name}: {nodes:#}");
+    }
+    let pve3 = &nodes["pve3"];
+    assert_eq!(pve3["eligible"], false, "{pve3:#}");
+    assert_eq!(pve3["bridges_ok"], false, "{pve3:#}");
+    assert_eq!(
+        pve3["reasons"],
+        serde_json::json!(["BridgeNotFound"]),
+        "{pve3:#}"
+    );
+    assert!(
+        pve3["messages"][0]
+            .as_str()
+            .is_some_and(|m| m.contains("vmbr0") && m.contains("debian-13-proxy")),
+        "{pve3:#}"
+    );
+}

@@ -270,7 +270,9 @@ pub async fn run(configured: &Configured, request: &HealthRequest) -> HealthRepo
         .iter()
         .map(|(name, n)| (name.clone(), n.is_online()))
         .collect();
-    let node_calls = gather::nodes(client, &targets, &listed, !request.bridges.is_empty());
+    // The bridges: those asked for, and those the templates' NICs name.
+    let want_bridges = !request.bridges.is_empty() || !request.templates.is_empty();
+    let node_calls = gather::nodes(client, &targets, &listed, want_bridges);
     let template_calls = gather::templates(client, &request.templates, listing, &node_online);
     let (node_facts, templates) = tokio::join!(node_calls, template_calls);
 

@@ -93,7 +93,7 @@ pub fn schema() -> Schema {
             .description("The token holds every privilege the provider needs for VMs on this node (see the data source description)."),
         Attribute::new("bridges_ok", Type::Bool)
             .computed()
-            .description("Every entry of `bridges` exists on the node (true when `bridges` is empty)."),
+            .description("Every entry of `bridges`, and every bridge a NIC of the `templates` names (a clone keeps them), exists on the node (true when both are empty)."),
         Attribute::new("memory_total_bytes", Type::Number)
             .computed()
             .description("The node's memory, bytes; null when unknown (e.g. without `Sys.Audit`)."),
