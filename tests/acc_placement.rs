@@ -463,3 +463,51 @@ output "nodes" {{
         "{pve3:#}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nodes_own_template_copy_decides_its_bridges() {
+    if !acceptance_enabled("a_nodes_own_template_copy_decides_its_bridges") {
+        return;
+    }
+    // pve3 lacks vmbr0 but has its own copy of the template, on vmbr1: its VMs clone that
+    // copy, so pve3 is eligible (and, with the most memory, chosen).
+    let mut config = with_node_memory(&[("pve1", 16), ("pve2", 16), ("pve3", 128)]);
+    for node in &mut config.nodes {
+        if node.name == "pve3" {
+            node.bridges = vec!["vmbr1".into()];
+        }
+    }
+    let mut copy = config
+        .vms
+        .iter()
+        .find(|vm| vm.vmid == 9000)
+        .unwrap()
+        .clone();
+    copy.vmid = 9003;
+    copy.node = "pve3".into();
+    copy.config.insert(
+        "scsi0".into(),
+        "local-lvm:base-9003-disk-0,iothread=1,size=4G".into(),
+    );
+    copy.config.insert(
+        "net0".into(),
+        "virtio=BC:24:11:9A:03:00,bridge=vmbr1".into(),
+    );
+    copy.config.insert(
+        "smbios1".into(),
+        "uuid=6f1c2a9e-3c1b-4f7e-9a0d-2b9f0c1d9003".into(),
+    );
+    copy.config.remove("vmgenid");
+    config.vms.push(copy);
+    let (_sim, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(2, "")).await;
+    ws.apply().await.success();
+    assert_eq!(
+        per_node(&sim).await,
+        BTreeMap::from([("pve3".to_owned(), 2)])
+    );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
