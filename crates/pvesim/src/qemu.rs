@@ -171,6 +171,25 @@ pub fn create(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
 }
 
 /// `storage:SIZE_GIB` in a drive value asks PVE to allocate a new disk.
+/// qemu-server `Cloudinit.pm` `CLOUDINIT_DISK_SIZE`: a new cloud-init drive's size.
+const CLOUDINIT_DISK_SIZE: u64 = 4 << 20;
+
+/// The storage of a drive given as `<storage>:cloudinit` (a cloud-init drive to allocate).
+fn cloudinit_storage(volid: &str) -> Option<String> {
+    let (storage, name) = volid.split_once(':')?;
+    (name == "cloudinit" && !storage.is_empty()).then(|| storage.to_string())
+}
+
+/// qemu-server `Drive.pm` `drive_is_cloudinit`: the volume is `vm-<vmid>-cloudinit[.fmt]`.
+fn is_cloudinit_drive(value: &str) -> bool {
+    let volid = Drive::parse(value).volid;
+    let file = crate::world::volume_file_name(&volid);
+    let stem = file.split_once('.').map_or(file, |(stem, _)| stem);
+    stem.strip_prefix("vm-")
+        .and_then(|rest| rest.strip_suffix("-cloudinit"))
+        .is_some_and(|id| id.parse::<u32>().is_ok())
+}
+
 fn new_disk_spec(drive: &Drive) -> Option<(String, u64)> {
     if drive.is_cdrom() {
         return None;
@@ -742,7 +761,39 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
                 );
                 continue;
             }
-            if let Some((storage, size)) = new_disk_spec(&drive) {
+            if let Some(storage) = cloudinit_storage(&drive.volid) {
+                // qemu-server `create_disks`: one cloud-init drive per VM, allocated as
+                // `vm-<vmid>-cloudinit` (qcow2 where the storage has a path), 4 MiB.
+                let attached = vm
+                    .config
+                    .iter()
+                    .chain(&vm.pending)
+                    .chain(change.set.iter().map(|(k, v)| (k, v)))
+                    .find(|(other, value)| {
+                        *other != key && is_drive_key(other) && is_cloudinit_drive(value)
+                    });
+                if let Some((other, _)) = attached {
+                    return Err(ApiError::die(format!(
+                        "{key} - cloud-init drive is already attached at '{other}'"
+                    )));
+                }
+                let Some(config) = world.storage(&storage) else {
+                    return Err(ApiError::die(format!("storage '{storage}' does not exist")));
+                };
+                let volid = if config.is_file_based() {
+                    let format = drive.option("format").unwrap_or("qcow2");
+                    format!("{storage}:{vmid}/vm-{vmid}-cloudinit.{format}")
+                } else {
+                    format!("{storage}:vm-{vmid}-cloudinit")
+                };
+                drive.volid = volid.clone();
+                drive.set_option("media", "cdrom".into());
+                drive.options.retain(|(k, _)| k != "format");
+                change
+                    .new_volumes
+                    .push((storage, volid, CLOUDINIT_DISK_SIZE));
+                text = drive.print();
+            } else if let Some((storage, size)) = new_disk_spec(&drive) {
                 require(
                     world,
                     &format!("/storage/{storage}"),
@@ -939,6 +990,12 @@ fn apply_config_change(world: &mut World, vmid: u32, change: ConfigChange, log: 
             vm.pending.insert(key, value);
         }
     }
+    // pve-guest-common AbstractConfig.pm `cleanup_pending`: nothing stays pending that
+    // would change nothing (a value equal to the current one, a delete of an unset key).
+    let config = &vm.config;
+    vm.pending
+        .retain(|key, value| config.get(key) != Some(value));
+    vm.pending_delete.retain(|key| config.contains_key(key));
 }
 
 fn check_digest(vm: &Vm, call: &Call) -> Result<(), String> {
@@ -1272,6 +1329,35 @@ pub fn start(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         }
         if vm.running {
             return Err(format!("VM {vmid} already running"));
+        }
+        // The command line needs every NIC's bridge on this node: qemu-server's
+        // `print_netdev_full` reads its MTU with pve-common's `read_bridge_mtu`, which dies
+        // "bridge '<bridge>' does not exist". Pending values apply before (vmconfig_apply_pending).
+        let bridges = world
+            .node(&vm.node)
+            .map(|n| n.bridges.clone())
+            .unwrap_or_default();
+        let mut nics: BTreeMap<&String, &String> = vm
+            .config
+            .iter()
+            .filter(|(key, _)| !vm.pending_delete.contains(*key))
+            .collect();
+        nics.extend(&vm.pending);
+        for (key, value) in nics {
+            if key
+                .strip_prefix("net")
+                .is_none_or(|i| i.parse::<u8>().is_err())
+            {
+                continue;
+            }
+            let bridge = value
+                .split(',')
+                .find_map(|part| part.strip_prefix("bridge="));
+            if let Some(bridge) = bridge
+                && !bridges.iter().any(|b| b == bridge)
+            {
+                return Err(format!("bridge '{bridge}' does not exist"));
+            }
         }
         // QEMU needs every attached volume (the seed ISO too) to exist on this node.
         for (key, value) in &vm.config {

@@ -736,29 +736,45 @@ struct Part<'b> {
 
 impl Part<'_> {
     /// `Content-Disposition: <type>; name="<name>"[; filename="<file>"]` when it is the
-    /// part's first header line, spelled as PVE's regexes spell it.
+    /// part's first header line, spelled as PVE's regexes spell it (the file part's rule).
     fn disposition(&self) -> Option<(String, String, Option<String>)> {
-        let first = self.headers.split("\r\n").next()?;
-        let rest = first.strip_prefix("Content-Disposition: ")?;
-        let (kind, rest) = rest.split_once("; name=\"")?;
-        let (name, rest) = rest.split_once('"')?;
-        let filename = rest
-            .strip_prefix("; filename=\"")
-            .and_then(|f| f.split_once('"'))
-            .map(|(f, _)| f.to_string())
-            .filter(|f| !f.is_empty());
-        Some((kind.to_string(), name.to_string(), filename))
+        parse_disposition(self.headers.lines().next()?)
     }
 
-    /// The part's field name wherever its Content-Disposition line is.
-    fn any_name(&self) -> Option<String> {
-        let line = self
-            .headers
-            .split("\r\n")
-            .find(|l| l.starts_with("Content-Disposition: "))?;
-        let (_, rest) = line.split_once("; name=\"")?;
-        rest.split_once('"').map(|(n, _)| n.to_string())
+    /// The `Content-Disposition` line wherever it is among the part's headers (a form
+    /// field's rule: PVE's `.*?Content-Disposition`).
+    fn field_disposition(&self) -> Option<(String, String, Option<String>)> {
+        self.headers.lines().find_map(parse_disposition)
     }
+}
+
+fn parse_disposition(line: &str) -> Option<(String, String, Option<String>)> {
+    let rest = line.strip_prefix("Content-Disposition: ")?;
+    let (kind, rest) = rest.split_once("; name=\"")?;
+    let (name, rest) = rest.split_once('"')?;
+    let filename = rest
+        .strip_prefix("; filename=\"")
+        .and_then(|f| f.split_once('"'))
+        .map(|(f, _)| f.to_string())
+        .filter(|f| !f.is_empty());
+    Some((kind.to_string(), name.to_string(), filename))
+}
+
+/// A line end as PVE's `$newline_re` (`\015?\012`): CRLF or a bare LF.
+fn strip_newline(bytes: &[u8]) -> Option<&[u8]> {
+    bytes
+        .strip_prefix(b"\r\n")
+        .or_else(|| bytes.strip_prefix(b"\n"))
+}
+
+/// Where a part's header block ends (`${newline_re}{2}`): the offset of its first line end
+/// and the offset of the content after the empty line.
+fn header_block_end(bytes: &[u8]) -> Option<(usize, usize)> {
+    (0..bytes.len()).find_map(|at| {
+        let after = strip_newline(&bytes[at..])?;
+        let content = strip_newline(after)?;
+        Some((at, bytes.len() - content.len()))
+    })
 }
 
 fn split_parts<'b>(body: &'b [u8], boundary: &str) -> Result<Vec<Part<'b>>, String> {
@@ -770,25 +786,29 @@ fn split_parts<'b>(body: &'b [u8], boundary: &str) -> Result<Vec<Part<'b>>, Stri
         if rest.starts_with(b"--") {
             return Ok(parts);
         }
-        rest = rest.strip_prefix(b"\r\n").ok_or("upload failed")?;
-        let header_end = find(rest, b"\r\n\r\n").ok_or("upload failed")?;
+        rest = strip_newline(rest).ok_or("upload failed")?;
+        let (header_end, content_start) = header_block_end(rest).ok_or("upload failed")?;
         let headers = String::from_utf8_lossy(&rest[..header_end]).to_string();
-        rest = &rest[header_end + 4..];
-        let closing = format!("\r\n{delimiter}");
+        rest = &rest[content_start..];
+        // The content ends at the line end before the next delimiter.
+        let closing = format!("\n{delimiter}");
         let part_end = find(rest, closing.as_bytes()).ok_or("upload failed")?;
+        let content = &rest[..part_end];
         parts.push(Part {
             headers,
-            content: &rest[..part_end],
+            content: content.strip_suffix(b"\r").unwrap_or(content),
         });
         rest = &rest[part_end + closing.len()..];
     }
 }
 
-/// pve-http-server `APIServer/AnyEvent.pm` `file_upload_multipart`: the fields `content`,
-/// `checksum-algorithm` and `checksum` are taken from the front of the body in that order,
-/// each only when it is the next part (a wanted field behind another part makes PVE's
-/// regex swallow that part and fail the `form-data` assertion); then the next part must be
-/// the file, its `Content-Disposition` the first header line and its name `filename`.
+/// pve-http-server `APIServer/AnyEvent.pm` `file_upload_multipart`: line ends are CRLF or
+/// bare LF (`$newline_re`); the fields `content`, `checksum-algorithm` and `checksum` are
+/// taken from the front of the body in that order, each only when it is the next part (a
+/// wanted field behind another part makes PVE's regex swallow that part and fail the
+/// `form-data` assertion), its `Content-Disposition` anywhere among its headers
+/// (`.*?Content-Disposition`); then the next part must be the file, its
+/// `Content-Disposition` the first header line and its name `filename`.
 /// Anything else never reaches the file phase: "upload failed". Content after the file
 /// part is ignored.
 #[allow(clippy::type_complexity)]
@@ -800,14 +820,14 @@ pub fn parse_multipart(
     let mut next = 0;
     let mut fields = Vec::new();
     for wanted in ["content", "checksum-algorithm", "checksum"] {
-        let Some(found) = parts[next..]
-            .iter()
-            .position(|p| p.any_name().as_deref() == Some(wanted))
-        else {
+        let Some(found) = parts[next..].iter().position(|p| {
+            p.field_disposition()
+                .is_some_and(|(_, name, _)| name == wanted)
+        }) else {
             continue;
         };
         let part = &parts[next];
-        let kind = part.disposition().map(|(kind, _, _)| kind);
+        let kind = part.field_disposition().map(|(kind, _, _)| kind);
         if found != 0 || kind.as_deref() != Some("form-data") {
             let kind = kind.unwrap_or_else(|| part.headers.clone());
             return Err(format!(

@@ -383,8 +383,9 @@ impl World {
     }
 
     /// A linked clone of `base` (a `base-…` volume) for `vmid`: `storage:BASEVMID/BASE/VMID/
-    /// vm-VMID-disk-M.<format>` on file-based storages, `storage:BASE/vm-VMID-disk-M` on block
-    /// ones (the plugins' `clone_image`).
+    /// vm-VMID-disk-M.<format>` on file-based storages, a bare `storage:vm-VMID-disk-M` on
+    /// LVM-thin, `storage:BASE/vm-VMID-disk-M` on the other block ones (ZFS, RBD): what each
+    /// plugin's `clone_image` returns.
     pub fn linked_clone_volid(
         &self,
         base: &str,
@@ -397,6 +398,11 @@ impl World {
         if self.storage(storage).is_some_and(|s| s.is_file_based()) {
             let format = volume_format(base);
             format!("{storage}:{base_name}/{vmid}/vm-{vmid}-disk-{n}.{format}")
+        } else if self
+            .storage(storage)
+            .is_some_and(|s| s.plugin_type == "lvmthin")
+        {
+            format!("{storage}:vm-{vmid}-disk-{n}")
         } else {
             format!("{storage}:{base_name}/vm-{vmid}-disk-{n}")
         }

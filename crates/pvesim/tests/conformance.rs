@@ -5,7 +5,7 @@ mod common;
 
 use common::{GOOD_USER_DATA, encode, fast_config, seed, start};
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// facts §13 version, §1 envelope.
 #[tokio::test]
@@ -400,6 +400,56 @@ async fn running_vm_keeps_cpu_changes_pending() {
         .unwrap();
     assert_eq!(cores["pending"], json!(8));
     assert_eq!(cores["value"], json!(2));
+    h.sim.shutdown().await;
+}
+
+/// pve-guest-common `src/PVE/AbstractConfig.pm` `cleanup_pending`, which qemu-server's
+/// `update_vm_api` calls after writing every new value to pending ("remove pending changes
+/// when nothing changed"): a pending value equal to the current one is dropped
+/// (`if (defined($conf->{$opt}) && ($pending->{$opt} eq $conf->{$opt}))`), so writing the
+/// current value, or going back to it, leaves nothing pending.
+#[tokio::test]
+async fn a_pending_value_equal_to_the_current_one_is_dropped() {
+    let h = start(fast_config()).await;
+    let current = h.get("/nodes/pve1/qemu/100/config?current=1").await.data();
+    let memory = current["memory"].as_str().unwrap().to_owned();
+    let pending_keys = |pending: Value| -> Vec<String> {
+        pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r.get("pending").is_some() || r.get("delete").is_some())
+            .map(|r| r["key"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The current values, written to a running VM.
+    h.put(
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "2"), ("memory", memory.as_str())],
+    )
+    .await
+    .data();
+    let pending = h.get("/nodes/pve1/qemu/100/pending").await.data();
+    assert_eq!(
+        pending_keys(pending.clone()),
+        Vec::<String>::new(),
+        "{pending}"
+    );
+    // A change, then back to the current value.
+    h.put("/nodes/pve1/qemu/100/config", &[("cores", "8")])
+        .await
+        .data();
+    let pending = h.get("/nodes/pve1/qemu/100/pending").await.data();
+    assert_eq!(pending_keys(pending), vec!["cores".to_owned()]);
+    h.put("/nodes/pve1/qemu/100/config", &[("cores", "2")])
+        .await
+        .data();
+    let pending = h.get("/nodes/pve1/qemu/100/pending").await.data();
+    assert_eq!(
+        pending_keys(pending.clone()),
+        Vec::<String>::new(),
+        "{pending}"
+    );
     h.sim.shutdown().await;
 }
 
@@ -1176,5 +1226,48 @@ async fn example_config_file_starts() {
     assert_eq!(nodes.as_array().unwrap().len(), 2);
     let bogus: Result<pvesim::SimConfig, _> = serde_json::from_str(r#"{"nodez": []}"#);
     assert!(bogus.is_err(), "unknown fields are rejected");
+    h.sim.shutdown().await;
+}
+
+/// pve-common `PVE/Network.pm` `read_bridge_mtu`, called for every virtio NIC by qemu-server
+/// `print_netdev_full` while `vm_start` builds QEMU's command line: a NIC naming a bridge the
+/// node does not have fails the `qmstart` task with "bridge '<bridge>' does not exist"
+/// (`die "bridge '$bridge' does not exist\n" if !$mtu;`), and the VM stays stopped. The config
+/// write itself does not check the bridge.
+#[tokio::test]
+async fn start_fails_on_a_nic_whose_bridge_the_node_lacks() {
+    let h = start(fast_config()).await;
+    h.clone_template(188, "nobridge").await;
+    h.put(
+        "/nodes/pve1/qemu/188/config",
+        &[
+            ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0"),
+            ("net1", "virtio=BC:24:11:00:00:02,bridge=vmbr9"),
+        ],
+    )
+    .await
+    .data();
+    let upid = h
+        .post("/nodes/pve1/qemu/188/status/start", &[])
+        .await
+        .data();
+    assert_eq!(
+        h.wait_task(upid.as_str().unwrap()).await,
+        "bridge 'vmbr9' does not exist"
+    );
+    let status = h.get("/nodes/pve1/qemu/188/status/current").await.data();
+    assert_eq!(status["status"], "stopped");
+    // On its own bridge the same VM starts.
+    h.put(
+        "/nodes/pve1/qemu/188/config",
+        &[("net1", "virtio=BC:24:11:00:00:02,bridge=vmbr0")],
+    )
+    .await
+    .data();
+    let upid = h
+        .post("/nodes/pve1/qemu/188/status/start", &[])
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
     h.sim.shutdown().await;
 }

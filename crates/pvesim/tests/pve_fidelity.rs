@@ -569,8 +569,8 @@ async fn a_written_cdrom_carries_its_size_and_joins_the_boot_order() {
 /// `get_next_vm_diskname`, `clone_image` and `$vtype_subdirs`: on file-based storages (dir,
 /// NFS) a disk is `VMID/vm-VMID-disk-N.<format>` and a linked clone
 /// `BASEVMID/BASE/VMID/vm-VMID-disk-N.<format>`, ISOs live under `template/iso/`;
-/// `src/PVE/Storage/LvmThinPlugin.pm`: LVM-thin names are bare `vm-VMID-disk-N` (linked:
-/// `BASE/vm-VMID-disk-N`).
+/// `src/PVE/Storage/LvmThinPlugin.pm`: LVM-thin names are bare `vm-VMID-disk-N`, a linked
+/// clone's too (see `an_lvm_thin_linked_clone_has_a_bare_volume_name`).
 #[tokio::test]
 async fn volumes_are_named_the_way_each_storage_plugin_names_them() {
     let h = start(fast_config()).await;
@@ -840,5 +840,177 @@ async fn effective_permissions_list_inherited_and_pool_member_paths() {
     assert_eq!(perms["/vms/150"]["VM.Audit"], 1, "{perms}");
     assert_eq!(perms["/vms/150"]["Pool.Audit"], 1, "{perms}");
     assert!(perms["/vms"].get("Pool.Audit").is_none(), "{perms}");
+    h.sim.shutdown().await;
+}
+
+/// Issue 24. pve-storage `src/PVE/Storage/LvmThinPlugin.pm`: `clone_image` snapshots the
+/// base LV into `find_free_diskname`'s name and returns that bare name (`return $name;`), so
+/// an LVM-thin linked clone's disk is `storage:vm-VMID-disk-N`, with no `BASE/` prefix (unlike
+/// `ZFSPoolPlugin.pm` and `RBDPlugin.pm`, whose `clone_image` returns `$basename/$name`).
+#[tokio::test]
+async fn an_lvm_thin_linked_clone_has_a_bare_volume_name() {
+    let mut config = fast_config();
+    let template = config.vms.iter_mut().find(|vm| vm.vmid == 9000).unwrap();
+    template.config.insert(
+        "scsi0".into(),
+        "local-lvm:base-9000-disk-0,iothread=1,size=4G".into(),
+    );
+    let h = start(config).await;
+    let upid = h
+        .post(
+            "/nodes/pve1/qemu/9000/clone",
+            &[("newid", "153"), ("full", "0")],
+        )
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let scsi0 = config_of(&h, 153).await["scsi0"].clone();
+    assert!(
+        scsi0
+            .as_str()
+            .unwrap()
+            .starts_with("local-lvm:vm-153-disk-0,"),
+        "{scsi0}"
+    );
+    let listed = h
+        .get("/nodes/pve1/storage/local-lvm/content?vmid=153")
+        .await
+        .data();
+    assert_eq!(listed[0]["volid"], "local-lvm:vm-153-disk-0");
+    h.sim.shutdown().await;
+}
+
+/// Issue 24. pve-http-server `src/PVE/APIServer/AnyEvent.pm`: `file_upload_multipart` takes
+/// line ends as `$newline_re = qr/\015?\012/` (a bare LF does), and finds a form field's
+/// `Content-Disposition` after other part headers
+/// (`s/^${delim_re}.*?Content-Disposition: (.*?); name="$name"(.*?${delim_re})/$2/s`). Only
+/// the file part must open with it (see `multipart_parts_must_open_with_their_content_disposition`).
+#[tokio::test]
+async fn multipart_takes_bare_lf_and_field_headers_before_the_disposition() {
+    let h = start(fast_config()).await;
+    let bodies: [(&str, &[u8]); 3] = [
+        (
+            "bare LF",
+            b"--B1\nContent-Disposition: form-data; name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; filename=\"lf.iso\"\nContent-Type: application/octet-stream\n\nDATA\n--B1--\n",
+        ),
+        (
+            "a header before the field's disposition",
+            b"--B1\r\nContent-Type: text/plain\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--B1\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"ct.iso\"\r\n\r\nDATA\r\n--B1--\r\n",
+        ),
+        (
+            "both",
+            b"--B1\nContent-Type: text/plain\nContent-Disposition: form-data; name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; filename=\"both.iso\"\n\nDATA\n--B1--\n",
+        ),
+    ];
+    for (label, body) in bodies {
+        let response = h
+            .client
+            .post(h.url("/nodes/pve1/storage/proxy-seeds/upload"))
+            .header("Authorization", h.auth())
+            .header("Content-Type", "multipart/form-data; boundary=B1")
+            .body(body.to_vec())
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{label}: {text}");
+        let upid: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            h.wait_task(upid["data"].as_str().unwrap()).await,
+            "OK",
+            "{label}"
+        );
+    }
+    let listed = h
+        .get("/nodes/pve1/storage/proxy-seeds/content?content=iso")
+        .await
+        .data();
+    for name in ["lf.iso", "ct.iso", "both.iso"] {
+        let volume = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["volid"] == format!("proxy-seeds:iso/{name}"))
+            .unwrap_or_else(|| panic!("{name} missing: {listed}"));
+        assert_eq!(volume["size"], 4, "{name}: the file's bytes, no line end");
+    }
+    h.sim.shutdown().await;
+}
+
+/// Issue 24. qemu-server `src/PVE/API2/Qemu.pm`: `create_disks` allocates a drive given as
+/// `<storage>:cloudinit` as `vm-<vmid>-cloudinit` (with `.qcow2` on storages with a path),
+/// 4 MiB (`Cloudinit.pm` `CLOUDINIT_DISK_SIZE`), `media=cdrom`; a second one dies "<key> - cloud-init drive is already attached at
+/// '<other>'" (`QemuConfig.pm` `has_cloudinit`). Only the drive: its content is not built.
+#[tokio::test]
+async fn a_cloudinit_drive_is_allocated_as_pve_does() {
+    let h = start(fast_config()).await;
+    h.clone_template(189, "ci-lvm").await;
+    h.put(
+        "/nodes/pve1/qemu/189/config",
+        &[("ide2", "local-lvm:cloudinit")],
+    )
+    .await
+    .data();
+    assert_eq!(
+        config_of(&h, 189).await["ide2"],
+        "local-lvm:vm-189-cloudinit,media=cdrom"
+    );
+    let listed = h
+        .get("/nodes/pve1/storage/local-lvm/content?vmid=189")
+        .await
+        .data();
+    let volume = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["volid"] == "local-lvm:vm-189-cloudinit")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(volume["size"], 4 << 20);
+    let again = h
+        .put(
+            "/nodes/pve1/qemu/189/config",
+            &[("ide0", "local-lvm:cloudinit")],
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        again.message(),
+        "ide0 - cloud-init drive is already attached at 'ide2'\n"
+    );
+    // On a storage with a path: qcow2, in the VM's directory.
+    h.clone_template(190, "ci-dir").await;
+    h.put(
+        "/nodes/pve1/qemu/190/config",
+        &[("ide2", "local:cloudinit")],
+    )
+    .await
+    .data();
+    assert_eq!(
+        config_of(&h, 190).await["ide2"],
+        "local:190/vm-190-cloudinit.qcow2,media=cdrom"
+    );
+    // The VM starts with it, and a purge frees it.
+    let upid = h
+        .post("/nodes/pve1/qemu/189/status/start", &[])
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let upid = h.post("/nodes/pve1/qemu/189/status/stop", &[]).await.data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let upid = h
+        .delete("/nodes/pve1/qemu/189?purge=1&destroy-unreferenced-disks=1")
+        .await
+        .data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    let state = h.admin_get("state").await;
+    assert!(
+        !state["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["volid"] == "local-lvm:vm-189-cloudinit"),
+        "{state}"
+    );
     h.sim.shutdown().await;
 }

@@ -92,6 +92,11 @@ pub struct NodeReport {
     pub templates_ok: bool,
     pub privileges_ok: bool,
     pub bridges_ok: bool,
+    /// The node's memory, bytes (`GET /nodes`); `None` when unknown.
+    pub memory_total_bytes: Option<u64>,
+    /// Memory configured for the VMs on the node (templates not counted), bytes, from
+    /// `/cluster/resources`; `None` when the listing could not be read.
+    pub memory_promised_bytes: Option<u64>,
     pub findings: Vec<Finding>,
 }
 
@@ -112,6 +117,8 @@ impl NodeReport {
             templates_ok: false,
             privileges_ok: false,
             bridges_ok: false,
+            memory_total_bytes: None,
+            memory_promised_bytes: None,
             findings,
         }
     }
@@ -223,21 +230,17 @@ pub struct ClusterFacts {
 /// Runs the whole check against the configured provider.
 pub async fn run(configured: &Configured, request: &HealthRequest) -> HealthReport {
     let client = &configured.client;
-    let want_listing = !request.templates.is_empty();
+    // The VM listing finds the templates and sums each node's promised memory. Not the
+    // runtime's shared listing: that one retries, and a health check reports what a single
+    // attempt sees.
     let (version, nodes, permissions, listing) = tokio::join!(
         client.version(),
         client.nodes(),
         client.permissions(None),
-        async {
-            // Not the runtime's shared listing: that one retries, and a health check
-            // reports what a single attempt sees.
-            if want_listing {
-                Some(client.cluster().vm_resources().await.map(Arc::new))
-            } else {
-                None
-            }
-        }
+        async { client.cluster().vm_resources().await.map(Arc::new) }
     );
+    let promised = listing.as_ref().ok().map(|vms| promised_memory(vms));
+    let listing = (!request.templates.is_empty()).then_some(listing);
 
     // An endpoint-wide failure means no other call can succeed: report it on every node.
     if let Err(error) = &version {
@@ -267,7 +270,9 @@ pub async fn run(configured: &Configured, request: &HealthRequest) -> HealthRepo
         .iter()
         .map(|(name, n)| (name.clone(), n.is_online()))
         .collect();
-    let node_calls = gather::nodes(client, &targets, &listed, !request.bridges.is_empty());
+    // The bridges: those asked for, and those the templates' NICs name.
+    let want_bridges = !request.bridges.is_empty() || !request.templates.is_empty();
+    let node_calls = gather::nodes(client, &targets, &listed, want_bridges);
     let template_calls = gather::templates(client, &request.templates, listing, &node_online);
     let (node_facts, templates) = tokio::join!(node_calls, template_calls);
 
@@ -277,5 +282,21 @@ pub async fn run(configured: &Configured, request: &HealthRequest) -> HealthRepo
             .map_err(|e| Finding::from_error("Unable to read the token's permissions", &e)),
         templates,
     };
-    judge::judge(request, &facts, targets, node_facts, report_findings)
+    let mut report = judge::judge(request, &facts, targets, node_facts, report_findings);
+    for node in &mut report.nodes {
+        node.memory_total_bytes = listed.get(&node.name).and_then(|n| n.maxmem);
+        node.memory_promised_bytes = promised
+            .as_ref()
+            .map(|by_node| by_node.get(&node.name).copied().unwrap_or(0));
+    }
+    report
+}
+
+/// Per node, the memory configured for its VMs (templates never run), as placement counts it.
+fn promised_memory(vms: &[pve::cluster::ClusterVm]) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for vm in vms.iter().filter(|vm| !vm.template) {
+        *out.entry(vm.node.clone()).or_default() += vm.maxmem.unwrap_or(0);
+    }
+    out
 }

@@ -278,6 +278,36 @@ fn judge_node(
                     ));
                 }
             }
+            // A clone keeps its template's NICs, and PVE refuses to start a VM whose NIC
+            // names a bridge the node lacks: placement leaves such a node out, so does this.
+            for wanted in &request.templates {
+                let copies = facts.templates.get(wanted).map_or(&[][..], Vec::as_slice);
+                let Some(TemplateFact::Found {
+                    vmid,
+                    is_template: true,
+                    networks,
+                    ..
+                }) = copy_for(copies, &name)
+                else {
+                    continue;
+                };
+                for (bridge, _) in networks {
+                    if present.contains(bridge) {
+                        continue;
+                    }
+                    bridges_ok = false;
+                    let finding = Finding::new(
+                        Reason::BridgeNotFound,
+                        format!(
+                            "Template {wanted} (VMID {vmid}) has a NIC on bridge {bridge}, which node {name} lacks (it has: {}); a clone keeps the template's NICs, and PVE refuses to start a VM on a missing bridge.",
+                            present.join(", ")
+                        ),
+                    );
+                    if !findings.contains(&finding) {
+                        findings.push(finding);
+                    }
+                }
+            }
         }
         Some(Err(error)) => {
             bridges_ok = false;
@@ -313,6 +343,9 @@ fn judge_node(
         templates_ok,
         privileges_ok,
         bridges_ok,
+        // Filled in from the listings by `check::run`: the judge sees no memory.
+        memory_total_bytes: None,
+        memory_promised_bytes: None,
         findings,
     }
 }
@@ -521,6 +554,24 @@ mod tests {
         assert_eq!(local.reasons(), vec![Reason::TemplateNotShared]);
         let here = judge_one(template_on("pve2", &["local-lvm"]), healthy_node("pve2"));
         assert!(here.templates_ok);
+    }
+
+    #[test]
+    fn a_node_lacking_the_templates_bridge_is_not_eligible() {
+        let with_bridges = |names: &[&str]| NodeFacts {
+            bridges: Some(Ok(names.iter().map(|b| b.to_string()).collect())),
+            ..healthy_node("pve2")
+        };
+        let lacking = judge_one(template_on("pve1", &["vmdata"]), with_bridges(&["vmbr1"]));
+        assert_eq!(lacking.reasons(), vec![Reason::BridgeNotFound]);
+        assert!(!lacking.bridges_ok && lacking.templates_ok);
+        assert!(
+            lacking.findings[0].message.contains("bridge vmbr0"),
+            "{:?}",
+            lacking.findings
+        );
+        let having = judge_one(template_on("pve1", &["vmdata"]), with_bridges(&["vmbr0"]));
+        assert!(having.bridges_ok && having.findings.is_empty());
     }
 
     #[test]

@@ -93,7 +93,13 @@ pub fn schema() -> Schema {
             .description("The token holds every privilege the provider needs for VMs on this node (see the data source description)."),
         Attribute::new("bridges_ok", Type::Bool)
             .computed()
-            .description("Every entry of `bridges` exists on the node (true when `bridges` is empty)."),
+            .description("Every entry of `bridges`, and every bridge a NIC of the `templates` names (a clone keeps them), exists on the node (true when both are empty)."),
+        Attribute::new("memory_total_bytes", Type::Number)
+            .computed()
+            .description("The node's memory, bytes; null when unknown (e.g. without `Sys.Audit`)."),
+        Attribute::new("memory_promised_bytes", Type::Number).computed().description(
+            "Memory configured for the VMs on the node (running or not; templates not counted), bytes; null when the cluster's VM listing could not be read. Placement counts it against `memory_total_bytes`; PVE itself allows more (overcommit), so applies running at the same time from different states can together promise more than the node has: compare the two to see it.",
+        ),
         Attribute::new("eligible", Type::Bool).computed().description(
             "Whether `proxmox_proxy_vm` with `node` unset may place a VM here, for the given `templates`, `iso_storage` (the seed storage) and `bridges`: online, `iso_storage_ok`, `templates_ok` and `bridges_ok`, the same checks placement makes (the VM's memory is checked when it is placed). When false, `reasons` say why.",
         ),
@@ -193,6 +199,18 @@ fn node_value(node: &NodeReport) -> Value {
         ("templates_ok", Value::from(node.templates_ok)),
         ("privileges_ok", Value::from(node.privileges_ok)),
         ("bridges_ok", Value::from(node.bridges_ok)),
+        (
+            "memory_total_bytes",
+            node.memory_total_bytes
+                .and_then(|b| i64::try_from(b).ok())
+                .map_or(Value::Null, Value::from),
+        ),
+        (
+            "memory_promised_bytes",
+            node.memory_promised_bytes
+                .and_then(|b| i64::try_from(b).ok())
+                .map_or(Value::Null, Value::from),
+        ),
         (
             "eligible",
             Value::from(node.online && node.iso_storage_ok && node.templates_ok && node.bridges_ok),

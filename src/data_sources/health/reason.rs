@@ -113,7 +113,9 @@ impl Reason {
             Reason::TemplateNotShared => {
                 "the template lives on another node and not every one of its disks is on a shared storage active on this node, so PVE cannot clone it here."
             }
-            Reason::BridgeNotFound => "a bridge named in `bridges` does not exist on the node.",
+            Reason::BridgeNotFound => {
+                "a bridge named in `bridges`, or one a NIC of the `templates` is on, does not exist on the node."
+            }
             Reason::PermissionMissing => {
                 "the token lacks a privilege PVE checks on one of the provider's calls; the message names it and its ACL path (`The token lacks SDN.Use on /sdn/zones/localnetwork/vmbr0.`). Among them: `VM.Config.CDROM` (attaching the seed), `Datastore.AllocateSpace` on the template's disk storages (clone and resize), `SDN.Use` on every bridge (and VLAN) the template's NICs use (checked before the clone), `Pool.Audit` on each of `pools`. Also reported when PVE answered 403."
             }

@@ -174,6 +174,9 @@ async fn check_create_at(
             Err(e) => findings.missing("the cluster's VM listing", &e),
         }
     }
+    if !findings.unreachable {
+        check_candidates(configured, planned, &mut findings).await;
+    }
     if let Some(found) = &template {
         if let (Some(node), true) = (node, node_ok) {
             check_template_reachable(configured, found, node, &mut findings).await;
@@ -211,6 +214,10 @@ async fn check_create_at(
         }
         if let Some(bridge) = known(planned, "bridge") {
             check_bridge(configured, node, bridge, &mut findings).await;
+        }
+        if let Some(found) = &template {
+            let bridge = known(planned, "bridge");
+            check_template_bridges(configured, node, found, bridge, &mut findings).await;
         }
     }
     if let Some(pool) = known(planned, "pool")
@@ -266,6 +273,9 @@ pub async fn check_update(
         && let (Some(node), Some(bridge)) = (node, known(planned, "bridge"))
     {
         check_bridge(configured, node, bridge, &mut findings).await;
+    }
+    if changed.iter().any(|c| c == "node_candidates") {
+        check_candidates(configured, planned, &mut findings).await;
     }
     finish(findings)
 }
@@ -334,14 +344,62 @@ async fn check_placement(
         Ok(views) => views,
         Err(e) => return findings.missing("the cluster's nodes", &e),
     };
+    if views.is_empty() && desired.node_candidates.is_some() {
+        // No candidate is in the cluster: `check_candidates` said so on the attribute.
+        return;
+    }
     let memory_mib = desired.memory_mib.unwrap_or(template.memory_mib);
     if let Err(rejected) = placement::judge(&views, memory_mib << 20) {
+        // The candidates chose the nodes judged, when set; else the missing `node`.
+        let attribute = if desired.node_candidates.is_some() {
+            "node_candidates"
+        } else {
+            "node"
+        };
         findings.error(
-            "node",
+            attribute,
             "No node can run this VM",
             placement::no_node_message(&rejected, desired.node_candidates.as_deref()),
         );
     }
+}
+
+/// Every name in `node_candidates` must be a node of the cluster: a typo would otherwise
+/// quietly narrow placement (or leave it no node at all).
+async fn check_candidates(configured: &Configured, planned: &Value, findings: &mut Findings) {
+    let Some(candidates) = planned.get_attr("node_candidates").as_elements() else {
+        return;
+    };
+    let candidates: Vec<&str> = candidates.iter().filter_map(Value::as_str).collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let nodes = match configured.facts.nodes(&configured.client).await {
+        Ok(nodes) => nodes,
+        Err(e) => return findings.missing("the cluster's nodes", &e),
+    };
+    let unknown: Vec<String> = candidates
+        .iter()
+        .filter(|name| !nodes.iter().any(|n| n.node == **name))
+        .map(|name| format!("`{name}`"))
+        .collect();
+    if unknown.is_empty() {
+        return;
+    }
+    let (what, verb) = if unknown.len() == 1 {
+        ("node", "is")
+    } else {
+        ("nodes", "are")
+    };
+    findings.error(
+        "node_candidates",
+        "Node not in the cluster",
+        format!(
+            "node_candidates names {what} {} that {verb} not in the cluster (nodes: {}). Correct the name, or remove it from node_candidates.",
+            unknown.join(", "),
+            list(nodes.iter().map(|n| n.node.clone()))
+        ),
+    );
 }
 
 /// A template on another node can be cloned onto `node` only when its disk is on storage
@@ -476,6 +534,57 @@ async fn check_bridge(configured: &Configured, node: &str, bridge: &str, finding
         Ok(_) => {}
         Err(e) => findings.missing(&format!("the bridges of node {node}"), &e),
     }
+}
+
+/// The bridges the clone keeps from its template (net0's unless `bridge` is set) must exist
+/// on `node`: PVE refuses to start a VM whose NIC names a bridge the node lacks. Pointed at
+/// `node`, the attribute that chose where the template's bridges must be.
+async fn check_template_bridges(
+    configured: &Configured,
+    node: &str,
+    template: &Template,
+    bridge: Option<&str>,
+    findings: &mut Findings,
+) {
+    let kept: Vec<_> = template
+        .bridges_used(bridge)
+        .into_iter()
+        .filter(|used| used.template_nic.is_some())
+        .collect();
+    if kept.is_empty() || findings.unreachable {
+        return;
+    }
+    let bridges = match configured.facts.bridges(&configured.client, node).await {
+        Ok(bridges) => bridges,
+        Err(e) => return findings.missing(&format!("the bridges of node {node}"), &e),
+    };
+    let missing: Vec<String> = kept
+        .iter()
+        .filter(|used| !bridges.iter().any(|b| b.iface == used.bridge))
+        .map(|used| used.describe())
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let hint = if kept
+        .iter()
+        .any(|used| used.template_nic.as_deref() == Some("net0"))
+    {
+        " Set `bridge` to one of them (it replaces net0's), choose another `node`,"
+    } else {
+        " Choose another `node`,"
+    };
+    findings.error(
+        "node",
+        "Bridge not on the node",
+        format!(
+            "node `{node}` has no bridge {}, which the VM keeps from its template (VM {} on {}); PVE would refuse to start it there (bridges on {node}: {}).{hint} or add the bridge to the node.",
+            missing.join(", "),
+            template.vmid,
+            template.node,
+            list(bridges.iter().map(|b| b.iface.clone()))
+        ),
+    );
 }
 
 /// An explicit VMID must be free, or an unfinished create of this very name to resume.

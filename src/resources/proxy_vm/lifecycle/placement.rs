@@ -1,16 +1,17 @@
 //! Placement: the node a VM without `node` is created on. Eligible nodes are online, can
 //! clone the template (their own copy, or its disk on storage shared with them), have the
-//! seed storage active and taking ISO images, have the bridge, and have memory left for the
-//! VM. Among them wins the node with the most memory not yet promised to VMs (the configured
+//! seed storage active and taking ISO images, have every bridge the VM will use (its
+//! template's NICs', net0's replaced by `bridge` when set), and have memory left for the VM. Among them wins the node with the most memory not yet promised to VMs (the configured
 //! memory of the VMs on it, plus the creates this process placed there and the listing does
 //! not show yet), then the one with the fewest VMs of this fleet. Gathering is separate from
 //! judging ([`judge`] is pure), so the rule is unit-tested with plain values.
 
 use pve::cluster::ClusterVm;
+use pve::nodes::NetworkInterface;
 use pve::storage::StorageInfo;
 
 use super::super::model::Desired;
-use super::prechecks::Template;
+use super::prechecks::{BridgeUse, Template, bridges_used, nic_bridges};
 use crate::cluster_facts::Fact;
 use crate::context::Configured;
 use crate::ownership;
@@ -84,10 +85,17 @@ pub fn no_node_message(rejected: &[(String, String)], candidates: Option<&[Strin
         Some(list) => format!(" among node_candidates ({})", list.join(", ")),
         None => String::new(),
     };
-    let lines: Vec<String> = rejected
+    let mut lines: Vec<String> = rejected
         .iter()
         .map(|(node, why)| format!("  {node}: {why}"))
         .collect();
+    // Candidates placement never saw are not in the cluster: say so, so no candidate goes
+    // without a reason.
+    for candidate in candidates.unwrap_or_default() {
+        if !rejected.iter().any(|(node, _)| node == candidate) {
+            lines.push(format!("  {candidate}: not in the cluster"));
+        }
+    }
     format!(
         "no node can run this VM{scope}:\n{}\nSet `node` to choose one yourself, or fix what keeps the nodes out.",
         lines.join("\n")
@@ -107,6 +115,21 @@ fn storage_problem(storages: &Fact<Vec<StorageInfo>>, storage: &str) -> Option<S
             }
             Some(_) => None,
         },
+    }
+}
+
+/// Why a node cannot give the VM its bridges: each missing one, with where it comes from.
+fn bridge_problem(used: &[BridgeUse], bridges: &Fact<Vec<NetworkInterface>>) -> Option<String> {
+    match bridges {
+        Err(e) => Some(format!("its bridges could not be read ({e})")),
+        Ok(list) => {
+            let missing: Vec<String> = used
+                .iter()
+                .filter(|u| !list.iter().any(|b| b.iface == u.bridge))
+                .map(|u| format!("no bridge {}", u.describe()))
+                .collect();
+            (!missing.is_empty()).then(|| missing.join("; "))
+        }
     }
 }
 
@@ -165,8 +188,9 @@ pub async fn gather(
             // template's disk must be on storage shared with the node.
             let own_copy =
                 super::prechecks::choose_template(listing, &desired.template, &node.node)
-                    .is_ok_and(|vm| vm.node == node.node && vm.template);
-            if !own_copy && template.node != node.node && !template_storage_shared {
+                    .ok()
+                    .filter(|vm| vm.node == node.node && vm.template);
+            if own_copy.is_none() && template.node != node.node && !template_storage_shared {
                 view.template_problem = Some(format!(
                     "the template (VM {} on {}) has its disk on storage not shared with this node",
                     template.vmid, template.node
@@ -174,13 +198,28 @@ pub async fn gather(
             }
             let storages = facts.storages(client, &node.node).await;
             view.seed_problem = storage_problem(&storages, &desired.seed_storage);
-            if let Some(bridge) = &desired.bridge {
-                view.bridge_problem = match facts.bridges(client, &node.node).await {
-                    Ok(list) if list.iter().any(|b| b.iface == *bridge) => None,
-                    Ok(_) => Some(format!("no bridge `{bridge}`")),
-                    Err(e) => Some(format!("its bridges could not be read ({e})")),
-                };
-            }
+            // Every bridge the clone will use: the NICs of the template it is cloned from
+            // (the node's own copy, if it has one), net0's replaced by `bridge` when set.
+            let nics = match own_copy.filter(|vm| vm.vmid != template.vmid) {
+                None => Ok(template.nic_bridges.clone()),
+                Some(copy) => facts
+                    .config(client, &copy.node, copy.vmid)
+                    .await
+                    .map(|config| nic_bridges(&config)),
+            };
+            view.bridge_problem = match nics {
+                Err(e) => Some(format!(
+                    "its template copy's config could not be read ({e})"
+                )),
+                Ok(nics) => {
+                    let used = bridges_used(&nics, desired.bridge.as_deref());
+                    if used.is_empty() {
+                        None
+                    } else {
+                        bridge_problem(&used, &facts.bridges(client, &node.node).await)
+                    }
+                }
+            };
         }
         views.push(view);
     }
@@ -249,5 +288,49 @@ mod tests {
         assert_eq!(reasons[3], ("pve4", "template not reachable"));
         let message = no_node_message(&rejected, None);
         assert!(message.contains("  pve3: not enough memory"), "{message}");
+        // A candidate the cluster does not have gets its reason too.
+        let message = no_node_message(&[], Some(&["pve9".to_owned()]));
+        assert!(
+            message.contains("(pve9):\n  pve9: not in the cluster\n"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn every_bridge_the_clone_uses_is_checked_with_where_it_comes_from() {
+        let nics = [
+            ("net0".to_owned(), "vmbr0".to_owned()),
+            ("net1".to_owned(), "vmbr5".to_owned()),
+        ];
+        let node_bridges = |names: &[&str]| -> Fact<Vec<NetworkInterface>> {
+            Ok(std::sync::Arc::new(
+                names
+                    .iter()
+                    .map(|n| NetworkInterface {
+                        iface: (*n).to_owned(),
+                        iface_type: "bridge".into(),
+                        active: true,
+                        autostart: true,
+                        vlan_aware: false,
+                    })
+                    .collect(),
+            ))
+        };
+        // `bridge` unset: the template's NICs, each named.
+        let kept = bridges_used(&nics, None);
+        assert_eq!(
+            bridge_problem(&kept, &node_bridges(&["vmbr5"])).as_deref(),
+            Some("no bridge `vmbr0` (the template's net0)")
+        );
+        assert_eq!(
+            bridge_problem(&kept, &node_bridges(&["vmbr0", "vmbr5"])),
+            None
+        );
+        // `bridge` set: it replaces net0's; net1 keeps the template's.
+        let replaced = bridges_used(&nics, Some("vmbr7"));
+        assert_eq!(
+            bridge_problem(&replaced, &node_bridges(&["vmbr0"])).as_deref(),
+            Some("no bridge `vmbr7`; no bridge `vmbr5` (the template's net1)")
+        );
     }
 }

@@ -16,6 +16,74 @@ pub(crate) struct Template {
     pub disk_storage: Option<String>,
     /// Its memory, MiB (what a clone gets unless `memory` is set).
     pub memory_mib: u64,
+    /// Its NICs (`net0`, `net1`, …) with their bridges, in index order: a clone keeps them
+    /// (only net0's bridge changes, when `bridge` is set).
+    pub nic_bridges: Vec<(String, String)>,
+}
+
+impl Template {
+    /// The bridges a clone of it uses (see [`bridges_used`]).
+    pub fn bridges_used(&self, bridge: Option<&str>) -> Vec<BridgeUse> {
+        bridges_used(&self.nic_bridges, bridge)
+    }
+}
+
+/// The bridges a clone of a template with these NICs uses: theirs, net0's replaced by
+/// `bridge` when set.
+pub(crate) fn bridges_used(nics: &[(String, String)], bridge: Option<&str>) -> Vec<BridgeUse> {
+    let mut used: Vec<BridgeUse> = nics
+        .iter()
+        .filter(|(nic, _)| bridge.is_none() || nic != "net0")
+        .map(|(nic, name)| BridgeUse {
+            bridge: name.clone(),
+            template_nic: Some(nic.clone()),
+        })
+        .collect();
+    if let Some(bridge) = bridge {
+        used.insert(
+            0,
+            BridgeUse {
+                bridge: bridge.to_owned(),
+                template_nic: None,
+            },
+        );
+    }
+    used
+}
+
+/// A bridge a VM will use, and where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BridgeUse {
+    pub bridge: String,
+    /// The template's NIC that names it; `None` when it is the resource's `bridge`.
+    pub template_nic: Option<String>,
+}
+
+impl BridgeUse {
+    /// `vmbr0` (the template's net0), or `vmbr7` for the resource's own `bridge`.
+    pub fn describe(&self) -> String {
+        match &self.template_nic {
+            Some(nic) => format!("`{}` (the template's {nic})", self.bridge),
+            None => format!("`{}`", self.bridge),
+        }
+    }
+}
+
+/// A VM config's NICs and their bridges, in index order (NICs without a bridge left out).
+pub(crate) fn nic_bridges(config: &pve::qemu::VmConfig) -> Vec<(String, String)> {
+    let mut nics: Vec<(u8, String)> = config
+        .raw()
+        .keys()
+        .filter_map(|key| key.strip_prefix("net")?.parse::<u8>().ok())
+        .filter_map(|index| {
+            let bridge = config.net(index)?.ok()?.bridge?;
+            Some((index, bridge))
+        })
+        .collect();
+    nics.sort();
+    nics.into_iter()
+        .map(|(index, bridge)| (format!("net{index}"), bridge))
+        .collect()
 }
 
 /// The listing entry a template name (or VMID) means for a VM on `node`: a template before a
@@ -81,6 +149,7 @@ pub(crate) fn judge_template(
         disk: disk.as_ref().and_then(|(_, d)| d.size),
         disk_storage: disk.and_then(|(_, d)| d.storage().map(str::to_owned)),
         memory_mib: config.memory_mib(),
+        nic_bridges: nic_bridges(config),
     })
 }
 
