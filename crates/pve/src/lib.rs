@@ -13,6 +13,7 @@
 //! | [`cluster`] | `/cluster/resources?type=vm`, `/cluster/nextid` | [`Client::cluster`] → `vm_resources`, `locate_vm`, `next_id` |
 //! | [`qemu`] | `/nodes/{node}/qemu[/{vmid}/…]` | `client.node(n).qemu_list(full)`; `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config` (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`, `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name` |
 //! | [`storage`] | `/nodes/{node}/storage/…` | `client.node(n).storages(..)`, `.storage(id)` → `status`, `content`, `volume`, `delete_volume`, `upload` |
+//! | [`pacing`] | — | [`TaskWait`], [`TaskTimes`], [`Pacer`]: when a wait looks again |
 //! | [`tasks`] | `/nodes/{node}/tasks/{upid}/…` | [`Client::task_status`], [`Client::task_log_tail`], [`Client::wait_for_task`] |
 //! | [`access`] | `/access/permissions` | [`Client::permissions`], [`access::has_privilege`] |
 //! | [`pools`] | `/pools` | [`Client::pools`], [`Client::pool`] |
@@ -129,6 +130,7 @@ pub mod client;
 pub mod cluster;
 pub mod error;
 pub mod nodes;
+pub mod pacing;
 pub mod pools;
 pub mod qemu;
 pub mod retry;
@@ -140,6 +142,7 @@ pub mod wire;
 
 pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
 pub use error::{ConnectFailure, Error, ErrorKind, Origin, Result, TaskFailure};
+pub use pacing::{Pacer, TaskTimes, TaskWait};
 pub use retry::{RetryPolicy, retry_idempotent, retry_with_check};
-pub use tasks::{Pacer, TaskExit, TaskOutcome, TaskTimes, TaskWait};
+pub use tasks::{TaskExit, TaskOutcome};
 pub use upid::Upid;
