@@ -112,15 +112,10 @@ fn string_literal(text: &str) -> Option<usize> {
     }
     if let Some(raw) = text.strip_prefix('r') {
         let hashes = raw.len() - raw.trim_start_matches('#').len();
-        let body = &raw[hashes..];
-        if body.starts_with('"') {
-            let close = format!("\"{}", "#".repeat(hashes));
-            let end = body[1..]
-                .find(&close)
-                .map_or(body.len(), |e| e + 1 + close.len());
-            return Some(1 + hashes + end);
-        }
-        return None;
+        let body = raw[hashes..].strip_prefix('"')?;
+        let close = format!("\"{}", "#".repeat(hashes));
+        let end = body.find(&close).map_or(body.len(), |e| e + close.len());
+        return Some(1 + hashes + 1 + end);
     }
     let body = text.strip_prefix('"')?;
     let mut escaped = false;
@@ -396,7 +391,7 @@ fn the_scanner_sees_use_trees_inline_paths_and_super() {
     let code = code_only(
         "use crate::{client::{Body, Client},\n error::Error};\n\
          // use crate::commented::Out;\n\
-         let s = \"crate::in_a_string::No\";\n\
+         let s = (\"crate::in_a_string::No\", r#\"crate::raw::No\"#);\n\
          let t = crate::tasks::TaskTimes::default();\n\
          use super::super::sibling::Thing;\n",
     );
