@@ -14,12 +14,12 @@
 //! | [`qemu`] | `/nodes/{node}/qemu[/{vmid}/…]` | `client.node(n).qemu_list(full)`; `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config` (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`, `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name` |
 //! | [`storage`] | `/nodes/{node}/storage/…` | `client.node(n).storages(..)`, `.storage(id)` → `status`, `content`, `volume`, `delete_volume`, `upload` |
 //! | [`pacing`] | — | [`TaskWait`], [`TaskTimes`], [`Pacer`]: when a wait looks again |
-//! | [`tasks`] | `/nodes/{node}/tasks/{upid}/…` | [`Client::task_status`], [`Client::task_log_tail`], [`Client::wait_for_task`] |
+//! | [`tasks`] | `/nodes/{node}/tasks/{upid}/…` | [`Client::task_status`], [`Client::task_log_tail`], [`Client::wait_for_task`], [`Client::run_task`] |
 //! | [`access`] | `/access/permissions` | [`Client::permissions`], [`access::has_privilege`] |
 //! | [`pools`] | `/pools` | [`Client::pools`], [`Client::pool`] |
 //! | [`wire`] | — | [`wire::Form`] (0/1 booleans), [`wire::de`] (int-or-string), [`wire::Envelope`], [`wire::NetConfig`], [`wire::CdromDrive`], [`wire::DiskDrive`], [`wire::ByteSize`] |
 //! | [`upid`] | — | [`Upid`] (parse, display verbatim, `node()`) |
-//! | [`retry`] | — | [`retry::RetryPolicy`], [`retry::retry_idempotent`], [`retry::retry_with_check`] |
+//! | [`retry`] | — | [`retry::RetryPolicy`], [`retry::retry_idempotent`], [`retry::retry_with_check`], [`retry::Backoff`], [`retry::wait_out_locks`] |
 //!
 //! # Example
 //!
@@ -106,8 +106,17 @@
 //!   POST config): when an attempt's outcome is unknown ([`Error::outcome_unknown`]), the
 //!   caller's state check decides whether it already took effect before anything is re-sent.
 //!
-//! Both retry `Transient` only, plus `Locked` with [`retry::RetryPolicy::with_locked`], with
-//! jittered exponential backoff and a bounded number of attempts.
+//! Both retry `Transient` and a 5xx that says nothing more
+//! ([`Error::is_unexplained_server_error`]), plus `Locked` with
+//! [`retry::RetryPolicy::with_locked`], with jittered exponential backoff and a bounded number
+//! of attempts; with [`retry::RetryPolicy::with_locked_until`] a lock is waited out until the
+//! caller's deadline however many attempts that takes.
+//!
+//! A lock that ends a *task* (PVE's worker checks it again) needs the whole task sent again:
+//! [`retry::wait_out_locks`] runs an attempt until it ends in anything but a lock, pausing on
+//! a [`retry::Backoff`] (200 ms doubling to 5 s, [`retry::Backoff::for_locks`]) until the
+//! caller's deadline, and [`Client::run_task`] is that loop for a task that may be repeated.
+//! `Backoff` is also the schedule for polls bounded by a deadline.
 //!
 //! # Waiting for tasks
 //!
@@ -143,6 +152,8 @@ pub mod wire;
 pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
 pub use error::{ConnectFailure, Error, ErrorKind, Origin, Result, TaskFailure};
 pub use pacing::{Pacer, TaskTimes, TaskWait};
-pub use retry::{RetryPolicy, retry_idempotent, retry_with_check};
+pub use retry::{
+    Backoff, MaybeLocked, RetryPolicy, retry_idempotent, retry_with_check, wait_out_locks,
+};
 pub use tasks::{TaskExit, TaskOutcome};
 pub use upid::Upid;

@@ -1,5 +1,6 @@
 //! `/nodes/{node}/tasks/{upid}`: status, log, and waiting for a task to end.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
@@ -8,6 +9,7 @@ use serde::Deserialize;
 use crate::client::{Body, Client, seg};
 use crate::error::{Error, ErrorKind, Result, TaskFailure};
 pub use crate::pacing::{Pacer, TaskTimes, TaskWait};
+use crate::retry::{Backoff, RetryPolicy, retry_idempotent, wait_out_locks};
 use crate::upid::Upid;
 use crate::wire::{Form, de};
 
@@ -119,6 +121,29 @@ impl Client {
     pub async fn wait_for_task(&self, upid: &Upid) -> Result<TaskOutcome> {
         let opts = self.config().task_wait.clone();
         self.wait_for_task_with(upid, &opts).await
+    }
+
+    /// Sends a task that may be sent again (`send`, retried under `policy`) and waits for it.
+    /// A task PVE's worker ended because a lock was held (`VM is locked (backup)`: the check
+    /// runs again inside the worker) is sent again, pausing on [`Backoff::for_locks`], until
+    /// `deadline`; then its lock error is returned. Polling has no deadline of its own: the
+    /// caller bounds the whole call with `tokio::time::timeout` where it needs to.
+    pub async fn run_task<F, Fut>(
+        &self,
+        policy: &RetryPolicy,
+        deadline: tokio::time::Instant,
+        send: F,
+    ) -> Result<TaskOutcome>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Upid>>,
+    {
+        let send = &send;
+        wait_out_locks(Backoff::for_locks(deadline), || async move {
+            let upid = retry_idempotent(policy, send).await?;
+            self.wait_for_task(&upid).await
+        })
+        .await
     }
 
     /// [`Client::wait_for_task`] with explicit polling options.
