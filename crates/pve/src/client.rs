@@ -547,7 +547,12 @@ mod tests {
             "/nodes/pve1/qemu/100/config",
             StatusCode::BAD_REQUEST,
             Some("Parameter verification failed.".into()),
-            br#"{"data":null,"errors":{"ide2":"explicit 'media=cdrom' is required for iso images"},"message":"Parameter verification failed.\n"}"#,
+            concat!(
+                r#"{"data":null,"#,
+                r#""errors":{"ide2":"explicit 'media=cdrom' is required for iso images"},"#,
+                r#""message":"Parameter verification failed.\n"}"#
+            )
+            .as_bytes(),
         );
         assert_eq!(e.kind(), crate::ErrorKind::Invalid);
         assert_eq!(e.message(), "Parameter verification failed.");

@@ -256,9 +256,13 @@ mod tests {
 
     #[test]
     fn status_decodes_pve_shape() {
-        let s: TaskStatus = serde_json::from_str(
-            r#"{"upid":"UPID:pve1:000D6BDA:041E0A54:654A5A1D:qmclone:9000:terraform@pve!prov:","node":"pve1","pid":879578,"pstart":69077588,"starttime":1699371549,"type":"qmclone","id":"9000","user":"terraform@pve","tokenid":"prov","status":"stopped","exitstatus":"WARNINGS: 1"}"#,
-        )
+        let s: TaskStatus = serde_json::from_str(concat!(
+            r#"{"upid":"#,
+            r#""UPID:pve1:000D6BDA:041E0A54:654A5A1D:qmclone:9000:terraform@pve!prov:","#,
+            r#""node":"pve1","pid":879578,"pstart":69077588,"starttime":1699371549,"#,
+            r#""type":"qmclone","id":"9000","user":"terraform@pve","tokenid":"prov","#,
+            r#""status":"stopped","exitstatus":"WARNINGS: 1"}"#
+        ))
         .unwrap();
         assert!(!s.is_running());
         assert_eq!(s.exitstatus.as_deref(), Some("WARNINGS: 1"));

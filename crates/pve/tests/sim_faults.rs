@@ -93,7 +93,8 @@ async fn failing_tasks_carry_exit_status_log_tail_and_kind() {
     clone_template(&env, 310, "edge-310").await;
     env.set_faults(json!({"task_failures": [
         {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"},
-        {"task_type": "qmstart", "nth": 2, "exitstatus": "can't lock file '/var/lock/qemu-server/lock-310.conf' - got timeout"},
+        {"task_type": "qmstart", "nth": 2, "exitstatus":
+            "can't lock file '/var/lock/qemu-server/lock-310.conf' - got timeout"},
         {"task_type": "qmstart", "nth": 3, "exitstatus": "start failed: QEMU exited with code 1"}
     ]}))
     .await;
