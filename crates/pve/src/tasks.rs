@@ -149,11 +149,24 @@ impl Client {
     /// [`Client::wait_for_task`] with explicit polling options.
     pub async fn wait_for_task_with(&self, upid: &Upid, opts: &TaskWait) -> Result<TaskOutcome> {
         let started = Instant::now();
+        let (exitstatus, polls) = self.poll_until_stopped(upid, opts, started).await?;
+        self.task_ended(upid, opts, exitstatus, started.elapsed(), polls)
+            .await
+    }
+
+    /// Polls the task's status on the pacer's schedule until it is stopped, and returns its
+    /// exit status and the polls made. An invisible UPID is polled on for `unknown_grace`;
+    /// up to 20 transient polling errors in a row are polled through.
+    async fn poll_until_stopped(
+        &self,
+        upid: &Upid,
+        opts: &TaskWait,
+        started: Instant,
+    ) -> Result<(String, u32)> {
         let mut pacer = Pacer::new(self.task_times(), upid.task_type(), opts);
         let mut transient_in_a_row = 0u32;
         loop {
             pacer.pause().await;
-            let polls = pacer.looks();
             let status = match self.task_status(upid).await {
                 Ok(s) => {
                     transient_in_a_row = 0;
@@ -190,55 +203,68 @@ impl Client {
             let exitstatus = status
                 .exitstatus
                 .unwrap_or_else(|| "unexpected status".to_owned());
-            let waited = started.elapsed();
-            if exitstatus == "OK" || parse_warnings(&exitstatus).is_some() {
-                let (exit, warnings) = match parse_warnings(&exitstatus) {
-                    Some(n) => {
-                        let tail = self
-                            .task_log_tail(upid, opts.log_tail_lines)
-                            .await
-                            .unwrap_or_default();
-                        let warns = tail.into_iter().filter(|l| l.starts_with("WARN")).collect();
-                        (TaskExit::Warnings(n), warns)
-                    }
-                    None => (TaskExit::Ok, Vec::new()),
-                };
-                tracing::info!(
-                    task_type = upid.task_type(),
-                    node = upid.node(),
-                    id = upid.id(),
-                    outcome = %exitstatus,
-                    duration_ms = waited.as_millis() as u64,
-                    polls,
-                    "PVE task finished"
-                );
-                return Ok(TaskOutcome {
-                    upid: upid.clone(),
-                    exit,
-                    warnings,
-                    waited,
-                    polls,
-                });
-            }
-            let exitstatus = self.scrub(&exitstatus);
+            return Ok((exitstatus, pacer.looks()));
+        }
+    }
+
+    /// What a stopped task's exit status means: success (with the warning lines of its log
+    /// when it ended with warnings) or a failure carrying its log tail; one info line either
+    /// way.
+    async fn task_ended(
+        &self,
+        upid: &Upid,
+        opts: &TaskWait,
+        exitstatus: String,
+        waited: Duration,
+        polls: u32,
+    ) -> Result<TaskOutcome> {
+        if exitstatus == "OK" || parse_warnings(&exitstatus).is_some() {
+            let (exit, warnings) = match parse_warnings(&exitstatus) {
+                Some(n) => {
+                    let tail = self
+                        .task_log_tail(upid, opts.log_tail_lines)
+                        .await
+                        .unwrap_or_default();
+                    let warns = tail.into_iter().filter(|l| l.starts_with("WARN")).collect();
+                    (TaskExit::Warnings(n), warns)
+                }
+                None => (TaskExit::Ok, Vec::new()),
+            };
             tracing::info!(
                 task_type = upid.task_type(),
                 node = upid.node(),
                 id = upid.id(),
-                outcome = "failed",
+                outcome = %exitstatus,
                 duration_ms = waited.as_millis() as u64,
+                polls,
                 "PVE task finished"
             );
-            let log_tail = self
-                .task_log_tail(upid, opts.log_tail_lines)
-                .await
-                .unwrap_or_default();
-            return Err(Error::task(TaskFailure {
+            return Ok(TaskOutcome {
                 upid: upid.clone(),
-                exitstatus,
-                log_tail,
-            }));
+                exit,
+                warnings,
+                waited,
+                polls,
+            });
         }
+        let exitstatus = self.scrub(&exitstatus);
+        tracing::info!(
+            task_type = upid.task_type(),
+            node = upid.node(),
+            id = upid.id(),
+            outcome = "failed",
+            duration_ms = waited.as_millis() as u64,
+            "PVE task finished"
+        );
+        let log_tail = self
+            .task_log_tail(upid, opts.log_tail_lines)
+            .await
+            .unwrap_or_default();
+        Err(Error::task(TaskFailure {
+            upid: upid.clone(),
+            exitstatus,
+            log_tail,
+        }))
     }
 }
 
