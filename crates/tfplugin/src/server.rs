@@ -219,6 +219,24 @@ fn encode(
     }
 }
 
+/// Encodes a state the provider returned, which must be wholly known: an unknown value in it
+/// is a bug in the provider, reported as `summary` (the state is encoded all the same).
+fn encode_known(
+    state: &Value,
+    ty: &Type,
+    summary: &str,
+    subject: &str,
+    diagnostics: &mut Diagnostics,
+) -> Option<pb::DynamicValue> {
+    if !state.is_wholly_known() {
+        diagnostics.error(
+            summary,
+            format!("{subject} contains unknown values. This is a bug in the provider."),
+        );
+    }
+    encode(state, ty, "state", diagnostics)
+}
+
 fn log_result(started: Instant, diagnostics: &Diagnostics) {
     let errors = diagnostics
         .iter()
@@ -571,14 +589,15 @@ impl pb::provider_server::Provider for ProviderService {
                 .apply(&self.context(rpc, None), apply)
                 .await;
             let mut diagnostics = applied.diagnostics;
-            if !applied.new_state.is_wholly_known() {
-                diagnostics.error(
-                    "Provider returned invalid result object after apply",
-                    "The new state contains unknown values. This is a bug in the provider.",
-                );
-            }
+            let new_state = encode_known(
+                &applied.new_state,
+                ty,
+                "Provider returned invalid result object after apply",
+                "The new state",
+                &mut diagnostics,
+            );
             let response = pb::apply_resource_change::Response {
-                new_state: encode(&applied.new_state, ty, "state", &mut diagnostics),
+                new_state,
                 private: applied.private,
                 ..Default::default()
             };
@@ -636,14 +655,15 @@ impl pb::provider_server::Provider for ProviderService {
             let ctx = self.context(rpc, request.client_capabilities.as_ref());
             let read = entry.implementation.read(&ctx, &config).await;
             let mut diagnostics = read.diagnostics;
-            if !read.state.is_wholly_known() {
-                diagnostics.error(
-                    "Provider produced an invalid data source state",
-                    "The state contains unknown values. This is a bug in the provider.",
-                );
-            }
+            let state = encode_known(
+                &read.state,
+                ty,
+                "Provider produced an invalid data source state",
+                "The state",
+                &mut diagnostics,
+            );
             let response = pb::read_data_source::Response {
-                state: encode(&read.state, ty, "state", &mut diagnostics),
+                state,
                 ..Default::default()
             };
             Ok((response, diagnostics))
