@@ -51,7 +51,7 @@ pub struct RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// 5 attempts, 200 ms doubling to 5 s, full jitter; `Locked` not retried.
+    /// 5 attempts, 200 ms doubling to 5 s, equal jitter; `Locked` not retried.
     fn default() -> Self {
         RetryPolicy {
             max_attempts: 5,
