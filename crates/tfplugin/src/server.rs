@@ -256,7 +256,7 @@ type RpcResult<T> = Result<Response<T>, Status>;
 /// diagnostics, or only diagnostics when it could not get as far as a response.
 type Served<R> = Result<(R, Diagnostics), Diagnostics>;
 
-/// A response that carries diagnostics: every RPC [`ProviderService::serve`] wraps.
+/// A response that carries diagnostics: every RPC [`ProviderService::serve_rpc`] wraps.
 trait Reply: Default {
     fn set_diagnostics(&mut self, diagnostics: Vec<pb::Diagnostic>);
 }
@@ -288,7 +288,7 @@ impl ProviderService {
     /// The part every RPC shares: a span with the RPC's name, request id and type name, a
     /// timer, the closing debug line, and the diagnostics put into the response. `call` is
     /// the RPC's own part: it decodes, calls the provider, and encodes.
-    async fn serve<R: Reply>(
+    async fn serve_rpc<R: Reply>(
         &self,
         rpc: &'static str,
         type_name: &str,
@@ -371,7 +371,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::validate_provider_config::Response> {
         let request = request.into_inner();
         let rpc = "ValidateProviderConfig";
-        self.serve(rpc, "", async {
+        self.serve_rpc(rpc, "", async {
             let ty = &self.registry().provider_type;
             let config = decode(request.config.as_ref(), ty, "provider configuration")?;
             let ctx = self.context(rpc, None);
@@ -387,7 +387,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::configure_provider::Response> {
         let request = request.into_inner();
         let rpc = "ConfigureProvider";
-        self.serve(rpc, "", async {
+        self.serve_rpc(rpc, "", async {
             let ty = &self.registry().provider_type;
             let config = decode(request.config.as_ref(), ty, "provider configuration")?;
             // Later calls in this process learn the version from their context.
@@ -412,7 +412,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::validate_resource_config::Response> {
         let request = request.into_inner();
         let rpc = "ValidateResourceConfig";
-        self.serve(rpc, &request.type_name, async {
+        self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
             let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
             let ctx = self.context(rpc, request.client_capabilities.as_ref());
@@ -428,7 +428,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::validate_data_resource_config::Response> {
         let request = request.into_inner();
         let rpc = "ValidateDataResourceConfig";
-        self.serve(rpc, &request.type_name, async {
+        self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.data_source(&request.type_name)?;
             let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
             let ctx = self.context(rpc, None);
@@ -444,7 +444,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::upgrade_resource_state::Response> {
         let request = request.into_inner();
         let rpc = "UpgradeResourceState";
-        self.serve(rpc, &request.type_name, async {
+        self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
             let mut response = pb::upgrade_resource_state::Response::default();
             let mut diagnostics = Diagnostics::new();
@@ -503,7 +503,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::read_resource::Response> {
         let request = request.into_inner();
         let rpc = "ReadResource";
-        self.serve(rpc, &request.type_name, async {
+        self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
             let ty = &entry.value_type;
             let current_state = decode(request.current_state.as_ref(), ty, "current state")?;
@@ -530,7 +530,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::plan_resource_change::Response> {
         let request = request.into_inner();
         let rpc = "PlanResourceChange";
-        self.serve(rpc, &request.type_name, async {
+        self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
             let ty = &entry.value_type;
             let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
@@ -572,7 +572,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::apply_resource_change::Response> {
         let request = request.into_inner();
         let rpc = "ApplyResourceChange";
-        self.serve(rpc, &request.type_name, async {
+        self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
             let ty = &entry.value_type;
             let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
@@ -612,7 +612,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::import_resource_state::Response> {
         let request = request.into_inner();
         let rpc = "ImportResourceState";
-        self.serve(rpc, &request.type_name, async {
+        self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
             let ctx = self.context(rpc, request.client_capabilities.as_ref());
             let imported = entry.implementation.import(&ctx, &request.id).await;
@@ -648,7 +648,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::read_data_source::Response> {
         let request = request.into_inner();
         let rpc = "ReadDataSource";
-        self.serve(rpc, &request.type_name, async {
+        self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.data_source(&request.type_name)?;
             let ty = &entry.value_type;
             let config = decode(request.config.as_ref(), ty, "configuration")?;
