@@ -1,13 +1,14 @@
-//! "No two modules import each other", checked on the source text of the workspace's crates.
+//! Rules on the source text of the workspace's crates that the compiler and rustfmt do not
+//! hold: no two modules import each other, and no line is wider than 100 columns.
 //!
-//! ARCHITECTURE.md's invariants hold between crates; this test holds them one level down:
-//! within `crates/pve` and `crates/tfplugin`, no two modules may reach each other through
-//! `crate::…`, `super::…` or `self::…` paths (in `use` items or inline). A circle means
-//! shared types live in the wrong module: move them into one both can import.
+//! ARCHITECTURE.md's invariants hold between crates; the first rule holds them one level
+//! down: within `crates/pve` and `crates/tfplugin`, no two modules may reach each other
+//! through `crate::…`, `super::…` or `self::…` paths (in `use` items or inline). A circle
+//! means shared types live in the wrong module: move them into one both can import.
 //!
-//! The other crates of the workspace are scanned too, and their circles printed, without
-//! failing: they are being untangled in their own changes. Add a crate to [`ENFORCED`] once
-//! it has none.
+//! The other crates of the workspace are scanned too, and what they break is printed,
+//! without failing: they are being untangled in their own changes. Add a crate to
+//! [`ENFORCED`] once it keeps both rules.
 //!
 //! What counts as a module is a file (`a.rs`, `a/mod.rs`); an inline `mod tests { … }`
 //! belongs to its file. A module and its ancestors (`super::` up the tree, `crate::` items
@@ -17,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Crates (relative to the workspace root) in which a circle fails the test.
+/// Crates (relative to the workspace root) in which a broken rule fails the test.
 const ENFORCED: &[&str] = &["crates/pve", "crates/tfplugin"];
 
 /// Every crate's `src/` in the workspace: the root package and the members.
@@ -384,6 +385,59 @@ fn no_two_modules_import_each_other() {
         "modules that import each other:\n{}",
         failing.join("\n")
     );
+}
+
+const MAX_COLUMNS: usize = 100;
+
+#[test]
+fn no_line_is_wider_than_100_columns() {
+    let root = workspace_root();
+    let mut failing = Vec::new();
+    for krate in crates(&root) {
+        let enforced = ENFORCED.contains(&krate.as_str());
+        let mut files = Vec::new();
+        for dir in ["src", "tests", "benches", "examples"] {
+            rust_files_with_bins(&root.join(&krate).join(dir), &mut files);
+        }
+        files.sort();
+        let mut wide = 0;
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (number, line) in text.lines().enumerate() {
+                if line.chars().count() > MAX_COLUMNS {
+                    wide += 1;
+                    if enforced {
+                        let file = file.strip_prefix(&root).unwrap().display().to_string();
+                        failing.push(format!("{file}:{}", number + 1));
+                    }
+                }
+            }
+        }
+        if wide > 0 && !enforced {
+            let krate = if krate.is_empty() { "." } else { &krate };
+            println!("[reported] {krate}: {wide} lines wider than {MAX_COLUMNS} columns");
+        }
+    }
+    assert!(
+        failing.is_empty(),
+        "lines wider than {MAX_COLUMNS} columns:\n{}",
+        failing.join("\n")
+    );
+}
+
+/// Every `.rs` file below `dir`, binaries' trees included.
+fn rust_files_with_bins(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files_with_bins(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
 }
 
 #[test]
