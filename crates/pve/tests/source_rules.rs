@@ -58,18 +58,19 @@ fn module_path(src: &Path, file: &Path) -> ModPath {
     parts
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file below `dir`; with `skip_bins`, not a binary's own tree (`src/bin/…`),
+/// which is a crate of its own.
+fn rust_files(dir: &Path, skip_bins: bool, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
-            // A binary's own tree (`src/bin/x.rs`, `src/bin/x/…`) is a crate of its own.
-            if path.file_name().is_some_and(|n| n == "bin") && dir.ends_with("src") {
-                continue;
+            let a_bin_tree = path.file_name().is_some_and(|n| n == "bin") && dir.ends_with("src");
+            if !(skip_bins && a_bin_tree) {
+                rust_files(&path, skip_bins, out);
             }
-            rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }
@@ -290,7 +291,7 @@ fn is_ancestor(a: &ModPath, b: &ModPath) -> bool {
 fn imports(root: &Path, krate: &str) -> BTreeMap<(ModPath, ModPath), String> {
     let src = root.join(krate).join("src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(&src, true, &mut files);
     files.sort();
     let modules: BTreeSet<ModPath> = files.iter().map(|f| module_path(&src, f)).collect();
     let mut edges = BTreeMap::new();
@@ -397,7 +398,7 @@ fn no_line_is_wider_than_100_columns() {
         let enforced = ENFORCED.contains(&krate.as_str());
         let mut files = Vec::new();
         for dir in ["src", "tests", "benches", "examples"] {
-            rust_files_with_bins(&root.join(&krate).join(dir), &mut files);
+            rust_files(&root.join(&krate).join(dir), false, &mut files);
         }
         files.sort();
         let mut wide = 0;
@@ -423,21 +424,6 @@ fn no_line_is_wider_than_100_columns() {
         "lines wider than {MAX_COLUMNS} columns:\n{}",
         failing.join("\n")
     );
-}
-
-/// Every `.rs` file below `dir`, binaries' trees included.
-fn rust_files_with_bins(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files_with_bins(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 #[test]
