@@ -123,7 +123,8 @@ fn report(name: &str, samples: &[Sample]) {
     let polls: u64 = samples.iter().map(|s| u64::from(s.polls)).sum();
     let waited: f64 = samples.iter().map(|s| s.waited.as_secs_f64()).sum();
     println!(
-        "{name:<38} n={:<4} median={:>7.1} ms  p95={:>7.1} ms  max={:>7.1} ms  (bracket median {:.1} ms)  polls per task={:.2}  req/s per waiting task={:.2}",
+        "{name:<38} n={:<4} median={:>7.1} ms  p95={:>7.1} ms  max={:>7.1} ms  \
+         (bracket median {:.1} ms)  polls per task={:.2}  req/s per waiting task={:.2}",
         samples.len(),
         percentile(&lat, 0.5).as_secs_f64() * 1e3,
         percentile(&lat, 0.95).as_secs_f64() * 1e3,

@@ -62,9 +62,10 @@ mod tests {
 
     #[test]
     fn privilege_lookup_respects_propagation() {
-        let perms: Permissions = serde_json::from_str(
-            r#"{"/":{"Sys.Audit":0},"/vms":{"VM.Audit":1},"/storage/proxy-seeds":{"Datastore.AllocateTemplate":1}}"#,
-        )
+        let perms: Permissions = serde_json::from_str(concat!(
+            r#"{"/":{"Sys.Audit":0},"/vms":{"VM.Audit":1},"#,
+            r#""/storage/proxy-seeds":{"Datastore.AllocateTemplate":1}}"#
+        ))
         .map(|raw: BTreeMap<String, BTreeMap<String, u8>>| {
             raw.into_iter()
                 .map(|(p, m)| (p, m.into_iter().map(|(k, v)| (k, v != 0)).collect()))

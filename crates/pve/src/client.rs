@@ -10,8 +10,8 @@ use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result, Scrubber};
+use crate::pacing::{TaskTimes, TaskWait};
 use crate::retry::current_attempt;
-use crate::tasks::TaskWait;
 use crate::wire::{Envelope, ErrorBody, Form};
 
 /// An API token `USER@REALM!TOKENID=SECRET`. `Debug` and `Display` never show the secret.
@@ -134,7 +134,7 @@ struct Inner {
     auth: HeaderValue,
     scrubber: Scrubber,
     config: ClientConfig,
-    task_times: crate::tasks::TaskTimes,
+    task_times: TaskTimes,
 }
 
 /// A Proxmox VE API client. Cheap to clone; clones share the connection pool.
@@ -220,7 +220,7 @@ impl Client {
                 auth,
                 scrubber,
                 config,
-                task_times: crate::tasks::TaskTimes::default(),
+                task_times: TaskTimes::default(),
             }),
         })
     }
@@ -231,7 +231,7 @@ impl Client {
     }
 
     /// How long tasks and other waits took so far, shared by every wait of this client.
-    pub fn task_times(&self) -> &crate::tasks::TaskTimes {
+    pub fn task_times(&self) -> &TaskTimes {
         &self.inner.task_times
     }
 
@@ -547,7 +547,12 @@ mod tests {
             "/nodes/pve1/qemu/100/config",
             StatusCode::BAD_REQUEST,
             Some("Parameter verification failed.".into()),
-            br#"{"data":null,"errors":{"ide2":"explicit 'media=cdrom' is required for iso images"},"message":"Parameter verification failed.\n"}"#,
+            concat!(
+                r#"{"data":null,"#,
+                r#""errors":{"ide2":"explicit 'media=cdrom' is required for iso images"},"#,
+                r#""message":"Parameter verification failed.\n"}"#
+            )
+            .as_bytes(),
         );
         assert_eq!(e.kind(), crate::ErrorKind::Invalid);
         assert_eq!(e.message(), "Parameter verification failed.");

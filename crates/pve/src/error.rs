@@ -585,7 +585,8 @@ mod tests {
         );
         assert_eq!(
             classify_task_exit(
-                "clone failed: close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/101.conf' failed: File exists"
+                "clone failed: close (rename) atomic file \
+                 '/etc/pve/nodes/pve1/qemu-server/101.conf' failed: File exists"
             ),
             ErrorKind::AlreadyExists
         );
@@ -750,7 +751,8 @@ mod tests {
             failure(
                 true,
                 false,
-                "client error (Connect): dns error: failed to lookup address information: Name or service not known"
+                "client error (Connect): dns error: \
+                 failed to lookup address information: Name or service not known"
             ),
             Some(ConnectFailure::NameNotResolved)
         );

@@ -5,20 +5,33 @@
 //!
 //! # Module map (mirrors the REST tree below `/api2/json`)
 //!
-//! | module | paths | entry points |
-//! |---|---|---|
-//! | [`client`] | transport | [`Client::new`], [`ClientConfig`], [`ApiToken`], [`TlsTrust`], raw [`Client::get`]/`post`/`put`/`delete` |
-//! | [`version`] | `/version` | [`Client::version`] |
-//! | [`nodes`] | `/nodes`, `/nodes/{node}/status`, `/nodes/{node}/network` | [`Client::nodes`], [`Client::node`] → [`nodes::Node::status`], [`nodes::Node::network`] |
-//! | [`cluster`] | `/cluster/resources?type=vm`, `/cluster/nextid` | [`Client::cluster`] → `vm_resources`, `locate_vm`, `next_id` |
-//! | [`qemu`] | `/nodes/{node}/qemu[/{vmid}/…]` | `client.node(n).qemu_list(full)`; `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config` (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`, `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name` |
-//! | [`storage`] | `/nodes/{node}/storage/…` | `client.node(n).storages(..)`, `.storage(id)` → `status`, `content`, `volume`, `delete_volume`, `upload` |
-//! | [`tasks`] | `/nodes/{node}/tasks/{upid}/…` | [`Client::task_status`], [`Client::task_log_tail`], [`Client::wait_for_task`] |
-//! | [`access`] | `/access/permissions` | [`Client::permissions`], [`access::has_privilege`] |
-//! | [`pools`] | `/pools` | [`Client::pools`], [`Client::pool`] |
-//! | [`wire`] | — | [`wire::Form`] (0/1 booleans), [`wire::de`] (int-or-string), [`wire::Envelope`], [`wire::NetConfig`], [`wire::CdromDrive`], [`wire::DiskDrive`], [`wire::ByteSize`] |
-//! | [`upid`] | — | [`Upid`] (parse, display verbatim, `node()`) |
-//! | [`retry`] | — | [`retry::RetryPolicy`], [`retry::retry_idempotent`], [`retry::retry_with_check`] |
+//! - [`client`] (transport): [`Client::new`], [`ClientConfig`], [`ApiToken`], [`TlsTrust`],
+//!   raw [`Client::get`]/`post`/`put`/`delete`.
+//! - [`version`] (`/version`): [`Client::version`].
+//! - [`nodes`] (`/nodes`, `/nodes/{node}/status`, `/nodes/{node}/network`): [`Client::nodes`],
+//!   [`Client::node`] → [`nodes::Node::status`], [`nodes::Node::network`].
+//! - [`cluster`] (`/cluster/resources?type=vm`, `/cluster/nextid`): [`Client::cluster`] →
+//!   `vm_resources`, `locate_vm`, `next_id`.
+//! - [`qemu`] (`/nodes/{node}/qemu[/{vmid}/…]`): `client.node(n).qemu_list(full)`;
+//!   `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config`
+//!   (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`,
+//!   `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name`.
+//! - [`storage`] (`/nodes/{node}/storage/…`): `client.node(n).storages(..)`, `.storage(id)` →
+//!   `status`, `content`, `volume`, `delete_volume`, `upload`.
+//! - [`tasks`] (`/nodes/{node}/tasks/{upid}/…`): [`Client::task_status`],
+//!   [`Client::task_log_tail`], [`Client::wait_for_task`], [`Client::run_task`].
+//! - [`access`] (`/access/permissions`): [`Client::permissions`], [`access::has_privilege`].
+//! - [`pools`] (`/pools`): [`Client::pools`], [`Client::pool`].
+//!
+//! Beside the REST tree:
+//!
+//! - [`pacing`]: [`TaskWait`], [`TaskTimes`], [`Pacer`]: when a wait looks again.
+//! - [`retry`]: [`retry::RetryPolicy`], [`retry::retry_idempotent`],
+//!   [`retry::retry_with_check`], [`retry::Backoff`], [`retry::wait_out_locks`].
+//! - [`wire`]: [`wire::Form`] (0/1 booleans), [`wire::de`] (int-or-string),
+//!   [`wire::Envelope`], [`wire::NetConfig`], [`wire::CdromDrive`], [`wire::DiskDrive`],
+//!   [`wire::ByteSize`].
+//! - [`upid`]: [`Upid`] (parse, display verbatim, `node()`).
 //!
 //! # Example
 //!
@@ -28,7 +41,8 @@
 //!
 //! # async fn demo(ca_pem: String) -> pve::Result<()> {
 //! let token = ApiToken::parse("terraform@pve!provider=00000000-0000-0000-0000-000000000000")?;
-//! let client = Client::new(ClientConfig::new("https://pve1:8006", token, TlsTrust::CaPem(ca_pem)))?;
+//! let config = ClientConfig::new("https://pve1:8006", token, TlsTrust::CaPem(ca_pem));
+//! let client = Client::new(config)?;
 //! let policy = RetryPolicy::default();
 //!
 //! // Clone is not idempotent: if an attempt's outcome is unknown, look before re-sending.
@@ -77,18 +91,24 @@
 //!
 //! Every failure is an [`Error`] whose [`Error::kind`] is one of:
 //!
-//! | kind | from |
-//! |---|---|
-//! | `NotFound` | 404; 500 "… does not exist", "unable to find configuration file …"; 400 `errors.upid = "no such task"`, `errors.storage = "No such storage."` |
-//! | `AlreadyExists` | 400 `errors.vmid = "VM N already exists"`; 500 "… already exists on node …"; task "… File exists" |
-//! | `Locked` | "VM is locked (…)", "can't lock file '…' - got timeout" (HTTP or task exit status) |
-//! | `Transient` | connect/reset/timeout; 502/503/504/595/596/599; "got no worker upid"; "QEMU guest agent is not running"; other "got timeout" |
-//! | `Auth` | 401 ("Authentication failed!", "No ticket"), 403 ("Permission check failed (/path, Priv)") |
-//! | `Invalid` | other 400 "Parameter verification failed." with the per-parameter map in [`Error::param_errors`]; bad client configuration |
-//! | `Permanent` | a rejected TLS certificate ([`Error::is_certificate_error`]); everything else (e.g. "VM 100 not running", "shrinking disks is not supported") |
+//! - `NotFound`: 404; 500 "… does not exist", "unable to find configuration file …"; 400
+//!   `errors.upid = "no such task"`, `errors.storage = "No such storage."`.
+//! - `AlreadyExists`: 400 `errors.vmid = "VM N already exists"`; 500 "… already exists on
+//!   node …"; task "… File exists".
+//! - `Locked`: "VM is locked (…)", "can't lock file '…' - got timeout" (HTTP or task exit
+//!   status).
+//! - `Transient`: connect/reset/timeout; 502/503/504/595/596/599; "got no worker upid"; "QEMU
+//!   guest agent is not running"; other "got timeout".
+//! - `Auth`: 401 ("Authentication failed!", "No ticket"), 403 ("Permission check failed
+//!   (/path, Priv)").
+//! - `Invalid`: other 400 "Parameter verification failed." with the per-parameter map in
+//!   [`Error::param_errors`]; bad client configuration.
+//! - `Permanent`: a rejected TLS certificate ([`Error::is_certificate_error`]); everything else
+//!   (e.g. "VM 100 not running", "shrinking disks is not supported").
 //!
 //! A failed task is an `Error` too, classified from its exit status, carrying the exit status
-//! and a log tail ([`Error::task_failure`]). `WARNINGS: n` is success ([`tasks::TaskExit::Warnings`]).
+//! and a log tail ([`Error::task_failure`]). `WARNINGS: n` is success
+//! ([`tasks::TaskExit::Warnings`]).
 //!
 //! # Secrets
 //!
@@ -105,8 +125,17 @@
 //!   POST config): when an attempt's outcome is unknown ([`Error::outcome_unknown`]), the
 //!   caller's state check decides whether it already took effect before anything is re-sent.
 //!
-//! Both retry `Transient` only, plus `Locked` with [`retry::RetryPolicy::with_locked`], with
-//! jittered exponential backoff and a bounded number of attempts.
+//! Both retry `Transient` and a 5xx that says nothing more
+//! ([`Error::is_unexplained_server_error`]), plus `Locked` with
+//! [`retry::RetryPolicy::with_locked`], with jittered exponential backoff and a bounded number
+//! of attempts; with [`retry::RetryPolicy::with_locked_until`] a lock is waited out until the
+//! caller's deadline however many attempts that takes.
+//!
+//! A lock that ends a *task* (PVE's worker checks it again) needs the whole task sent again:
+//! [`retry::wait_out_locks`] runs an attempt until it ends in anything but a lock, pausing on
+//! a [`retry::Backoff`] (200 ms doubling to 5 s, [`retry::Backoff::for_locks`]) until the
+//! caller's deadline, and [`Client::run_task`] is that loop for a task that may be repeated.
+//! `Backoff` is also the schedule for polls bounded by a deadline.
 //!
 //! # Waiting for tasks
 //!
@@ -129,6 +158,7 @@ pub mod client;
 pub mod cluster;
 pub mod error;
 pub mod nodes;
+pub mod pacing;
 pub mod pools;
 pub mod qemu;
 pub mod retry;
@@ -140,6 +170,9 @@ pub mod wire;
 
 pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
 pub use error::{ConnectFailure, Error, ErrorKind, Origin, Result, TaskFailure};
-pub use retry::{RetryPolicy, retry_idempotent, retry_with_check};
-pub use tasks::{Pacer, TaskExit, TaskOutcome, TaskTimes, TaskWait};
+pub use pacing::{Pacer, TaskTimes, TaskWait};
+pub use retry::{
+    Backoff, MaybeLocked, RetryPolicy, retry_idempotent, retry_with_check, wait_out_locks,
+};
+pub use tasks::{TaskExit, TaskOutcome};
 pub use upid::Upid;

@@ -10,9 +10,18 @@
 //! ([`Error::is_unexplained_server_error`]: for a write, only after the check), and
 //! [`ErrorKind::Locked`] when the policy says so, until the policy's lock deadline. Every retry
 //! is logged with its reason.
+//!
+//! Above single calls, a lock that ends a *task* (`VM is locked (backup)`, checked again
+//! inside PVE's worker) is waited out by [`wait_out_locks`] on a [`Backoff`]: the one
+//! deadline-bound pause schedule for lock waits and polls. [`Client::run_task`] is that loop
+//! for a task that may be sent again.
+//!
+//! [`Client::run_task`]: crate::Client::run_task
 
 use std::future::Future;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -42,7 +51,7 @@ pub struct RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// 5 attempts, 200 ms doubling to 5 s, full jitter; `Locked` not retried.
+    /// 5 attempts, 200 ms doubling to 5 s, equal jitter; `Locked` not retried.
     fn default() -> Self {
         RetryPolicy {
             max_attempts: 5,
@@ -83,9 +92,22 @@ impl RetryPolicy {
             return false;
         }
         match (error.kind(), self.locked_until) {
-            (ErrorKind::Locked, Some(until)) => tokio::time::Instant::now() + delay < until,
+            (ErrorKind::Locked, Some(until)) => ends_before(delay, until),
             _ => next <= self.max_attempts.max(1),
         }
+    }
+
+    /// After attempt `attempt` failed with `error`: logs and sleeps the pause before the next
+    /// attempt and returns its number, or returns `None` at once when the policy gives up.
+    async fn pause_after(&self, error: &Error, attempt: u32) -> Option<u32> {
+        let next = attempt + 1;
+        let delay = self.delay_before(next);
+        if !self.allows(error, next, delay) {
+            return None;
+        }
+        log_retry(error, next, delay);
+        tokio::time::sleep(delay).await;
+        Some(next)
     }
 
     /// Delay before attempt `next` (2, 3, …): "equal jitter" (half fixed, half random) so
@@ -110,17 +132,13 @@ where
 {
     let mut attempt = 1;
     loop {
-        match ATTEMPT.scope(attempt, op()).await {
+        let error = match ATTEMPT.scope(attempt, op()).await {
             Ok(v) => return Ok(v),
-            Err(e) => {
-                let delay = policy.delay_before(attempt + 1);
-                if !policy.allows(&e, attempt + 1, delay) {
-                    return Err(e);
-                }
-                attempt += 1;
-                log_retry(&e, attempt, delay);
-                tokio::time::sleep(delay).await;
-            }
+            Err(error) => error,
+        };
+        match policy.pause_after(&error, attempt).await {
+            Some(next) => attempt = next,
+            None => return Err(error),
         }
     }
 }
@@ -162,28 +180,136 @@ where
 {
     let mut attempt = 1;
     loop {
-        match ATTEMPT.scope(attempt, op()).await {
+        let error = match ATTEMPT.scope(attempt, op()).await {
             Ok(v) => return Ok(v),
-            Err(e) => {
-                let delay = policy.delay_before(attempt + 1);
-                if !policy.allows(&e, attempt + 1, delay) {
-                    return Err(e);
-                }
-                attempt += 1;
-                log_retry(&e, attempt, delay);
-                tokio::time::sleep(delay).await;
-                if e.outcome_unknown() || e.is_unexplained_server_error() {
-                    // The state check is itself a read: retry it like one.
-                    if let Some(v) = retry_idempotent(policy, &mut check).await? {
-                        tracing::info!(
-                            path = e.path().unwrap_or_default(),
-                            "the earlier attempt had taken effect; not sending it again"
-                        );
-                        return Ok(v);
-                    }
-                }
+            Err(error) => error,
+        };
+        match policy.pause_after(&error, attempt).await {
+            Some(next) => attempt = next,
+            None => return Err(error),
+        }
+        if error.outcome_unknown() || error.is_unexplained_server_error() {
+            // The state check is itself a read: retry it like one.
+            if let Some(v) = retry_idempotent(policy, &mut check).await? {
+                tracing::info!(
+                    path = error.path().unwrap_or_default(),
+                    "the earlier attempt had taken effect; not sending it again"
+                );
+                return Ok(v);
             }
         }
+    }
+}
+
+/// Whether a pause of `delay` from now ends before `deadline`: the one test every wait in
+/// this crate makes before it sleeps.
+fn ends_before(delay: Duration, deadline: Instant) -> bool {
+    Instant::now() + delay < deadline
+}
+
+/// A pause schedule bounded by the caller's deadline: `first`, doubling up to `ceiling`, and
+/// no further pause once one would reach the deadline. Lock waits use [`Backoff::for_locks`];
+/// polls for a state PVE reaches by itself (a clone's lock gone, a destroyed VM gone) use
+/// [`Backoff::new`] with their own steps.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    next: Duration,
+    ceiling: Duration,
+    deadline: Instant,
+}
+
+impl Backoff {
+    /// Pauses of `first`, then twice the last one up to `ceiling`, until `deadline`.
+    pub fn new(first: Duration, ceiling: Duration, deadline: Instant) -> Backoff {
+        Backoff {
+            next: first,
+            ceiling,
+            deadline,
+        }
+    }
+
+    /// The schedule for waiting out a lock: 200 ms doubling to 5 s. PVE releases a lock by
+    /// itself (a backup may hold one for minutes), so only the deadline ends the wait.
+    pub fn for_locks(deadline: Instant) -> Backoff {
+        Backoff::new(Duration::from_millis(200), Duration::from_secs(5), deadline)
+    }
+
+    /// The deadline the schedule stops at.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The next pause, or `None` when it would reach the deadline (the schedule does not
+    /// advance then).
+    pub fn next_delay(&mut self) -> Option<Duration> {
+        let current = self.next;
+        if !ends_before(current, self.deadline) {
+            return None;
+        }
+        self.next = (current * 2).min(self.ceiling);
+        Some(current)
+    }
+
+    /// Sleeps the next pause and returns `true`, or returns `false` at once when the
+    /// deadline is too near for it.
+    pub async fn pause(&mut self) -> bool {
+        match self.next_delay() {
+            Some(delay) => {
+                tokio::time::sleep(delay).await;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// An error that may be a PVE lock standing in the way, for [`wait_out_locks`]. Implemented
+/// for [`Error`]; a caller's own error type that wraps one can implement it too.
+pub trait MaybeLocked {
+    /// The PVE error when this is a lock ([`ErrorKind::Locked`]), else `None`.
+    fn lock(&self) -> Option<&Error>;
+}
+
+impl MaybeLocked for Error {
+    fn lock(&self) -> Option<&Error> {
+        (self.kind() == ErrorKind::Locked).then_some(self)
+    }
+}
+
+/// Runs `attempt` until it ends in anything but a lock, pausing on `backoff` between
+/// attempts; once the deadline is too near for another pause, the lock error is returned.
+///
+/// For work whose whole attempt must run again after a lock: a task that PVE's worker ended
+/// because the VM was locked (`VM is locked (backup)`), or a write decided from a fresh read.
+/// Single calls that met a lock are better retried by [`retry_idempotent`] with
+/// [`RetryPolicy::with_locked_until`].
+pub async fn wait_out_locks<T, E, F, Fut>(
+    mut backoff: Backoff,
+    mut attempt: F,
+) -> std::result::Result<T, E>
+where
+    E: MaybeLocked,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, E>>,
+{
+    loop {
+        let error = match attempt().await {
+            Err(error) if error.lock().is_some() => error,
+            other => return other,
+        };
+        let Some(delay) = backoff.next_delay() else {
+            return Err(error);
+        };
+        if let Some(lock) = error.lock() {
+            tracing::info!(
+                method = lock.method().unwrap_or_default(),
+                path = lock.path().unwrap_or_default(),
+                delay_ms = delay.as_millis() as u64,
+                reason = %lock.message(),
+                "waiting out a lock"
+            );
+        }
+        tokio::time::sleep(delay).await;
     }
 }
 
@@ -396,6 +522,53 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Locked);
         assert!(began.elapsed() <= Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backoff_doubles_to_its_ceiling_and_stops_before_the_deadline() {
+        let deadline = Instant::now() + Duration::from_secs(12);
+        let mut backoff = Backoff::for_locks(deadline);
+        let mut slept = Vec::new();
+        while let Some(delay) = backoff.next_delay() {
+            slept.push(delay.as_millis());
+            tokio::time::sleep(delay).await;
+        }
+        // At 11.2 s, another 5 s would pass the deadline.
+        assert_eq!(slept, [200, 400, 800, 1600, 3200, 5000]);
+        assert!(!backoff.pause().await, "no pause past the deadline");
+        assert!(Instant::now() < deadline);
+        assert_eq!(backoff.next_delay(), None, "stays stopped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn locks_are_waited_out_and_anything_else_returned_at_once() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let calls = Cell::new(0);
+        let out = wait_out_locks(Backoff::for_locks(deadline), || {
+            calls.set(calls.get() + 1);
+            let n = calls.get();
+            async move { if n < 4 { Err(locked()) } else { Ok(n) } }
+        })
+        .await
+        .unwrap();
+        assert_eq!(out, 4);
+        calls.set(0);
+        let err = wait_out_locks(Backoff::for_locks(deadline), || {
+            calls.set(calls.get() + 1);
+            async { Err::<(), _>(transient_known()) }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!((err.kind(), calls.get()), (ErrorKind::Transient, 1));
+        // A lock held past the deadline: the lock error, before the deadline.
+        let short = Instant::now() + Duration::from_secs(2);
+        let err = wait_out_locks(Backoff::for_locks(short), || async {
+            Err::<(), _>(locked())
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Locked);
+        assert!(Instant::now() < short);
     }
 
     #[test]

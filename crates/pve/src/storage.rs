@@ -241,9 +241,10 @@ mod tests {
 
     #[test]
     fn storage_info_decodes_and_accepts() {
-        let s: StorageInfo = serde_json::from_str(
-            r#"{"storage":"proxy-seeds","type":"dir","content":"vztmpl,iso","enabled":1,"active":1,"shared":0,"total":"1000","used":10,"avail":990}"#,
-        )
+        let s: StorageInfo = serde_json::from_str(concat!(
+            r#"{"storage":"proxy-seeds","type":"dir","content":"vztmpl,iso","#,
+            r#""enabled":1,"active":1,"shared":0,"total":"1000","used":10,"avail":990}"#
+        ))
         .unwrap();
         assert!(s.accepts("iso") && !s.accepts("images"));
         assert!(s.enabled && s.active && !s.shared);

@@ -6,10 +6,10 @@ mod common;
 use std::time::Duration;
 
 use common::{agent_seed, poll_until};
-use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions};
-use pve::storage::Upload;
+use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions, Qemu, VmConfig};
+use pve::storage::{Storage, Upload};
 use pve::wire::{ByteSize, CdromDrive, NetConfig};
-use pve::{ErrorKind, TaskExit};
+use pve::{Client, ErrorKind, TaskExit};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_of_the_default_world() {
@@ -104,7 +104,31 @@ async fn whole_proxy_vm_lifecycle() {
     let env = common::start().await;
     let c = &env.client;
     let node = c.node("pve1");
+    let (vmid, cloned) = clone_the_template(c).await;
+    let vm = node.qemu(vmid);
+    let storage = node.storage("proxy-seeds");
+    upload_the_seed(c, storage).await;
+    let cfg = configure_keeping_the_mac(c, vm, &cloned).await;
+    grow_the_disk_and_refuse_to_shrink_it(c, vm, &cfg).await;
+    start_until_the_agent_answers(c, vm).await;
+    leave_a_cores_change_pending(vm).await;
+    shut_down_then_stop(c, vm).await;
+    clean_up_seed_and_vm(c, vm, storage, vmid).await;
 
+    // The destroy went out with its options in the query string.
+    let journal = env.journal().await;
+    let destroy = journal
+        .iter()
+        .find(|e| e["method"] == "DELETE" && e["path"] == format!("/nodes/pve1/qemu/{vmid}"))
+        .expect("destroy journaled");
+    assert_eq!(destroy["params"]["purge"], "1", "{destroy}");
+    assert_eq!(destroy["params"]["destroy-unreferenced-disks"], "1");
+    env.shutdown().await;
+}
+
+/// A full clone of template 9000 under the next free VMID: its VMID and its first config.
+async fn clone_the_template(c: &Client) -> (u32, VmConfig) {
+    let node = c.node("pve1");
     let vmid = c.cluster().next_id(None).await.unwrap();
     let mut clone = CloneRequest::full(vmid);
     clone.name = Some("edge-0".into());
@@ -125,11 +149,12 @@ async fn whole_proxy_vm_lifecycle() {
         Some("managed-by: terraform-provider-proxmox")
     );
     assert!(cfg.lock().is_none() && !cfg.is_template());
-    let template_mac = cfg.net(0).unwrap().unwrap().mac.unwrap();
+    (vmid, cfg)
+}
 
-    // Seed upload: multipart, exact length, overwrite on re-upload.
+/// Seed upload: multipart, exact length, overwrite on re-upload.
+async fn upload_the_seed(c: &Client, storage: Storage<'_>) {
     let seed = agent_seed("edge-0");
-    let storage = node.storage("proxy-seeds");
     let upid = storage
         .upload(Upload::iso("edge-0-seed.iso", seed.clone()))
         .await
@@ -155,9 +180,13 @@ async fn whole_proxy_vm_lifecycle() {
         .unwrap_err();
     assert_eq!(bad_name.kind(), ErrorKind::Invalid, "{bad_name}");
     assert_eq!(bad_name.param_errors()["filename"], "wrong file extension");
+}
 
-    // Config: keep the MAC while moving to a VLAN.
-    let mut net: NetConfig = cfg.net(0).unwrap().unwrap();
+/// Config: keep the MAC while moving to a VLAN; POST config is a task; a cdrom without
+/// media=cdrom is refused. Returns the config after the PUT.
+async fn configure_keeping_the_mac(c: &Client, vm: Qemu<'_>, cloned: &VmConfig) -> VmConfig {
+    let template_mac = cloned.net(0).unwrap().unwrap().mac.unwrap();
+    let mut net: NetConfig = cloned.net(0).unwrap().unwrap();
     net.tag = Some(4);
     let update = ConfigUpdate::new()
         .cores(2)
@@ -198,8 +227,11 @@ async fn whole_proxy_vm_lifecycle() {
         .unwrap_err();
     assert_eq!(invalid.kind(), ErrorKind::Invalid);
     assert!(invalid.param_errors().contains_key("ide2"), "{invalid}");
+    cfg
+}
 
-    // Grow the boot disk; shrinking is a task error.
+/// Grow the boot disk; shrinking is a task error.
+async fn grow_the_disk_and_refuse_to_shrink_it(c: &Client, vm: Qemu<'_>, cfg: &VmConfig) {
     let (disk, drive) = cfg.boot_disk().unwrap();
     assert_eq!(drive.size, Some(ByteSize::gib(4)));
     let upid = vm.resize(&disk, ByteSize::gib(8)).await.unwrap();
@@ -223,8 +255,10 @@ async fn whole_proxy_vm_lifecycle() {
         failure.log_tail
     );
     assert_eq!(shrink.kind(), ErrorKind::Permanent);
+}
 
-    // Start, then the agent answers once the guest has booted.
+/// Start, then the agent answers once the guest has booted.
+async fn start_until_the_agent_answers(c: &Client, vm: Qemu<'_>) {
     let upid = vm.start().await.unwrap();
     c.wait_for_task(&upid).await.unwrap();
     assert!(vm.status().await.unwrap().is_running());
@@ -244,8 +278,10 @@ async fn whole_proxy_vm_lifecycle() {
     assert!(!addresses.is_empty(), "{interfaces:?}");
     vm.agent().ping().await.unwrap();
     assert!(!vm.agent().get_host_name().await.unwrap().is_empty());
+}
 
-    // A cores change on a running VM without hotplug stays pending.
+/// A cores change on a running VM without hotplug stays pending.
+async fn leave_a_cores_change_pending(vm: Qemu<'_>) {
     vm.update_config(&ConfigUpdate::new().cores(4))
         .await
         .unwrap();
@@ -253,9 +289,11 @@ async fn whole_proxy_vm_lifecycle() {
     let cores = pending.iter().find(|p| p.key == "cores").unwrap();
     assert!(cores.is_pending(), "{cores:?}");
     assert_eq!(vm.config_current().await.unwrap().cores(), 2);
+}
 
-    // Graceful shutdown, then a hard stop of the stopped VM is still OK; shutting down a
-    // stopped VM is refused synchronously.
+/// Graceful shutdown, then a hard stop of the stopped VM is still OK; shutting down a
+/// stopped VM is refused synchronously.
+async fn shut_down_then_stop(c: &Client, vm: Qemu<'_>) {
     let upid = vm.shutdown(Some(30), true).await.unwrap();
     assert_eq!(upid.task_type(), "qmshutdown");
     c.wait_for_task(&upid).await.unwrap();
@@ -270,8 +308,10 @@ async fn whole_proxy_vm_lifecycle() {
     );
     let no_agent = vm.agent().ping().await.unwrap_err();
     assert_eq!(no_agent.kind(), ErrorKind::Permanent, "{no_agent}");
+}
 
-    // Cleanup: the seed (idempotent), then the VM.
+/// Cleanup: the seed (idempotent), then the VM.
+async fn clean_up_seed_and_vm(c: &Client, vm: Qemu<'_>, storage: Storage<'_>, vmid: u32) {
     for _ in 0..2 {
         let upid = storage.delete_volume("iso/edge-0-seed.iso").await.unwrap();
         c.wait_for_task(&upid).await.unwrap();
@@ -303,16 +343,6 @@ async fn whole_proxy_vm_lifecycle() {
             .iter()
             .any(|v| v.vmid == vmid)
     );
-
-    // The destroy went out with its options in the query string.
-    let journal = env.journal().await;
-    let destroy = journal
-        .iter()
-        .find(|e| e["method"] == "DELETE" && e["path"] == format!("/nodes/pve1/qemu/{vmid}"))
-        .expect("destroy journaled");
-    assert_eq!(destroy["params"]["purge"], "1", "{destroy}");
-    assert_eq!(destroy["params"]["destroy-unreferenced-disks"], "1");
-    env.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

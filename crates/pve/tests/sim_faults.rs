@@ -93,7 +93,8 @@ async fn failing_tasks_carry_exit_status_log_tail_and_kind() {
     clone_template(&env, 310, "edge-310").await;
     env.set_faults(json!({"task_failures": [
         {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"},
-        {"task_type": "qmstart", "nth": 2, "exitstatus": "can't lock file '/var/lock/qemu-server/lock-310.conf' - got timeout"},
+        {"task_type": "qmstart", "nth": 2, "exitstatus":
+            "can't lock file '/var/lock/qemu-server/lock-310.conf' - got timeout"},
         {"task_type": "qmstart", "nth": 3, "exitstatus": "start failed: QEMU exited with code 1"}
     ]}))
     .await;
@@ -116,6 +117,43 @@ async fn failing_tasks_carry_exit_status_log_tail_and_kind() {
     // The fourth start is not injected and succeeds.
     let upid = vm.start().await.unwrap();
     env.client.wait_for_task(&upid).await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_task_sends_a_task_that_met_a_lock_again_until_its_deadline() {
+    let env = common::start().await;
+    clone_template(&env, 315, "edge-315").await;
+    env.set_faults(json!({"task_failures": [
+        {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"},
+        {"task_type": "qmstart", "nth": 2, "exitstatus": "VM is locked (backup)"}
+    ]}))
+    .await;
+    let vm = env.client.node("pve1").qemu(315);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let outcome = env
+        .client
+        .run_task(&quick_policy(), deadline, || vm.start())
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit, TaskExit::Ok);
+    let starts = env
+        .journal_count("POST", "/nodes/pve1/qemu/315/status/start")
+        .await;
+    assert_eq!(starts, 3, "two starts met the lock, the third ran");
+    // A deadline too near for any pause: the lock error comes back after one send.
+    let stopped = vm.stop().await.unwrap();
+    env.client.wait_for_task(&stopped).await.unwrap();
+    env.set_faults(json!({"task_failures": [
+        {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"}
+    ]}))
+    .await;
+    let err = env
+        .client
+        .run_task(&quick_policy(), tokio::time::Instant::now(), || vm.start())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Locked, "{err}");
     env.shutdown().await;
 }
 

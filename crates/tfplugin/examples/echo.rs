@@ -178,7 +178,10 @@ fn refuse_secret_without_write_only(ctx: &Context, config: &Value) -> Diagnostic
         diagnostics.attribute_error(
             "secret",
             "Write-only attribute not supported",
-            format!("{cli} does not support write-only attributes; `secret` needs Terraform or OpenTofu 1.11 or later."),
+            format!(
+                "{cli} does not support write-only attributes; \
+                 `secret` needs Terraform or OpenTofu 1.11 or later."
+            ),
         );
     }
     diagnostics

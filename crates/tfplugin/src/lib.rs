@@ -66,9 +66,17 @@
 //!     async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
 //!         PlanResponse {
 //!             // Unknown `id` on create, prior `id` on update.
-//!             planned_state: plan::plan_computed(&self.schema().block, &req.prior_state, &req.proposed_new_state),
+//!             planned_state: plan::plan_computed(
+//!                 &self.schema().block,
+//!                 &req.prior_state,
+//!                 &req.proposed_new_state,
+//!             ),
 //!             // Renaming replaces the object.
-//!             requires_replace: plan::requires_replace(&req.prior_state, &req.proposed_new_state, &["name"]),
+//!             requires_replace: plan::requires_replace(
+//!                 &req.prior_state,
+//!                 &req.proposed_new_state,
+//!                 &["name"],
+//!             ),
 //!             ..PlanResponse::default()
 //!         }
 //!     }
@@ -81,7 +89,11 @@
 //!         ApplyResponse { new_state, ..ApplyResponse::default() }
 //!     }
 //!     async fn read(&self, _ctx: &Context, req: ReadRequest) -> ReadResponse {
-//!         ReadResponse { new_state: req.current_state, private: req.private, ..ReadResponse::default() }
+//!         ReadResponse {
+//!             new_state: req.current_state,
+//!             private: req.private,
+//!             ..ReadResponse::default()
+//!         }
 //!     }
 //! }
 //!

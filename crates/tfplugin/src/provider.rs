@@ -417,7 +417,8 @@ pub fn upgrade_state_json(
         response.diagnostics.error(
             "Provider cannot upgrade state",
             format!(
-                "The schema is at version {} but {} upgrade steps are defined. This is a bug in the provider.",
+                "The schema is at version {} but {} upgrade steps are defined. \
+                 This is a bug in the provider.",
                 schema.version,
                 steps.len()
             ),

@@ -27,7 +27,8 @@ pub const MAGIC_COOKIE_KEY: &str = "TF_PLUGIN_MAGIC_COOKIE";
 pub const MAGIC_COOKIE_VALUE: &str =
     "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2";
 /// The message printed when the binary is run by hand.
-pub const NOT_A_PROGRAM_MESSAGE: &str = "This binary is a plugin. These are not meant to be executed directly. \
+pub const NOT_A_PROGRAM_MESSAGE: &str = "This binary is a plugin. \
+These are not meant to be executed directly. \
 Please execute the program that consumes these plugins (Terraform or OpenTofu), \
 which will load any plugins automatically.";
 
@@ -37,7 +38,8 @@ const APP_PROTOCOL_VERSION: u32 = 6;
 const MAX_MESSAGE_SIZE: usize = 256 << 20;
 /// A client that connects but never finishes TLS is dropped after this.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// go-plugin kills us 2 s after Shutdown; calls still in flight (none, normally) get this long to finish.
+/// go-plugin kills us 2 s after Shutdown; calls still in flight (none, normally) get this long
+/// to finish.
 const GRACEFUL_SHUTDOWN_LIMIT: Duration = Duration::from_millis(500);
 
 /// How [`serve`] runs.
@@ -171,7 +173,12 @@ async fn serve_inner(
             .and_then(|()| stdout.flush())
             .map_err(ServeError::Handshake)?;
     }
-    tracing::debug!(network, address = %address, tls = acceptor.is_some(), "plugin server listening");
+    tracing::debug!(
+        network,
+        address = %address,
+        tls = acceptor.is_some(),
+        "plugin server listening"
+    );
 
     let (shutdown_sender, mut shutdown) = watch::channel(false);
     tokio::spawn(signals.watch(shutdown_sender.clone(), debug));
@@ -229,7 +236,8 @@ fn check_protocol_versions() {
         if !speaks_ours {
             tracing::error!(
                 offered = %offered,
-                "the host does not offer plugin protocol version 6, the only one this provider speaks"
+                "the host does not offer plugin protocol version 6, \
+                 the only one this provider speaks"
             );
         }
     }
@@ -274,7 +282,9 @@ impl Signals {
                         shutdown.send_replace(true);
                         return;
                     }
-                    tracing::debug!("ignoring SIGINT; the host stops us with StopProvider and Shutdown");
+                    tracing::debug!(
+                        "ignoring SIGINT; the host stops us with StopProvider and Shutdown"
+                    );
                 }
                 () = next(&mut self.terminate) => {
                     shutdown.send_replace(true);
@@ -444,7 +454,10 @@ async fn accept_loop(
                             let _ = connections.send(Ok(PluginConn(Box::new(stream)))).await;
                         }
                         Ok(Err(error)) => {
-                            tracing::warn!(%error, "TLS handshake refused; dropping the connection");
+                            tracing::warn!(
+                                %error,
+                                "TLS handshake refused; dropping the connection"
+                            );
                         }
                         Err(_) => {
                             tracing::warn!("TLS handshake timed out; dropping the connection")

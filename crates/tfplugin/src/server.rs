@@ -219,6 +219,24 @@ fn encode(
     }
 }
 
+/// Encodes a state the provider returned, which must be wholly known: an unknown value in it
+/// is a bug in the provider, reported as `summary` (the state is encoded all the same).
+fn encode_known(
+    state: &Value,
+    ty: &Type,
+    summary: &str,
+    subject: &str,
+    diagnostics: &mut Diagnostics,
+) -> Option<pb::DynamicValue> {
+    if !state.is_wholly_known() {
+        diagnostics.error(
+            summary,
+            format!("{subject} contains unknown values. This is a bug in the provider."),
+        );
+    }
+    encode(state, ty, "state", diagnostics)
+}
+
 fn log_result(started: Instant, diagnostics: &Diagnostics) {
     let errors = diagnostics
         .iter()
@@ -233,6 +251,61 @@ fn log_result(started: Instant, diagnostics: &Diagnostics) {
 }
 
 type RpcResult<T> = Result<Response<T>, Status>;
+
+/// What an RPC's own part returns: the response (without its diagnostics) and the
+/// diagnostics, or only diagnostics when it could not get as far as a response.
+type Served<R> = Result<(R, Diagnostics), Diagnostics>;
+
+/// A response that carries diagnostics: every RPC [`ProviderService::serve_rpc`] wraps.
+trait Reply: Default {
+    fn set_diagnostics(&mut self, diagnostics: Vec<pb::Diagnostic>);
+}
+
+macro_rules! replies {
+    ($($rpc:ident),* $(,)?) => {
+        $(impl Reply for pb::$rpc::Response {
+            fn set_diagnostics(&mut self, diagnostics: Vec<pb::Diagnostic>) {
+                self.diagnostics = diagnostics;
+            }
+        })*
+    };
+}
+
+replies!(
+    validate_provider_config,
+    configure_provider,
+    validate_resource_config,
+    validate_data_resource_config,
+    upgrade_resource_state,
+    read_resource,
+    plan_resource_change,
+    apply_resource_change,
+    import_resource_state,
+    read_data_source,
+);
+
+impl ProviderService {
+    /// The part every RPC shares: a span with the RPC's name, request id and type name, a
+    /// timer, the closing debug line, and the diagnostics put into the response. `call` is
+    /// the RPC's own part: it decodes, calls the provider, and encodes.
+    async fn serve_rpc<R: Reply>(
+        &self,
+        rpc: &'static str,
+        type_name: &str,
+        call: impl Future<Output = Served<R>>,
+    ) -> RpcResult<R> {
+        let response = async {
+            let started = Instant::now();
+            let (mut response, diagnostics) = call.await.unwrap_or_else(|d| (R::default(), d));
+            log_result(started, &diagnostics);
+            response.set_diagnostics(diagnostics.to_proto());
+            response
+        }
+        .instrument(self.span(rpc, type_name))
+        .await;
+        Ok(Response::new(response))
+    }
+}
 
 #[tonic::async_trait]
 impl pb::provider_server::Provider for ProviderService {
@@ -298,25 +371,14 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::validate_provider_config::Response> {
         let request = request.into_inner();
         let rpc = "ValidateProviderConfig";
-        let diagnostics = async {
-            let started = Instant::now();
+        self.serve_rpc(rpc, "", async {
             let ty = &self.registry().provider_type;
-            let diagnostics = match decode(request.config.as_ref(), ty, "provider configuration") {
-                Ok(config) => {
-                    self.provider
-                        .validate_config(&self.context(rpc, None), &config)
-                        .await
-                }
-                Err(diagnostics) => diagnostics,
-            };
-            log_result(started, &diagnostics);
-            diagnostics
-        }
-        .instrument(self.span(rpc, ""))
-        .await;
-        Ok(Response::new(pb::validate_provider_config::Response {
-            diagnostics: diagnostics.to_proto(),
-        }))
+            let config = decode(request.config.as_ref(), ty, "provider configuration")?;
+            let ctx = self.context(rpc, None);
+            let diagnostics = self.provider.validate_config(&ctx, &config).await;
+            Ok((Default::default(), diagnostics))
+        })
+        .await
     }
 
     async fn configure_provider(
@@ -325,32 +387,23 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::configure_provider::Response> {
         let request = request.into_inner();
         let rpc = "ConfigureProvider";
-        let diagnostics = async {
-            let started = Instant::now();
+        self.serve_rpc(rpc, "", async {
             let ty = &self.registry().provider_type;
-            let diagnostics = match decode(request.config.as_ref(), ty, "provider configuration") {
-                Ok(config) => {
-                    // Later calls in this process learn the version from their context.
-                    let _ = self.client_version.set(request.terraform_version.clone());
-                    let ctx = self.context(rpc, request.client_capabilities.as_ref());
-                    tracing::debug!(
-                        tf_client = ctx.client.describe().unwrap_or_default(),
-                        "Configured by"
-                    );
-                    self.provider
-                        .configure(&ctx, &request.terraform_version, &config)
-                        .await
-                }
-                Err(diagnostics) => diagnostics,
-            };
-            log_result(started, &diagnostics);
-            diagnostics
-        }
-        .instrument(self.span(rpc, ""))
-        .await;
-        Ok(Response::new(pb::configure_provider::Response {
-            diagnostics: diagnostics.to_proto(),
-        }))
+            let config = decode(request.config.as_ref(), ty, "provider configuration")?;
+            // Later calls in this process learn the version from their context.
+            let _ = self.client_version.set(request.terraform_version.clone());
+            let ctx = self.context(rpc, request.client_capabilities.as_ref());
+            tracing::debug!(
+                tf_client = ctx.client.describe().unwrap_or_default(),
+                "Configured by"
+            );
+            let diagnostics = self
+                .provider
+                .configure(&ctx, &request.terraform_version, &config)
+                .await;
+            Ok((Default::default(), diagnostics))
+        })
+        .await
     }
 
     async fn validate_resource_config(
@@ -359,31 +412,14 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::validate_resource_config::Response> {
         let request = request.into_inner();
         let rpc = "ValidateResourceConfig";
-        let diagnostics = async {
-            let started = Instant::now();
-            let result = async {
-                let entry = self.resource(&request.type_name)?;
-                let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
-                Ok::<_, Diagnostics>(
-                    entry
-                        .implementation
-                        .validate(
-                            &self.context(rpc, request.client_capabilities.as_ref()),
-                            &config,
-                        )
-                        .await,
-                )
-            }
-            .await;
-            let diagnostics = result.unwrap_or_else(|d| d);
-            log_result(started, &diagnostics);
-            diagnostics
-        }
-        .instrument(self.span(rpc, &request.type_name))
-        .await;
-        Ok(Response::new(pb::validate_resource_config::Response {
-            diagnostics: diagnostics.to_proto(),
-        }))
+        self.serve_rpc(rpc, &request.type_name, async {
+            let entry = self.resource(&request.type_name)?;
+            let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
+            let ctx = self.context(rpc, request.client_capabilities.as_ref());
+            let diagnostics = entry.implementation.validate(&ctx, &config).await;
+            Ok((Default::default(), diagnostics))
+        })
+        .await
     }
 
     async fn validate_data_resource_config(
@@ -392,28 +428,14 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::validate_data_resource_config::Response> {
         let request = request.into_inner();
         let rpc = "ValidateDataResourceConfig";
-        let diagnostics = async {
-            let started = Instant::now();
-            let result = async {
-                let entry = self.data_source(&request.type_name)?;
-                let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
-                Ok::<_, Diagnostics>(
-                    entry
-                        .implementation
-                        .validate(&self.context(rpc, None), &config)
-                        .await,
-                )
-            }
-            .await;
-            let diagnostics = result.unwrap_or_else(|d| d);
-            log_result(started, &diagnostics);
-            diagnostics
-        }
-        .instrument(self.span(rpc, &request.type_name))
-        .await;
-        Ok(Response::new(pb::validate_data_resource_config::Response {
-            diagnostics: diagnostics.to_proto(),
-        }))
+        self.serve_rpc(rpc, &request.type_name, async {
+            let entry = self.data_source(&request.type_name)?;
+            let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
+            let ctx = self.context(rpc, None);
+            let diagnostics = entry.implementation.validate(&ctx, &config).await;
+            Ok((Default::default(), diagnostics))
+        })
+        .await
     }
 
     async fn upgrade_resource_state(
@@ -422,57 +444,47 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::upgrade_resource_state::Response> {
         let request = request.into_inner();
         let rpc = "UpgradeResourceState";
-        let response = async {
-            let started = Instant::now();
+        self.serve_rpc(rpc, &request.type_name, async {
+            let entry = self.resource(&request.type_name)?;
             let mut response = pb::upgrade_resource_state::Response::default();
             let mut diagnostics = Diagnostics::new();
-            match self.resource(&request.type_name) {
-                Err(d) => diagnostics = d,
-                Ok(entry) => {
-                    let raw = request.raw_state.unwrap_or_default();
-                    if raw.json.is_empty() && !raw.flatmap.is_empty() {
-                        diagnostics.error(
-                            "Unsupported state format",
-                            "The stored state uses the pre-0.12 flatmap format, which this provider cannot read.",
-                        );
-                    } else if raw.json.is_empty() {
-                        response.upgraded_state =
-                            encode(&Value::Null, &entry.value_type, "upgraded state", &mut diagnostics);
-                    } else {
-                        let upgraded = entry
-                            .implementation
-                            .upgrade_state(
-                                &self.context(rpc, None),
-                                UpgradeRequest {
-                                    version: request.version,
-                                    raw_state_json: raw.json,
-                                },
-                            )
-                            .await;
-                        diagnostics = upgraded.diagnostics;
-                        if !upgraded.upgraded_state.is_wholly_known() {
-                            diagnostics.error(
-                                "Provider produced an invalid upgraded state",
-                                "The upgraded state contains unknown values. This is a bug in the provider.",
-                            );
-                        } else if !diagnostics.has_errors() {
-                            response.upgraded_state = encode(
-                                &upgraded.upgraded_state,
-                                &entry.value_type,
-                                "upgraded state",
-                                &mut diagnostics,
-                            );
-                        }
-                    }
+            let raw = request.raw_state.unwrap_or_default();
+            if raw.json.is_empty() && !raw.flatmap.is_empty() {
+                diagnostics.error(
+                    "Unsupported state format",
+                    "The stored state uses the pre-0.12 flatmap format, which this provider \
+                     cannot read.",
+                );
+            } else if raw.json.is_empty() {
+                let ty = &entry.value_type;
+                response.upgraded_state =
+                    encode(&Value::Null, ty, "upgraded state", &mut diagnostics);
+            } else {
+                let upgrade = UpgradeRequest {
+                    version: request.version,
+                    raw_state_json: raw.json,
+                };
+                let ctx = self.context(rpc, None);
+                let upgraded = entry.implementation.upgrade_state(&ctx, upgrade).await;
+                diagnostics = upgraded.diagnostics;
+                if !upgraded.upgraded_state.is_wholly_known() {
+                    diagnostics.error(
+                        "Provider produced an invalid upgraded state",
+                        "The upgraded state contains unknown values. This is a bug in the \
+                         provider.",
+                    );
+                } else if !diagnostics.has_errors() {
+                    response.upgraded_state = encode(
+                        &upgraded.upgraded_state,
+                        &entry.value_type,
+                        "upgraded state",
+                        &mut diagnostics,
+                    );
                 }
             }
-            log_result(started, &diagnostics);
-            response.diagnostics = diagnostics.to_proto();
-            response
-        }
-        .instrument(self.span(rpc, &request.type_name))
-        .await;
-        Ok(Response::new(response))
+            Ok((response, diagnostics))
+        })
+        .await
     }
 
     async fn get_resource_identity_schemas(
@@ -491,45 +503,25 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::read_resource::Response> {
         let request = request.into_inner();
         let rpc = "ReadResource";
-        let response = async {
-            let started = Instant::now();
-            let mut response = pb::read_resource::Response::default();
-            let result = async {
-                let entry = self.resource(&request.type_name)?;
-                let current_state = decode(
-                    request.current_state.as_ref(),
-                    &entry.value_type,
-                    "current state",
-                )?;
-                let read = entry
-                    .implementation
-                    .read(
-                        &self.context(rpc, request.client_capabilities.as_ref()),
-                        ReadRequest {
-                            current_state,
-                            private: request.private,
-                        },
-                    )
-                    .await;
-                let mut diagnostics = read.diagnostics;
-                response.new_state = encode(
-                    &read.new_state,
-                    &entry.value_type,
-                    "state",
-                    &mut diagnostics,
-                );
-                response.private = read.private;
-                Ok::<_, Diagnostics>(diagnostics)
-            }
-            .await;
-            let diagnostics = result.unwrap_or_else(|d| d);
-            log_result(started, &diagnostics);
-            response.diagnostics = diagnostics.to_proto();
-            response
-        }
-        .instrument(self.span(rpc, &request.type_name))
-        .await;
-        Ok(Response::new(response))
+        self.serve_rpc(rpc, &request.type_name, async {
+            let entry = self.resource(&request.type_name)?;
+            let ty = &entry.value_type;
+            let current_state = decode(request.current_state.as_ref(), ty, "current state")?;
+            let read = ReadRequest {
+                current_state,
+                private: request.private,
+            };
+            let ctx = self.context(rpc, request.client_capabilities.as_ref());
+            let read = entry.implementation.read(&ctx, read).await;
+            let mut diagnostics = read.diagnostics;
+            let response = pb::read_resource::Response {
+                new_state: encode(&read.new_state, ty, "state", &mut diagnostics),
+                private: read.private,
+                ..Default::default()
+            };
+            Ok((response, diagnostics))
+        })
+        .await
     }
 
     async fn plan_resource_change(
@@ -538,57 +530,40 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::plan_resource_change::Response> {
         let request = request.into_inner();
         let rpc = "PlanResourceChange";
-        let response = async {
-            let started = Instant::now();
+        self.serve_rpc(rpc, &request.type_name, async {
+            let entry = self.resource(&request.type_name)?;
+            let ty = &entry.value_type;
+            let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
+            let proposed = request.proposed_new_state.as_ref();
+            let proposed_new_state = decode(proposed, ty, "proposed new state")?;
+            let config = decode(request.config.as_ref(), ty, "configuration")?;
             let mut response = pb::plan_resource_change::Response::default();
-            let result = async {
-                let entry = self.resource(&request.type_name)?;
-                let ty = &entry.value_type;
-                let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
-                let proposed_new_state = decode(
-                    request.proposed_new_state.as_ref(),
-                    ty,
-                    "proposed new state",
-                )?;
-                let config = decode(request.config.as_ref(), ty, "configuration")?;
+            if proposed_new_state.is_null() {
+                // Destroy (we advertise plan_destroy): the plan is absence.
                 let mut diagnostics = Diagnostics::new();
-                if proposed_new_state.is_null() {
-                    // Destroy (we advertise plan_destroy): the plan is absence.
-                    response.planned_state = encode(&Value::Null, ty, "plan", &mut diagnostics);
-                    response.planned_private = request.prior_private;
-                    return Ok::<_, Diagnostics>(diagnostics);
-                }
-                let plan = entry
-                    .implementation
-                    .plan(
-                        &self.context(rpc, request.client_capabilities.as_ref()),
-                        PlanRequest {
-                            prior_state,
-                            proposed_new_state,
-                            config,
-                            prior_private: request.prior_private,
-                        },
-                    )
-                    .await;
-                diagnostics = plan.diagnostics;
-                response.planned_state = encode(&plan.planned_state, ty, "plan", &mut diagnostics);
-                response.requires_replace = plan
-                    .requires_replace
-                    .iter()
-                    .map(crate::AttributePath::to_proto)
-                    .collect();
-                response.planned_private = plan.planned_private;
-                Ok(diagnostics)
+                response.planned_state = encode(&Value::Null, ty, "plan", &mut diagnostics);
+                response.planned_private = request.prior_private;
+                return Ok((response, diagnostics));
             }
-            .await;
-            let diagnostics = result.unwrap_or_else(|d| d);
-            log_result(started, &diagnostics);
-            response.diagnostics = diagnostics.to_proto();
-            response
-        }
-        .instrument(self.span(rpc, &request.type_name))
-        .await;
-        Ok(Response::new(response))
+            let plan = PlanRequest {
+                prior_state,
+                proposed_new_state,
+                config,
+                prior_private: request.prior_private,
+            };
+            let ctx = self.context(rpc, request.client_capabilities.as_ref());
+            let plan = entry.implementation.plan(&ctx, plan).await;
+            let mut diagnostics = plan.diagnostics;
+            response.planned_state = encode(&plan.planned_state, ty, "plan", &mut diagnostics);
+            response.requires_replace = plan
+                .requires_replace
+                .iter()
+                .map(crate::AttributePath::to_proto)
+                .collect();
+            response.planned_private = plan.planned_private;
+            Ok((response, diagnostics))
+        })
+        .await
     }
 
     async fn apply_resource_change(
@@ -597,47 +572,38 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::apply_resource_change::Response> {
         let request = request.into_inner();
         let rpc = "ApplyResourceChange";
-        let response = async {
-            let started = Instant::now();
-            let mut response = pb::apply_resource_change::Response::default();
-            let result = async {
-                let entry = self.resource(&request.type_name)?;
-                let ty = &entry.value_type;
-                let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
-                let planned_state = decode(request.planned_state.as_ref(), ty, "planned state")?;
-                let config = decode(request.config.as_ref(), ty, "configuration")?;
-                let applied = entry
-                    .implementation
-                    .apply(
-                        &self.context(rpc, None),
-                        ApplyRequest {
-                            prior_state,
-                            planned_state,
-                            config,
-                            planned_private: request.planned_private,
-                        },
-                    )
-                    .await;
-                let mut diagnostics = applied.diagnostics;
-                if !applied.new_state.is_wholly_known() {
-                    diagnostics.error(
-                        "Provider returned invalid result object after apply",
-                        "The new state contains unknown values. This is a bug in the provider.",
-                    );
-                }
-                response.new_state = encode(&applied.new_state, ty, "state", &mut diagnostics);
-                response.private = applied.private;
-                Ok::<_, Diagnostics>(diagnostics)
-            }
-            .await;
-            let diagnostics = result.unwrap_or_else(|d| d);
-            log_result(started, &diagnostics);
-            response.diagnostics = diagnostics.to_proto();
-            response
-        }
-        .instrument(self.span(rpc, &request.type_name))
-        .await;
-        Ok(Response::new(response))
+        self.serve_rpc(rpc, &request.type_name, async {
+            let entry = self.resource(&request.type_name)?;
+            let ty = &entry.value_type;
+            let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
+            let planned_state = decode(request.planned_state.as_ref(), ty, "planned state")?;
+            let config = decode(request.config.as_ref(), ty, "configuration")?;
+            let apply = ApplyRequest {
+                prior_state,
+                planned_state,
+                config,
+                planned_private: request.planned_private,
+            };
+            let applied = entry
+                .implementation
+                .apply(&self.context(rpc, None), apply)
+                .await;
+            let mut diagnostics = applied.diagnostics;
+            let new_state = encode_known(
+                &applied.new_state,
+                ty,
+                "Provider returned invalid result object after apply",
+                "The new state",
+                &mut diagnostics,
+            );
+            let response = pb::apply_resource_change::Response {
+                new_state,
+                private: applied.private,
+                ..Default::default()
+            };
+            Ok((response, diagnostics))
+        })
+        .await
     }
 
     async fn import_resource_state(
@@ -646,53 +612,34 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::import_resource_state::Response> {
         let request = request.into_inner();
         let rpc = "ImportResourceState";
-        let response = async {
-            let started = Instant::now();
+        self.serve_rpc(rpc, &request.type_name, async {
+            let entry = self.resource(&request.type_name)?;
+            let ctx = self.context(rpc, request.client_capabilities.as_ref());
+            let imported = entry.implementation.import(&ctx, &request.id).await;
+            let mut diagnostics = imported.diagnostics;
             let mut response = pb::import_resource_state::Response::default();
-            let result = async {
-                let entry = self.resource(&request.type_name)?;
-                let imported = entry
-                    .implementation
-                    .import(
-                        &self.context(rpc, request.client_capabilities.as_ref()),
-                        &request.id,
-                    )
-                    .await;
-                let mut diagnostics = imported.diagnostics;
-                for object in imported.imported {
-                    let target = match self.resource(&object.type_name) {
-                        Ok(target) => target,
-                        Err(d) => {
-                            diagnostics.extend(d);
-                            continue;
-                        }
-                    };
-                    let state = encode(
-                        &object.state,
-                        &target.value_type,
-                        "imported state",
-                        &mut diagnostics,
-                    );
-                    response
-                        .imported_resources
-                        .push(pb::import_resource_state::ImportedResource {
-                            type_name: object.type_name,
-                            state,
-                            private: object.private,
-                            identity: None,
-                        });
-                }
-                Ok::<_, Diagnostics>(diagnostics)
+            for object in imported.imported {
+                let target = match self.resource(&object.type_name) {
+                    Ok(target) => target,
+                    Err(d) => {
+                        diagnostics.extend(d);
+                        continue;
+                    }
+                };
+                let ty = &target.value_type;
+                let state = encode(&object.state, ty, "imported state", &mut diagnostics);
+                response
+                    .imported_resources
+                    .push(pb::import_resource_state::ImportedResource {
+                        type_name: object.type_name,
+                        state,
+                        private: object.private,
+                        identity: None,
+                    });
             }
-            .await;
-            let diagnostics = result.unwrap_or_else(|d| d);
-            log_result(started, &diagnostics);
-            response.diagnostics = diagnostics.to_proto();
-            response
-        }
-        .instrument(self.span(rpc, &request.type_name))
-        .await;
-        Ok(Response::new(response))
+            Ok((response, diagnostics))
+        })
+        .await
     }
 
     async fn read_data_source(
@@ -701,38 +648,27 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::read_data_source::Response> {
         let request = request.into_inner();
         let rpc = "ReadDataSource";
-        let response = async {
-            let started = Instant::now();
-            let mut response = pb::read_data_source::Response::default();
-            let result = async {
-                let entry = self.data_source(&request.type_name)?;
-                let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
-                let read = entry
-                    .implementation
-                    .read(
-                        &self.context(rpc, request.client_capabilities.as_ref()),
-                        &config,
-                    )
-                    .await;
-                let mut diagnostics = read.diagnostics;
-                if !read.state.is_wholly_known() {
-                    diagnostics.error(
-                        "Provider produced an invalid data source state",
-                        "The state contains unknown values. This is a bug in the provider.",
-                    );
-                }
-                response.state = encode(&read.state, &entry.value_type, "state", &mut diagnostics);
-                Ok::<_, Diagnostics>(diagnostics)
-            }
-            .await;
-            let diagnostics = result.unwrap_or_else(|d| d);
-            log_result(started, &diagnostics);
-            response.diagnostics = diagnostics.to_proto();
-            response
-        }
-        .instrument(self.span(rpc, &request.type_name))
-        .await;
-        Ok(Response::new(response))
+        self.serve_rpc(rpc, &request.type_name, async {
+            let entry = self.data_source(&request.type_name)?;
+            let ty = &entry.value_type;
+            let config = decode(request.config.as_ref(), ty, "configuration")?;
+            let ctx = self.context(rpc, request.client_capabilities.as_ref());
+            let read = entry.implementation.read(&ctx, &config).await;
+            let mut diagnostics = read.diagnostics;
+            let state = encode_known(
+                &read.state,
+                ty,
+                "Provider produced an invalid data source state",
+                "The state",
+                &mut diagnostics,
+            );
+            let response = pb::read_data_source::Response {
+                state,
+                ..Default::default()
+            };
+            Ok((response, diagnostics))
+        })
+        .await
     }
 
     async fn stop_provider(

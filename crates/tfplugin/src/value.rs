@@ -559,7 +559,11 @@ mod tests {
         let json = ty.to_json();
         assert_eq!(
             json.to_string(),
-            r#"["object",{"disks":["list",["object",{"size":"number"}]],"labels":["map","bool"],"name":"string","pair":["tuple",["string","dynamic"]],"tags":["set","string"]}]"#
+            concat!(
+                r#"["object",{"disks":["list",["object",{"size":"number"}]],"#,
+                r#""labels":["map","bool"],"name":"string","#,
+                r#""pair":["tuple",["string","dynamic"]],"tags":["set","string"]}]"#
+            )
         );
         assert_eq!(Type::from_json(&json).unwrap(), ty);
     }

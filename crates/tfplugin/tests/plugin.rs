@@ -291,6 +291,20 @@ async fn a_resource_lifecycle_over_grpc() {
     let plugin = Plugin::start(None);
     let mut client = ProviderClient::new(plugin.channel(None).await.unwrap());
 
+    configure_and_validate_the_provider(&mut client).await;
+    let (state, private) = create(&mut client).await;
+    read_round_trips(&mut client, &state, private).await;
+    plan_a_rename_and_a_destroy(&mut client, &state).await;
+    upgrade_states(&mut client).await;
+    import(&mut client).await;
+    read_a_data_source(&mut client).await;
+    refuse_an_unknown_type(&mut client).await;
+}
+
+type Grpc = ProviderClient<tonic::transport::Channel>;
+
+/// ConfigureProvider, then ValidateProviderConfig pointing at the attribute at fault.
+async fn configure_and_validate_the_provider(client: &mut Grpc) {
     let configured = client
         .configure_provider(pb::configure_provider::Request {
             terraform_version: "1.11.4".into(),
@@ -332,8 +346,11 @@ async fn a_resource_lifecycle_over_grpc() {
             "prefix".into()
         ))
     );
+}
 
-    // Create: id is planned unknown.
+/// Plan and apply a create: the new state and its private bytes.
+async fn create(client: &mut Grpc) -> (Value, Vec<u8>) {
+    // The id is planned unknown.
     let config = Value::object([("name", Value::from("a")), ("value", Value::from("v"))]);
     let plan = client
         .plan_resource_change(pb::plan_resource_change::Request {
@@ -365,28 +382,33 @@ async fn a_resource_lifecycle_over_grpc() {
     let state = undynamic(applied.new_state);
     assert_eq!(state.get_attr("id").as_str(), Some("item-a"));
     assert_eq!(applied.private, b"{\"v\":1}");
+    (state, applied.private)
+}
 
-    // Read round-trips state and private bytes.
+/// Read round-trips state and private bytes.
+async fn read_round_trips(client: &mut Grpc, state: &Value, private: Vec<u8>) {
     let read = client
         .read_resource(pb::read_resource::Request {
             type_name: "echo_item".into(),
-            current_state: dynamic(&state),
-            private: applied.private.clone(),
+            current_state: dynamic(state),
+            private: private.clone(),
             ..Default::default()
         })
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(undynamic(read.new_state), state);
-    assert_eq!(read.private, applied.private);
+    assert_eq!(undynamic(read.new_state), *state);
+    assert_eq!(read.private, private);
+}
 
-    // Renaming requires replacement.
+/// Renaming requires replacement.
+async fn plan_a_rename_and_a_destroy(client: &mut Grpc, state: &Value) {
     let mut renamed = state.clone();
     renamed.set_attr("name", Value::from("b"));
     let plan = client
         .plan_resource_change(pb::plan_resource_change::Request {
             type_name: "echo_item".into(),
-            prior_state: dynamic(&state),
+            prior_state: dynamic(state),
             proposed_new_state: dynamic(&renamed),
             config: dynamic(&renamed),
             ..Default::default()
@@ -400,7 +422,7 @@ async fn a_resource_lifecycle_over_grpc() {
     let plan = client
         .plan_resource_change(pb::plan_resource_change::Request {
             type_name: "echo_item".into(),
-            prior_state: dynamic(&state),
+            prior_state: dynamic(state),
             proposed_new_state: dynamic(&Value::Null),
             config: dynamic(&Value::Null),
             prior_private: b"p".to_vec(),
@@ -411,8 +433,10 @@ async fn a_resource_lifecycle_over_grpc() {
         .into_inner();
     assert!(undynamic(plan.planned_state).is_null());
     assert_eq!(plan.planned_private, b"p");
+}
 
-    // Upgrade: raw JSON state becomes msgpack for the current schema.
+/// Upgrade: raw JSON state becomes msgpack for the current schema.
+async fn upgrade_states(client: &mut Grpc) {
     let upgraded = client
         .upgrade_resource_state(pb::upgrade_resource_state::Request {
             type_name: "echo_item".into(),
@@ -448,8 +472,10 @@ async fn a_resource_lifecycle_over_grpc() {
         .unwrap()
         .into_inner();
     assert_eq!(newer.diagnostics[0].severity, 1);
+}
 
-    // Import.
+/// Import by id: the imported object carries the name taken from the id.
+async fn import(client: &mut Grpc) {
     let imported = client
         .import_resource_state(pb::import_resource_state::Request {
             type_name: "echo_item".into(),
@@ -465,8 +491,10 @@ async fn a_resource_lifecycle_over_grpc() {
         undynamic(object.state.clone()).get_attr("name").as_str(),
         Some("z")
     );
+}
 
-    // Data source.
+/// A data source read: the length of the text.
+async fn read_a_data_source(client: &mut Grpc) {
     let length_type = Type::object([("text", Type::String), ("length", Type::Number)]);
     let read = client
         .read_data_source(pb::read_data_source::Request {
@@ -486,8 +514,10 @@ async fn a_resource_lifecycle_over_grpc() {
         .into_inner();
     let state = decode_msgpack(&read.state.unwrap().msgpack, &length_type).unwrap();
     assert_eq!(state.get_attr("length").as_i64(), Some(5));
+}
 
-    // An unknown type is a diagnostic, not a crash.
+/// An unknown type is a diagnostic, not a crash.
+async fn refuse_an_unknown_type(client: &mut Grpc) {
     let unknown = client
         .validate_resource_config(pb::validate_resource_config::Request {
             type_name: "echo_nothing".into(),

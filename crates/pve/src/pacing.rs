@@ -1,0 +1,354 @@
+//! When to look again while waiting for something of PVE's: the task-polling schedule
+//! ([`TaskWait`]), what a client learns of how long each kind of task takes ([`TaskTimes`]),
+//! and the pacer that follows both ([`Pacer`]).
+//!
+//! These are the types the [`Client`](crate::Client) holds and the task waiter in
+//! [`tasks`](crate::tasks) uses; they know neither, so neither module imports the other.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+/// How [`Client::wait_for_task`](crate::Client::wait_for_task) polls. The caller owns the
+/// deadline (wrap the call in `tokio::time::timeout`).
+///
+/// The schedule learns: every wait records, per task type, when the task was seen running
+/// last and when it was seen stopped, and later waits of that type poll once near the
+/// learned run time instead of climbing a geometric ladder (see [`TaskTimes`]). A waiter
+/// that knows nothing yet climbs the ladder, and wakes early when a task of its type started
+/// beside it ends. `BENCH.md` has the figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskWait {
+    /// Delay before the first status request of a task type nothing is known of yet: short
+    /// tasks (a config write) end within tens of milliseconds.
+    pub first_poll: Duration,
+    /// While nothing is known, each later delay is the previous one times this factor…
+    pub backoff: f64,
+    /// …up to this ceiling.
+    pub max_interval: Duration,
+    /// How long a UPID may stay invisible ("no such task") after dispatch before that counts
+    /// as an error: the task list on another node can lag behind the dispatch.
+    pub unknown_grace: Duration,
+    /// Log lines fetched into a failure (and scanned for warnings).
+    pub log_tail_lines: u32,
+    /// Poll near the run time learned from earlier tasks of the same type.
+    pub learn: bool,
+}
+
+impl Default for TaskWait {
+    fn default() -> Self {
+        TaskWait {
+            first_poll: Duration::from_millis(25),
+            backoff: 4.0,
+            max_interval: Duration::from_secs(2),
+            unknown_grace: Duration::from_secs(10),
+            log_tail_lines: 20,
+            learn: true,
+        }
+    }
+}
+
+/// What one client has learned of how long things take, per kind (a task type such as
+/// `qmclone`, or another wait such as a guest's first address): an estimate of the run time
+/// from the brackets earlier waits saw, and a signal to wake waiters of that kind when one
+/// ends (tasks sent together by parallel creates tend to end together).
+#[derive(Debug, Default)]
+pub struct TaskTimes {
+    kinds: Mutex<HashMap<String, Learned>>,
+}
+
+#[derive(Debug, Default)]
+struct Learned {
+    estimate: Option<Duration>,
+    ended: Arc<Notify>,
+    /// Waits of this kind started so far: spreads their ladders (see [`Pacer::new`]).
+    started: u64,
+}
+
+impl TaskTimes {
+    /// The learned run time of `kind`, if any wait of that kind ended yet.
+    pub fn estimate(&self, kind: &str) -> Option<Duration> {
+        self.lock().get(kind).and_then(|l| l.estimate)
+    }
+
+    /// The number of this wait among the waits of its kind.
+    fn next_waiter(&self, kind: &str) -> u64 {
+        let mut kinds = self.lock();
+        let learned = kinds.entry(kind.to_owned()).or_default();
+        learned.started += 1;
+        learned.started - 1
+    }
+
+    fn signal(&self, kind: &str) -> Arc<Notify> {
+        self.lock()
+            .entry(kind.to_owned())
+            .or_default()
+            .ended
+            .clone()
+    }
+
+    /// Records a wait that saw `kind` still running at `running_at` (if it looked before the
+    /// end) and ended at `ended_at`, and wakes the other waiters of that kind.
+    pub fn record(&self, kind: &str, running_at: Option<Duration>, ended_at: Duration) {
+        let signal = {
+            let mut kinds = self.lock();
+            let learned = kinds.entry(kind.to_owned()).or_default();
+            learned.estimate = Some(match (learned.estimate, running_at) {
+                (None, None) => ended_at,
+                // Ended by the first look near the estimate: the estimate may be too long
+                // now, so probe a little shorter next time (once per round: parallel waiters
+                // that all ended at their first look shorten it once, not once each).
+                (Some(old), None) => old.min(ended_at.mul_f64(0.98)),
+                // Seen running, then stopped a short step later: the next one of its kind is
+                // looked at late in that step, to end at its first look most of the time.
+                (_, Some(lo)) if ended_at - lo <= ended_at / 8 => ended_at - (ended_at - lo) / 4,
+                // A wide bracket (a ladder's rung, a look made when another wait ended) that
+                // agrees with the estimate leaves it; waits woken together by the first end
+                // of a wave thereby raise it only while one of them saw its task still running
+                // later than the estimate.
+                (Some(old), Some(lo)) if old > lo && old <= ended_at => old,
+                (_, Some(lo)) => (lo + ended_at) / 2,
+            });
+            learned.ended.clone()
+        };
+        signal.notify_waiters();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Learned>> {
+        self.kinds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// When to look next while waiting for one thing of a kind, following [`TaskWait`] and
+/// what [`TaskTimes`] learned.
+#[derive(Debug)]
+pub struct Pacer<'a> {
+    times: &'a TaskTimes,
+    kind: String,
+    opts: TaskWait,
+    // tokio's clock, so tests can run a wait on paused time.
+    started: tokio::time::Instant,
+    step: Duration,
+    running_at: Option<Duration>,
+    looks: u32,
+    past_estimate: bool,
+}
+
+impl<'a> Pacer<'a> {
+    /// Starts pacing a wait for `kind`, from now.
+    pub fn new(times: &'a TaskTimes, kind: &str, opts: &TaskWait) -> Pacer<'a> {
+        // Waiters started together spread their looks evenly over one rung of the ladder
+        // (in log scale, by the golden ratio's sequence), so together they notice the first
+        // end soon after it and wake the others (see `TaskTimes`). The first waits at
+        // `first_poll`.
+        let rung = opts.backoff.clamp(1.0, 4.0);
+        let phase = (times.next_waiter(kind) as f64 * 0.618_033_988_7).fract();
+        let spread = rung.powf(phase);
+        Pacer {
+            times,
+            kind: kind.to_owned(),
+            opts: opts.clone(),
+            started: tokio::time::Instant::now(),
+            step: opts.first_poll.mul_f64(spread),
+            running_at: None,
+            looks: 0,
+            past_estimate: false,
+        }
+    }
+
+    /// How long this wait has run.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Looks made so far.
+    pub fn looks(&self) -> u32 {
+        self.looks
+    }
+
+    /// Sleeps until the next look: near the learned run time when there is one, else the next
+    /// step of the ladder; earlier when another wait of this kind ends meanwhile.
+    pub async fn pause(&mut self) {
+        let signal = self.times.signal(&self.kind);
+        loop {
+            let notified = signal.notified();
+            let wake = self.next_look();
+            if wake <= tokio::time::Instant::now() {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(wake) => break,
+                () = notified => {
+                    // Another wait of this kind ended. Ours, started about as long ago, may
+                    // have ended too: look now if the new estimate says so.
+                    if let Some(estimate) = self.learned()
+                        && self.elapsed() >= estimate.mul_f64(0.8)
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        self.looks += 1;
+    }
+
+    fn learned(&self) -> Option<Duration> {
+        if self.opts.learn {
+            self.times.estimate(&self.kind)
+        } else {
+            None
+        }
+    }
+
+    fn next_look(&mut self) -> tokio::time::Instant {
+        let last = self.running_at.map_or(self.started, |at| self.started + at);
+        if let Some(estimate) = self.learned() {
+            let expected = self.started + estimate;
+            // Not there yet: one look at the expected end.
+            if expected > last + self.opts.first_poll / 2 {
+                return expected;
+            }
+            // Past it: short steps from a tenth of the estimate, growing.
+            if !self.past_estimate {
+                self.past_estimate = true;
+                self.step = (estimate / 10).max(self.opts.first_poll / 2);
+            }
+        }
+        last + self.step
+    }
+
+    /// The thing was seen not finished yet at this look.
+    pub fn still_running(&mut self) {
+        self.running_at = Some(self.elapsed());
+        // Past a learned estimate the end is near: grow gently.
+        let factor = if self.learned().is_some() {
+            1.5
+        } else {
+            self.opts.backoff.max(1.0)
+        };
+        self.step = self
+            .step
+            .mul_f64(factor)
+            .min(self.opts.max_interval)
+            .max(self.opts.first_poll);
+    }
+
+    /// The thing was seen finished at this look: teaches the client's [`TaskTimes`].
+    pub fn finished(&self) {
+        self.times
+            .record(&self.kind, self.running_at, self.elapsed());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record_all(times: &TaskTimes, rounds: &[(Option<u64>, u64)]) -> Duration {
+        for (lo, hi) in rounds {
+            times.record(
+                "qmclone",
+                lo.map(Duration::from_millis),
+                Duration::from_millis(*hi),
+            );
+        }
+        times.estimate("qmclone").unwrap()
+    }
+
+    #[test]
+    fn the_estimate_follows_what_was_seen_and_shortens_once_per_round() {
+        let times = TaskTimes::default();
+        assert_eq!(times.estimate("qmclone"), None);
+        // Seen running at 1.5 s, stopped at 2.5 s: it ended around 2 s.
+        assert_eq!(
+            record_all(&times, &[(Some(1500), 2500)]),
+            Duration::from_millis(2000)
+        );
+        // Ten parallel waits all stopped at their first look, at 2 s: shorten once, by 2 %.
+        let rounds = vec![(None, 2000); 10];
+        assert_eq!(record_all(&times, &rounds), Duration::from_millis(1960));
+        // Seen running at 1.96 s and stopped at 2.08 s: look at 2.05 s next time.
+        assert_eq!(
+            record_all(&times, &[(Some(1960), 2080)]),
+            Duration::from_millis(2050)
+        );
+        // Running at 1 s, stopped at 3 s (woken by another wait): agrees, nothing learned.
+        assert_eq!(
+            record_all(&times, &[(Some(1000), 3000)]),
+            Duration::from_millis(2050)
+        );
+        // Running at 2.5 s, stopped at 3 s: later than thought, somewhere in between.
+        assert_eq!(
+            record_all(&times, &[(Some(2500), 3000)]),
+            Duration::from_millis(2750)
+        );
+        // Nothing known, a ladder's rung from 0.8 s to 2.4 s: its middle.
+        let fresh = TaskTimes::default();
+        fresh.record(
+            "qmclone",
+            Some(Duration::from_millis(800)),
+            Duration::from_millis(2400),
+        );
+        assert_eq!(fresh.estimate("qmclone"), Some(Duration::from_millis(1600)));
+        assert_eq!(times.estimate("qmconfig"), None, "kinds are apart");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_learned_wait_looks_once_at_the_expected_end() {
+        let times = TaskTimes::default();
+        let opts = TaskWait::default();
+        // Nothing known: the first look comes within tens of milliseconds.
+        let mut pacer = Pacer::new(&times, "qmstart", &opts);
+        pacer.pause().await;
+        let first = pacer.elapsed();
+        assert!(first <= Duration::from_millis(60), "{first:?}");
+        pacer.still_running();
+        pacer.pause().await;
+        assert!(pacer.elapsed() >= first * 3, "the ladder climbs");
+        pacer.finished();
+        assert!(times.estimate("qmstart").is_some());
+        // Known: one look, at the learned end.
+        times.record(
+            "qmclone",
+            Some(Duration::from_millis(1900)),
+            Duration::from_millis(2100),
+        );
+        let learned = times.estimate("qmclone").unwrap();
+        let mut pacer = Pacer::new(&times, "qmclone", &opts);
+        pacer.pause().await;
+        assert_eq!(pacer.elapsed(), learned);
+        assert_eq!(pacer.looks(), 1);
+        // Not over yet: the next look follows shortly, not a ladder's step later.
+        pacer.still_running();
+        pacer.pause().await;
+        assert!(pacer.elapsed() - learned <= learned / 8);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_wakes_when_a_task_started_beside_it_ends() {
+        let times = Arc::new(TaskTimes::default());
+        let opts = TaskWait::default();
+        let mut pacer = Pacer::new(&times, "qmclone", &opts);
+        // Climb the ladder well past 1 s without any estimate.
+        while pacer.elapsed() < Duration::from_millis(1000) {
+            pacer.pause().await;
+            pacer.still_running();
+        }
+        let seen = pacer.elapsed();
+        let beside = times.clone();
+        let peer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            beside.record("qmclone", Some(Duration::from_millis(900)), seen);
+        });
+        pacer.pause().await;
+        peer.await.unwrap();
+        assert!(
+            pacer.elapsed() <= seen + Duration::from_millis(60),
+            "woke at {:?}, peer ended at {:?}",
+            pacer.elapsed(),
+            seen + Duration::from_millis(50)
+        );
+    }
+}

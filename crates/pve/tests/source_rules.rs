@@ -1,0 +1,468 @@
+//! Rules on the source text of the workspace's crates that the compiler and rustfmt do not
+//! hold: no two modules import each other, and no line is wider than 100 columns.
+//!
+//! ARCHITECTURE.md's invariants hold between crates; the first rule holds them one level
+//! down: within `crates/pve` and `crates/tfplugin`, no two modules may reach each other
+//! through `crate::…`, `super::…` or `self::…` paths (in `use` items or inline). A circle
+//! means shared types live in the wrong module: move them into one both can import.
+//!
+//! The other crates of the workspace are scanned too, and what they break is printed,
+//! without failing: they are being untangled in their own changes. Add a crate to
+//! [`ENFORCED`] once it keeps both rules.
+//!
+//! What counts as a module is a file (`a.rs`, `a/mod.rs`); an inline `mod tests { … }`
+//! belongs to its file. A module and its ancestors (`super::` up the tree, `crate::` items
+//! re-exported from `lib.rs`) are not a circle: Rust's module tree makes every parent name
+//! its children, so only modules that are not in one line of descent are paired.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Crates (relative to the workspace root) in which a broken rule fails the test.
+const ENFORCED: &[&str] = &["crates/pve", "crates/tfplugin"];
+
+/// Every crate's `src/` in the workspace: the root package and the members.
+fn crates(root: &Path) -> Vec<String> {
+    let mut found = vec![String::new()];
+    for parent in ["crates", "tools"] {
+        let Ok(entries) = std::fs::read_dir(root.join(parent)) else {
+            continue;
+        };
+        let mut members: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.path().join("src").is_dir())
+            .map(|e| format!("{parent}/{}", e.file_name().to_string_lossy()))
+            .collect();
+        members.sort();
+        found.extend(members);
+    }
+    found
+}
+
+/// A module's path from its crate's root: `[]` for `lib.rs`/`main.rs`, `["a", "b"]` for
+/// `a/b.rs` or `a/b/mod.rs`.
+type ModPath = Vec<String>;
+
+fn module_path(src: &Path, file: &Path) -> ModPath {
+    let relative = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap();
+    let stem = last.trim_end_matches(".rs");
+    let at_root = parts.is_empty() && (stem == "lib" || stem == "main");
+    if stem != "mod" && !at_root {
+        parts.push(stem.to_owned());
+    }
+    parts
+}
+
+/// Every `.rs` file below `dir`; with `skip_bins`, not a binary's own tree (`src/bin/…`),
+/// which is a crate of its own.
+fn rust_files(dir: &Path, skip_bins: bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            let a_bin_tree = path.file_name().is_some_and(|n| n == "bin") && dir.ends_with("src");
+            if !(skip_bins && a_bin_tree) {
+                rust_files(&path, skip_bins, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file without comments (line comments and block comments) and without the
+/// contents of string literals, so that prose naming `crate::x` is not read as an import.
+fn code_only(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &text[i..];
+        if rest.starts_with("//") {
+            let end = rest.find('\n').unwrap_or(rest.len());
+            i += end;
+        } else if rest.starts_with("/*") {
+            let end = rest.find("*/").map_or(rest.len(), |e| e + 2);
+            // Keep the line count for messages.
+            out.extend(rest[..end].chars().filter(|c| *c == '\n'));
+            i += end;
+        } else if let Some(skipped) = string_literal(rest) {
+            out.push_str("\"\"");
+            out.extend(rest[..skipped].chars().filter(|c| *c == '\n'));
+            i += skipped;
+        } else {
+            let c = rest.chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// The length of the string literal (`"…"`, `r"…"`, `r#"…"#`) `text` starts with, if any.
+/// A `'"'` char literal is not a string.
+fn string_literal(text: &str) -> Option<usize> {
+    if text.starts_with("'\"'") {
+        return None;
+    }
+    if let Some(raw) = text.strip_prefix('r') {
+        let hashes = raw.len() - raw.trim_start_matches('#').len();
+        let body = raw[hashes..].strip_prefix('"')?;
+        let close = format!("\"{}", "#".repeat(hashes));
+        let end = body.find(&close).map_or(body.len(), |e| e + close.len());
+        return Some(1 + hashes + 1 + end);
+    }
+    let body = text.strip_prefix('"')?;
+    let mut escaped = false;
+    for (at, c) in body.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => return Some(1 + at + 1),
+            _ => {}
+        }
+    }
+    Some(text.len())
+}
+
+/// Every path this code names that starts with `crate`, `super` or `self`, as written, with
+/// the 0-based line it starts on: `use` trees are expanded (`use crate::{a::B, c}` names
+/// `crate::a::B` and `crate::c`).
+fn named_paths(code: &str) -> Vec<(usize, Vec<String>)> {
+    let mut found = Vec::new();
+    let (tokens, lines) = tokenize(code);
+    let mut i = 0;
+    while i < tokens.len() {
+        let starts_path = matches!(tokens[i].as_str(), "crate" | "super" | "self")
+            && tokens.get(i + 1).is_some_and(|t| t == "::")
+            && (i == 0 || tokens[i - 1] != "::");
+        let in_use = i > 0 && tokens[i - 1] == "use";
+        if starts_path {
+            let (mut prefix, mut paths) = (Vec::new(), Vec::new());
+            let line = lines[i];
+            i = use_tree(&tokens, i, &mut prefix, &mut paths, in_use);
+            found.extend(paths.into_iter().map(|path| (line, path)));
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
+/// Identifiers, `::` and single punctuation characters, each with its 0-based line.
+fn tokenize(code: &str) -> (Vec<String>, Vec<usize>) {
+    let (mut tokens, mut lines) = (Vec::new(), Vec::new());
+    let chars: Vec<char> = code.chars().collect();
+    let (mut i, mut line) = (0, 0);
+    while i < chars.len() {
+        let c = chars[i];
+        let start = i;
+        if c.is_alphanumeric() || c == '_' {
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+        } else if c == ':' && chars.get(i + 1) == Some(&':') {
+            i += 2;
+        } else {
+            i += 1;
+            if c == '\n' {
+                line += 1;
+            }
+            if c.is_whitespace() {
+                continue;
+            }
+        }
+        tokens.push(chars[start..i].iter().collect());
+        lines.push(line);
+    }
+    (tokens, lines)
+}
+
+/// Reads one path (and, in a `use` item, its `{…}` groups) from `tokens[i]`; pushes the
+/// full paths and returns the index after it.
+fn use_tree(
+    tokens: &[String],
+    mut i: usize,
+    prefix: &mut Vec<String>,
+    paths: &mut Vec<Vec<String>>,
+    in_use: bool,
+) -> usize {
+    let depth = prefix.len();
+    loop {
+        match tokens.get(i).map(String::as_str) {
+            Some("{") if in_use => {
+                i += 1;
+                loop {
+                    match tokens.get(i).map(String::as_str) {
+                        Some("}") => {
+                            i += 1;
+                            break;
+                        }
+                        Some(",") => i += 1,
+                        None => break,
+                        _ => i = use_tree(tokens, i, prefix, paths, in_use),
+                    }
+                }
+                prefix.truncate(depth);
+                return i;
+            }
+            Some(t) if t.chars().all(|c| c.is_alphanumeric() || c == '_') => {
+                prefix.push(t.to_owned());
+                i += 1;
+                if tokens.get(i).map(String::as_str) == Some("::") {
+                    i += 1;
+                    continue;
+                }
+                paths.push(prefix.clone());
+                prefix.truncate(depth);
+                return i;
+            }
+            Some("*") => {
+                paths.push(prefix.clone());
+                prefix.truncate(depth);
+                return i + 1;
+            }
+            _ => {
+                if prefix.len() > depth {
+                    paths.push(prefix.clone());
+                }
+                prefix.truncate(depth);
+                return i;
+            }
+        }
+    }
+}
+
+/// The module a path names from `from`, or the nearest module it names an item of.
+fn target(
+    modules: &BTreeSet<ModPath>,
+    from: &ModPath,
+    path: &[String],
+    inline: bool,
+) -> Option<ModPath> {
+    let mut base: ModPath;
+    let mut rest = path;
+    match path.first().map(String::as_str) {
+        Some("crate") => {
+            base = Vec::new();
+            rest = &path[1..];
+        }
+        Some("self" | "super") => {
+            base = from.clone();
+            // Inside an inline module (`mod tests`), the first `super` is the file itself.
+            let mut inline_level = inline;
+            while let Some(first) = rest.first() {
+                match first.as_str() {
+                    "self" => {}
+                    "super" if inline_level => inline_level = false,
+                    "super" => {
+                        base.pop()?;
+                    }
+                    _ => break,
+                }
+                rest = &rest[1..];
+            }
+        }
+        _ => return None,
+    }
+    for segment in rest {
+        let mut next = base.clone();
+        next.push(segment.clone());
+        if !modules.contains(&next) {
+            break;
+        }
+        base = next;
+    }
+    Some(base)
+}
+
+fn is_ancestor(a: &ModPath, b: &ModPath) -> bool {
+    a.len() <= b.len() && b[..a.len()] == a[..]
+}
+
+/// Which module imports which (one edge per ordered pair, with the first place it happens).
+fn imports(root: &Path, krate: &str) -> BTreeMap<(ModPath, ModPath), String> {
+    let src = root.join(krate).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, true, &mut files);
+    files.sort();
+    let modules: BTreeSet<ModPath> = files.iter().map(|f| module_path(&src, f)).collect();
+    let mut edges = BTreeMap::new();
+    for file in &files {
+        let from = module_path(&src, file);
+        let code = code_only(&std::fs::read_to_string(file).unwrap());
+        // Inline modules (`mod tests { … }`) come last in our files: from the first one on,
+        // `super` means the file's own module.
+        let inline_start = code
+            .lines()
+            .position(|l| {
+                let l = l.trim_start();
+                let l = l.strip_prefix("pub(crate) ").unwrap_or(l);
+                let l = l.strip_prefix("pub ").unwrap_or(l);
+                l.starts_with("mod ") && l.trim_end().ends_with('{')
+            })
+            .unwrap_or(usize::MAX);
+        for (number, path) in named_paths(&code) {
+            let inline = number >= inline_start;
+            let Some(to) = target(&modules, &from, &path, inline) else {
+                continue;
+            };
+            if is_ancestor(&to, &from) || is_ancestor(&from, &to) {
+                continue;
+            }
+            let place = format!(
+                "{}:{} names {}",
+                file.strip_prefix(root).unwrap().display(),
+                number + 1,
+                path.join("::")
+            );
+            edges.entry((from.clone(), to)).or_insert(place);
+        }
+    }
+    edges
+}
+
+fn name(krate: &str, module: &ModPath) -> String {
+    let krate = if krate.is_empty() { "." } else { krate };
+    if module.is_empty() {
+        format!("{krate}: crate root")
+    } else {
+        format!("{krate}: {}", module.join("::"))
+    }
+}
+
+/// The pairs of modules that import each other, each with where both sides do it.
+fn circles(root: &Path, krate: &str) -> Vec<String> {
+    let edges = imports(root, krate);
+    edges
+        .iter()
+        .filter(|((a, b), _)| a < b)
+        .filter_map(|((a, b), there)| {
+            let back = edges.get(&(b.clone(), a.clone()))?;
+            Some(format!(
+                "{} <-> {}\n    {there}\n    {back}",
+                name(krate, a),
+                name(krate, b)
+            ))
+        })
+        .collect()
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+#[test]
+fn no_two_modules_import_each_other() {
+    let root = workspace_root();
+    let mut failing = Vec::new();
+    for krate in crates(&root) {
+        let found = circles(&root, &krate);
+        if found.is_empty() {
+            continue;
+        }
+        let enforced = ENFORCED.contains(&krate.as_str());
+        for circle in found {
+            let verdict = if enforced { "FAILS" } else { "reported" };
+            println!("[{verdict}] {circle}");
+            if enforced {
+                failing.push(circle);
+            }
+        }
+    }
+    assert!(
+        failing.is_empty(),
+        "modules that import each other:\n{}",
+        failing.join("\n")
+    );
+}
+
+const MAX_COLUMNS: usize = 100;
+
+#[test]
+fn no_line_is_wider_than_100_columns() {
+    let root = workspace_root();
+    let mut failing = Vec::new();
+    for krate in crates(&root) {
+        let enforced = ENFORCED.contains(&krate.as_str());
+        let mut files = Vec::new();
+        for dir in ["src", "tests", "benches", "examples"] {
+            rust_files(&root.join(&krate).join(dir), false, &mut files);
+        }
+        files.sort();
+        let mut wide = 0;
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (number, line) in text.lines().enumerate() {
+                if line.chars().count() > MAX_COLUMNS {
+                    wide += 1;
+                    if enforced {
+                        let file = file.strip_prefix(&root).unwrap().display().to_string();
+                        failing.push(format!("{file}:{}", number + 1));
+                    }
+                }
+            }
+        }
+        if wide > 0 && !enforced {
+            let krate = if krate.is_empty() { "." } else { &krate };
+            println!("[reported] {krate}: {wide} lines wider than {MAX_COLUMNS} columns");
+        }
+    }
+    assert!(
+        failing.is_empty(),
+        "lines wider than {MAX_COLUMNS} columns:\n{}",
+        failing.join("\n")
+    );
+}
+
+#[test]
+fn the_scanner_sees_use_trees_inline_paths_and_super() {
+    let code = code_only(
+        "use crate::{client::{Body, Client},\n error::Error};\n\
+         // use crate::commented::Out;\n\
+         let s = (\"crate::in_a_string::No\", r#\"crate::raw::No\"#);\n\
+         let t = crate::tasks::TaskTimes::default();\n\
+         use super::super::sibling::Thing;\n",
+    );
+    let paths: Vec<String> = named_paths(&code)
+        .iter()
+        .map(|(line, p)| format!("{line}: {}", p.join("::")))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "0: crate::client::Body",
+            "0: crate::client::Client",
+            "0: crate::error::Error",
+            "4: crate::tasks::TaskTimes::default",
+            "5: super::super::sibling::Thing",
+        ]
+    );
+    let modules: BTreeSet<ModPath> = [vec![], vec!["a".into()], vec!["a".into(), "b".into()]]
+        .into_iter()
+        .collect();
+    let from = vec!["a".to_owned(), "b".to_owned()];
+    let to = |p: &str, inline| {
+        let path: Vec<String> = p.split("::").map(str::to_owned).collect();
+        target(&modules, &from, &path, inline)
+    };
+    assert_eq!(to("super::X", false), Some(vec!["a".to_owned()]));
+    assert_eq!(
+        to("super::X", true),
+        Some(from.clone()),
+        "`mod tests` is its file's"
+    );
+    assert_eq!(to("crate::a::b::f", false), Some(from.clone()));
+    assert_eq!(to("crate::Error", false), Some(vec![]));
+}
