@@ -167,6 +167,17 @@ where
             Err(e) => {
                 let delay = policy.delay_before(attempt + 1);
                 if !policy.allows(&e, attempt + 1, delay) {
+                    // The last attempt's outcome may be unknown too: it may have taken
+                    // effect, which the caller must hear instead of an error.
+                    if (e.outcome_unknown() || e.is_unexplained_server_error())
+                        && let Ok(Some(v)) = retry_idempotent(policy, &mut check).await
+                    {
+                        tracing::info!(
+                            path = e.path().unwrap_or_default(),
+                            "the last attempt had taken effect"
+                        );
+                        return Ok(v);
+                    }
                     return Err(e);
                 }
                 attempt += 1;
@@ -280,6 +291,41 @@ mod tests {
         .unwrap();
         assert_eq!(out, "already done");
         assert_eq!((sends.get(), checks.get()), (1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_check_asks_after_the_last_attempt_too() {
+        let policy = RetryPolicy {
+            max_attempts: 2,
+            ..RetryPolicy::default()
+        };
+        let sends = Cell::new(0);
+        let checks = Cell::new(0);
+        let out = retry_with_check(
+            &policy,
+            || {
+                sends.set(sends.get() + 1);
+                async { Err::<&str, _>(transient_unknown()) }
+            },
+            || {
+                checks.set(checks.get() + 1);
+                let n = checks.get();
+                async move { Ok((n == 2).then_some("the last send took effect")) }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, "the last send took effect");
+        assert_eq!((sends.get(), checks.get()), (2, 2));
+
+        // When the check says it did not happen, the last error is returned.
+        let out = retry_with_check(
+            &policy,
+            || async { Err::<&str, _>(transient_unknown()) },
+            || async { Ok(None) },
+        )
+        .await;
+        assert!(out.is_err());
     }
 
     #[tokio::test(start_paused = true)]
