@@ -141,7 +141,7 @@ impl OwnedVm<'_> {
     }
 
     /// Grows `disk` to `size`, conditional on `digest`.
-    pub(super) async fn resize(&self, disk: &str, size: ByteSize, digest: &Digest) -> Step<()> {
+    pub(super) async fn grow(&self, disk: &str, size: ByteSize, digest: &Digest) -> Step<()> {
         let upid = retry_idempotent(&patient(self.deadline), || {
             self.qemu().resize_if_unchanged(disk, size, digest.as_str())
         })
@@ -325,6 +325,36 @@ mod tests {
         ));
         let empty = config(serde_json::json!({"cores": 1, "digest": ""}));
         assert!(Digest::of(&empty, 101).is_err());
+    }
+
+    /// The lifecycle's modules, apart from this one: none may send a config write or a
+    /// resize itself, so every one goes through `OwnedVm` with a `Conditional`.
+    #[test]
+    fn no_lifecycle_module_writes_a_config_but_through_the_handle() {
+        let modules = [
+            ("create.rs", include_str!("create.rs")),
+            ("delete.rs", include_str!("delete.rs")),
+            ("mod.rs", include_str!("mod.rs")),
+            ("placement.rs", include_str!("placement.rs")),
+            ("prechecks.rs", include_str!("prechecks.rs")),
+            ("read.rs", include_str!("read.rs")),
+            ("slot.rs", include_str!("slot.rs")),
+            ("steps.rs", include_str!("steps.rs")),
+            ("update.rs", include_str!("update.rs")),
+        ];
+        for (file, text) in modules {
+            for call in [
+                ".update_config(",
+                ".update_config_async(",
+                ".resize(",
+                ".resize_if_unchanged(",
+            ] {
+                assert!(
+                    !text.contains(call),
+                    "{file} calls {call} directly: send it through OwnedVm"
+                );
+            }
+        }
     }
 
     #[test]
