@@ -4,7 +4,8 @@
 //! A VM is deleted only when all of these hold: its name starts with the prefix, its
 //! description carries the provider's ownership mark, and the mark's owner starts with the
 //! prefix too. A seed ISO is deleted only when its file name is the provider's seed name for
-//! a VM name with that prefix (`seed-<name>-<8 hex>.iso`) and no remaining VM refers to it.
+//! a VM name with that prefix (`seed-<name>-<8 hex>.iso`, or `…-<8 hex>-<8 hex>.iso` for a
+//! seed named for its create attempt) and no remaining VM refers to it.
 //! It fails closed: when any VM's config cannot be read, nobody can say which seeds that VM
 //! uses, so no seed is deleted in that run (the output says so).
 //! Templates, VMs without the mark, VMs and files without the prefix are never touched.
@@ -364,6 +365,11 @@ mod tests {
         ));
         // Upper case in the prefix: the seed name is lower-cased.
         assert!(is_run_seed("local:iso/seed-ci-7-edge-0123abcd.iso", "CI_7"));
+        // A seed named for its create attempt (the last part).
+        assert!(is_run_seed(
+            "local:iso/seed-tfacc-1a2b-edge-0-0123abcd-89abcdef.iso",
+            "tfacc-"
+        ));
         assert!(!is_run_seed("local:iso/seed-edge-0-0123abcd.iso", "tfacc-"));
         assert!(!is_run_seed("local:iso/tfacc-edge-0123abcd.iso", "tfacc-"));
         assert!(!is_run_seed(
