@@ -667,3 +667,74 @@ async fn a_vm_whose_mark_was_edited_away_is_kept_untouched_and_can_be_handed_bac
     assert!(marked(&sim.state().await).is_empty());
     assert!(sim.volumes_on("proxy-seeds").await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_never_adopts_a_vm_a_destroy_has_begun() {
+    if !acceptance_enabled("a_create_never_adopts_a_vm_a_destroy_has_begun") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let edge = names("going", 1);
+    let a = Workspace::new(target.clone());
+    let b = Workspace::new(target.clone());
+    a.init_with(&fleet_tf(None, &edge)).await;
+    b.init_with(&fleet_tf(None, &edge)).await;
+    // A's create stops at start: the VM is an unfinished create, which another create of
+    // the name would resume.
+    sim.put_admin(
+        "faults",
+        serde_json::json!({"task_failures": [{"task_type": "qmstart", "nth": 1}]}),
+    )
+    .await;
+    a.apply().await.failure();
+    let vmid = tracked(&a).await["going-0"];
+    // A's destroy begins, but PVE refuses every destroy call.
+    sim.put_admin(
+        "faults",
+        serde_json::json!({"http": [{
+            "method": "DELETE",
+            "path_regex": format!("/qemu/{vmid}$"),
+            "status": 500,
+        }]}),
+    )
+    .await;
+    let out = a.destroy().await.failure();
+    let vm = marked(&sim.state().await)[&vmid].clone();
+    let description = vm["config"]["description"].as_str().unwrap_or_default();
+    assert!(
+        description.contains("proxyvm-phase: deleting"),
+        "the destroy did not mark the VM first: {description}\n{}",
+        out.all_text()
+    );
+
+    // B's create of the same name does not resume it.
+    let journal_before = sim.journal().await.len();
+    b.apply().await.failure();
+    assert!(tracked(&b).await.is_empty());
+    let writes: Vec<_> = sim
+        .writes_since(journal_before)
+        .await
+        .into_iter()
+        .filter(|w| {
+            w["path"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&vmid.to_string())
+        })
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "B wrote to the VM being destroyed: {writes:?}"
+    );
+    assert_eq!(marked(&sim.state().await)[&vmid]["config"], vm["config"]);
+
+    // Once PVE lets it, A's destroy finishes, and B makes its own VM.
+    sim.put_admin("faults", serde_json::json!({})).await;
+    a.destroy().await.success();
+    assert!(!marked(&sim.state().await).contains_key(&vmid));
+    b.apply().await.success();
+    b.destroy().await.success();
+    assert!(marked(&sim.state().await).is_empty());
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+}
