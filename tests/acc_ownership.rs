@@ -738,3 +738,68 @@ async fn a_create_never_adopts_a_vm_a_destroy_has_begun() {
     assert!(marked(&sim.state().await).is_empty());
     assert!(sim.volumes_on("proxy-seeds").await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_booting_another_seed_than_its_states_is_drift() {
+    if !acceptance_enabled("a_vm_booting_another_seed_than_its_states_is_drift") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let edge = names("reseeded", 1);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&fleet_tf(None, &edge)).await;
+    ws.apply().await.success();
+    let vmid = tracked(&ws).await["reseeded-0"];
+    let made = seeds_in_state(&ws).await["reseeded-0"].clone();
+    // Someone attaches another seed ISO (the same name another upload would have).
+    let other = made.replace(".iso", "0.iso");
+    let file = other.split_once(":iso/").unwrap().1.to_owned();
+    let iso = nocloud::Seed::new("reseeded-0", "elsewhere")
+        .user_data("#cloud-config\npackages: [telnetd]\n")
+        .build()
+        .unwrap()
+        .bytes;
+    let pve = pve::Client::new(pve::ClientConfig::new(
+        target.endpoint.clone(),
+        pve::ApiToken::parse(&target.token).unwrap(),
+        pve::TlsTrust::CaPem(target.ca_pem.clone().unwrap()),
+    ))
+    .unwrap();
+    let upid = pve
+        .node("pve1")
+        .storage("proxy-seeds")
+        .upload(pve::storage::Upload::iso(&file, iso))
+        .await
+        .unwrap();
+    pve.wait_for_task(&upid).await.unwrap();
+    sim.api(
+        "PUT",
+        &format!("/nodes/pve1/qemu/{vmid}/config"),
+        &[("ide2", &format!("{other},media=cdrom"))],
+    )
+    .await;
+
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false", "-detailed-exitcode"])
+        .await;
+    let text = plan.all_text();
+    assert_eq!(plan.code(), 2, "{text}");
+    assert!(text.contains("boots another seed"), "{text}");
+    assert!(
+        text.contains("seed_hash") && text.contains("forces replacement"),
+        "{text}"
+    );
+    // The replacement deletes the state's own seed, never the one attached by hand.
+    ws.apply().await.success();
+    ws.assert_plans_empty().await;
+    let volumes: Vec<String> = sim
+        .volumes_on("proxy-seeds")
+        .await
+        .iter()
+        .map(|v| v["volid"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!volumes.contains(&made), "{volumes:?}");
+    ws.destroy().await.success();
+    assert!(marked(&sim.state().await).is_empty());
+}
