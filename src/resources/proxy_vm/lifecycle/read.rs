@@ -292,3 +292,72 @@ pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) ->
     }
     Ok(Found::Ours(Box::new(observed)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ownership::Phase;
+
+    fn mark(token: Option<&str>, seed_hash: Option<&str>) -> Mark {
+        let mut mark = Mark::creating("edge-0", "", "t", "tpl").with_phase(Phase::Done);
+        mark.create_token = token.map(str::to_owned);
+        mark.seed_hash = seed_hash.map(str::to_owned);
+        mark
+    }
+
+    fn expected(token: ExpectedToken<'_>) -> Expected<'_> {
+        Expected {
+            name: Some("edge-0"),
+            fleet: "",
+            token,
+        }
+    }
+
+    #[test]
+    fn a_state_from_before_tokens_matches_only_a_vm_from_before_tokens() {
+        let state = expected(ExpectedToken::of_state(None, Some("h")));
+        assert_eq!(state.mismatch(Some(&mark(None, Some("h")))), None);
+        // A same-name VM made since, by another state: never this one's.
+        assert!(
+            state
+                .mismatch(Some(&mark(Some("other"), Some("h"))))
+                .is_some()
+        );
+        assert!(state.mismatch(None).is_some());
+    }
+
+    #[test]
+    fn a_state_with_a_token_matches_its_token_or_its_keyed_seed_hash() {
+        let state = expected(ExpectedToken::of_state(Some("mine"), Some("keyed")));
+        assert_eq!(
+            state.mismatch(Some(&mark(Some("mine"), Some("keyed")))),
+            None
+        );
+        let other = state.mismatch(Some(&mark(Some("theirs"), Some("keyed"))));
+        assert!(
+            other.is_some_and(|why| !why.contains("theirs")),
+            "no token in messages"
+        );
+        // A mark put back without the token (as the warning prints it) still proves itself
+        // with the keyed hash; without it, or with another hash, it does not.
+        assert_eq!(state.mismatch(Some(&mark(None, Some("keyed")))), None);
+        assert!(state.mismatch(Some(&mark(None, Some("guess")))).is_some());
+        assert!(state.mismatch(Some(&mark(None, None))).is_some());
+        // A state whose seed hash is empty (drift) proves nothing.
+        let drifted = expected(ExpectedToken::of_state(Some("mine"), Some("")));
+        assert!(drifted.mismatch(Some(&mark(None, Some("")))).is_some());
+    }
+
+    #[test]
+    fn an_import_takes_any_token_but_not_another_fleet() {
+        let import = Expected {
+            name: None,
+            fleet: "",
+            token: ExpectedToken::Any,
+        };
+        assert_eq!(import.mismatch(Some(&mark(Some("any"), None))), None);
+        let mut prod = mark(Some("any"), None);
+        prod.fleet = "prod".into();
+        assert!(import.mismatch(Some(&prod)).is_some());
+    }
+}
