@@ -1,6 +1,7 @@
 //! Facts about the cluster that plan-time checks ask for (nodes, each node's storages and
 //! bridges, pools, template configs), fetched at most once per provider process however
-//! many resources ask: Terraform starts one provider process per plan or apply walk, and
+//! many resources ask (a failed fetch is not kept: the next asker fetches again): Terraform
+//! starts one provider process per plan or apply walk, and
 //! templates, storages and bridges do not change within one. Knows nothing of Terraform.
 
 use std::collections::HashMap;
@@ -18,10 +19,11 @@ use tokio::sync::OnceCell;
 /// A fact, or why it could not be had (shared by every asker).
 pub type Fact<T> = Result<Arc<T>, Arc<pve::Error>>;
 
-/// One fetch per key, shared by concurrent askers.
+/// One fetch per key, shared by concurrent askers. A failed fetch is not kept: the next
+/// asker fetches again (a transient fault must not stand for the whole process).
 #[derive(Debug)]
 struct Memo<K, T> {
-    cells: Mutex<HashMap<K, Arc<OnceCell<Fact<T>>>>>,
+    cells: Mutex<HashMap<K, Arc<OnceCell<Arc<T>>>>>,
 }
 
 impl<K, T> Default for Memo<K, T> {
@@ -33,10 +35,10 @@ impl<K, T> Default for Memo<K, T> {
 }
 
 impl<K: Eq + Hash + Clone, T> Memo<K, T> {
-    async fn get<F, Fut>(&self, key: &K, fetch: F) -> Fact<T>
+    async fn get<E, F, Fut>(&self, key: &K, fetch: F) -> Result<Arc<T>, Arc<E>>
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = pve::Result<T>>,
+        Fut: Future<Output = Result<T, E>>,
     {
         let cell = self
             .cells
@@ -45,9 +47,10 @@ impl<K: Eq + Hash + Clone, T> Memo<K, T> {
             .entry(key.clone())
             .or_default()
             .clone();
-        cell.get_or_init(|| async { fetch().await.map(Arc::new).map_err(Arc::new) })
+        cell.get_or_try_init(|| async { fetch().await.map(Arc::new) })
             .await
-            .clone()
+            .cloned()
+            .map_err(Arc::new)
     }
 }
 
@@ -124,12 +127,24 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     #[tokio::test]
-    async fn a_fact_is_fetched_once_per_key_and_failures_are_shared() {
+    async fn a_failed_fetch_is_not_remembered() {
+        let memo: Memo<(), u32> = Memo::default();
+        let failed = memo
+            .get(&(), || async { Err::<u32, _>("connection reset") })
+            .await;
+        assert!(failed.is_err());
+        let ok = |v: u32| async move { Ok::<_, &str>(v) };
+        assert_eq!(*memo.get(&(), || ok(7)).await.unwrap(), 7);
+        assert_eq!(*memo.get(&(), || ok(8)).await.unwrap(), 7, "a fact is kept");
+    }
+
+    #[tokio::test]
+    async fn a_fact_is_fetched_once_per_key() {
         let memo: Memo<String, u32> = Memo::default();
         let calls = AtomicU32::new(0);
         let fetch = |value: u32| {
             calls.fetch_add(1, Ordering::Relaxed);
-            async move { Ok(value) }
+            async move { Ok::<_, pve::Error>(value) }
         };
         let pve1 = "pve1".to_owned();
         let (a, b) = tokio::join!(memo.get(&pve1, || fetch(1)), memo.get(&pve1, || fetch(2)));

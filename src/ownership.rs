@@ -28,6 +28,9 @@ pub enum Phase {
     /// Written as the last step of a successful create. Marks from before phases existed
     /// count as finished: adopting them is exactly the takeover this rule prevents.
     Done,
+    /// Written by a destroy before it stops and destroys the VM, conditional on the digest it
+    /// read: a create never adopts a VM being destroyed.
+    Deleting,
 }
 
 impl Phase {
@@ -35,6 +38,7 @@ impl Phase {
         match self {
             Phase::Creating => "creating",
             Phase::Done => "done",
+            Phase::Deleting => "deleting",
         }
     }
 }
@@ -110,6 +114,7 @@ impl Mark {
             fleet: field(FLEET_PREFIX).unwrap_or_default(),
             phase: match field(PHASE_PREFIX).as_deref() {
                 Some("creating") => Phase::Creating,
+                Some("deleting") => Phase::Deleting,
                 _ => Phase::Done,
             },
             create_token: field(CREATE_PREFIX),
@@ -251,6 +256,9 @@ mod tests {
         assert_eq!(Mark::parse(&mark.render()), Some(mark.clone()));
         assert!(mark.render().contains("proxyvm-fleet: prod"));
         assert_eq!(Mark::parse("no mark here"), None);
+        let deleting = mark.clone().with_phase(Phase::Deleting);
+        assert_eq!(Mark::parse(&deleting.render()), Some(deleting.clone()));
+        assert!(deleting.render().contains("proxyvm-phase: deleting"));
     }
 
     #[test]

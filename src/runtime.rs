@@ -174,6 +174,37 @@ impl Runtime {
             .clone())
     }
 
+    /// Takes a VM this process destroyed out of the cached listings, so placement stops
+    /// counting its memory and reads stop looking for it, without listing the cluster again.
+    pub async fn forget_vm(&self, vmid: u32) {
+        for cache in [&self.templates] {
+            let mut cached = cache.lock().await;
+            if let Some(listing) = cached.as_mut()
+                && listing.iter().any(|vm| vm.vmid == vmid)
+            {
+                *listing = Arc::new(
+                    listing
+                        .iter()
+                        .filter(|vm| vm.vmid != vmid)
+                        .cloned()
+                        .collect(),
+                );
+            }
+        }
+        let mut cached = self.listing.lock().await;
+        if let Some((_, listing)) = cached.as_mut()
+            && listing.iter().any(|vm| vm.vmid == vmid)
+        {
+            *listing = Arc::new(
+                listing
+                    .iter()
+                    .filter(|vm| vm.vmid != vmid)
+                    .cloned()
+                    .collect(),
+            );
+        }
+    }
+
     /// Drops the cached listing, after this process changed where VMs are.
     pub async fn forget_listing(&self) {
         *self.listing.lock().await = None;

@@ -597,3 +597,46 @@ async fn soak_20_vms_under_mixed_faults() {
         soak(20, mixed_faults(), "mixed").await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reboot_whose_answer_was_lost_is_sent_once() {
+    if !acceptance_enabled("a_reboot_whose_answer_was_lost_is_sent_once") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let tf = |cores: u32| {
+        one_vm_tf("  reboot_if_needed = true\n")
+            .replace("cores     = 1", &format!("cores     = {cores}"))
+    };
+    ws.init_with(&tf(1)).await;
+    ws.apply().await.success();
+    ws.write_main_tf(&tf(2));
+    // PVE starts the reboot, but its answer never arrives.
+    set_faults(
+        &sim,
+        json!({"http": [{
+            "method": "POST",
+            "path_regex": "/status/reboot$",
+            "reset": true,
+            "after_handling": true,
+            "count": 1,
+        }]}),
+    )
+    .await;
+    let since = sim.journal().await.len();
+    ws.apply().await.success();
+    set_faults(&sim, json!({})).await;
+    let reboots = sim.journal().await[since..]
+        .iter()
+        .filter(|e| {
+            e["method"] == "POST"
+                && e["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("/status/reboot"))
+        })
+        .count();
+    assert_eq!(reboots, 1, "the VM was rebooted {reboots} times");
+    ws.assert_plans_empty().await;
+}

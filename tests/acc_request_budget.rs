@@ -213,6 +213,27 @@ async fn a_create_and_a_refresh_stay_within_their_request_budgets() {
     assert_eq!(status(7), Some("stopped".into()));
     assert_eq!(status(8), Some("paused".into()));
     assert_eq!(status(9), Some("running".into()));
+
+    // A destroy of 30 stays cheap while it checks every VM's mark before each write: one
+    // provider process (no refresh), at most 2 whole-cluster listings.
+    let before = journal_len(&sim).await;
+    ws.terraform(&[
+        "destroy",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-refresh=false",
+    ])
+    .await
+    .success();
+    let destroy = count(&journal_since(&sim, before).await);
+    eprintln!("destroy of 30: {destroy:?}");
+    assert!(
+        destroy.cluster_listings <= 2,
+        "a destroy of 30 VMs listed the whole cluster {} times: {destroy:?}",
+        destroy.cluster_listings
+    );
+    assert!(sim.our_vms().await.is_empty());
 }
 
 // ---------------------------------------------------------------------------------------

@@ -92,7 +92,36 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
     assert!(instance(&old)["attributes"].get("fleet").is_none());
     std::fs::write(ws.work_dir().join("terraform.tfstate"), &old_text).unwrap();
 
-    // Both without and with a refresh (which reads the old provider's VM), nothing to do.
+    // `network_config` became sensitive: Terraform records the new sensitivity with one
+    // in-place update that changes no attribute and sends nothing to PVE.
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false", "-refresh=false"])
+        .await
+        .success();
+    let text = plan.stdout();
+    assert!(
+        text.contains("0 to add, 1 to change, 0 to destroy"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(" -> ") && !text.contains("forces replacement"),
+        "an attribute changes: {text}"
+    );
+    let sim = SimClient::new(&ws.target);
+    let journal_before = sim.journal().await.len();
+    ws.terraform(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-refresh=false",
+    ])
+    .await
+    .success();
+    let writes = sim.writes_since(journal_before).await;
+    assert!(writes.is_empty(), "the no-op update wrote: {writes:?}");
+    // Then, both without and with a refresh (which reads the old provider's VM), nothing to
+    // do.
     ws.assert_plans_empty().await;
 
     // Persist the upgrade: the state moves to version 1 with the default fleet, and every

@@ -251,15 +251,17 @@ impl ProviderProcess {
             .into_inner()
     }
 
+    /// Reads with the private data the apply returned, as Terraform passes it on.
     async fn read(
         &mut self,
-        state: &Option<pb::DynamicValue>,
+        applied: &pb::apply_resource_change::Response,
         capabilities: Option<pb::ClientCapabilities>,
     ) -> pb::read_resource::Response {
         self.client
             .read_resource(pb::read_resource::Request {
                 type_name: TYPE_NAME.into(),
-                current_state: state.clone(),
+                current_state: applied.new_state.clone(),
+                private: applied.private.clone(),
                 client_capabilities: capabilities,
                 ..Default::default()
             })
@@ -329,7 +331,7 @@ async fn an_older_cli_gets_a_plain_error_on_user_data_and_nothing_is_planned_or_
     assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
     let applied = provider.apply_create(&plain, &plan.planned_state).await;
     assert!(applied.diagnostics.is_empty(), "{:?}", applied.diagnostics);
-    let read = provider.read(&applied.new_state, None).await;
+    let read = provider.read(&applied, None).await;
     assert!(read.diagnostics.is_empty(), "{:?}", read.diagnostics);
     let state = decoded(&read.new_state);
     assert_eq!(state.get_attr("status").as_str(), Some("running"));
@@ -370,15 +372,22 @@ async fn terraform_1_11_4_plans_and_applies_user_data_without_storing_it() {
     assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
     let planned = decoded(&plan.planned_state);
     assert!(planned.get_attr("user_data").is_null());
-    assert!(planned.get_attr("seed_hash").as_str().is_some());
+    // Keyed with the create's token, which apply chooses: known after apply.
+    assert!(!planned.get_attr("seed_hash").is_known());
     assert!(!carries_user_data(&plan.planned_state));
 
     let applied = provider.apply_create(&config, &plan.planned_state).await;
     assert!(applied.diagnostics.is_empty(), "{:?}", applied.diagnostics);
+    assert!(
+        decoded(&applied.new_state)
+            .get_attr("seed_hash")
+            .as_str()
+            .is_some_and(|h| h.len() == 64)
+    );
     assert!(decoded(&applied.new_state).get_attr("user_data").is_null());
     assert!(!carries_user_data(&applied.new_state));
 
-    let read = provider.read(&applied.new_state, terraform_1_11_4()).await;
+    let read = provider.read(&applied, terraform_1_11_4()).await;
     assert!(read.diagnostics.is_empty(), "{:?}", read.diagnostics);
     assert!(!carries_user_data(&read.new_state));
     assert_eq!(

@@ -224,3 +224,62 @@ async fn a_live_hosts_guard_cleans_up_after_a_failing_test() {
     );
     assert!(left.contains(&9000) && left.contains(&100), "{left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_read_of_any_vm_config_deletes_no_seed() {
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let pve = client(&target);
+    let sim = SimClient::new(&target);
+    // A user's VM (not the run's) boots a seed whose name looks like the run's.
+    make_vm(&pve, 4343, "users-vm", false).await;
+    upload_seed(&pve, "pve1", "seed-tfacc-sw1-edge-9-0123abcd.iso").await;
+    attach(&pve, 4343, "seed-tfacc-sw1-edge-9-0123abcd.iso").await;
+    // A seed nobody uses, which a clean run would delete.
+    upload_seed(&pve, "pve1", "seed-tfacc-sw1-edge-8-89abcdef.iso").await;
+    sim.put_admin(
+        "faults",
+        serde_json::json!({"http": [{
+            "method": "GET",
+            "path_regex": "/qemu/4343/config$",
+            "status": 500,
+        }]}),
+    )
+    .await;
+
+    let swept = sweeper(&target, &["--prefix", PREFIX]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&swept.stdout),
+        String::from_utf8_lossy(&swept.stderr)
+    );
+    assert!(!swept.status.success(), "{text}");
+    assert!(text.contains("reading VM 4343"), "{text}");
+    assert!(text.contains("no seed ISO was deleted"), "{text}");
+    let isos = local_isos(&sim.state().await);
+    assert!(
+        isos.iter().any(|f| f.contains("edge-9-0123abcd")),
+        "the seed a VM boots from was deleted: {isos:?}"
+    );
+    assert!(
+        isos.iter().any(|f| f.contains("edge-8-89abcdef")),
+        "a seed was deleted in a run that could not read every VM: {isos:?}"
+    );
+
+    // Once every config reads, the unused seed goes and the used one stays.
+    sim.put_admin("faults", serde_json::json!({})).await;
+    let swept = sweeper(&target, &["--prefix", PREFIX]);
+    assert!(
+        swept.status.success(),
+        "{}",
+        String::from_utf8_lossy(&swept.stderr)
+    );
+    let isos = local_isos(&sim.state().await);
+    assert!(
+        isos.iter().any(|f| f.contains("edge-9-0123abcd")),
+        "{isos:?}"
+    );
+    assert!(
+        !isos.iter().any(|f| f.contains("edge-8-89abcdef")),
+        "{isos:?}"
+    );
+}

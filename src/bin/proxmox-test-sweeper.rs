@@ -4,7 +4,10 @@
 //! A VM is deleted only when all of these hold: its name starts with the prefix, its
 //! description carries the provider's ownership mark, and the mark's owner starts with the
 //! prefix too. A seed ISO is deleted only when its file name is the provider's seed name for
-//! a VM name with that prefix (`seed-<name>-<8 hex>.iso`) and no remaining VM refers to it.
+//! a VM name with that prefix (`seed-<name>-<8 hex>.iso`, or `…-<8 hex>-<8 hex>.iso` for a
+//! seed named for its create attempt) and no remaining VM refers to it.
+//! It fails closed: when any VM's config cannot be read, nobody can say which seeds that VM
+//! uses, so no seed is deleted in that run (the output says so).
 //! Templates, VMs without the mark, VMs and files without the prefix are never touched.
 //!
 //! Credentials come from the provider's variables: `PROXMOX_VE_ENDPOINT`,
@@ -32,7 +35,8 @@ ENVIRONMENT:
     PROXMOX_VE_ENDPOINT, PROXMOX_VE_API_TOKEN, PROXMOX_VE_CA_CERT (PEM text or a file path)
 
 A VM is swept only if its name and its ownership mark's owner both start with PREFIX; a seed
-ISO only if it is named seed-PREFIX…-XXXXXXXX.iso and no remaining VM uses it.
+ISO only if it is named seed-PREFIX…-XXXXXXXX.iso and no remaining VM uses it. When any
+VM's config cannot be read, no seed ISO is deleted in that run.
 ";
 
 struct Args {
@@ -155,6 +159,8 @@ async fn sweep(client: &Client, args: &Args) -> Report {
     // Each pass deletes what it can; a VM of the run that is still locked (its clone task
     // still running after the test was killed) is looked at again until the deadline.
     let mut in_use: Vec<String> = Vec::new();
+    // Any VM whose config could not be read may use any seed: fail closed.
+    let mut unreadable = false;
     loop {
         let vms = match client.cluster().vm_resources().await {
             Ok(vms) => vms,
@@ -172,6 +178,7 @@ async fn sweep(client: &Client, args: &Args) -> Report {
                 // Gone since the listing (another sweeper, a test's own destroy).
                 Err(e) if e.kind() == pve::ErrorKind::NotFound => continue,
                 Err(e) => {
+                    unreadable = true;
                     report
                         .errors
                         .push(format!("reading VM {} on {}: {e}", vm.vmid, vm.node));
@@ -216,6 +223,12 @@ async fn sweep(client: &Client, args: &Args) -> Report {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if unreadable {
+        report.errors.push(
+            "no seed ISO was deleted in this run: a VM's config could not be read, so the seeds it uses are unknown; run the sweeper again".to_owned(),
+        );
+        return report;
     }
     sweep_seeds(client, args, &in_use, &mut report).await;
     report
@@ -352,6 +365,11 @@ mod tests {
         ));
         // Upper case in the prefix: the seed name is lower-cased.
         assert!(is_run_seed("local:iso/seed-ci-7-edge-0123abcd.iso", "CI_7"));
+        // A seed named for its create attempt (the last part).
+        assert!(is_run_seed(
+            "local:iso/seed-tfacc-1a2b-edge-0-0123abcd-89abcdef.iso",
+            "tfacc-"
+        ));
         assert!(!is_run_seed("local:iso/seed-edge-0-0123abcd.iso", "tfacc-"));
         assert!(!is_run_seed("local:iso/tfacc-edge-0123abcd.iso", "tfacc-"));
         assert!(!is_run_seed(

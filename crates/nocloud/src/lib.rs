@@ -128,6 +128,7 @@ pub struct Seed {
     user_data: Vec<u8>,
     network_config: Option<Vec<u8>>,
     vendor_data: Option<Vec<u8>>,
+    attempt: Option<String>,
 }
 
 impl Seed {
@@ -143,7 +144,16 @@ impl Seed {
             user_data: Vec::new(),
             network_config: None,
             vendor_data: Some(render::vendor_data_guest_agent().as_bytes().to_vec()),
+            attempt: None,
         }
+    }
+
+    /// Names the create attempt the seed belongs to (any unique text, e.g. a random token):
+    /// its file name then carries [`attempt_tag`] of it, so two attempts for the same VM never
+    /// write the same file. Only the file name changes, never the bytes or the instance id.
+    pub fn attempt(mut self, attempt: impl AsRef<str>) -> Self {
+        self.attempt = Some(attempt_tag(attempt.as_ref()));
+        self
     }
 
     /// Sets `user-data`, written byte for byte.
@@ -195,7 +205,11 @@ impl Seed {
         Ok(SeedIso {
             bytes,
             instance_id,
-            file_name_suggestion: file_name_suggestion(&self.name, &self.vm_identity),
+            file_name_suggestion: file_name_suggestion(
+                &self.name,
+                &self.vm_identity,
+                self.attempt.as_deref(),
+            ),
         })
     }
 }
@@ -211,6 +225,7 @@ impl fmt::Debug for Seed {
                 &self.network_config.as_ref().map(Vec::len),
             )
             .field("vendor_data_len", &self.vendor_data.as_ref().map(Vec::len))
+            .field("attempt", &self.attempt)
             .finish()
     }
 }
@@ -222,9 +237,10 @@ pub struct SeedIso {
     pub bytes: Vec<u8>,
     /// The `instance-id` in its meta-data.
     pub instance_id: String,
-    /// A storage file name for it, e.g. `seed-edge-0-3f2a9c1b.iso`: stable for
-    /// the VM and independent of the content, so a new upload replaces the
-    /// old file instead of leaving it behind. Only `[a-z0-9.-]`.
+    /// A storage file name for it, e.g. `seed-edge-0-3f2a9c1b.iso`, or with an
+    /// attempt `seed-edge-0-3f2a9c1b-77e0d1a2.iso`: stable for the VM (and the
+    /// attempt) and independent of the content, so a repeated upload replaces the
+    /// file instead of leaving another behind. Only `[a-z0-9.-]`.
     pub file_name_suggestion: String,
 }
 
@@ -248,7 +264,31 @@ impl fmt::Debug for SeedIso {
 /// Longest VM-name part of a file name; PVE names are at most 63 characters.
 const FILE_NAME_MAX_NAME: usize = 63;
 
-fn file_name_suggestion(name: &str, vm_identity: &str) -> String {
+/// The short tag of a create attempt in a seed's file name: 8 hex digits of a hash of the
+/// attempt, so the name shows which attempt wrote it without showing the attempt itself.
+pub fn attempt_tag(attempt: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"nocloud seed attempt\0");
+    hash.update(attempt.as_bytes());
+    hex(&hash.finalize())[..8].to_owned()
+}
+
+/// Whether `file` (a seed file name) was named for `attempt` by [`Seed::attempt`].
+pub fn file_belongs_to_attempt(file: &str, attempt: &str) -> bool {
+    file.strip_suffix(".iso")
+        .and_then(|stem| stem.rsplit_once('-'))
+        .is_some_and(|(_, tag)| tag == attempt_tag(attempt))
+}
+
+/// The part of a seed file name shared by every attempt for the same VM (name and identity),
+/// e.g. `seed-edge-0-3f2a9c1b`.
+pub fn file_name_stem(name: &str, vm_identity: &str) -> String {
+    file_name_suggestion(name, vm_identity, None)
+        .trim_end_matches(".iso")
+        .to_owned()
+}
+
+fn file_name_suggestion(name: &str, vm_identity: &str, attempt: Option<&str>) -> String {
     let mut safe: String = name
         .chars()
         .map(|c| match c.to_ascii_lowercase() {
@@ -265,7 +305,11 @@ fn file_name_suggestion(name: &str, vm_identity: &str) -> String {
     hash.update([0]);
     hash.update(vm_identity.as_bytes());
     // The hash keeps two VMs whose names map to the same text apart.
-    format!("seed-{safe}-{}.iso", &hex(&hash.finalize())[..8])
+    let vm = &hex(&hash.finalize())[..8];
+    match attempt {
+        Some(tag) => format!("seed-{safe}-{vm}-{tag}.iso"),
+        None => format!("seed-{safe}-{vm}.iso"),
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -323,6 +367,33 @@ mod tests {
         assert!(a.file_name_suggestion.ends_with(".iso"));
         let c = Seed::new("edge-0", "pve1/101").build().unwrap();
         assert_ne!(a.file_name_suggestion, c.file_name_suggestion);
+        assert!(
+            a.file_name_suggestion
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        );
+    }
+
+    #[test]
+    fn each_attempt_names_its_own_file_with_the_same_bytes() {
+        let seed = |attempt: &str| {
+            Seed::new("edge-0", "pve1/101")
+                .user_data("#cloud-config\n")
+                .attempt(attempt)
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (seed("token-a"), seed("token-b"));
+        assert_ne!(a.file_name_suggestion, b.file_name_suggestion);
+        assert_eq!(a.bytes, b.bytes);
+        assert_eq!(a.instance_id, b.instance_id);
+        let stem = file_name_stem("edge-0", "pve1/101");
+        assert!(a.file_name_suggestion.starts_with(&format!("{stem}-")));
+        assert!(file_belongs_to_attempt(&a.file_name_suggestion, "token-a"));
+        assert!(!file_belongs_to_attempt(&a.file_name_suggestion, "token-b"));
+        assert!(!file_belongs_to_attempt(&format!("{stem}.iso"), "token-a"));
+        assert!(!a.file_name_suggestion.contains("token"));
+        assert!(a.file_name_suggestion.len() <= 255);
         assert!(
             a.file_name_suggestion
                 .bytes()

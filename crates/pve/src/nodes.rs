@@ -98,7 +98,35 @@ impl<'a> Node<'a> {
     }
 }
 
+/// A row of `GET /nodes/{node}/tasks`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TaskEntry {
+    pub upid: String,
+    /// The task type, e.g. `qmreboot`.
+    #[serde(rename = "type")]
+    pub task_type: String,
+    /// Unix time the task started.
+    #[serde(default, deserialize_with = "de::opt_int")]
+    pub starttime: Option<i64>,
+    /// The exit status once it ended; absent while it runs.
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
 impl Node<'_> {
+    /// `GET /nodes/{node}/tasks?vmid=…&typefilter=…&source=all`: this node's tasks of one VM
+    /// and type, running or ended, newest first. Tells whether a task whose answer was lost
+    /// was started.
+    pub async fn tasks_of_vm(self, vmid: u32, task_type: &str) -> Result<Vec<TaskEntry>> {
+        let query = Form::new()
+            .int("vmid", vmid)
+            .text("typefilter", task_type)
+            .text("source", "all");
+        self.client
+            .get(&format!("/nodes/{}/tasks", seg(self.name)), &query)
+            .await
+    }
+
     /// `GET /nodes/{node}/network[?type=…]`, e.g. `Some("any_bridge")` for bridges and OVS
     /// bridges.
     pub async fn network(self, iface_type: Option<&str>) -> Result<Vec<NetworkInterface>> {

@@ -184,11 +184,23 @@ where
             Ok(v) => return Ok(v),
             Err(error) => error,
         };
+        let unknown = error.outcome_unknown() || error.is_unexplained_server_error();
         match policy.pause_after(&error, attempt).await {
             Some(next) => attempt = next,
-            None => return Err(error),
+            None => {
+                // The last attempt may have taken effect too: the caller must hear that
+                // instead of an error.
+                if unknown && let Ok(Some(v)) = retry_idempotent(policy, &mut check).await {
+                    tracing::info!(
+                        path = error.path().unwrap_or_default(),
+                        "the last attempt had taken effect"
+                    );
+                    return Ok(v);
+                }
+                return Err(error);
+            }
         }
-        if error.outcome_unknown() || error.is_unexplained_server_error() {
+        if unknown {
             // The state check is itself a read: retry it like one.
             if let Some(v) = retry_idempotent(policy, &mut check).await? {
                 tracing::info!(
@@ -406,6 +418,41 @@ mod tests {
         .unwrap();
         assert_eq!(out, "already done");
         assert_eq!((sends.get(), checks.get()), (1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_check_asks_after_the_last_attempt_too() {
+        let policy = RetryPolicy {
+            max_attempts: 2,
+            ..RetryPolicy::default()
+        };
+        let sends = Cell::new(0);
+        let checks = Cell::new(0);
+        let out = retry_with_check(
+            &policy,
+            || {
+                sends.set(sends.get() + 1);
+                async { Err::<&str, _>(transient_unknown()) }
+            },
+            || {
+                checks.set(checks.get() + 1);
+                let n = checks.get();
+                async move { Ok((n == 2).then_some("the last send took effect")) }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, "the last send took effect");
+        assert_eq!((sends.get(), checks.get()), (2, 2));
+
+        // When the check says it did not happen, the last error is returned.
+        let out = retry_with_check(
+            &policy,
+            || async { Err::<&str, _>(transient_unknown()) },
+            || async { Ok(None) },
+        )
+        .await;
+        assert!(out.is_err());
     }
 
     #[tokio::test(start_paused = true)]

@@ -3,7 +3,7 @@
 
 use tfplugin::{ApplyRequest, ApplyResponse, Context, Diagnostic, Value, plan};
 
-use super::lifecycle::{self, Expected, ProgressCell, StepError};
+use super::lifecycle::{self, Expected, ExpectedToken, ProgressCell, StepError};
 use super::model::{self, Desired, Private, fleet_of, vmid_of};
 use super::plan_checks;
 use crate::context::Configured;
@@ -13,9 +13,7 @@ use crate::ownership;
 pub(super) fn step_diagnostic(operation: &str, name: &str, error: &StepError) -> Diagnostic {
     match error {
         StepError::Pve(e) => diagnostics::pve_error(operation, name, e),
-        StepError::Plain(text) | StepError::TakenOver(text) => {
-            diagnostics::vm_error(operation, name, text.clone())
-        }
+        other => diagnostics::vm_error(operation, name, other.to_string()),
     }
 }
 
@@ -28,10 +26,10 @@ async fn bounded<T>(
 ) -> Result<T, StepError> {
     tokio::select! {
         result = tokio::time::timeout(limit, work) => result.unwrap_or_else(|_| Err(
-            StepError::Plain(format!("{what} did not finish within its timeout ({}s); raise `timeouts`, or run apply again to resume", limit.as_secs())),
+            StepError::Failed(format!("{what} did not finish within its timeout ({}s); raise `timeouts`, or run apply again to resume", limit.as_secs())),
         )),
         () = ctx.stop.stopped() => Err(
-            StepError::Plain(format!("{what} was interrupted by Terraform; the next apply resumes where it stopped")),
+            StepError::Failed(format!("{what} was interrupted by Terraform; the next apply resumes where it stopped")),
         ),
     }
 }
@@ -94,8 +92,9 @@ pub(super) async fn create(
             response
                 .diagnostics
                 .push(step_diagnostic("create", &desired.name, &error));
-            // A VM another create took over is theirs: nothing of it belongs here.
-            if matches!(error, StepError::TakenOver(_)) {
+            // A VM another create took over or finished is theirs: nothing of it (not its
+            // VMID, not its seed) belongs here.
+            if error.is_not_ours() {
                 journal.forget(&desired.fleet, &desired.name, &desired.create_token);
                 return response;
             }
@@ -219,7 +218,24 @@ pub(super) async fn update(
     {
         let disk_changed = changed.iter().any(|n| n == "disk_gib");
         let deadline = tokio::time::Instant::now() + desired.timeouts.update;
-        let work = lifecycle::update(configured, &node, vmid, &desired, disk_changed, deadline);
+        let fleet = fleet_of(prior);
+        let expected = Expected {
+            name: prior.get_attr("name").as_str(),
+            fleet: &fleet,
+            token: ExpectedToken::of_state(
+                private.create_token.as_deref(),
+                prior.get_attr("seed_hash").as_str(),
+            ),
+        };
+        let work = lifecycle::update(
+            configured,
+            &node,
+            vmid,
+            expected,
+            &desired,
+            disk_changed,
+            deadline,
+        );
         match bounded(ctx, desired.timeouts.update, "update", work).await {
             Ok(updated) => {
                 // Warn about what this apply left pending, not again on applies that do not
@@ -321,14 +337,28 @@ pub(super) async fn delete(
     let expected = Expected {
         name: Some(&name),
         fleet: &fleet,
-        create_token: private.create_token.as_deref(),
+        token: ExpectedToken::of_state(
+            private.create_token.as_deref(),
+            prior.get_attr("seed_hash").as_str(),
+        ),
     };
     let deadline = tokio::time::Instant::now() + limit;
+    let current_node = prior
+        .get_attr("current_node")
+        .as_str()
+        .unwrap_or(seed_node.as_str())
+        .to_owned();
     let work = lifecycle::delete(
         configured,
         vmid,
+        &current_node,
         expected,
-        seed_volume.as_deref().map(|v| (seed_node.as_str(), v)),
+        seed_volume
+            .as_deref()
+            .map(|volume| lifecycle::RecordedSeed {
+                node: &seed_node,
+                volume,
+            }),
         deadline,
     );
     let outcome = bounded(ctx, limit, "delete", work).await;

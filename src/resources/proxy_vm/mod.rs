@@ -20,7 +20,7 @@ use crate::context::{Configured, Shared};
 use crate::invocation;
 use crate::ownership;
 use apply::{create, delete, step_diagnostic, update};
-use lifecycle::Expected;
+use lifecycle::{Expected, ExpectedToken};
 use model::{Private, fleet_of, vmid_of};
 use plan::{plan_change, refuse_duplicate_name};
 
@@ -175,7 +175,10 @@ impl Resource for ProxyVm {
         let expected = Expected {
             name: name.as_deref(),
             fleet: &fleet,
-            create_token: private.create_token.as_deref(),
+            token: ExpectedToken::of_state(
+                private.create_token.as_deref(),
+                prior.get_attr("seed_hash").as_str(),
+            ),
         };
         match lifecycle::read(&configured, vmid, expected).await {
             Ok(lifecycle::Found::Ours(observed)) => {
@@ -188,6 +191,12 @@ impl Resource for ProxyVm {
                     );
                 }
                 response.new_state = observed.to_state(&prior);
+                if let Some(why) = observed.seed_drift(&prior) {
+                    response.diagnostics.warning(
+                        "Proxy VM boots another seed",
+                        format!("{why}: it may run another user-data than this configuration's. The plan replaces it."),
+                    );
+                }
                 if let (None, Some(pool)) = (&observed.pool, prior.get_attr("pool").as_str()) {
                     // PVE lists a VM's pool only to a token with Pool.Audit on it: a VM
                     // missing from its pool is drift only when the token could have seen it.
@@ -211,6 +220,36 @@ impl Resource for ProxyVm {
             Ok(lifecycle::Found::Cloning) => response.new_state = prior,
             // Gone: Terraform drops it from state and the plan proposes a create.
             Ok(lifecycle::Found::Gone) => response.new_state = Value::Null,
+            // Kept in state (so no second VM of the name is made), never written to, and
+            // the user told how to hand it back.
+            Ok(lifecycle::Found::MarkLost { vmid, node }) => {
+                response.new_state = prior.clone();
+                let name = name.as_deref().unwrap_or_default();
+                let mut mark = ownership::Mark::creating(
+                    name,
+                    &fleet,
+                    "",
+                    prior.get_attr("template").as_str().unwrap_or_default(),
+                )
+                .with_phase(ownership::Phase::Done);
+                // Restored without this state's create token (tokens stay out of messages):
+                // the seed hash, keyed with the token, proves it is this state's VM.
+                mark.create_token = None;
+                if let Some(hash) = prior
+                    .get_attr("seed_hash")
+                    .as_str()
+                    .filter(|h| !h.is_empty())
+                {
+                    mark = mark.with_seed_hash(hash);
+                }
+                response.diagnostics.warning(
+                    "Proxy VM lost its ownership mark",
+                    format!(
+                        "VM {vmid} on {node} is named `{name}` but its description no longer carries this provider's ownership mark (it was edited). It stays in this state, but nothing will be changed or destroyed on it until it is marked again, and no second VM of the name is made.\n\nTo manage it again, put these lines back at the end of its description (PVE web UI: VM {vmid} > Summary > Notes) and run plan again:\n\n{}\n\nIf it is not this configuration's VM any more, remove it from this state: terraform state rm 'ADDRESS' (ADDRESS is this resource's address, e.g. proxmox_proxy_vm.edge[0]).",
+                        mark.render()
+                    ),
+                );
+            }
             Ok(lifecycle::Found::NotOurs { why, .. }) => {
                 response.new_state = Value::Null;
                 response
@@ -264,7 +303,7 @@ impl Resource for ProxyVm {
         let any_fleet = Expected {
             name: None,
             fleet: &configured.fleet,
-            create_token: None,
+            token: ExpectedToken::Any,
         };
         match lifecycle::read(&configured, vmid, any_fleet).await {
             Ok(lifecycle::Found::Ours(observed)) => {

@@ -131,6 +131,11 @@ impl Desired {
     pub fn seed(&self, node: &str, vmid: u32) -> nocloud::Seed {
         let mut seed = nocloud::Seed::new(&self.name, format!("{node}/{vmid}"))
             .user_data(self.user_data.clone().unwrap_or_default());
+        // Each create attempt writes its own file: a taken-over create's late upload can
+        // never land in the file another create's VM boots from.
+        if !self.create_token.is_empty() {
+            seed = seed.attempt(&self.create_token);
+        }
         if let Some(network) = &self.network_config {
             seed = seed.network_config(network.clone());
         }
@@ -138,24 +143,72 @@ impl Desired {
     }
 }
 
-/// The hash of everything the seed carries apart from the VM's identity, so it is known at
-/// plan time (before a VMID is) and changes exactly when the seed's content does.
-pub fn seed_hash(user_data: Option<&str>, network_config: Option<&str>) -> String {
-    let mut hasher = Sha256::new();
+/// The seed's content hash, known at plan time (before a VMID is) and changing exactly when
+/// the seed's content does: HMAC-SHA256 of the content keyed with the create token, so the
+/// value in the state, the plan and the VM's description does not confirm a guessed
+/// `user_data` to whoever lacks the token, and two VMs with the same content show different
+/// hashes. `None` for the key is the unkeyed SHA-256 of releases before keyed hashes (states
+/// made before create tokens existed have no key).
+pub fn seed_hash(
+    key: Option<&str>,
+    user_data: Option<&str>,
+    network_config: Option<&str>,
+) -> String {
+    let mut message = Vec::new();
     // Lengths first, so moving bytes between fields changes the hash.
     for part in [
         user_data.unwrap_or_default().as_bytes(),
         network_config.map(str::as_bytes).unwrap_or(b"\0none"),
         nocloud::render::vendor_data_guest_agent().as_bytes(),
     ] {
-        hasher.update((part.len() as u64).to_be_bytes());
-        hasher.update(part);
+        message.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        message.extend_from_slice(part);
     }
-    hasher
+    let digest = match key {
+        Some(key) => hmac_sha256(key.as_bytes(), &message),
+        None => Sha256::digest(&message).into(),
+    };
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// HMAC-SHA256 (RFC 2104) over `sha2`, the only hash this crate needs.
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut block_key = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        block_key[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block_key[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block_key.map(|k| k ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
         .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        .into()
+}
+
+/// What a plan shows as `seed_hash` for the configured seed content: the prior value while
+/// the content is the same (whether the prior hash was keyed or made before keyed hashes),
+/// otherwise the hash keyed with the state's create token.
+pub fn planned_seed_hash(
+    prior: Option<&str>,
+    key: Option<&str>,
+    user_data: Option<&str>,
+    network_config: Option<&str>,
+) -> String {
+    let keyed = seed_hash(key, user_data, network_config);
+    match prior {
+        Some(prior) if prior == keyed => keyed,
+        Some(prior) if key.is_some() && prior == seed_hash(None, user_data, network_config) => {
+            prior.to_owned()
+        }
+        _ => keyed,
+    }
 }
 
 /// Checks on a configuration that need no API call. Unknown values are skipped.
@@ -517,11 +570,17 @@ impl Observed {
         );
         attrs.insert("user_data".into(), Value::Null);
         attrs.insert("network_config".into(), Value::Null);
+        // A VM that boots another seed than the one this state made shows an empty hash,
+        // which the plan replaces (see `seed_drift`).
         attrs.insert(
             "seed_hash".into(),
-            mark.and_then(|m| m.seed_hash.as_deref())
-                .map(text)
-                .unwrap_or_else(|| keep("seed_hash")),
+            if self.seed_drift(prior).is_some() {
+                text("")
+            } else {
+                mark.and_then(|m| m.seed_hash.as_deref())
+                    .map(text)
+                    .unwrap_or_else(|| keep("seed_hash"))
+            },
         );
         let seed_storage = self
             .seed_volume
@@ -577,16 +636,45 @@ impl Observed {
             "ipv6_addresses".into(),
             Value::List(self.ipv6.iter().map(|a| text(a)).collect()),
         );
+        // The seed this state made stays recorded (destroy deletes it, and only it); a VM
+        // without one recorded (an import) records the one it boots.
         attrs.insert(
             "seed_volume".into(),
-            // A seed uploaded but not (or no longer) attached is still ours to delete.
-            match self.seed_volume.as_deref() {
-                Some(volume) => text(volume),
-                None => keep("seed_volume").non_null_or(text("")),
+            match made_seed(prior) {
+                Some(made) => text(made),
+                None => text(self.seed_volume.as_deref().unwrap_or_default()),
             },
         );
         Value::Object(attrs)
     }
+
+    /// Why the VM does not boot the seed this state made (`prior`'s `seed_volume`), or `None`
+    /// when it does or the state recorded none. A VM booting another seed (another state's
+    /// upload, a hand-attached ISO, none) runs another user-data than this configuration's.
+    pub fn seed_drift(&self, prior: &Value) -> Option<String> {
+        let made = made_seed(prior)?;
+        match self.seed_volume.as_deref() {
+            Some(attached) if attached == made => None,
+            Some(attached) => Some(format!(
+                "VM {} boots the seed {attached}, not {made}, the one this state made",
+                self.vmid
+            )),
+            None => Some(format!(
+                "VM {} has no seed attached as ide2; this state made {made}",
+                self.vmid
+            )),
+        }
+    }
+}
+
+/// The seed volume a state recorded, if any.
+fn made_seed(prior: &Value) -> Option<&str> {
+    let value = prior.get_attr("seed_volume");
+    value
+        .is_wholly_known()
+        .then(|| value.as_str())
+        .flatten()
+        .filter(|v| !v.is_empty())
 }
 
 trait NonNullOr {
@@ -605,15 +693,72 @@ mod tests {
 
     #[test]
     fn seed_hash_tracks_content_only() {
-        let a = seed_hash(Some("#cloud-config\n"), None);
-        assert_eq!(a, seed_hash(Some("#cloud-config\n"), None));
-        assert_ne!(a, seed_hash(Some("#cloud-config\n#x\n"), None));
-        assert_ne!(a, seed_hash(Some("#cloud-config\n"), Some("version: 2\n")));
-        assert_ne!(
-            seed_hash(Some("ab"), Some("")),
-            seed_hash(Some("a"), Some("b"))
+        for key in [None, Some("t0k3n")] {
+            let a = seed_hash(key, Some("#cloud-config\n"), None);
+            assert_eq!(a, seed_hash(key, Some("#cloud-config\n"), None));
+            assert_ne!(a, seed_hash(key, Some("#cloud-config\n#x\n"), None));
+            assert_ne!(
+                a,
+                seed_hash(key, Some("#cloud-config\n"), Some("version: 2\n"))
+            );
+            assert_ne!(
+                seed_hash(key, Some("ab"), Some("")),
+                seed_hash(key, Some("a"), Some("b"))
+            );
+            assert_eq!(a.len(), 64);
+        }
+    }
+
+    #[test]
+    fn the_keyed_seed_hash_is_hmac_sha256_and_differs_per_key() {
+        // RFC 4231, test case 2.
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
-        assert_eq!(a.len(), 64);
+        let content = Some("#cloud-config\npassword: hunter2\n");
+        let (a, b) = (
+            seed_hash(Some("a"), content, None),
+            seed_hash(Some("b"), content, None),
+        );
+        assert_ne!(
+            a, b,
+            "the same content under two tokens must not compare equal"
+        );
+        assert_ne!(a, seed_hash(None, content, None));
+    }
+
+    #[test]
+    fn a_plan_keeps_the_prior_hash_while_the_content_is_the_same() {
+        let content = Some("#cloud-config\n");
+        let legacy = seed_hash(None, content, None);
+        let keyed = seed_hash(Some("t"), content, None);
+        // A state from before keyed hashes: same content, no replacement.
+        assert_eq!(
+            planned_seed_hash(Some(&legacy), Some("t"), content, None),
+            legacy
+        );
+        assert_eq!(
+            planned_seed_hash(Some(&legacy), None, content, None),
+            legacy
+        );
+        assert_eq!(
+            planned_seed_hash(Some(&keyed), Some("t"), content, None),
+            keyed
+        );
+        // New content: the keyed hash of it, whatever the prior was.
+        let other = Some("#cloud-config\n#x\n");
+        assert_eq!(
+            planned_seed_hash(Some(&legacy), Some("t"), other, None),
+            seed_hash(Some("t"), other, None)
+        );
+        assert_eq!(
+            planned_seed_hash(Some(""), Some("t"), content, None),
+            keyed,
+            "a drifted seed (empty hash) is replaced"
+        );
     }
 
     #[test]

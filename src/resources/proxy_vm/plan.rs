@@ -4,7 +4,7 @@
 
 use tfplugin::{AttributePath, Diagnostic, PlanRequest, PlanResponse, Schema, Value, plan};
 
-use super::model::{Private, seed_hash, vmid_of};
+use super::model::{Private, planned_seed_hash, vmid_of};
 use super::schema;
 use crate::context::Configured;
 
@@ -66,9 +66,8 @@ pub(super) fn plan_change(
         config,
         prior_private,
     } = request;
-    let Private {
-        pending, imported, ..
-    } = Private::decode(&prior_private);
+    let private = Private::decode(&prior_private);
+    let (pending, imported) = (private.pending.clone(), private.imported);
     let mut response = PlanResponse {
         planned_private: prior_private,
         ..Default::default()
@@ -78,6 +77,7 @@ pub(super) fn plan_change(
         return response;
     }
     let creating = prior.is_null();
+
     let mut planned = plan::plan_computed(&schema.block, &prior, &proposed);
     let default = |planned: &mut Value, name: &str, value: Value| {
         if config.get_attr(name).is_null() {
@@ -111,10 +111,18 @@ pub(super) fn plan_change(
         config.get_attr("user_data"),
         config.get_attr("network_config"),
     );
+    // A new VM's hash is keyed with its create's token, which apply chooses (Terraform plans
+    // a create again during apply, so a token chosen here would not survive): known after
+    // apply. An existing VM's is recomputed with the state's token.
     planned.set_attr(
         "seed_hash",
-        if user_data.is_known() && network_config.is_known() {
-            Value::string(seed_hash(user_data.as_str(), network_config.as_str()))
+        if !creating && user_data.is_known() && network_config.is_known() {
+            Value::string(planned_seed_hash(
+                prior.get_attr("seed_hash").as_str(),
+                private.create_token.as_deref(),
+                user_data.as_str(),
+                network_config.as_str(),
+            ))
         } else {
             Value::Unknown
         },
@@ -208,6 +216,7 @@ pub(super) fn plan_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::proxy_vm::model::seed_hash;
 
     fn request(prior: Value, proposed: Value, config: Value) -> PlanRequest {
         PlanRequest {
@@ -224,7 +233,7 @@ mod tests {
         state.set_attr("user_data", Value::Null);
         state.set_attr(
             "seed_hash",
-            Value::string(seed_hash(Some("#cloud-config\n"), None)),
+            Value::string(seed_hash(None, Some("#cloud-config\n"), None)),
         );
         state
     }
@@ -252,10 +261,9 @@ mod tests {
         assert_eq!(planned.get_attr("started"), &Value::Bool(true));
         assert_eq!(planned.get_attr("status"), &Value::string("running"));
         assert!(planned.get_attr("user_data").is_null());
-        assert_eq!(
-            planned.get_attr("seed_hash"),
-            &Value::string(seed_hash(Some("#cloud-config\n"), None))
-        );
+        // The seed hash is keyed with the create's token, chosen at apply: an unkeyed hash
+        // in the plan would confirm a guessed user_data.
+        assert_eq!(planned.get_attr("seed_hash"), &Value::Unknown);
         assert!(
             !planned.get_attr("vmid").is_known(),
             "a derived VMID is known only after apply"
@@ -272,7 +280,7 @@ mod tests {
         prior.set_attr("status", Value::string("paused"));
         prior.set_attr(
             "seed_hash",
-            Value::string(seed_hash(Some("#cloud-config\n"), None)),
+            Value::string(seed_hash(None, Some("#cloud-config\n"), None)),
         );
         let mut proposed = prior.clone();
         proposed.set_attr("disk_gib", Value::number(10));

@@ -11,8 +11,8 @@ use super::prechecks::{
 };
 use super::read::observe_with;
 use super::slot::{Slot, choose_slot, config_after_clone};
-use super::steps::{Hold, build_seed, clone_vm, ensure_power, upload_seed, wait_for_address};
-use super::{ProgressCell, Step, StepError, next_lock_delay, placement};
+use super::steps::{Hold, build_seed, clone_vm, upload_seed, wait_for_address};
+use super::{ProgressCell, Step, StepError, next_lock_delay, placement, run_task};
 use crate::context::Configured;
 
 /// The desired VM with its node: the configured one, or the one placement chooses (see
@@ -30,13 +30,13 @@ async fn place(
     let _turn = configured.runtime.placement_guard().await;
     // The template's config comes from the process's facts: every placed create of a fleet
     // asks for the same one.
-    let vm = choose_template(listing, &desired.template, "").map_err(StepError::Plain)?;
+    let vm = choose_template(listing, &desired.template, "").map_err(StepError::Failed)?;
     let config = configured
         .facts
         .config(&configured.client, &vm.node, vm.vmid)
         .await
         .map_err(|e| StepError::Pve(Box::new((*e).clone())))?;
-    let template = judge_template(vm, &config, &desired.template).map_err(StepError::Plain)?;
+    let template = judge_template(vm, &config, &desired.template).map_err(StepError::Failed)?;
     let views = placement::gather(configured, desired, listing, &template).await?;
     let memory_mib = desired.memory_mib.unwrap_or(template.memory_mib);
     match placement::judge(&views, memory_mib << 20) {
@@ -46,7 +46,7 @@ async fn place(
             placed.node = node;
             Ok((placed, Some(index)))
         }
-        Err(rejected) => Err(StepError::Plain(placement::no_node_message(
+        Err(rejected) => Err(StepError::Failed(placement::no_node_message(
             &rejected,
             desired.node_candidates.as_deref(),
         ))),
@@ -98,7 +98,7 @@ pub async fn create(
             },
         )
         .await?;
-    check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Plain)?;
+    check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Failed)?;
     let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
     // refuses the clone, and we look again.
@@ -168,7 +168,7 @@ pub async fn create(
             Some((node, _)) => node,
             None => {
                 progress.update(|p| p.vm = None);
-                return Err(StepError::Plain(format!(
+                return Err(StepError::Failed(format!(
                     "VM {vmid} vanished right after its clone"
                 )));
             }
@@ -176,32 +176,99 @@ pub async fn create(
     };
     progress.update(|p| p.vm = Some((vmid, node.clone())));
     let _claim = reservation;
-    let hold = Hold {
-        client,
-        node: node.clone(),
-        vmid,
-        desired,
-        deadline,
-    };
+    let hold = Hold::new(client, &node, vmid, desired, deadline);
     // The first config write makes the VM this attempt's (and tags it, so listings show it).
     hold.claim().await?;
     let (seed_volume, seed_bytes) = build_seed(desired, &node, vmid)?;
     progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
-    upload_seed(client, &node, &seed_volume, seed_bytes, deadline).await?;
-    hold.write_config(&seed_volume).await?;
-    hold.grow_disk().await?;
-    hold.still_ours().await?;
-    ensure_power(client, &node, vmid, desired.started, deadline).await?;
-    let reported = if desired.started && desired.wait_for_address {
-        Some(wait_for_address(client, &node, vmid, deadline).await?)
-    } else {
-        None
+    let outcome = async {
+        upload_seed(client, &node, &seed_volume, seed_bytes, deadline).await?;
+        hold.write_config(&seed_volume).await?;
+        hold.grow_disk().await?;
+        hold.ensure_power().await?;
+        let reported = if desired.started && desired.wait_for_address {
+            Some(wait_for_address(client, &node, vmid, deadline).await?)
+        } else {
+            None
+        };
+        hold.finish().await?;
+        // Finished, so no other create can take the VM any more: a seed an earlier attempt
+        // at this VM slot uploaded (an interrupted create this one resumed, a VM deleted by
+        // hand and made again) is nobody's now.
+        remove_earlier_seeds(client, &node, vmid, desired, &seed_volume, deadline).await;
+        Ok::<_, StepError>(reported)
+    }
+    .await;
+    let reported = match outcome {
+        Ok(reported) => reported,
+        Err(error) => {
+            if error.is_not_ours() {
+                // The VM is another create's, and no state will name our seed: this attempt
+                // removes the file it uploaded (its own name: nobody else's VM boots it).
+                remove_seed(client, &node, &seed_volume, deadline).await;
+            }
+            return Err(error);
+        }
     };
-    hold.finish().await?;
     match observe_with(client, &node, vmid, desired.pool.clone(), reported).await? {
         Some(observed) => Ok(observed),
-        None => Err(StepError::Plain(format!(
+        None => Err(StepError::Failed(format!(
             "VM {vmid} vanished right after it was created"
         ))),
+    }
+}
+
+/// Deletes a seed file, logging (not failing) when it cannot: what is left is a file no VM
+/// uses, which a later destroy of its state or the test sweeper removes.
+async fn remove_seed(client: &pve::Client, node: &str, volume: &str, deadline: Instant) {
+    let Some((storage, _)) = volume.split_once(':') else {
+        return;
+    };
+    let store = client.node(node).storage(storage);
+    match run_task(client, deadline, || store.delete_volume(volume)).await {
+        Ok(_) => tracing::info!(%volume, "deleted a seed no VM uses"),
+        Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(%volume, error = %e, "could not delete a seed no VM uses"),
+    }
+}
+
+/// Deletes the seeds earlier attempts uploaded for this VM slot (same name, node and VMID,
+/// another attempt's tag, or the per-VM name of releases before attempt tags), which no VM
+/// boots: the VM at the slot is this create's finished VM, booting `ours`.
+async fn remove_earlier_seeds(
+    client: &pve::Client,
+    node: &str,
+    vmid: u32,
+    desired: &Desired,
+    ours: &str,
+    deadline: Instant,
+) {
+    let stem = format!(
+        "{}:iso/{}",
+        desired.seed_storage,
+        nocloud::file_name_stem(&desired.name, &format!("{node}/{vmid}"))
+    );
+    // Exactly `STEM.iso` or `STEM-XXXXXXXX.iso`: never another name's seed that happens to
+    // start like this one.
+    let earlier = |volid: &str| match volid
+        .strip_prefix(&stem)
+        .and_then(|rest| rest.strip_suffix(".iso"))
+    {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('-')
+            .is_some_and(|tag| tag.len() == 8 && tag.bytes().all(|b| b.is_ascii_hexdigit())),
+        None => false,
+    };
+    let store = client.node(node).storage(&desired.seed_storage);
+    let listed =
+        pve::retry_idempotent(&super::patient(deadline), || store.content(Some("iso"))).await;
+    let Ok(items) = listed else {
+        return;
+    };
+    for item in items {
+        if earlier(&item.volid) && item.volid != ours {
+            remove_seed(client, node, &item.volid, deadline).await;
+        }
     }
 }

@@ -1,25 +1,47 @@
-//! Delete: stop, delete the seed, destroy with purge; never a VM that is not this state's.
+//! Delete: mark `deleting`, stop, delete the seed, destroy with purge; never a VM that is not
+//! this state's, never a seed another VM boots.
 //!
 //! Everything PVE will resolve by itself is waited out within the delete timeout: a clone
 //! still running on the VM, a lock (a backup), an earlier destroy task still finishing.
 
-use pve::qemu::DestroyOptions;
 use pve::{ErrorKind, retry_idempotent};
 use tokio::time::Instant;
 
-use super::read::Expected;
+use super::owned::{OwnedVm, tolerate_gone};
+use super::read::{Expected, ExpectedToken};
 use super::slot::config_after_clone;
-use super::{Step, StepError, next_lock_delay, patient, run_task, wait};
+use super::{Step, StepError, patient, run_task};
 use crate::context::Configured;
 
-/// Stop, delete the seed, destroy with purge. The seed goes first, so a failed seed delete
-/// leaves the VM for the next delete instead of leaking the ISO. A VM already gone is done.
-/// Returns a note when the VM at the VMID was not this state's and was left alone.
+/// The seed a state recorded: the node it was uploaded to and its volume id.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordedSeed<'a> {
+    pub node: &'a str,
+    pub volume: &'a str,
+}
+
+/// Whose the VM at the state's VMID turned out to be.
+enum AtVmid {
+    Gone,
+    Ours(String),
+    /// Another's VM, with the seed volume it boots (`ide2`), if any.
+    NotOurs {
+        why: String,
+        node: String,
+        boots: Option<String>,
+    },
+}
+
+/// Mark `deleting`, stop, delete the seed, destroy with purge. The seed goes before the
+/// destroy, so a failed seed delete leaves the VM for the next delete instead of leaking the
+/// ISO. A VM already gone is done. Returns a note when the VM at the VMID was not this
+/// state's and was left alone.
 pub async fn delete(
     configured: &Configured,
     vmid: u32,
+    node_hint: &str,
     expected: Expected<'_>,
-    seed: Option<(&str, &str)>,
+    seed: Option<RecordedSeed<'_>>,
     deadline: Instant,
 ) -> Step<Option<String>> {
     let client = &configured.client;
@@ -28,40 +50,72 @@ pub async fn delete(
         .runtime
         .lock_name(&format!("{}/{name}", expected.fleet))
         .await;
-    let location = retry_idempotent(&patient(deadline), || client.cluster().locate_vm(vmid))
+    // Where the VM is: the process's listing (fetched once per provider process, so a
+    // destroy of N VMs does not list the cluster N times), else the node the state names,
+    // else (moved since, or not in the listing) one fresh look.
+    let listed = configured
+        .runtime
+        .template_listing(client, false)
         .await?
-        .map(|entry| entry.node);
-    let mut note = None;
+        .iter()
+        .find(|vm| vm.vmid == vmid)
+        .map(|vm| vm.node.clone());
+    let location = match listed {
+        Some(node) => Some(node),
+        None if !node_hint.is_empty() => Some(node_hint.to_owned()),
+        None => retry_idempotent(&patient(deadline), || client.cluster().locate_vm(vmid))
+            .await?
+            .map(|entry| entry.node),
+    };
     // A clone still running has no mark yet: wait for it to end before judging.
     let found = match &location {
         None => None,
         Some(node) => config_after_clone(client, node, vmid, deadline).await?,
     };
-    let ours_on = match found {
-        None => None,
+    let at_vmid = match found {
+        None => AtVmid::Gone,
         Some((node, config)) => {
             let mark = config
                 .description()
                 .as_deref()
                 .and_then(crate::ownership::Mark::parse);
             match expected.mismatch(mark.as_ref()) {
-                None => Some(node),
-                Some(why) => {
-                    note = Some(format!(
-                        "VM {vmid} on {node} is not this state's VM ({why}); it was left untouched."
-                    ));
-                    None
-                }
+                None => AtVmid::Ours(node),
+                Some(why) => AtVmid::NotOurs {
+                    why,
+                    node,
+                    boots: config.cdrom("ide2").and_then(Result::ok).map(|d| d.volume),
+                },
             }
         }
     };
-    if let Some(node) = &ours_on {
-        let qemu = client.node(node).qemu(vmid);
+    let vm = match &at_vmid {
+        AtVmid::Ours(node) => Some(OwnedVm {
+            client,
+            node: node.clone(),
+            vmid,
+            expected,
+            deadline,
+        }),
+        _ => None,
+    };
+    if let Some(vm) = &vm {
+        // From here on no create adopts it, and every later step checks it is still ours.
+        vm.mark_deleting().await?;
+        let qemu = vm.qemu();
         match retry_idempotent(&patient(deadline), || qemu.status()).await {
             Ok(status) if status.is_running() => {
-                // Hard stop: the VM is going away. Stopping a stopped VM is fine, so a retry
-                // after a lost answer is harmless.
-                tolerate_gone(run_task(client, deadline, || qemu.stop()).await)?;
+                // Hard stop: the VM is going away. A lost answer is checked first, so a stop
+                // is sent once.
+                let sent = vm
+                    .power_task(
+                        || qemu.stop(),
+                        || async { Ok(!qemu.status().await?.is_running()) },
+                    )
+                    .await;
+                if let Some(upid) = tolerate_gone_value(sent)? {
+                    tolerate_gone(super::wait(client, &upid).await)?;
+                }
             }
             Ok(_) => {}
             // Gone meanwhile: an earlier destroy finished it.
@@ -69,86 +123,91 @@ pub async fn delete(
             Err(e) => return Err(e.into()),
         }
     }
-    if let Some((seed_node, volume)) = seed
-        && let Some((storage, _)) = volume.split_once(':')
-    {
-        let store = client.node(seed_node).storage(storage);
-        tolerate_gone(run_task(client, deadline, || store.delete_volume(volume)).await)?;
+    let mut note = match &at_vmid {
+        AtVmid::NotOurs { why, node, .. } => Some(format!(
+            "VM {vmid} on {node} is not this state's VM ({why}); it was left untouched."
+        )),
+        _ => None,
+    };
+    if let Some(seed) = seed {
+        if seed_is_ours_to_delete(&seed, name, vmid, expected.token, &at_vmid) {
+            if let Some((storage, _)) = seed.volume.split_once(':') {
+                let store = client.node(seed.node).storage(storage);
+                tolerate_gone(
+                    run_task(client, deadline, || store.delete_volume(seed.volume)).await,
+                )?;
+            }
+        } else if let Some(note) = &mut note {
+            note.push_str(&format!(
+                " Its seed {} was left too: it is not provably this state's, or that VM boots it.",
+                seed.volume
+            ));
+        }
     }
-    if let Some(node) = &ours_on {
-        destroy(configured, node, vmid, deadline).await?;
+    if let Some(vm) = &vm {
+        vm.destroy().await?;
+        wait_until_gone(vm).await?;
+        // Placement and reads of this process no longer count it.
+        configured.runtime.forget_vm(vmid).await;
     }
-    configured.runtime.forget_listing().await;
     Ok(note)
 }
 
-/// A task that failed because the VM no longer exists (an earlier destroy removed it) did
-/// what a delete wants.
-fn tolerate_gone<T>(outcome: Step<T>) -> Step<()> {
-    match outcome {
-        Ok(_) => Ok(()),
-        Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
+/// Whether the state's recorded seed may be deleted: it must be this instance's (named for
+/// its create token, or, for a state from before tokens, the one seed name its VM had) and
+/// not be what the VM now at the VMID boots, unless that VM is ours and goes too. Only the
+/// VM at the state's VMID is asked: a seed named for our token is attached by our create
+/// alone.
+fn seed_is_ours_to_delete(
+    seed: &RecordedSeed<'_>,
+    name: &str,
+    vmid: u32,
+    token: ExpectedToken<'_>,
+    at_vmid: &AtVmid,
+) -> bool {
+    let Some((_, file)) = seed.volume.split_once(":iso/") else {
+        return false;
+    };
+    let named_for_us = match token {
+        ExpectedToken::Is { token, .. } => nocloud::file_belongs_to_attempt(file, token),
+        _ => false,
+    };
+    // Seeds from before attempt tags were named per VM (name, node, VMID).
+    let named_per_vm = file
+        == format!(
+            "{}.iso",
+            nocloud::file_name_stem(name, &format!("{}/{vmid}", seed.node))
+        );
+    match at_vmid {
+        AtVmid::Ours(_) => named_for_us || named_per_vm,
+        AtVmid::Gone => named_for_us || named_per_vm,
+        AtVmid::NotOurs { boots, .. } => named_for_us && boots.as_deref() != Some(seed.volume),
     }
 }
 
-/// Destroys the VM with purge, waiting out locks; a VM that vanishes meanwhile (an earlier
-/// destroy task finishing) is done, once it is really gone.
-async fn destroy(configured: &Configured, node: &str, vmid: u32, deadline: Instant) -> Step<()> {
-    let client = &configured.client;
-    let qemu = client.node(node).qemu(vmid);
-    let options = DestroyOptions {
-        purge: true,
-        destroy_unreferenced_disks: true,
-    };
-    let mut lock_delay = std::time::Duration::from_millis(200);
-    loop {
-        let sent = pve::retry_with_check(
-            &patient(deadline),
-            || async { qemu.destroy(options).await.map(Some) },
-            // A destroy whose answer was lost: if the VM is gone or going, do not send another.
-            || async {
-                match qemu.config().await {
-                    Ok(config) if config.lock().as_deref() == Some("destroyed") => Ok(Some(None)),
-                    Ok(_) => Ok(None),
-                    Err(e) if e.kind() == ErrorKind::NotFound => Ok(Some(None)),
-                    Err(e) => Err(e),
-                }
-            },
-        )
-        .await;
-        let outcome = match sent {
-            Ok(Some(upid)) => tolerate_gone(wait(client, &upid).await),
-            Ok(None) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e.into()),
-        };
-        match outcome {
-            // The worker met a lock (a backup started meanwhile): wait and send again.
-            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                let Some(pause) = next_lock_delay(&mut lock_delay, deadline) else {
-                    return Err(StepError::Pve(e));
-                };
-                tracing::info!(vmid, reason = %e.message(), "the destroy met a lock; sending it again");
-                tokio::time::sleep(pause).await;
-            }
-            other => break other?,
-        }
+fn tolerate_gone_value<T>(outcome: Step<Option<T>>) -> Step<Option<T>> {
+    match outcome {
+        Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => Ok(None),
+        other => other,
     }
-    // An earlier destroy (a killed run's) may still be finishing: the VM is deleted once
-    // PVE no longer knows it.
+}
+
+/// An earlier destroy (a killed run's) may still be finishing: the VM is deleted once PVE
+/// no longer knows it. Asked of the VM itself, never of the whole cluster.
+async fn wait_until_gone(vm: &OwnedVm<'_>) -> Step<()> {
     let mut delay = std::time::Duration::from_millis(50);
     loop {
-        match client.cluster().locate_vm(vmid).await {
-            Ok(None) => return Ok(()),
-            Ok(Some(_)) | Err(_) if Instant::now() + delay < deadline => {
-                tracing::debug!(vmid, "waiting for the VM's destroy to finish");
+        match vm.qemu().status().await {
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Ok(_) | Err(_) if Instant::now() + delay < vm.deadline => {
+                tracing::debug!(vmid = vm.vmid, "waiting for the VM's destroy to finish");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(std::time::Duration::from_secs(2));
             }
-            Ok(Some(_)) => {
-                return super::plain(format!(
-                    "VM {vmid} was still there when the delete timeout ran out; its destroy task may still be running. Run destroy again."
+            Ok(_) => {
+                return super::failed(format!(
+                    "VM {} was still there when the delete timeout ran out; its destroy task may still be running. Run destroy again.",
+                    vm.vmid
                 ));
             }
             Err(e) => return Err(e.into()),

@@ -4,15 +4,18 @@
 //! interrupted anywhere resumes on the next apply: it adopts the VM it left (recognised by
 //! the ownership mark written in the clone call), re-uploads the seed, rewrites the config,
 //! grows only if still smaller, starts only if stopped. It never clones a duplicate and never
-//! changes a VM without our mark.
+//! changes a VM without our mark. Update and delete are as strict: they act through
+//! `owned::OwnedVm`, which checks the mark and token before each write and sends every config
+//! write conditional on the digest it read.
 //!
 //! One module per job: `prechecks` (what must hold before anything is cloned), `slot` (find,
-//! allocate or adopt the VMID), `steps` (the single steps create and update share), `create`,
-//! `read`, `update` and `delete`. This module holds only what they all use: the error types,
+//! allocate or adopt the VMID), `owned` (the handle every write goes through), `steps` (the
+//! single steps create and update share), `create`, `read`, `update` and `delete`. This module holds only what they all use: the error types,
 //! the retry policy and the task wait.
 
 mod create;
 mod delete;
+mod owned;
 pub(crate) mod placement;
 pub(crate) mod prechecks;
 mod read;
@@ -27,8 +30,8 @@ use pve::{Client, RetryPolicy};
 use tokio::time::Instant;
 
 pub use create::create;
-pub use delete::delete;
-pub use read::{Expected, Found, observe, observe_with, read};
+pub use delete::{RecordedSeed, delete};
+pub use read::{Expected, ExpectedToken, Found, observe, observe_with, read};
 pub use update::update;
 
 /// How far a create got, kept outside it: when a create is cut short (timeout, Ctrl-C, a
@@ -57,21 +60,48 @@ impl ProgressCell {
     }
 }
 
+/// Why a lifecycle step stopped. Callers branch on the variant, never on the text: each
+/// text is the user's message, complete with the VM and what to do.
 #[derive(Debug)]
 pub enum StepError {
     Pve(Box<pve::Error>),
-    Plain(String),
-    /// Another create took this VM over (its token replaced ours): the VM is theirs, and
-    /// nothing of it belongs in this state.
+    /// A finished VM of this name and fleet exists: it belongs to another state (or to one
+    /// that was lost) and is never taken over. Nothing of it belongs in this state.
+    AlreadyMade(String),
+    /// Another create took this VM over (its token replaced ours, it finished the VM, or the
+    /// mark is gone): the VM is not this attempt's, and nothing of it belongs in this state.
     TakenOver(String),
+    /// The VM at the state's VMID is no longer this instance's (deleted and recreated by
+    /// someone else, or its mark edited): nothing was written to it.
+    NotOurs(String),
+    /// No VMID of the name's candidates is free or resumable.
+    NoFreeVmid(String),
+    /// Anything else a caller does not branch on: a precondition, a timeout, a VM that
+    /// cannot be configured as asked.
+    Failed(String),
 }
 
 impl std::fmt::Display for StepError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StepError::Pve(e) => write!(f, "{e}"),
-            StepError::Plain(text) | StepError::TakenOver(text) => f.write_str(text),
+            StepError::AlreadyMade(text)
+            | StepError::TakenOver(text)
+            | StepError::NotOurs(text)
+            | StepError::NoFreeVmid(text)
+            | StepError::Failed(text) => f.write_str(text),
         }
+    }
+}
+
+impl StepError {
+    /// Whether the VM this step worked on is someone else's: a create that stops this way
+    /// keeps nothing of the VM in its state.
+    pub fn is_not_ours(&self) -> bool {
+        matches!(
+            self,
+            StepError::AlreadyMade(_) | StepError::TakenOver(_) | StepError::NotOurs(_)
+        )
     }
 }
 
@@ -83,8 +113,8 @@ impl From<pve::Error> for StepError {
 
 pub(crate) type Step<T> = Result<T, StepError>;
 
-pub(crate) fn plain<T>(text: impl Into<String>) -> Step<T> {
-    Err(StepError::Plain(text.into()))
+pub(crate) fn failed<T>(text: impl Into<String>) -> Step<T> {
+    Err(StepError::Failed(text.into()))
 }
 
 /// Retries for calls that are safe to repeat: transient faults a few times, and a lock (a

@@ -3,7 +3,7 @@
 
 use pve::{Client, RetryPolicy, retry_idempotent};
 
-use super::{Step, StepError, plain};
+use super::{Step, StepError, failed};
 
 /// A template found in the cluster.
 #[derive(Debug, Clone)]
@@ -160,12 +160,12 @@ pub(super) async fn resolve_template(
     template: &str,
     node: &str,
 ) -> Step<Template> {
-    let vm = choose_template(listing, template, node).map_err(StepError::Plain)?;
+    let vm = choose_template(listing, template, node).map_err(StepError::Failed)?;
     let config = retry_idempotent(&RetryPolicy::default(), || {
         client.node(&vm.node).qemu(vm.vmid).config()
     })
     .await?;
-    judge_template(vm, &config, template).map_err(StepError::Plain)
+    judge_template(vm, &config, template).map_err(StepError::Failed)
 }
 
 /// A clone cannot be smaller than its template (PVE cannot shrink disks): refused before
@@ -196,12 +196,12 @@ pub(super) async fn check_seed_storage(client: &Client, node: &str, storage: &st
     })
     .await?;
     if !info.enabled || !info.active {
-        return plain(format!(
+        return failed(format!(
             "the seed storage `{storage}` is not active on node {node}. Enable it there, or choose another with `seed_storage`."
         ));
     }
     if !info.accepts("iso") {
-        return plain(format!(
+        return failed(format!(
             "the seed storage `{storage}` does not take ISO images (its content types: {}). Enable ISO images on it in Datacenter → Storage, or choose another with `seed_storage`.",
             info.content
         ));

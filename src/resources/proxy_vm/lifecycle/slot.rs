@@ -9,7 +9,7 @@ use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
 use tokio::time::Instant;
 
 use super::super::model::Desired;
-use super::{Step, StepError, plain};
+use super::{Step, StepError, failed};
 use crate::context::Configured;
 use crate::ownership::{self, Ownership, Phase};
 
@@ -67,7 +67,7 @@ pub(super) async fn config_after_clone(
             Err(e) => return Err(e.into()),
         }
         if Instant::now() + delay > deadline {
-            return plain(format!(
+            return failed(format!(
                 "VM {vmid} on {node} stayed locked by a clone until the timeout"
             ));
         }
@@ -84,7 +84,7 @@ pub(super) fn already_made(vmid: u32, node: &str, desired: &Desired) -> StepErro
     } else {
         format!(" in fleet `{}`", desired.fleet)
     };
-    StepError::Plain(format!(
+    StepError::AlreadyMade(format!(
         "a proxy VM named `{name}`{fleet} already exists: VM {vmid} on node {node}, finished by another Terraform state (another working directory, workspace or team) or by an earlier run whose state was lost. It is never taken over, and nothing was changed.\n\nTo manage that VM from this configuration, import it (ADDRESS is this resource's address, e.g. proxmox_proxy_vm.edge[0]):\n  terraform import 'ADDRESS' {node}/{vmid}\nor with an import block:\n  import {{\n    to = ADDRESS\n    id = \"{node}/{vmid}\"\n  }}\nOtherwise choose another `name`, or give each configuration its own provider `fleet` (e.g. fleet = terraform.workspace).",
         name = desired.name,
     ))
@@ -121,7 +121,7 @@ pub(super) async fn choose_slot<'a>(
     for vmid in candidates {
         if !runtime.reserve_vmid(vmid) {
             if desired.vmid.is_some() {
-                return plain(format!(
+                return failed(format!(
                     "VMID {vmid} is also being created by another resource in this run"
                 ));
             }
@@ -149,6 +149,14 @@ pub(super) async fn choose_slot<'a>(
             Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {
                 tracing::info!(vmid, %node, name = %desired.name, "resuming an unfinished create of this name");
                 return Ok((Slot::Adopt(vmid, node, None), reservation));
+            }
+            // Its owner's destroy has begun: never adopted, and not shadowed by a second VM
+            // of the name while it is still there.
+            Ownership::OursForThisName(mark) if mark.phase == Phase::Deleting => {
+                return failed(format!(
+                    "VM {vmid} on {node}, named `{}`, is being destroyed by the state that owns it; nothing was changed. Apply again once that destroy has finished.",
+                    desired.name
+                ));
             }
             Ownership::OursForThisName(mark) => {
                 let journal = &configured.journal;
@@ -178,7 +186,7 @@ pub(super) async fn choose_slot<'a>(
                         }
                         _ => "a VM not managed by this provider".to_owned(),
                     };
-                    return plain(format!(
+                    return failed(format!(
                         "VMID {vmid} is taken by {whose}; it is never modified. Choose another `vmid`, or leave it unset to derive one."
                     ));
                 }
@@ -189,10 +197,10 @@ pub(super) async fn choose_slot<'a>(
             }
         }
     }
-    plain(format!(
+    Err(StepError::NoFreeVmid(format!(
         "no free VMID left in the provider's range {} for `{}`",
         configured.vmid_range, desired.name
-    ))
+    )))
 }
 
 /// The VMIDs a create tries, in order: the configured one, or the name's probe sequence in

@@ -1,10 +1,15 @@
 //! The single steps of a create, each a waited-on PVE task and each safe to repeat; update
 //! reuses the config, disk and power steps.
 //!
-//! A create's config writes go through [`Hold`]: each is conditional on the config digest it
-//! last read, and each read checks that the mark still carries this create's token. So when
-//! two creates resume the same unfinished VM, PVE decides which one continues, and the other
-//! stops without writing anything more.
+//! Every step that writes acts through an [`OwnedVm`]: it reads the config, checks that the
+//! mark is still this instance's (for a create: carries this attempt's token), and sends its
+//! config write conditional on that read's digest. A create holds its VM through [`Hold`].
+//! When two creates resume the same unfinished VM, both may claim it; each claim is
+//! conditional, so one of them lands on the digest the other read, and the other's next read
+//! shows a token that is not its own: that create stops with [`StepError::TakenOver`]
+//! before its next write. Its seed upload cannot harm the winner: each attempt uploads to a
+//! file named for its own token, and a create that stops this way deletes the file it
+//! uploaded.
 
 use std::future::Future;
 use std::time::Duration;
@@ -16,17 +21,14 @@ use pve::{Client, ErrorKind, retry_idempotent};
 use tokio::time::Instant;
 
 use super::super::model::{Desired, seed_hash};
-use super::slot::already_made;
-use super::{Step, StepError, next_lock_delay, patient, plain, run_task, wait};
+use super::owned::{CONDITIONAL_ATTEMPTS, Conditional, Digest, OwnedVm, Seen};
+use super::read::{Expected, ExpectedToken};
+use super::{Step, StepError, failed, next_lock_delay, patient, run_task, wait};
 use crate::ownership::{self, Mark, Ownership, Phase};
 
 /// How many times (250 ms apart) a clone whose answer was lost is looked for before it is
 /// sent again: PVE's worker creates the new VMID moments after the answer.
 const CLONE_WINDOW_LOOKS: u32 = 16;
-
-/// How often a conditional write is re-decided after PVE refused its digest before the
-/// create gives up: someone else keeps changing the VM.
-const CONDITIONAL_ATTEMPTS: u32 = 6;
 
 /// Clones the template onto `vmid` with the mark of this create attempt, waiting out the task
 /// and a lock on the template. A lost or unexplained answer is checked against the cluster
@@ -54,8 +56,12 @@ pub(super) async fn clone_vm(
             // Did the lost request start a clone? Then the VMID exists now, or within PVE's
             // window: it answers with the UPID before the worker writes the new VMID's
             // temporary config. Look a while before deciding it did not happen.
+            // Each look is retried on its own: one failed look must not fail the create.
             for _ in 0..CLONE_WINDOW_LOOKS {
-                if client.cluster().locate_vm(vmid).await?.is_some() {
+                let found =
+                    retry_idempotent(&patient(deadline), || client.cluster().locate_vm(vmid))
+                        .await?;
+                if found.is_some() {
                     return Ok(Some(None));
                 }
                 tokio::time::sleep(Duration::from_millis(250)).await;
@@ -82,6 +88,7 @@ fn creating_mark(desired: &Desired) -> Mark {
         &desired.template,
     )
     .with_seed_hash(&seed_hash(
+        Some(&desired.create_token),
         desired.user_data.as_deref(),
         desired.network_config.as_deref(),
     ))
@@ -92,7 +99,7 @@ pub(super) fn build_seed(desired: &Desired, node: &str, vmid: u32) -> Step<(Stri
     let seed = desired
         .seed(node, vmid)
         .build()
-        .map_err(|e| StepError::Plain(format!("building the seed ISO failed: {e}")))?;
+        .map_err(|e| StepError::Failed(format!("building the seed ISO failed: {e}")))?;
     Ok((
         format!("{}:iso/{}", desired.seed_storage, seed.file_name_suggestion),
         bytes::Bytes::from(seed.bytes),
@@ -110,7 +117,7 @@ pub(super) async fn upload_seed(
 ) -> Step<()> {
     let (storage, file) = volume
         .split_once(":iso/")
-        .ok_or_else(|| StepError::Plain(format!("unexpected seed volume `{volume}`")))?;
+        .ok_or_else(|| StepError::Failed(format!("unexpected seed volume `{volume}`")))?;
     let storage = client.node(node).storage(storage);
     run_task(client, deadline, || {
         storage.upload(Upload::iso(file, bytes.clone()))
@@ -119,120 +126,108 @@ pub(super) async fn upload_seed(
     Ok(())
 }
 
-/// A create attempt's hold on its VM (see the module doc).
+/// A create attempt's hold on its VM (see the module doc): the [`OwnedVm`] of this
+/// attempt's token, whose "not ours" means another create took the VM over.
 pub(super) struct Hold<'a> {
-    pub client: &'a Client,
-    pub node: String,
-    pub vmid: u32,
+    pub vm: OwnedVm<'a>,
     pub desired: &'a Desired,
-    pub deadline: Instant,
 }
 
-impl Hold<'_> {
-    fn qemu(&self) -> pve::qemu::Qemu<'_> {
-        self.client.node(&self.node).qemu(self.vmid)
-    }
-
-    fn taken_over(&self, by: Option<&str>) -> StepError {
-        StepError::TakenOver(format!(
-            "VM {} on {} (`{}`) was taken over by another create of the same name (create {}), from another Terraform state or a concurrent apply. That create finishes it; this one stopped without changing anything more, and nothing of the VM is kept in this state. Import it if this configuration should own it, or choose another `name`.",
-            self.vmid,
-            self.node,
-            self.desired.name,
-            by.unwrap_or("unknown"),
-        ))
-    }
-
-    /// The config, read again; an error if another create's token replaced ours.
-    async fn read(&self) -> Step<VmConfig> {
-        let config = retry_idempotent(&patient(self.deadline), || self.qemu().config()).await?;
-        let mark = config.description().as_deref().and_then(Mark::parse);
-        match mark {
-            Some(mark)
-                if mark.names(&self.desired.name, &self.desired.fleet)
-                    && mark.create_token.as_deref() == Some(&self.desired.create_token) =>
-            {
-                Ok(config)
-            }
-            Some(mark) => Err(self.taken_over(mark.create_token.as_deref())),
-            None => Err(self.taken_over(None)),
+impl<'a> Hold<'a> {
+    pub fn new(
+        client: &'a Client,
+        node: &str,
+        vmid: u32,
+        desired: &'a Desired,
+        deadline: Instant,
+    ) -> Self {
+        Hold {
+            vm: OwnedVm {
+                client,
+                node: node.to_owned(),
+                vmid,
+                expected: Expected {
+                    name: Some(&desired.name),
+                    fleet: &desired.fleet,
+                    token: ExpectedToken::Is {
+                        token: &desired.create_token,
+                        proof: None,
+                    },
+                },
+                deadline,
+            },
+            desired,
         }
     }
 
-    /// Runs a write decided from a fresh read and sent with that read's digest; when PVE
-    /// refuses the digest (the config changed meanwhile), reads and decides again.
-    async fn conditional<F, Fut>(&self, what: &str, mut attempt: F) -> Step<()>
+    fn qemu(&self) -> pve::qemu::Qemu<'_> {
+        self.vm.qemu()
+    }
+
+    fn taken_over(&self) -> StepError {
+        // The other create's token is not named: tokens stay out of messages and logs.
+        StepError::TakenOver(format!(
+            "VM {} on {} (`{}`) was taken over by another create of the same name, from another Terraform state or a concurrent apply. That create finishes it; this one stopped without changing anything more, and nothing of the VM is kept in this state. Import it if this configuration should own it, or choose another `name`.",
+            self.vm.vmid, self.vm.node, self.desired.name,
+        ))
+    }
+
+    /// For a create, a VM that is not this attempt's any more was taken over.
+    fn taken_over_if_not_ours<T>(&self, step: Step<T>) -> Step<T> {
+        match step {
+            Err(StepError::NotOurs(_)) => Err(self.taken_over()),
+            other => other,
+        }
+    }
+
+    async fn conditional<F, Fut>(&self, what: &str, attempt: F) -> Step<()>
     where
-        F: FnMut(VmConfig) -> Fut,
+        F: FnMut(Seen) -> Fut,
         Fut: Future<Output = Step<()>>,
     {
-        let mut conflicts = 0;
-        let mut lock_delay = Duration::from_millis(200);
-        while conflicts < CONDITIONAL_ATTEMPTS {
-            let config = self.read().await?;
-            match attempt(config).await {
-                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => {
-                    conflicts += 1;
-                    tracing::info!(
-                        vmid = self.vmid,
-                        step = what,
-                        "the VM's config changed since it was read; reading it again"
-                    );
-                }
-                // The task's worker met a lock (a backup): wait, then decide again.
-                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                    let Some(pause) = next_lock_delay(&mut lock_delay, self.deadline) else {
-                        return Err(StepError::Pve(e));
-                    };
-                    tracing::info!(vmid = self.vmid, step = what, reason = %e.message(), "waiting out a lock");
-                    tokio::time::sleep(pause).await;
-                }
-                other => return other,
-            }
-        }
-        plain(format!(
-            "the config of VM {} kept changing while this create tried to {what}; something else is editing the VM",
-            self.vmid
-        ))
+        self.taken_over_if_not_ours(self.vm.conditional(what, attempt).await)
     }
 
     /// Makes the VM this create's: our token in the mark (replacing an interrupted create's)
-    /// and our tags, in one write conditional on the digest read. Whoever writes first wins:
-    /// if another create claims the VM between our read and our write, we stop.
-    pub async fn claim(&self) -> Step<()> {
+    /// and our tags, in one write conditional on the digest read. True when it replaced an
+    /// earlier attempt's token. Stops with [`StepError::TakenOver`] when the VM is not an
+    /// unfinished create of this name any more (another create finished it, or the mark is
+    /// gone), and when another create's claim lands between our read and our write: PVE
+    /// refuses our digest, and the next read shows their token.
+    pub async fn claim(&self) -> Step<bool> {
         let mut seen_token: Option<Option<String>> = None;
         for _ in 0..CONDITIONAL_ATTEMPTS {
-            let config = retry_idempotent(&patient(self.deadline), || self.qemu().config()).await?;
+            let config =
+                retry_idempotent(&patient(self.vm.deadline), || self.qemu().config()).await?;
             let mark = match ownership::classify(
                 config.description().as_deref(),
                 &self.desired.name,
                 &self.desired.fleet,
             ) {
                 Ownership::OursForThisName(mark) => mark,
-                _ => {
-                    return plain(format!(
-                        "VM {} on {} no longer carries the mark of `{}`; it was left untouched",
-                        self.vmid, self.node, self.desired.name
-                    ));
-                }
+                // Someone replaced the mark since the slot was chosen: not ours to resume.
+                _ => return Err(self.taken_over()),
             };
-            if mark.phase == Phase::Done
+            // Another create finished it (or a destroy is removing it) since the slot was
+            // chosen: it is theirs.
+            if mark.phase != Phase::Creating
                 && mark.create_token.as_deref() != Some(&self.desired.create_token)
             {
-                return Err(already_made(self.vmid, &self.node, self.desired));
+                return Err(self.taken_over());
             }
             // A token that changed since our last look is a concurrent claim that won.
             if let Some(seen) = &seen_token
                 && *seen != mark.create_token
                 && mark.create_token.as_deref() != Some(&self.desired.create_token)
             {
-                return Err(self.taken_over(mark.create_token.as_deref()));
+                return Err(self.taken_over());
             }
             seen_token = Some(mark.create_token.clone());
             let mut update = ConfigUpdate::new();
             let description = creating_mark(self.desired).render();
-            if mark.create_token.as_deref() != Some(&self.desired.create_token) {
-                tracing::info!(vmid = self.vmid, previous = ?mark.create_token, "taking over an interrupted create");
+            let replaces = mark.create_token.as_deref() != Some(&self.desired.create_token);
+            if replaces {
+                tracing::info!(vmid = self.vm.vmid, "taking over an interrupted create");
                 update = update.description(&description);
             }
             let tags = self.tags_for(&config);
@@ -240,22 +235,18 @@ impl Hold<'_> {
                 update = update.set("tags", tags);
             }
             if update.is_empty() {
-                return Ok(());
+                return Ok(false);
             }
-            let update = with_digest(update, &config);
-            match retry_idempotent(&patient(self.deadline), || {
-                self.qemu().update_config(&update)
-            })
-            .await
-            {
-                Ok(()) => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::Conflict => continue,
-                Err(e) => return Err(e.into()),
+            let change = Conditional::new(update, &Digest::of(&config, self.vm.vmid)?);
+            match self.vm.write(&change).await {
+                Ok(()) => return Ok(replaces),
+                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => continue,
+                Err(e) => return Err(e),
             }
         }
-        plain(format!(
+        failed(format!(
             "the config of VM {} kept changing while this create tried to resume it",
-            self.vmid
+            self.vm.vmid
         ))
     }
 
@@ -269,69 +260,39 @@ impl Hold<'_> {
 
     /// The config step of the create: [`config_update`] sent conditionally.
     pub async fn write_config(&self, seed_volume: &str) -> Step<()> {
-        self.conditional("write the config", |config| async move {
-            let update = config_update(&config, self.desired, Some(seed_volume), true)?;
+        self.conditional("write the config", |seen| async move {
+            let update = config_update(&seen.config, self.desired, Some(seed_volume), true)?;
             if update.is_empty() {
                 return Ok(());
             }
-            let update = with_digest(update, &config);
-            let upid = retry_idempotent(&patient(self.deadline), || {
-                self.qemu().update_config_async(&update)
-            })
-            .await?;
-            wait(self.client, &upid).await?;
-            Ok(())
+            self.vm
+                .write_task(&Conditional::new(update, &seen.digest))
+                .await
         })
         .await
     }
 
     /// Grows the boot disk to `disk_gib`, conditionally.
     pub async fn grow_disk(&self) -> Step<()> {
-        let Some(wanted) = self.desired.disk_gib else {
-            return Ok(());
-        };
-        self.conditional("grow the disk", |config| async move {
-            let Some((key, size)) = growth_needed(&config, wanted)? else {
-                return Ok(());
-            };
-            let digest = config.digest().unwrap_or_default();
-            let upid = retry_idempotent(&patient(self.deadline), || {
-                self.qemu().resize_if_unchanged(&key, size, &digest)
-            })
-            .await?;
-            wait(self.client, &upid).await?;
-            Ok(())
-        })
-        .await
+        self.taken_over_if_not_ours(grow_disk(&self.vm, self.desired.disk_gib).await)
     }
 
-    /// Checks the VM is still this create's before a step that is not a config write.
-    pub async fn still_ours(&self) -> Step<()> {
-        self.read().await.map(|_| ())
+    /// Starts (or stops) the VM as the create wants it, after checking it is still ours.
+    pub async fn ensure_power(&self) -> Step<()> {
+        self.taken_over_if_not_ours(ensure_power(&self.vm, self.desired.started).await)
     }
 
     /// The create's very last step: the mark says `done`, so no other create adopts the VM.
     pub async fn finish(&self) -> Step<()> {
-        self.conditional("mark the create finished", |config| async move {
+        self.conditional("mark the create finished", |seen| async move {
             let done = creating_mark(self.desired).with_phase(Phase::Done).render();
-            if config.description().as_deref().map(str::trim_end) == Some(done.as_str()) {
+            if seen.config.description().as_deref().map(str::trim_end) == Some(done.as_str()) {
                 return Ok(());
             }
-            let update = with_digest(ConfigUpdate::new().description(&done), &config);
-            retry_idempotent(&patient(self.deadline), || {
-                self.qemu().update_config(&update)
-            })
-            .await?;
-            Ok(())
+            let change = Conditional::new(ConfigUpdate::new().description(&done), &seen.digest);
+            self.vm.write(&change).await
         })
         .await
-    }
-}
-
-fn with_digest(update: ConfigUpdate, config: &VmConfig) -> ConfigUpdate {
-    match config.digest() {
-        Some(digest) => update.digest(&digest),
-        None => update,
     }
 }
 
@@ -360,7 +321,7 @@ fn config_update(
     if let Some(volume) = seed_volume {
         let (storage, file) = volume
             .split_once(":iso/")
-            .ok_or_else(|| StepError::Plain(format!("unexpected seed volume `{volume}`")))?;
+            .ok_or_else(|| StepError::Failed(format!("unexpected seed volume `{volume}`")))?;
         let wanted = CdromDrive::iso(storage, file);
         let attached = current.cdrom("ide2").and_then(Result::ok);
         if attached.as_ref().map(|d| &d.volume) != Some(&wanted.volume) {
@@ -396,9 +357,9 @@ fn config_update(
                     update = update.net(0, &net);
                 }
             }
-            Some(Err(e)) => return plain(format!("the VM's net0 cannot be read: {e}")),
+            Some(Err(e)) => return failed(format!("the VM's net0 cannot be read: {e}")),
             None => {
-                return plain(
+                return failed(
                     "the template has no net0 network interface to put on a bridge or VLAN",
                 );
             }
@@ -410,7 +371,7 @@ fn config_update(
 /// The boot disk's key and new size when it is smaller than `wanted` GiB.
 fn growth_needed(config: &VmConfig, wanted: u64) -> Step<Option<(String, ByteSize)>> {
     let Some((key, disk)) = config.boot_disk() else {
-        return plain("the VM has no boot disk to grow");
+        return failed("the VM has no boot disk to grow");
     };
     let current = disk.size.map(|s| s.bytes()).unwrap_or(0);
     if current >= ByteSize::gib(wanted).bytes() {
@@ -419,55 +380,42 @@ fn growth_needed(config: &VmConfig, wanted: u64) -> Step<Option<(String, ByteSiz
     Ok(Some((key, ByteSize::gib(wanted))))
 }
 
-/// Update's config step: the desired cores, memory, tags and network, unconditionally (the
-/// VM is this state's; a concurrent edit in the UI is what drift detection shows next).
-pub(super) async fn write_config(
-    client: &Client,
-    node: &str,
-    vmid: u32,
-    desired: &Desired,
-    deadline: Instant,
-) -> Step<()> {
-    let qemu = client.node(node).qemu(vmid);
-    let current = retry_idempotent(&patient(deadline), || qemu.config()).await?;
-    let update = config_update(&current, desired, None, false)?;
-    if update.is_empty() {
-        return Ok(());
-    }
-    run_task(client, deadline, || qemu.update_config_async(&update)).await?;
-    Ok(())
+/// Update's config step: the desired cores, memory, tags and network, conditional on the
+/// digest of a read that found the VM still this instance's (a concurrent edit in the UI
+/// makes PVE refuse the write; it is read and decided again).
+pub(super) async fn write_config(vm: &OwnedVm<'_>, desired: &Desired) -> Step<()> {
+    vm.conditional("write the config", |seen| async move {
+        let update = config_update(&seen.config, desired, None, false)?;
+        if update.is_empty() {
+            return Ok(());
+        }
+        vm.write_task(&Conditional::new(update, &seen.digest)).await
+    })
+    .await
 }
 
-/// Update's disk step.
-pub(super) async fn grow_disk(
-    client: &Client,
-    node: &str,
-    vmid: u32,
-    disk_gib: Option<u64>,
-    deadline: Instant,
-) -> Step<()> {
+/// The disk step of create and update: grows the boot disk to `disk_gib` when it is
+/// smaller, conditional on the digest of the read that decided it.
+pub(super) async fn grow_disk(vm: &OwnedVm<'_>, disk_gib: Option<u64>) -> Step<()> {
     let Some(wanted) = disk_gib else {
         return Ok(());
     };
-    let qemu = client.node(node).qemu(vmid);
-    let config = retry_idempotent(&patient(deadline), || qemu.config()).await?;
-    let Some((key, size)) = growth_needed(&config, wanted)? else {
-        return Ok(());
-    };
-    run_task(client, deadline, || qemu.resize(&key, size)).await?;
-    Ok(())
+    vm.conditional("grow the disk", |seen| async move {
+        let Some((key, size)) = growth_needed(&seen.config, wanted)? else {
+            return Ok(());
+        };
+        vm.grow(&key, size, &seen.digest).await
+    })
+    .await
 }
 
-/// Brings the power state to `running`; start only if stopped. A lost or unexplained answer
-/// is checked against the VM's status before the call is sent again.
-pub(super) async fn ensure_power(
-    client: &Client,
-    node: &str,
-    vmid: u32,
-    running: bool,
-    deadline: Instant,
-) -> Step<()> {
-    let qemu = client.node(node).qemu(vmid);
+/// Brings the power state to `running`; start only if stopped. Each start or shutdown is
+/// sent right after a check that the VM is still this instance's, and a lost answer is
+/// checked against the VM's status before the call is sent again.
+pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
+    let qemu = vm.qemu();
+    let deadline = vm.deadline;
+    let vmid = vm.vmid;
     let mut lock_delay = Duration::from_millis(200);
     loop {
         let status = retry_idempotent(&patient(deadline), || qemu.status()).await?;
@@ -475,23 +423,21 @@ pub(super) async fn ensure_power(
             return Ok(());
         }
         let upid = if running {
-            pve::retry_with_check(
-                &patient(deadline),
-                || async { qemu.start().await.map(Some) },
-                || async { Ok(qemu.status().await?.is_running().then_some(None)) },
+            vm.power_task(
+                || qemu.start(),
+                || async { Ok(qemu.status().await?.is_running()) },
             )
             .await?
         } else {
             // A clean shutdown first; PVE stops it hard after the timeout.
-            pve::retry_with_check(
-                &patient(deadline),
-                || async { qemu.shutdown(Some(60), true).await.map(Some) },
-                || async { Ok((!qemu.status().await?.is_running()).then_some(None)) },
+            vm.power_task(
+                || qemu.shutdown(Some(60), true),
+                || async { Ok(!qemu.status().await?.is_running()) },
             )
             .await?
         };
         let Some(upid) = upid else { return Ok(()) };
-        match wait(client, &upid).await {
+        match wait(vm.client, &upid).await {
             Ok(_) => return Ok(()),
             // The worker met a lock (a backup): wait, then look again.
             Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
@@ -519,11 +465,45 @@ pub(super) async fn ensure_power(
 }
 
 /// Applies pending changes with one PVE reboot task: PVE finishes it even if this process is
-/// killed meanwhile, so the VM never stays stopped half-way.
-pub(super) async fn reboot(client: &Client, node: &str, vmid: u32, deadline: Instant) -> Step<()> {
-    let qemu = client.node(node).qemu(vmid);
-    run_task(client, deadline, || qemu.reboot(Some(60))).await?;
-    Ok(())
+/// killed meanwhile, so the VM never stays stopped half-way. Sent once: after a lost answer
+/// the node's task list is asked whether a reboot task of this VM started since, before
+/// anything is sent again; a lock met by the task is waited out with a fresh ownership check
+/// before the next send.
+pub(super) async fn reboot(vm: &OwnedVm<'_>) -> Step<()> {
+    let qemu = vm.qemu();
+    let node = vm.client.node(&vm.node);
+    let mut lock_delay = Duration::from_millis(200);
+    loop {
+        // The reboot tasks PVE knows before this send: a new one afterwards is ours (task
+        // ids, not clocks, so a node's clock skew cannot mislead the check).
+        let known: Vec<String> = retry_idempotent(&patient(vm.deadline), || {
+            node.tasks_of_vm(vm.vmid, "qmreboot")
+        })
+        .await?
+        .into_iter()
+        .map(|t| t.upid)
+        .collect();
+        let upid = vm
+            .power_task(
+                || qemu.reboot(Some(60)),
+                || async {
+                    let tasks = node.tasks_of_vm(vm.vmid, "qmreboot").await?;
+                    Ok(tasks.iter().any(|t| !known.contains(&t.upid)))
+                },
+            )
+            .await?;
+        let Some(upid) = upid else { return Ok(()) };
+        match wait(vm.client, &upid).await {
+            Ok(_) => return Ok(()),
+            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
+                let Some(pause) = next_lock_delay(&mut lock_delay, vm.deadline) else {
+                    return Err(StepError::Pve(e));
+                };
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
@@ -558,7 +538,7 @@ pub(super) async fn wait_for_address(
             } else {
                 "The VM runs; check that the image can install qemu-guest-agent (the seed's vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
             };
-            return plain(format!(
+            return failed(format!(
                 "no IPv4 address from the guest agent within the create timeout (last answer: {last}). {hint}"
             ));
         }

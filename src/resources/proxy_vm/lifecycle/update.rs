@@ -1,4 +1,6 @@
-//! In-place changes: config, disk growth, power, and the reboot that applies pending changes.
+//! In-place changes: config, disk growth, power, and the reboot that applies pending changes,
+//! all through the [`OwnedVm`] of the state's create token: a VM that is no longer this
+//! instance's (replaced at its VMID by another state's) is never written to.
 
 use pve::qemu::GuestInterface;
 use tokio::time::Instant;
@@ -6,6 +8,8 @@ use tokio::time::Instant;
 use super::super::model::Desired;
 use pve::retry_idempotent;
 
+use super::owned::OwnedVm;
+use super::read::Expected;
 use super::steps::{ensure_power, grow_disk, reboot, wait_for_address, write_config};
 use super::{Step, patient};
 use crate::context::Configured;
@@ -26,17 +30,26 @@ pub async fn update(
     configured: &Configured,
     node: &str,
     vmid: u32,
+    expected: Expected<'_>,
     desired: &Desired,
     disk_changed: bool,
     deadline: Instant,
 ) -> Step<Updated> {
-    let client = &configured.client;
-    write_config(client, node, vmid, desired, deadline).await?;
+    let vm = OwnedVm {
+        client: &configured.client,
+        node: node.to_owned(),
+        vmid,
+        expected,
+        deadline,
+    };
+    // Checked before anything else, so a VM that is not ours is not even read for status.
+    vm.read().await?;
+    write_config(&vm, desired).await?;
     if disk_changed {
-        grow_disk(client, node, vmid, desired.disk_gib, deadline).await?;
+        grow_disk(&vm, desired.disk_gib).await?;
     }
     let mut updated = Updated::default();
-    let qemu = client.node(node).qemu(vmid);
+    let qemu = vm.qemu();
     let was_running = retry_idempotent(&patient(deadline), || qemu.status())
         .await?
         .is_running();
@@ -48,17 +61,18 @@ pub async fn update(
         if !pending.is_empty() {
             if desired.reboot_if_needed {
                 tracing::info!(vmid, ?pending, "rebooting to apply pending changes");
-                reboot(client, node, vmid, deadline).await?;
+                reboot(&vm).await?;
                 rebooted = true;
             } else {
                 updated.pending = pending;
             }
         }
     }
-    ensure_power(client, node, vmid, desired.started, deadline).await?;
+    ensure_power(&vm, desired.started).await?;
     let booted = desired.started && (!was_running || rebooted);
     if booted && desired.wait_for_address {
-        updated.interfaces = Some(wait_for_address(client, node, vmid, deadline).await?);
+        updated.interfaces =
+            Some(wait_for_address(&configured.client, node, vmid, deadline).await?);
     }
     Ok(updated)
 }

@@ -1,0 +1,367 @@
+//! The one handle through which update and delete touch a VM this resource instance owns,
+//! and through which a create's [`Hold`](super::steps::Hold) reads and writes.
+//!
+//! An [`OwnedVm`] knows the VMID, the node, and whose VM it must be (name, fleet, create
+//! token). Before each write it reads the config again and checks the mark; every config
+//! write is a [`Conditional`], which exists only bound to the [`Digest`] of such a read, so
+//! PVE refuses it when anything changed the VM since. A VM that is no longer this instance's
+//! (deleted by hand and made again by another state at the same VMID, its mark edited) stops
+//! the operation with [`StepError::NotOurs`] before anything is sent. Power tasks (start,
+//! shutdown, stop, reboot) take no digest in PVE: each is sent right after such a check.
+
+use std::future::Future;
+use std::time::Duration;
+
+use pve::qemu::{ConfigUpdate, DestroyOptions, VmConfig};
+use pve::wire::ByteSize;
+use pve::{Client, ErrorKind, retry_idempotent};
+use tokio::time::Instant;
+
+use super::read::Expected;
+use super::{Step, StepError, failed, next_lock_delay, patient, wait};
+use crate::ownership::{Mark, Phase};
+
+/// How often a conditional write is re-decided after PVE refused its digest before the
+/// operation gives up: someone else keeps changing the VM.
+pub(super) const CONDITIONAL_ATTEMPTS: u32 = 6;
+
+/// The digest of a config as read: the only way to make a [`Conditional`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Digest(String);
+
+impl Digest {
+    /// The digest PVE sent with `config`. A config without one cannot be written to: the
+    /// write could not be made conditional.
+    pub(super) fn of(config: &VmConfig, vmid: u32) -> Step<Digest> {
+        match config.digest().filter(|d| !d.is_empty()) {
+            Some(digest) => Ok(Digest(digest)),
+            None => failed(format!(
+                "PVE sent the config of VM {vmid} without a digest, so no write to it could be made conditional; nothing was written"
+            )),
+        }
+    }
+
+    pub(super) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A config change that PVE applies only if the config still has the digest it was decided
+/// from.
+#[derive(Debug, Clone)]
+pub(super) struct Conditional(ConfigUpdate);
+
+impl Conditional {
+    pub(super) fn new(update: ConfigUpdate, digest: &Digest) -> Self {
+        Conditional(update.digest(digest.as_str()))
+    }
+
+    /// The form as sent (for tests).
+    #[cfg(test)]
+    pub(super) fn update(&self) -> &ConfigUpdate {
+        &self.0
+    }
+}
+
+/// What one read of an owned VM saw.
+pub(super) struct Seen {
+    pub config: VmConfig,
+    pub digest: Digest,
+    pub mark: Mark,
+}
+
+/// See the module doc.
+pub(super) struct OwnedVm<'a> {
+    pub client: &'a Client,
+    pub node: String,
+    pub vmid: u32,
+    pub expected: Expected<'a>,
+    pub deadline: Instant,
+}
+
+impl OwnedVm<'_> {
+    pub(super) fn qemu(&self) -> pve::qemu::Qemu<'_> {
+        self.client.node(&self.node).qemu(self.vmid)
+    }
+
+    fn name(&self) -> &str {
+        self.expected.name.unwrap_or("?")
+    }
+
+    /// The error for a VM that is no longer this instance's.
+    pub(super) fn not_ours(&self, why: &str) -> StepError {
+        StepError::NotOurs(format!(
+            "VM {} on {} is no longer this state's `{}` ({why}). Nothing was written to it. If the VM was deleted and another configuration made one at its VMID, run `terraform plan` (a refresh drops the VM from this state and plans a new one); if this configuration should own that VM, import it.",
+            self.vmid,
+            self.node,
+            self.name(),
+        ))
+    }
+
+    /// The config, read now; [`StepError::NotOurs`] unless the mark is this instance's.
+    pub(super) async fn read(&self) -> Step<Seen> {
+        let config = match retry_idempotent(&patient(self.deadline), || self.qemu().config()).await
+        {
+            Ok(config) => config,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(self.not_ours("there is no VM at that VMID any more"));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mark = config.description().as_deref().and_then(Mark::parse);
+        if let Some(why) = self.expected.mismatch(mark.as_ref()) {
+            return Err(self.not_ours(&why));
+        }
+        let mark = mark.expect("a matching mark is present");
+        let digest = Digest::of(&config, self.vmid)?;
+        Ok(Seen {
+            config,
+            digest,
+            mark,
+        })
+    }
+
+    /// `PUT …/config` (synchronous), conditional.
+    pub(super) async fn write(&self, change: &Conditional) -> Step<()> {
+        retry_idempotent(&patient(self.deadline), || {
+            self.qemu().update_config(&change.0)
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// `POST …/config` (a task, waited for), conditional.
+    pub(super) async fn write_task(&self, change: &Conditional) -> Step<()> {
+        let upid = retry_idempotent(&patient(self.deadline), || {
+            self.qemu().update_config_async(&change.0)
+        })
+        .await?;
+        wait(self.client, &upid).await?;
+        Ok(())
+    }
+
+    /// Grows `disk` to `size`, conditional on `digest`.
+    pub(super) async fn grow(&self, disk: &str, size: ByteSize, digest: &Digest) -> Step<()> {
+        let upid = retry_idempotent(&patient(self.deadline), || {
+            self.qemu().resize_if_unchanged(disk, size, digest.as_str())
+        })
+        .await?;
+        wait(self.client, &upid).await?;
+        Ok(())
+    }
+
+    /// Runs a write decided from a fresh read and sent with that read's digest; when PVE
+    /// refuses the digest (the config changed meanwhile), reads and decides again. A lock
+    /// met by the task's worker (a backup) is waited out, then decided again.
+    pub(super) async fn conditional<F, Fut>(&self, what: &str, mut attempt: F) -> Step<()>
+    where
+        F: FnMut(Seen) -> Fut,
+        Fut: Future<Output = Step<()>>,
+    {
+        let mut conflicts = 0;
+        let mut lock_delay = Duration::from_millis(200);
+        while conflicts < CONDITIONAL_ATTEMPTS {
+            let seen = self.read().await?;
+            match attempt(seen).await {
+                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => {
+                    conflicts += 1;
+                    tracing::info!(
+                        vmid = self.vmid,
+                        step = what,
+                        "the VM's config changed since it was read; reading it again"
+                    );
+                }
+                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
+                    let Some(pause) = next_lock_delay(&mut lock_delay, self.deadline) else {
+                        return Err(StepError::Pve(e));
+                    };
+                    tracing::info!(vmid = self.vmid, step = what, reason = %e.message(), "waiting out a lock");
+                    tokio::time::sleep(pause).await;
+                }
+                other => return other,
+            }
+        }
+        failed(format!(
+            "the config of VM {} kept changing while this apply tried to {what}; something else is editing the VM",
+            self.vmid
+        ))
+    }
+
+    /// A destroy's first write: the mark says `deleting`, so no create adopts the VM while
+    /// it goes, and the destroy's later checks still recognise it.
+    pub(super) async fn mark_deleting(&self) -> Step<()> {
+        self.conditional("mark the VM as being deleted", |seen| async move {
+            if seen.mark.phase == Phase::Deleting {
+                return Ok(());
+            }
+            let deleting = seen.mark.clone().with_phase(Phase::Deleting).render();
+            let change = Conditional::new(ConfigUpdate::new().description(&deleting), &seen.digest);
+            self.write(&change).await
+        })
+        .await
+    }
+
+    /// Sends a power task (start, shutdown, stop, reboot) after checking the VM is still
+    /// this instance's; a lost answer is checked with `done` before anything is sent again,
+    /// so a task is never sent twice.
+    pub(super) async fn power_task<S, SFut, C, CFut>(
+        &self,
+        send: S,
+        done: C,
+    ) -> Step<Option<pve::Upid>>
+    where
+        S: FnMut() -> SFut,
+        SFut: Future<Output = pve::Result<pve::Upid>>,
+        C: FnMut() -> CFut,
+        CFut: Future<Output = pve::Result<bool>>,
+    {
+        self.read().await?;
+        let mut send = send;
+        let mut done = done;
+        let sent = pve::retry_with_check(
+            &patient(self.deadline),
+            || {
+                let fut = send();
+                async move { fut.await.map(Some) }
+            },
+            || {
+                let fut = done();
+                async move { Ok(fut.await?.then_some(None)) }
+            },
+        )
+        .await?;
+        Ok(sent)
+    }
+
+    /// Whether PVE no longer knows the VM on its node.
+    async fn is_gone(&self) -> Step<bool> {
+        match retry_idempotent(&patient(self.deadline), || self.qemu().status()).await {
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(true),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Destroys the VM with purge, checking before every send (the first, and each one
+    /// after a lock made PVE end the task) that it is still this instance's and marked
+    /// `deleting`.
+    pub(super) async fn destroy(&self) -> Step<()> {
+        let options = DestroyOptions {
+            purge: true,
+            destroy_unreferenced_disks: true,
+        };
+        let mut lock_delay = Duration::from_millis(200);
+        loop {
+            match self.read().await {
+                Ok(_) => {}
+                // Gone meanwhile (an earlier destroy task finished): done.
+                Err(StepError::NotOurs(_)) if self.is_gone().await? => return Ok(()),
+                Err(e) => return Err(e),
+            }
+            let qemu = self.qemu();
+            let sent = pve::retry_with_check(
+                &patient(self.deadline),
+                || async { qemu.destroy(options).await.map(Some) },
+                // A destroy whose answer was lost: if the VM is gone or going, do not send
+                // another.
+                || async {
+                    match qemu.config().await {
+                        Ok(config) if config.lock().as_deref() == Some("destroyed") => {
+                            Ok(Some(None))
+                        }
+                        Ok(_) => Ok(None),
+                        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Some(None)),
+                        Err(e) => Err(e),
+                    }
+                },
+            )
+            .await;
+            let outcome = match sent {
+                Ok(Some(upid)) => tolerate_gone(wait(self.client, &upid).await),
+                Ok(None) => Ok(()),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e.into()),
+            };
+            match outcome {
+                // The worker met a lock (a backup started meanwhile): wait, look again, send
+                // again.
+                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
+                    let Some(pause) = next_lock_delay(&mut lock_delay, self.deadline) else {
+                        return Err(StepError::Pve(e));
+                    };
+                    tracing::info!(vmid = self.vmid, reason = %e.message(), "the destroy met a lock; sending it again");
+                    tokio::time::sleep(pause).await;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// A task that failed because the VM no longer exists (an earlier destroy removed it) did
+/// what a delete wants.
+pub(super) fn tolerate_gone<T>(outcome: Step<T>) -> Step<()> {
+    match outcome {
+        Ok(_) => Ok(()),
+        Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(json: serde_json::Value) -> VmConfig {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn a_config_without_a_digest_cannot_be_written() {
+        let without = config(serde_json::json!({"cores": 1}));
+        assert!(matches!(
+            Digest::of(&without, 101),
+            Err(StepError::Failed(text)) if text.contains("without a digest")
+        ));
+        let empty = config(serde_json::json!({"cores": 1, "digest": ""}));
+        assert!(Digest::of(&empty, 101).is_err());
+    }
+
+    /// The lifecycle's modules, apart from this one: none may send a config write or a
+    /// resize itself, so every one goes through `OwnedVm` with a `Conditional`.
+    #[test]
+    fn no_lifecycle_module_writes_a_config_but_through_the_handle() {
+        let modules = [
+            ("create.rs", include_str!("create.rs")),
+            ("delete.rs", include_str!("delete.rs")),
+            ("mod.rs", include_str!("mod.rs")),
+            ("placement.rs", include_str!("placement.rs")),
+            ("prechecks.rs", include_str!("prechecks.rs")),
+            ("read.rs", include_str!("read.rs")),
+            ("slot.rs", include_str!("slot.rs")),
+            ("steps.rs", include_str!("steps.rs")),
+            ("update.rs", include_str!("update.rs")),
+        ];
+        for (file, text) in modules {
+            for call in [
+                ".update_config(",
+                ".update_config_async(",
+                ".resize(",
+                ".resize_if_unchanged(",
+            ] {
+                assert!(
+                    !text.contains(call),
+                    "{file} calls {call} directly: send it through OwnedVm"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_conditional_write_carries_the_digest_it_was_decided_from() {
+        let read = config(serde_json::json!({"cores": 1, "digest": "abc123"}));
+        let digest = Digest::of(&read, 101).unwrap();
+        let change = Conditional::new(ConfigUpdate::new().cores(2), &digest);
+        assert_eq!(change.update().to_form().get("digest"), Some("abc123"));
+    }
+}
