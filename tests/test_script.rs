@@ -202,3 +202,23 @@ fn leftovers_of_the_live_run_fail_the_script() {
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines[lines.len() - 2], "failed stages: live");
 }
+
+/// Every lab of the live stage is a world pve-sim accepts, with an env file of
+/// `PROXMOX_VE_TEST_*` assignments only.
+#[test]
+fn every_live_lab_is_a_valid_world_with_its_facts() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live-worlds");
+    for lab in ["renamed", "guide-acls", "local-copies"] {
+        let world = std::fs::read_to_string(dir.join(format!("{lab}.json"))).unwrap();
+        let world: pvesim::SimConfig =
+            serde_json::from_str(&world).unwrap_or_else(|e| panic!("{lab}.json: {e}"));
+        assert!(!world.vms.is_empty(), "{lab}");
+        let env = std::fs::read_to_string(dir.join(format!("{lab}.env"))).unwrap();
+        for line in env.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            assert!(
+                line.starts_with("PROXMOX_VE_TEST_") && line.contains('='),
+                "{lab}.env: {line}"
+            );
+        }
+    }
+}
