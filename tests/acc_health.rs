@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use pvesim::{Faults, HttpFault, NodeConfig, SimConfig, StorageConfig};
 use serde_json::Value;
-use support::{Host, Target, Workspace, acceptance_enabled, start_sim};
+use support::{Host, Target, Workspace, simulator_only, start_sim};
 
 fn provider_block() -> String {
     format!("{}\nprovider \"proxmox\" {{}}\n", Workspace::preamble())
@@ -224,7 +224,10 @@ async fn missing_template_and_plain_vm_are_named() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_template_on_local_storage_only_counts_on_its_node() {
-    if !acceptance_enabled("a_template_on_local_storage_only_counts_on_its_node") {
+    if !simulator_only(
+        "a_template_on_local_storage_only_counts_on_its_node",
+        "worlds of its own (a template on one node's local storage, then a copy on a second node)",
+    ) {
         return;
     }
     // The default world's `local-lvm` (LVM-thin) is local to each node.
@@ -263,7 +266,10 @@ async fn a_template_on_local_storage_only_counts_on_its_node() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_and_inactive_storages_are_named() {
-    if !acceptance_enabled("missing_and_inactive_storages_are_named") {
+    if !simulator_only(
+        "missing_and_inactive_storages_are_named",
+        "a world of its own (a storage on one node only, a disabled one)",
+    ) {
         return;
     }
     let mut config = SimConfig::default();
@@ -309,7 +315,10 @@ async fn missing_and_inactive_storages_are_named() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn offline_nodes_are_reported_from_the_listing_and_from_595() {
-    if !acceptance_enabled("offline_nodes_are_reported_from_the_listing_and_from_595") {
+    if !simulator_only(
+        "offline_nodes_are_reported_from_the_listing_and_from_595",
+        "an offline node and injected 595 answers",
+    ) {
         return;
     }
     let mut config = SimConfig::default();
@@ -399,7 +408,10 @@ async fn a_wrong_token_secret_is_credentials_unavailable_everywhere() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_revoked_token_is_credentials_unavailable() {
-    if !acceptance_enabled("a_revoked_token_is_credentials_unavailable") {
+    if !simulator_only(
+        "a_revoked_token_is_credentials_unavailable",
+        "an injected token revocation",
+    ) {
         return;
     }
     let config = SimConfig {
@@ -447,7 +459,10 @@ async fn a_ca_that_does_not_match_is_certificate_invalid() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_privileges_are_named_with_their_path() {
-    if !acceptance_enabled("missing_privileges_are_named_with_their_path") {
+    if !simulator_only(
+        "missing_privileges_are_named_with_their_path",
+        "a token without Datastore.AllocateTemplate",
+    ) {
         return;
     }
     let mut config = SimConfig::default();
@@ -470,7 +485,10 @@ async fn missing_privileges_are_named_with_their_path() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_bridge_is_named() {
-    if !acceptance_enabled("a_missing_bridge_is_named") {
+    if !simulator_only(
+        "a_missing_bridge_is_named",
+        "a world of its own (a bridge on one node only)",
+    ) {
         return;
     }
     let mut config = SimConfig::default();
@@ -487,7 +505,7 @@ async fn a_missing_bridge_is_named() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pve_8_is_version_unsupported() {
-    if !acceptance_enabled("pve_8_is_version_unsupported") {
+    if !simulator_only("pve_8_is_version_unsupported", "a host answering as PVE 8") {
         return;
     }
     let config = SimConfig {
@@ -510,7 +528,10 @@ async fn pve_8_is_version_unsupported() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_endpoint_nobody_listens_on_is_unreachable() {
-    if !acceptance_enabled("an_endpoint_nobody_listens_on_is_unreachable") {
+    if !simulator_only(
+        "an_endpoint_nobody_listens_on_is_unreachable",
+        "a host it can stop",
+    ) {
         return;
     }
     let (sim, target) = start_sim(SimConfig::default()).await;
@@ -654,7 +675,10 @@ async fn journal(endpoint: &str, token: &str, ca_pem: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn per_node_checks_run_concurrently() {
-    if !acceptance_enabled("per_node_checks_run_concurrently") {
+    if !simulator_only(
+        "per_node_checks_run_concurrently",
+        "injected latency and the request journal",
+    ) {
         return;
     }
     // Every request waits 500 ms before PVE handles (and journals) it. Each node asks for

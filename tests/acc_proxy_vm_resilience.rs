@@ -9,7 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Facts, Host, Observer, SimClient, Workspace, acceptance_enabled, start_sim};
+use support::{Facts, Host, Observer, SimClient, Workspace, simulator_only, start_sim};
 
 /// The VLAN of the crash VM: 9 on the simulator, the lab's own (or none) on a live host.
 fn crash_vlan(host: &Host) -> Option<u32> {
@@ -403,7 +403,10 @@ async fn ctrl_c_during_create_stops_promptly_and_the_next_apply_converges() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn failed_start_taints_then_replaces_and_destroys_cleanly() {
-    if !acceptance_enabled("failed_start_taints_then_replaces_and_destroys_cleanly") {
+    if !simulator_only(
+        "failed_start_taints_then_replaces_and_destroys_cleanly",
+        "an injected start failure",
+    ) {
         return;
     }
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;

@@ -65,15 +65,21 @@ pub const NO_TF_ACC: &str = "set TF_ACC=1 to run terraform-driven acceptance tes
 /// when a live host is named: tests asking through this function run only against the
 /// in-process pve-sim.
 pub fn acceptance_enabled(test: &str) -> bool {
+    simulator_only(
+        test,
+        "the in-process pve-sim's fault injection, its journal or a world of its own",
+    )
+}
+
+/// [`acceptance_enabled`] for a test that says what it needs of the in-process simulator
+/// (`needs`), which a live host cannot give: the reason its skip line names.
+pub fn simulator_only(test: &str, needs: &str) -> bool {
     if !tf_acc_set() {
         skip(test, NO_TF_ACC);
         return false;
     }
     if live_mode() {
-        skip(
-            test,
-            "simulator-only: needs the in-process pve-sim's fault injection, its journal or a world of its own; unset PROXMOX_VE_ENDPOINT to run it",
-        );
+        skip(test, &format!("simulator-only: needs {needs}"));
         return false;
     }
     true
