@@ -42,7 +42,8 @@ async fn make_vm(
     .await
 }
 
-/// [`make_vm`] from a template at (node, VMID), named in our mark as `template_name`.
+/// [`make_vm`] from a template at (node, VMID), which our mark names by VMID (as a
+/// configuration naming the template by VMID would).
 async fn make_vm_from(
     client: &pve::Client,
     template: (&str, u32),
@@ -53,7 +54,7 @@ async fn make_vm_from(
     ours: bool,
 ) {
     let description = ours.then(|| {
-        ownership::Mark::creating(name, "", "t0", "debian-13-proxy")
+        ownership::Mark::creating(name, "", "t0", &template.1.to_string())
             .with_phase(ownership::Phase::Done)
             .render()
     });
