@@ -13,7 +13,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{SimClient, Workspace, acceptance_enabled, start_sim};
+use support::{SimClient, Workspace, simulator_only, start_sim};
 
 const TEMPLATE_VMID: u32 = 9000;
 
@@ -72,7 +72,10 @@ async fn fired(sim: &SimClient, since: usize, method: &str, path_regex: &str, ki
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_create_timed_out_mid_clone_is_tracked_and_destroyed_with_its_seed() {
-    if !acceptance_enabled("a_create_timed_out_mid_clone_is_tracked_and_destroyed_with_its_seed") {
+    if !simulator_only(
+        "a_create_timed_out_mid_clone_is_tracked_and_destroyed_with_its_seed",
+        "injected faults",
+    ) {
         return;
     }
     let mut config = pvesim::SimConfig::default();
@@ -103,7 +106,10 @@ async fn a_create_timed_out_mid_clone_is_tracked_and_destroyed_with_its_seed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_create_failed_after_the_upload_destroys_the_vm_and_its_seed() {
-    if !acceptance_enabled("a_create_failed_after_the_upload_destroys_the_vm_and_its_seed") {
+    if !simulator_only(
+        "a_create_failed_after_the_upload_destroys_the_vm_and_its_seed",
+        "injected faults",
+    ) {
         return;
     }
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
@@ -223,35 +229,50 @@ async fn one_fault_everywhere(kind: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_http_500_at_any_step_is_survived() {
-    if acceptance_enabled("one_http_500_at_any_step_is_survived") {
+    if simulator_only(
+        "one_http_500_at_any_step_is_survived",
+        "injected HTTP faults at every step",
+    ) {
         one_fault_everywhere("500").await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_http_503_at_any_step_is_survived() {
-    if acceptance_enabled("one_http_503_at_any_step_is_survived") {
+    if simulator_only(
+        "one_http_503_at_any_step_is_survived",
+        "injected HTTP faults at every step",
+    ) {
         one_fault_everywhere("503").await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_http_595_at_any_step_is_survived() {
-    if acceptance_enabled("one_http_595_at_any_step_is_survived") {
+    if simulator_only(
+        "one_http_595_at_any_step_is_survived",
+        "injected HTTP faults at every step",
+    ) {
         one_fault_everywhere("595").await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_connection_reset_at_any_step_is_survived() {
-    if acceptance_enabled("one_connection_reset_at_any_step_is_survived") {
+    if simulator_only(
+        "one_connection_reset_at_any_step_is_survived",
+        "injected connection resets at every step",
+    ) {
         one_fault_everywhere("reset").await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn locks_held_for_seconds_are_waited_out_in_create_update_and_destroy() {
-    if !acceptance_enabled("locks_held_for_seconds_are_waited_out_in_create_update_and_destroy") {
+    if !simulator_only(
+        "locks_held_for_seconds_are_waited_out_in_create_update_and_destroy",
+        "injected held locks (only root@pam may set one on PVE)",
+    ) {
         return;
     }
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
@@ -322,7 +343,10 @@ async fn wait_for_request(sim: &SimClient, method: &str, path_suffix: &str, sinc
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_reboot_update_never_hides_the_pending_change() {
-    if !acceptance_enabled("an_interrupted_reboot_update_never_hides_the_pending_change") {
+    if !simulator_only(
+        "an_interrupted_reboot_update_never_hides_the_pending_change",
+        "the request journal, to kill at a request",
+    ) {
         return;
     }
     let mut config = pvesim::SimConfig::default();
@@ -401,7 +425,10 @@ async fn an_interrupted_reboot_update_never_hides_the_pending_change() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_destroy_rerun_while_the_first_destroy_task_runs_succeeds() {
-    if !acceptance_enabled("a_destroy_rerun_while_the_first_destroy_task_runs_succeeds") {
+    if !simulator_only(
+        "a_destroy_rerun_while_the_first_destroy_task_runs_succeeds",
+        "slowed destroy tasks and the request journal",
+    ) {
         return;
     }
     let mut config = pvesim::SimConfig::default();
@@ -436,7 +463,10 @@ async fn a_destroy_rerun_while_the_first_destroy_task_runs_succeeds() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn inputs_that_could_only_end_inconsistent_are_refused_before_any_write() {
-    if !acceptance_enabled("inputs_that_could_only_end_inconsistent_are_refused_before_any_write") {
+    if !simulator_only(
+        "inputs_that_could_only_end_inconsistent_are_refused_before_any_write",
+        "the request journal (no write at all)",
+    ) {
         return;
     }
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
@@ -569,7 +599,7 @@ fn mixed_faults() -> Value {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "soak: run by scripts/soak.sh"]
 async fn soak_15_vms_under_10_percent_5xx() {
-    if acceptance_enabled("soak_15_vms_under_10_percent_5xx") {
+    if simulator_only("soak_15_vms_under_10_percent_5xx", "injected faults") {
         soak(15, every_endpoint_5xx(0.10), "10% 5xx").await;
     }
 }
@@ -577,7 +607,7 @@ async fn soak_15_vms_under_10_percent_5xx() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "soak: run by scripts/soak.sh"]
 async fn soak_20_vms_under_10_percent_5xx() {
-    if acceptance_enabled("soak_20_vms_under_10_percent_5xx") {
+    if simulator_only("soak_20_vms_under_10_percent_5xx", "injected faults") {
         soak(20, every_endpoint_5xx(0.10), "10% 5xx").await;
     }
 }
@@ -585,7 +615,7 @@ async fn soak_20_vms_under_10_percent_5xx() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "soak: run by scripts/soak.sh"]
 async fn soak_15_vms_under_mixed_faults() {
-    if acceptance_enabled("soak_15_vms_under_mixed_faults") {
+    if simulator_only("soak_15_vms_under_mixed_faults", "injected faults") {
         soak(15, mixed_faults(), "mixed").await;
     }
 }
@@ -593,14 +623,17 @@ async fn soak_15_vms_under_mixed_faults() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "soak: run by scripts/soak.sh"]
 async fn soak_20_vms_under_mixed_faults() {
-    if acceptance_enabled("soak_20_vms_under_mixed_faults") {
+    if simulator_only("soak_20_vms_under_mixed_faults", "injected faults") {
         soak(20, mixed_faults(), "mixed").await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reboot_whose_answer_was_lost_is_sent_once() {
-    if !acceptance_enabled("a_reboot_whose_answer_was_lost_is_sent_once") {
+    if !simulator_only(
+        "a_reboot_whose_answer_was_lost_is_sent_once",
+        "a lost answer injected on the reboot",
+    ) {
         return;
     }
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;

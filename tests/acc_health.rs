@@ -10,25 +10,61 @@ use std::collections::BTreeMap;
 
 use pvesim::{Faults, HttpFault, NodeConfig, SimConfig, StorageConfig};
 use serde_json::Value;
-use support::{Host, Target, Workspace, acceptance_enabled, start_sim};
+use support::{Host, Target, Workspace, simulator_only, start_sim};
 
 fn provider_block() -> String {
     format!("{}\nprovider \"proxmox\" {{}}\n", Workspace::preamble())
 }
 
-/// A configuration with one health data source (arguments as HCL lines) and its whole
-/// value as an output.
-fn health_config(arguments: &str) -> String {
+/// The provider block of a test that runs in both modes: the lab's seed storage (the
+/// health data source's default `iso_storage`), never the provider's default `local`.
+fn host_provider_block(host: &Host) -> String {
     format!(
-        "{}\ndata \"proxmox_health\" \"pve\" {{\n{arguments}\n}}\n\noutput \"health\" {{\n  value = data.proxmox_health.pve\n}}\n",
-        provider_block()
+        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"{}\"\n}}\n",
+        Workspace::preamble(),
+        host.facts.seed_storage
     )
 }
 
-/// Applies the configuration and returns the data source's value.
+/// A configuration with one health data source (arguments as HCL lines) and its whole
+/// value as an output.
+fn health_config(provider: &str, arguments: &str) -> String {
+    format!(
+        "{provider}\ndata \"proxmox_health\" \"pve\" {{\n{arguments}\n}}\n\noutput \"health\" {{\n  value = data.proxmox_health.pve\n}}\n",
+    )
+}
+
+/// `node_names = [the test nodes]` on a live host, where other nodes are none of the
+/// test's business; nothing (every node) on the simulator.
+fn test_nodes(host: &Host) -> String {
+    if !host.is_live() {
+        return String::new();
+    }
+    format!("  node_names = [{}]\n", quoted(&host.facts.nodes))
+}
+
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Applies the configuration (the provider block with default settings) and returns the
+/// data source's value.
 async fn health(target: Target, arguments: &str) -> Value {
+    health_with(target, &provider_block(), arguments).await
+}
+
+/// [`health`] for a test running in both modes: the lab's seed storage.
+async fn host_health(host: &Host, target: Target, arguments: &str) -> Value {
+    health_with(target, &host_provider_block(host), arguments).await
+}
+
+async fn health_with(target: Target, provider: &str, arguments: &str) -> Value {
     let ws = Workspace::new(target);
-    ws.write_main_tf(&health_config(arguments));
+    ws.write_main_tf(&health_config(provider, arguments));
     ws.init().await;
     ws.apply().await.success();
     let out = ws
@@ -85,16 +121,25 @@ async fn healthy_cluster_reports_every_node_ok() {
     else {
         return;
     };
-    let (_, template_vmid) = if host.is_live() {
-        host.template().await
+    // The template by name and, where it is one VM every node clones from, by VMID too; a
+    // lab with a copy per node has no single VMID for it.
+    let template_vmid = if host.is_live() {
+        let copies = host.templates().await;
+        (copies.len() == 1).then(|| copies[0].1)
     } else {
-        ("pve1".into(), 9000)
+        Some(9000)
     };
-    let health = health(
+    let templates = match template_vmid {
+        Some(vmid) => format!("\"{}\", \"{vmid}\"", host.facts.template),
+        None => format!("\"{}\"", host.facts.template),
+    };
+    let health = host_health(
+        &host,
         host.target.clone(),
         &format!(
-            "  templates = [\"{}\", \"{template_vmid}\"]\n  bridges = [\"{}\"]",
-            host.facts.template, host.facts.bridge
+            "  templates = [{templates}]\n  bridges = [\"{}\"]\n{}",
+            host.facts.bridge,
+            test_nodes(&host)
         ),
     )
     .await;
@@ -107,21 +152,20 @@ async fn healthy_cluster_reports_every_node_ok() {
         assert_eq!(version, "9.2.11");
     }
     assert_eq!(
-        health["iso_storage"], "local",
+        health["iso_storage"],
+        host.facts.seed_storage.as_str(),
         "defaults to the provider's seed storage"
     );
     assert_eq!(strings(&health["reasons"]), Vec::<String>::new());
     let reasons = node_reasons(&health);
-    if host.is_live() {
-        for name in &host.facts.nodes {
-            assert!(
-                reasons.contains_key(name),
-                "{name} not reported: {health:#}"
-            );
-        }
-    } else {
-        assert_eq!(reasons.keys().collect::<Vec<_>>(), ["pve1", "pve2", "pve3"]);
-    }
+    // The test nodes, each once: on a live host exactly the ones named.
+    let mut expected = host.facts.nodes.clone();
+    expected.sort();
+    assert_eq!(
+        reasons.keys().cloned().collect::<Vec<_>>(),
+        expected,
+        "{health:#}"
+    );
     for (name, codes) in &reasons {
         assert!(codes.is_empty(), "{name}: {codes:?}");
         let node = node(&health, name);
@@ -159,9 +203,13 @@ async fn missing_template_and_plain_vm_are_named() {
     } else {
         "dns1".into()
     };
-    let health = health(
+    let health = host_health(
+        &host,
         host.target.clone(),
-        &format!("  templates = [\"no-such-template\", \"{plain}\"]"),
+        &format!(
+            "  templates = [\"no-such-template\", \"{plain}\"]\n{}",
+            test_nodes(&host)
+        ),
     )
     .await;
     assert_eq!(health["healthy"], false);
@@ -176,7 +224,10 @@ async fn missing_template_and_plain_vm_are_named() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_template_on_local_storage_only_counts_on_its_node() {
-    if !acceptance_enabled("a_template_on_local_storage_only_counts_on_its_node") {
+    if !simulator_only(
+        "a_template_on_local_storage_only_counts_on_its_node",
+        "worlds of its own (a template on one node's local storage, then a copy on a second node)",
+    ) {
         return;
     }
     // The default world's `local-lvm` (LVM-thin) is local to each node.
@@ -215,7 +266,10 @@ async fn a_template_on_local_storage_only_counts_on_its_node() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_and_inactive_storages_are_named() {
-    if !acceptance_enabled("missing_and_inactive_storages_are_named") {
+    if !simulator_only(
+        "missing_and_inactive_storages_are_named",
+        "a world of its own (a storage on one node only, a disabled one)",
+    ) {
         return;
     }
     let mut config = SimConfig::default();
@@ -261,7 +315,10 @@ async fn missing_and_inactive_storages_are_named() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn offline_nodes_are_reported_from_the_listing_and_from_595() {
-    if !acceptance_enabled("offline_nodes_are_reported_from_the_listing_and_from_595") {
+    if !simulator_only(
+        "offline_nodes_are_reported_from_the_listing_and_from_595",
+        "an offline node and injected 595 answers",
+    ) {
         return;
     }
     let mut config = SimConfig::default();
@@ -309,7 +366,8 @@ async fn a_wrong_token_secret_is_credentials_unavailable_everywhere() {
     let (id, _secret) = target.token.rsplit_once('=').unwrap();
     target.token = format!("{id}=00000000-0000-4000-8000-000000000000");
 
-    let named = health(
+    let named = host_health(
+        &host,
         target.clone(),
         &format!(
             "  node_names = [\"{}\", \"{}\"]",
@@ -331,7 +389,7 @@ async fn a_wrong_token_secret_is_credentials_unavailable_everywhere() {
     );
 
     // The message says what PVE answered, once, and what to check.
-    let messages = strings(&node(&named, "pve1")["messages"]).join("\n");
+    let messages = strings(&node(&named, host.facts.node(0))["messages"]).join("\n");
     assert!(
         messages.contains("GET /version: HTTP 401") && !messages.contains("/version: GET /version"),
         "{messages}"
@@ -343,14 +401,17 @@ async fn a_wrong_token_secret_is_credentials_unavailable_everywhere() {
     );
 
     // Without node names nothing can list the nodes: the code is at the top.
-    let all = health(target, "").await;
+    let all = host_health(&host, target, "").await;
     assert_eq!(strings(&all["reasons"]), ["CredentialsUnavailable"]);
     assert_eq!(all["nodes"], serde_json::json!([]));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_revoked_token_is_credentials_unavailable() {
-    if !acceptance_enabled("a_revoked_token_is_credentials_unavailable") {
+    if !simulator_only(
+        "a_revoked_token_is_credentials_unavailable",
+        "an injected token revocation",
+    ) {
         return;
     }
     let config = SimConfig {
@@ -376,20 +437,14 @@ async fn a_ca_that_does_not_match_is_certificate_invalid() {
         return;
     };
     let mut target = host.target.clone();
-    // Another simulator's CA: one that signed nothing the host serves.
-    let (_other, other_target) = start_sim(SimConfig::default()).await;
-    target.ca_pem = other_target.ca_pem;
-    let nodes = if host.is_live() {
-        host.facts.nodes.clone()
-    } else {
-        vec!["pve1".into(), "pve2".into(), "pve3".into()]
-    };
-    let names = nodes
-        .iter()
-        .map(|n| format!("\"{n}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let health = health(target, &format!("  node_names = [{names}]")).await;
+    // A CA that signed nothing the host serves (made once with openssl, valid until 2125).
+    target.ca_pem = Some(include_str!("fixtures/unrelated-ca.pem").to_owned());
+    let health = host_health(
+        &host,
+        target,
+        &format!("  node_names = [{}]", quoted(&host.facts.nodes)),
+    )
+    .await;
     assert_eq!(health["healthy"], false);
     assert_eq!(strings(&health["reasons"]), ["CertificateInvalid"]);
     for (name, codes) in node_reasons(&health) {
@@ -404,7 +459,10 @@ async fn a_ca_that_does_not_match_is_certificate_invalid() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_privileges_are_named_with_their_path() {
-    if !acceptance_enabled("missing_privileges_are_named_with_their_path") {
+    if !simulator_only(
+        "missing_privileges_are_named_with_their_path",
+        "a token without Datastore.AllocateTemplate",
+    ) {
         return;
     }
     let mut config = SimConfig::default();
@@ -427,7 +485,10 @@ async fn missing_privileges_are_named_with_their_path() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_bridge_is_named() {
-    if !acceptance_enabled("a_missing_bridge_is_named") {
+    if !simulator_only(
+        "a_missing_bridge_is_named",
+        "a world of its own (a bridge on one node only)",
+    ) {
         return;
     }
     let mut config = SimConfig::default();
@@ -444,7 +505,7 @@ async fn a_missing_bridge_is_named() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pve_8_is_version_unsupported() {
-    if !acceptance_enabled("pve_8_is_version_unsupported") {
+    if !simulator_only("pve_8_is_version_unsupported", "a host answering as PVE 8") {
         return;
     }
     let config = SimConfig {
@@ -467,7 +528,10 @@ async fn pve_8_is_version_unsupported() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_endpoint_nobody_listens_on_is_unreachable() {
-    if !acceptance_enabled("an_endpoint_nobody_listens_on_is_unreachable") {
+    if !simulator_only(
+        "an_endpoint_nobody_listens_on_is_unreachable",
+        "a host it can stop",
+    ) {
         return;
     }
     let (sim, target) = start_sim(SimConfig::default()).await;
@@ -494,7 +558,7 @@ async fn a_precondition_blocks_the_apply_when_unhealthy() {
         r#"{}
 data "proxmox_health" "pve" {{
   templates = ["no-such-template"]
-}}
+{}}}
 
 resource "terraform_data" "fleet_gate" {{
   lifecycle {{
@@ -505,7 +569,8 @@ resource "terraform_data" "fleet_gate" {{
   }}
 }}
 "#,
-        provider_block()
+        host_provider_block(&host),
+        test_nodes(&host)
     ));
     ws.init().await;
     let out = ws.apply().await.failure();
@@ -533,7 +598,7 @@ async fn a_check_block_only_warns() {
 check "proxmox" {{
   data "proxmox_health" "pve" {{
     iso_storage = "nosuch"
-  }}
+  {}}}
 
   assert {{
     condition     = data.proxmox_health.pve.healthy
@@ -543,7 +608,8 @@ check "proxmox" {{
 
 resource "terraform_data" "after_check" {{}}
 "#,
-        provider_block()
+        host_provider_block(&host),
+        test_nodes(&host)
     ));
     ws.init().await;
     let out = ws.apply().await.success();
@@ -580,6 +646,7 @@ async fn invalid_arguments_point_at_their_attribute() {
     };
     let ws = Workspace::new(host.target.clone());
     ws.write_main_tf(&health_config(
+        &host_provider_block(&host),
         "  iso_storage = \"Bad Storage\"\n  templates = [\"\"]\n  node_names = []",
     ));
     ws.init().await;
@@ -608,7 +675,10 @@ async fn journal(endpoint: &str, token: &str, ca_pem: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn per_node_checks_run_concurrently() {
-    if !acceptance_enabled("per_node_checks_run_concurrently") {
+    if !simulator_only(
+        "per_node_checks_run_concurrently",
+        "injected latency and the request journal",
+    ) {
         return;
     }
     // Every request waits 500 ms before PVE handles (and journals) it. Each node asks for

@@ -9,7 +9,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use support::{SimClient, Workspace, acceptance_enabled, start_sim};
+use support::{SimClient, Workspace, acceptance_enabled, simulator_only, start_sim};
 
 fn fleet_tf(fleet: Option<&str>, names: &[String]) -> String {
     let fleet = fleet.map_or(String::new(), |f| format!("  fleet = \"{f}\"\n"));
@@ -72,7 +72,10 @@ async fn tracked(ws: &Workspace) -> BTreeMap<String, u64> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_state_with_the_same_name_never_takes_the_vm() {
-    if !acceptance_enabled("a_second_state_with_the_same_name_never_takes_the_vm") {
+    if !simulator_only(
+        "a_second_state_with_the_same_name_never_takes_the_vm",
+        "the request journal and state",
+    ) {
         return;
     }
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
@@ -189,7 +192,10 @@ async fn a_second_state_with_the_same_name_never_takes_the_vm() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_states_applying_the_same_names_at_once_own_each_vm_exactly_once() {
-    if !acceptance_enabled("two_states_applying_the_same_names_at_once_own_each_vm_exactly_once") {
+    if !simulator_only(
+        "two_states_applying_the_same_names_at_once_own_each_vm_exactly_once",
+        "the request journal and state",
+    ) {
         return;
     }
     let mut config = pvesim::SimConfig::default();
@@ -284,7 +290,10 @@ async fn two_states_applying_the_same_names_at_once_own_each_vm_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_resources_with_one_name_are_refused_at_plan() {
-    if !acceptance_enabled("two_resources_with_one_name_are_refused_at_plan") {
+    if !simulator_only(
+        "two_resources_with_one_name_are_refused_at_plan",
+        "the request journal (no write at all)",
+    ) {
         return;
     }
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;

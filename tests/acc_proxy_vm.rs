@@ -42,6 +42,7 @@ struct Fleet {
     memory: u32,
     disk_gib: u32,
     vlan_tag: Option<u32>,
+    pool: Option<String>,
     template_of_last: String,
     user_data_of_last: &'static str,
 }
@@ -58,6 +59,7 @@ impl Fleet {
             memory: 1024,
             disk_gib: 8,
             vlan_tag: host.facts.vlan,
+            pool: host.facts.pool.clone(),
             template_of_last: host.facts.template.clone(),
             user_data_of_last: r"#cloud-config\npackages: [nginx]\n",
         }
@@ -74,6 +76,11 @@ fn fleet_tf(fleet: &Fleet) -> String {
     let vlan = fleet
         .vlan_tag
         .map(|v| format!("  vlan_tag  = {v}\n"))
+        .unwrap_or_default();
+    let pool = fleet
+        .pool
+        .as_ref()
+        .map(|p| format!("  pool      = \"{p}\"\n"))
         .unwrap_or_default();
     format!(
         r##"{preamble}
@@ -94,7 +101,7 @@ resource "proxmox_proxy_vm" "edge" {{
   memory    = {memory}
   disk_gib  = {disk}
   bridge    = "{bridge}"
-{vlan}  tags      = ["edge", "team-a"]
+{vlan}{pool}  tags      = ["edge", "team-a"]
   user_data = count.index == 2 ? "{user_data_of_last}" : "#cloud-config\npackages: [nginx]\n"
 }}
 
@@ -210,8 +217,18 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
     assert_eq!(ours.len(), 3, "{ours:#?}");
     let seeds_at = format!("{}:iso/", host.facts.seed_storage);
     for vm in &ours {
-        let tags = vm["tags"].as_str().unwrap();
-        assert_eq!(tags, "edge;proxyvm;team-a", "tags as PVE stores them");
+        // As a set: the order PVE keeps them in follows the datacenter's `tag-style`.
+        let mut tags: Vec<&str> = vm["tags"]
+            .as_str()
+            .unwrap()
+            .split([';', ',', ' '])
+            .collect();
+        tags.sort_unstable();
+        assert_eq!(
+            tags,
+            ["edge", "proxyvm", "team-a"],
+            "tags as PVE stores them"
+        );
         assert!(
             vm["config"]["ide2"]
                 .as_str()
@@ -223,13 +240,18 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
     }
     assert_eq!(pve.volumes_on(&host.facts.seed_storage).await.len(), 3);
 
-    // In-place changes: cores, memory, disk growth and (on the simulator, where any tag has
-    // a network) the VLAN, keeping every MAC.
+    // In-place changes: cores, memory, disk growth and the VLAN (to the lab's second one),
+    // keeping every MAC.
     fleet.cores = 2;
     fleet.memory = 2048;
     fleet.disk_gib = 10;
-    if !host.is_live() {
-        fleet.vlan_tag = Some(5);
+    match host.facts.vlan_alt {
+        Some(tag) => fleet.vlan_tag = Some(tag),
+        None => support::skip_part(
+            "fleet_lifecycle_create_change_drift_import_destroy",
+            "the in-place VLAN change",
+            "set PROXMOX_VE_TEST_VLAN_ALT to a second VLAN tag of the test bridge",
+        ),
     }
     ws.write_main_tf(&fleet_tf(&fleet));
     let out = ws.apply().await.success();
@@ -256,12 +278,19 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
         );
     }
 
-    // A template change replaces that VM only; a live lab has one template, so there the
-    // last VM's user-data changes instead (which also replaces it).
-    if host.is_live() {
-        fleet.user_data_of_last = r"#cloud-config\npackages: [nginx, curl]\n";
-    } else {
-        fleet.template_of_last = "debian-13-proxy-b".into();
+    // A template change replaces that VM only; a lab without a second template
+    // (`PROXMOX_VE_TEST_TEMPLATE_ALT`) changes the last VM's user-data instead (which also
+    // replaces it).
+    match &host.facts.template_alt {
+        Some(template) => fleet.template_of_last = template.clone(),
+        None => {
+            support::skip_part(
+                "fleet_lifecycle_create_change_drift_import_destroy",
+                "the template change",
+                "set PROXMOX_VE_TEST_TEMPLATE_ALT to a second template; the user-data change replaces the VM instead",
+            );
+            fleet.user_data_of_last = r"#cloud-config\npackages: [nginx, curl]\n";
+        }
     }
     ws.write_main_tf(&fleet_tf(&fleet));
     let plan = ws
@@ -632,9 +661,10 @@ async fn failures_name_the_vm_quote_pve_and_hint() {
                 "a VM was cloned before the seed storage was checked"
             );
         }
-        None => eprintln!(
-            "failures_name_the_vm_quote_pve_and_hint: {} has no storage without ISO content; that half is skipped",
-            host.facts.node(0)
+        None => support::skip_part(
+            "failures_name_the_vm_quote_pve_and_hint",
+            "a seed storage without ISO content",
+            &format!("{} has no storage without ISO content", host.facts.node(0)),
         ),
     }
     ws.destroy().await.success();

@@ -9,7 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Facts, Host, Observer, SimClient, Workspace, acceptance_enabled, start_sim};
+use support::{Facts, Host, Observer, SimClient, Workspace, simulator_only, start_sim};
 
 /// The VLAN of the crash VM: 9 on the simulator, the lab's own (or none) on a live host.
 fn crash_vlan(host: &Host) -> Option<u32> {
@@ -125,9 +125,32 @@ fn reached(point: KillPoint, state: &Value) -> bool {
     }
 }
 
+/// Whether a clone task (`qmclone`) runs now on any node, as PVE's task list shows it.
+async fn a_clone_task_runs(pve: &Observer) -> bool {
+    let nodes = pve.api("GET", "/nodes", &[]).await;
+    for node in nodes.as_array().cloned().unwrap_or_default() {
+        let Some(node) = node["node"].as_str() else {
+            continue;
+        };
+        let active = pve
+            .api(
+                "GET",
+                &format!("/nodes/{node}/tasks"),
+                &[("source", "active"), ("typefilter", "qmclone")],
+            )
+            .await;
+        if active.as_array().is_some_and(|tasks| !tasks.is_empty()) {
+            return true;
+        }
+    }
+    false
+}
+
 /// On a live host, whether the create got at least as far as `point`: a real host (or a
 /// pve-sim run as one) is not slowed down for the test, so the kill may land later than
-/// `point`, never earlier. Only this VM's probe VMIDs and this test's seeds are looked at.
+/// `point`, never earlier; mid-clone is seen exactly (the clone's temporary config, `lock:
+/// clone`, while PVE lists a running `qmclone` task). Only this VM's probe VMIDs and this
+/// test's seeds are looked at.
 async fn reached_live(point: KillPoint, host: &Host, pve: &Observer, before: &[u64]) -> bool {
     let name = host.name("crash-0");
     let probes: Vec<u64> = terraform_provider_proxmox::vmid::VmidRange::default()
@@ -145,7 +168,7 @@ async fn reached_live(point: KillPoint, host: &Host, pve: &Observer, before: &[u
         .as_str()
         .is_some_and(|d| d.contains("size=10G"));
     match point {
-        KillPoint::MidClone => true,
+        KillPoint::MidClone => vm["lock"] == "clone" && a_clone_task_runs(pve).await,
         KillPoint::AfterClone => named && vm["lock"].is_null(),
         KillPoint::AfterSeedUpload => named && seeds,
         KillPoint::AfterConfig => named && config["ide2"].is_string(),
@@ -380,7 +403,10 @@ async fn ctrl_c_during_create_stops_promptly_and_the_next_apply_converges() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn failed_start_taints_then_replaces_and_destroys_cleanly() {
-    if !acceptance_enabled("failed_start_taints_then_replaces_and_destroys_cleanly") {
+    if !simulator_only(
+        "failed_start_taints_then_replaces_and_destroys_cleanly",
+        "an injected start failure",
+    ) {
         return;
     }
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;

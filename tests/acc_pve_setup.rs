@@ -243,3 +243,29 @@ async fn health_names_a_missing_pool_audit() {
     )
     .await;
 }
+
+/// The live stage's `guide-acls` lab (tests/live-worlds/, see scripts/test.sh) is this
+/// guide's lab: its token holds exactly the guide's role on exactly the guide's paths.
+#[test]
+fn the_live_guide_lab_holds_exactly_the_documented_acl() {
+    let (privileges, paths) = documented_acl();
+    let world = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live-worlds/guide-acls.json"),
+    )
+    .unwrap();
+    let world: pvesim::SimConfig = serde_json::from_str(&world).unwrap();
+    let mut role = privileges.clone();
+    role.sort();
+    let mut documented_paths = paths.clone();
+    documented_paths.sort();
+    assert_eq!(
+        world.privileges.keys().cloned().collect::<Vec<_>>(),
+        documented_paths
+    );
+    for (path, granted) in &world.privileges {
+        let mut granted = granted.clone();
+        granted.sort();
+        assert_eq!(granted, role, "{path}");
+    }
+    assert!(world.pools.iter().any(|p| p.poolid == "proxies"));
+}

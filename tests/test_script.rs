@@ -1,15 +1,17 @@
 //! `scripts/test.sh`, the README's test command: a header per stage, every stage run, the
 //! last line the count over every test binary's `test result:` line, and a non-zero exit
-//! on any failure, and a live stage that starts pve-sim as a process, points the tests at it
-//! and fails on anything the sweeper finds left. Run in a scratch copy with a stand-in `cargo`
+//! on any failure, tests that skipped themselves counted as skipped, and a live stage that
+//! starts a pve-sim process per lab (tests/live-worlds/), points the tests at it with the
+//! lab's facts and fails on anything the sweeper finds left. Run in a scratch copy with a stand-in `cargo`
 //! that prints what cargo's test binaries print (and stand-in pve-sim and sweeper), so the
 //! script's own logic is what is tested (the real suite is what runs it).
 
 use std::path::Path;
 use std::process::Command;
 
-/// What a run of the script saw: exit code, stdout, and the environment the live stage's
-/// `cargo test` got (`ENDPOINT|TOKEN|CA|PREFIX`, empty if that stage never ran the tests).
+/// What a run of the script saw: exit code, stdout, and the environment each of the live
+/// stage's `cargo test` runs got (`ENDPOINT|TOKEN|CA|PREFIX|NODES|SEED_STORAGE`, a line per
+/// lab, empty if that stage never ran the tests).
 struct Run {
     code: i32,
     stdout: String,
@@ -18,8 +20,9 @@ struct Run {
 
 /// Runs a copy of scripts/test.sh in a scratch tree, with a `cargo` that exits with `fmt`,
 /// `clippy` and `test` as given and prints `test_output` for the workspace tests and
-/// `live_output` for the live stage's, a `target/debug/pve-sim` that writes its files and
-/// waits like the real one, and a sweeper that exits with `sweeper`.
+/// `live_output` for each of the live stage's runs (recording its `SKIPPED` lines in the skip
+/// log, as the test harness does), a `target/debug/pve-sim` that writes its files and waits
+/// like the real one, and a sweeper that exits with `sweeper`.
 fn run_test_sh(
     fmt: i32,
     clippy: i32,
@@ -40,11 +43,19 @@ fn run_test_sh(
         scripts.join("test.sh"),
     )
     .unwrap();
+    let worlds = root.path().join("tests/live-worlds");
+    std::fs::create_dir_all(&worlds).unwrap();
+    for entry in
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live-worlds")).unwrap()
+    {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), worlds.join(entry.file_name())).unwrap();
+    }
     std::fs::write(root.path().join("test-output"), test_output).unwrap();
     std::fs::write(root.path().join("live-output"), live_output).unwrap();
     let env_file = root.path().join("live-env");
     let cargo = format!(
-        "#!/bin/sh\ncase \"$1\" in\n  fmt) exit {fmt} ;;\n  clippy) exit {clippy} ;;\n  build) exit 0 ;;\n  test)\n    echo '   Compiling x' >&2\n    case \"$*\" in\n      *--test*) echo \"$PROXMOX_VE_ENDPOINT|$PROXMOX_VE_API_TOKEN|$PROXMOX_VE_CA_CERT|$PROXMOX_VE_TEST_PREFIX\" > '{env}'; cat '{root}/live-output' ;;\n      *) cat '{root}/test-output' ;;\n    esac\n    exit {test} ;;\nesac\nexit 99\n",
+        "#!/bin/sh\ncase \"$1\" in\n  fmt) exit {fmt} ;;\n  clippy) exit {clippy} ;;\n  build) exit 0 ;;\n  test)\n    case \"$*\" in *--no-run*) exit 0 ;; esac\n    echo '   Compiling x' >&2\n    case \"$*\" in\n      *--test*) echo \"$PROXMOX_VE_ENDPOINT|$PROXMOX_VE_API_TOKEN|$PROXMOX_VE_CA_CERT|$PROXMOX_VE_TEST_PREFIX|$PROXMOX_VE_TEST_NODES|$PROXMOX_VE_TEST_SEED_STORAGE\" >> '{env}'; out='{root}/live-output' ;;\n      *) out='{root}/test-output' ;;\n    esac\n    cat \"$out\"\n    grep '^SKIPPED' \"$out\" >> \"$PROXMOX_VE_TEST_SKIP_LOG\"\n    exit {test} ;;\nesac\nexit 99\n",
         env = env_file.display(),
         root = root.path().display(),
     );
@@ -66,11 +77,9 @@ fn run_test_sh(
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(scripts.join("test.sh"))
-        .env("PATH", path)
-        .env_remove("TF_ACC")
-        .output()
-        .unwrap();
+    let mut command = Command::new(scripts.join("test.sh"));
+    command.env("PATH", path).env_remove("TF_ACC");
+    let out = run_written_script(&mut command);
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8(out.stdout).unwrap(),
@@ -78,9 +87,25 @@ fn run_test_sh(
     }
 }
 
+/// Runs a script this process has just written. Another test thread that forks at that
+/// moment holds the file open for writing until its child execs, and the kernel then refuses
+/// to execute the file (ETXTBSY): try again a few times.
+fn run_written_script(command: &mut Command) -> std::process::Output {
+    for _ in 0..50 {
+        match command.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.unwrap(),
+        }
+    }
+    panic!("{command:?} stayed busy")
+}
+
 const LIVE_PASSING: &str = "\
 running 9 tests
-skipped failed_start_taints_then_replaces_and_destroys_cleanly in live mode: it runs only on the in-process pve-sim
+SKIPPED: failed_start_taints_then_replaces_and_destroys_cleanly (simulator-only: needs the in-process pve-sim's fault injection)
+SKIPPED PART: fleet_lifecycle: the in-place VLAN change (set PROXMOX_VE_TEST_VLAN_ALT)
 test result: ok. 9 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 40.0s
 ";
 
@@ -95,19 +120,20 @@ test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 2 filtered out; fini
 test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
 ";
 
+/// Three labs, 9 tests each of which one skipped itself: 16 + 3 × 8 passed, 1 + 3 skipped.
 #[test]
 fn the_last_line_counts_every_test_binary_of_both_test_stages() {
     let run = run_test_sh(0, 0, 0, PASSING, LIVE_PASSING, 0);
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert_eq!(
         run.stdout.lines().last(),
-        Some("25 passed, 0 failed, 1 skipped")
+        Some("40 passed, 0 failed, 4 skipped")
     );
     for header in [
         "==> [1/4] cargo fmt --check",
         "==> [2/4] cargo clippy -D warnings",
         "==> [3/4] cargo test --workspace (TF_ACC=1)",
-        "==> [4/4] live mode against pve-sim as a separate process, then the sweeper",
+        "==> [4/4] live mode against three labs (pve-sim as a separate process each), then the sweeper",
     ] {
         assert!(
             run.stdout.contains(header),
@@ -118,18 +144,42 @@ fn the_last_line_counts_every_test_binary_of_both_test_stages() {
 }
 
 #[test]
-fn the_live_stage_points_the_tests_at_the_simulator_it_started() {
+fn the_live_stage_points_the_tests_at_each_lab_it_started() {
     let run = run_test_sh(0, 0, 0, PASSING, LIVE_PASSING, 0);
-    let fields: Vec<&str> = run.live_env.trim_end().split('|').collect();
-    assert_eq!(fields.len(), 4, "{:?}\n{}", run.live_env, run.stdout);
-    assert_eq!(fields[0], "https://127.0.0.1:1");
-    assert_eq!(fields[1], "terraform@pve!provider=secret");
-    assert!(fields[2].ends_with("/state/ca.pem"), "{}", fields[2]);
-    assert!(fields[3].starts_with("tfacc-ci"), "{}", fields[3]);
-    // The skip notices of simulator-only tests are shown.
+    let labs: Vec<Vec<&str>> = run
+        .live_env
+        .lines()
+        .map(|line| line.split('|').collect())
+        .collect();
+    assert_eq!(labs.len(), 3, "{:?}\n{}", run.live_env, run.stdout);
+    for fields in &labs {
+        assert_eq!(fields.len(), 6, "{fields:?}");
+        assert_eq!(fields[0], "https://127.0.0.1:1");
+        assert_eq!(fields[1], "terraform@pve!provider=secret");
+        assert!(fields[2].ends_with("/state/ca.pem"), "{}", fields[2]);
+        assert!(fields[3].starts_with("tfacc-ci"), "{}", fields[3]);
+    }
+    // Each lab's own facts, and nothing of the lab before: the guide's lab leaves the seed
+    // storage to the tests' default.
+    let facts: Vec<(&str, &str)> = labs.iter().map(|f| (f[4], f[5])).collect();
+    assert_eq!(
+        facts,
+        [
+            ("hv-a,hv-b", "isos"),
+            ("pve1,pve2,pve3", ""),
+            ("pve1,pve2", "")
+        ]
+    );
+    // The skip lines are shown, and listed before the count with their reasons.
+    assert!(run.stdout.contains(
+        "3 test: failed_start_taints_then_replaces_and_destroys_cleanly (simulator-only"
+    ));
+    assert!(run.stdout.contains(
+        "3 part: fleet_lifecycle: the in-place VLAN change (set PROXMOX_VE_TEST_VLAN_ALT)"
+    ));
     assert!(
         run.stdout
-            .contains("in live mode: it runs only on the in-process pve-sim")
+            .contains("live stage wall time per lab: renamed ")
     );
 }
 
@@ -141,7 +191,7 @@ fn a_failing_test_counts_and_fails_the_script() {
     let run = run_test_sh(0, 0, 101, &output, LIVE_PASSING, 0);
     assert_ne!(run.code, 0, "{}", run.stdout);
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.last(), Some(&"29 passed, 2 failed, 1 skipped"));
+    assert_eq!(lines.last(), Some(&"44 passed, 2 failed, 4 skipped"));
     assert_eq!(lines[lines.len() - 2], "failed stages: test live");
 }
 
@@ -150,7 +200,7 @@ fn a_lint_failure_still_runs_the_tests_and_fails_the_script() {
     let run = run_test_sh(1, 101, 0, PASSING, LIVE_PASSING, 0);
     assert_ne!(run.code, 0, "{}", run.stdout);
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.last(), Some(&"25 passed, 0 failed, 1 skipped"));
+    assert_eq!(lines.last(), Some(&"40 passed, 0 failed, 4 skipped"));
     assert_eq!(lines[lines.len() - 2], "failed stages: fmt clippy");
 }
 
@@ -164,4 +214,24 @@ fn leftovers_of_the_live_run_fail_the_script() {
     );
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines[lines.len() - 2], "failed stages: live");
+}
+
+/// Every lab of the live stage is a world pve-sim accepts, with an env file of
+/// `PROXMOX_VE_TEST_*` assignments only.
+#[test]
+fn every_live_lab_is_a_valid_world_with_its_facts() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live-worlds");
+    for lab in ["renamed", "guide-acls", "local-copies"] {
+        let world = std::fs::read_to_string(dir.join(format!("{lab}.json"))).unwrap();
+        let world: pvesim::SimConfig =
+            serde_json::from_str(&world).unwrap_or_else(|e| panic!("{lab}.json: {e}"));
+        assert!(!world.vms.is_empty(), "{lab}");
+        let env = std::fs::read_to_string(dir.join(format!("{lab}.env"))).unwrap();
+        for line in env.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            assert!(
+                line.starts_with("PROXMOX_VE_TEST_") && line.contains('='),
+                "{lab}.env: {line}"
+            );
+        }
+    }
 }

@@ -32,29 +32,43 @@ pub fn run_prefix() -> String {
     prefix
 }
 
-/// What a test may rely on in the cluster under test.
+/// What a test may rely on in the cluster under test. Every fact comes from the environment
+/// (`PROXMOX_VE_TEST_*`) with the default of the lab docs/guides/pve-setup.md sets up; no
+/// test names a node, storage, bridge, template or VMID of its own in live mode.
 #[derive(Debug, Clone)]
 pub struct Facts {
-    /// Nodes VMs may be created on (the template must be reachable from each).
+    /// Nodes VMs may be created on (the template must be reachable from each: on shared
+    /// storage, or a copy of the same name on each node).
     pub nodes: Vec<String>,
     /// Template name.
     pub template: String,
+    /// A second template (same image or not), for the test that changes a VM's template;
+    /// `None`: that step changes the user-data instead (which also replaces the VM).
+    pub template_alt: Option<String>,
     /// Storage taking ISO images, on every node in `nodes`.
     pub seed_storage: String,
     pub bridge: String,
     /// VLAN tag NICs may use; `None`: untagged.
     pub vlan: Option<u32>,
+    /// A second VLAN tag the NICs may move to in place; `None`: that step is skipped.
+    pub vlan_alt: Option<u32>,
+    /// A pool the lifecycle test puts its VMs in; `None`: no pool.
+    pub pool: Option<String>,
 }
 
 impl Facts {
-    /// The in-process pve-sim's default world, as the tests have always used it.
+    /// The in-process pve-sim's default world, as the tests have always used it (the
+    /// second template exists only in the worlds of the tests that ask for it).
     pub fn sim() -> Self {
         Self {
             nodes: vec!["pve1".into(), "pve2".into(), "pve3".into()],
             template: "debian-13-proxy".into(),
+            template_alt: Some("debian-13-proxy-b".into()),
             seed_storage: "proxy-seeds".into(),
             bridge: "vmbr0".into(),
             vlan: Some(4),
+            vlan_alt: Some(5),
+            pool: None,
         }
     }
 
@@ -64,10 +78,18 @@ impl Facts {
         let var = |name: &str, default: &str| {
             std::env::var(format!("PROXMOX_VE_TEST_{name}"))
                 .ok()
-                .filter(|v| !v.trim().is_empty())
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
                 .unwrap_or_else(|| default.to_owned())
         };
-        let vlan = var("VLAN", "");
+        let tag = |name: &str| {
+            let text = var(name, "");
+            (!text.is_empty()).then(|| {
+                text.parse()
+                    .unwrap_or_else(|_| panic!("PROXMOX_VE_TEST_{name} `{text}` is not a number"))
+            })
+        };
+        let optional = |name: &str| Some(var(name, "")).filter(|v| !v.is_empty());
         Self {
             nodes: var("NODES", "pve1")
                 .split(',')
@@ -75,12 +97,12 @@ impl Facts {
                 .filter(|n| !n.is_empty())
                 .collect(),
             template: var("TEMPLATE", "debian-13-proxy"),
-            seed_storage: var("SEED_STORAGE", "local"),
+            template_alt: optional("TEMPLATE_ALT"),
+            seed_storage: var("SEED_STORAGE", "proxy-seeds"),
             bridge: var("BRIDGE", "vmbr0"),
-            vlan: (!vlan.is_empty()).then(|| {
-                vlan.parse()
-                    .unwrap_or_else(|_| panic!("PROXMOX_VE_TEST_VLAN `{vlan}` is not a number"))
-            }),
+            vlan: tag("VLAN"),
+            vlan_alt: tag("VLAN_ALT"),
+            pool: optional("POOL"),
         }
     }
 
@@ -115,7 +137,7 @@ impl Host {
     /// `TF_ACC`. `sim_config` shapes the in-process simulator and is ignored on a live host.
     pub async fn start(test: &str, sim_config: impl FnOnce() -> pvesim::SimConfig) -> Option<Self> {
         if !super::tf_acc_set() {
-            eprintln!("skipped {test}: set TF_ACC=1 to run terraform-driven acceptance tests");
+            super::skip(test, super::NO_TF_ACC);
             return None;
         }
         Some(match real_pve_target() {
@@ -194,39 +216,60 @@ impl Host {
         self.unmarked.lock().unwrap().push((node.to_owned(), vmid));
     }
 
-    /// The template's node and VMID, looked up by name.
-    pub async fn template(&self) -> (String, u32) {
-        let template = self
+    /// Every copy of the template (by name) as (node, VMID), the cluster's order.
+    pub async fn templates(&self) -> Vec<(String, u32)> {
+        let copies: Vec<(String, u32)> = self
             .client()
             .cluster()
             .vm_resources()
             .await
             .unwrap()
             .into_iter()
-            .find(|vm| vm.template && vm.name.as_deref() == Some(self.facts.template.as_str()))
-            .expect("the template is not listed in /cluster/resources");
-        (template.node, template.vmid)
+            .filter(|vm| vm.template && vm.name.as_deref() == Some(self.facts.template.as_str()))
+            .map(|vm| (vm.node, vm.vmid))
+            .collect();
+        assert!(
+            !copies.is_empty(),
+            "the template {} is not listed in /cluster/resources",
+            self.facts.template
+        );
+        copies
+    }
+
+    /// The template's node and VMID, looked up by name: the first copy.
+    pub async fn template(&self) -> (String, u32) {
+        self.templates().await.remove(0)
+    }
+
+    /// Where to clone the template from for a VM on `node`, the way the lab allows: the copy
+    /// on `node` itself (cloned without `target`), else the first copy, cloned with `target`
+    /// (PVE allows that from shared storage only, as the lab's template must be then).
+    pub async fn template_for(&self, node: &str) -> (String, u32) {
+        let copies = self.templates().await;
+        copies
+            .iter()
+            .find(|(at, _)| at == node)
+            .unwrap_or(&copies[0])
+            .clone()
     }
 
     /// A VM without our mark, made behind Terraform's back on the first test node: a clone of
     /// the template named `base` after the prefix, deleted when the host is dropped.
     pub async fn make_unmarked_vm(&self, base: &str) -> (u32, String) {
-        let pve = self.client();
-        let (template_node, template_vmid) = self.template().await;
         let vmid = self.free_vmid().await;
         let name = self.name(base);
-        let node = self.facts.node(0);
-        let mut clone = pve::qemu::CloneRequest::full(vmid);
-        clone.name = Some(name.clone());
-        clone.target = Some(node.to_owned());
-        self.made_unmarked(node, vmid);
-        let upid = pve
-            .node(&template_node)
-            .qemu(template_vmid)
-            .clone_to(&clone)
-            .await
-            .unwrap();
-        pve.wait_for_task(&upid).await.unwrap();
+        let node = self.facts.node(0).to_owned();
+        self.made_unmarked(&node, vmid);
+        let source = self.template_for(&node).await;
+        clone_template(
+            &self.client(),
+            (&source.0, source.1),
+            vmid,
+            &name,
+            &node,
+            None,
+        )
+        .await;
         (vmid, name)
     }
 
@@ -293,6 +336,32 @@ impl Drop for Host {
             Err(e) => eprintln!("proxmox-test-sweeper could not start: {e}"),
         }
     }
+}
+
+/// Full-clones the template at `source` (node, VMID) onto `vmid` named `name` on `node`,
+/// with `target` only when `node` is not the template's (PVE refuses `target` from local
+/// storage), and waits for the task.
+pub async fn clone_template(
+    client: &pve::Client,
+    source: (&str, u32),
+    vmid: u32,
+    name: &str,
+    node: &str,
+    description: Option<String>,
+) {
+    let mut clone = pve::qemu::CloneRequest::full(vmid);
+    clone.name = Some(name.to_owned());
+    clone.description = description;
+    if node != source.0 {
+        clone.target = Some(node.to_owned());
+    }
+    let upid = client
+        .node(source.0)
+        .qemu(source.1)
+        .clone_to(&clone)
+        .await
+        .unwrap();
+    client.wait_for_task(&upid).await.unwrap();
 }
 
 /// What a test sees of the cluster, in one shape for both modes: VMs as

@@ -1,20 +1,21 @@
 //! Acceptance-test harness: drives the real `terraform` binary, fully offline, against our
 //! built provider and (by default) an in-process pve-sim.
 //!
-//! - Gated by `TF_ACC=1`; without it each test prints why it skipped and passes.
+//! - Gated by `TF_ACC=1`; without it each test reports itself skipped ([`skip`]) and passes.
 //! - Terraform comes from `TF_ACC_TERRAFORM_PATH` or the PATH.
 //! - The provider is installed through a `filesystem_mirror` for `registry.terraform.io/proxyvm/proxmox`
 //!   with no `direct {}` block, so `terraform init` never reaches a registry.
 //! - Live mode: with `PROXMOX_VE_ENDPOINT` and `PROXMOX_VE_API_TOKEN` set, the tests written
 //!   for it ([`Host::start`]) run against that host and observe it through the PVE API only;
-//!   every other test (fault injection, the journal, a world of its own) says it is skipped.
+//!   every other test (fault injection, the journal, a world of its own) reports itself
+//!   skipped ([`skip`]).
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 mod host;
 
 #[allow(unused_imports)]
-pub use host::{Facts, Host, Observer, live_mode, run_prefix};
+pub use host::{Facts, Host, Observer, clone_template, live_mode, run_prefix};
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -25,17 +26,60 @@ fn tf_acc_set() -> bool {
     std::env::var("TF_ACC").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
-/// Returns false (and says so) when acceptance tests are not enabled, or when a live host is
-/// named: tests asking through this function run only against the in-process pve-sim.
+/// Reports a test as skipped: a `SKIPPED: <test> (<reason>)` line on stderr, and the same
+/// line appended to the file `PROXMOX_VE_TEST_SKIP_LOG` names, if any. cargo counts a test
+/// that returns early as passed; `scripts/test.sh` counts the `SKIPPED:` lines of that file
+/// as skipped instead (a passing test's stderr is captured unless `--nocapture`; the file
+/// is not). Call it once, then return.
+pub fn skip(test: &str, reason: &str) {
+    record(&format!("SKIPPED: {test} ({reason})"));
+}
+
+/// Reports a part of a test that did not run while the rest did: a `SKIPPED PART: <test>:
+/// <part> (<reason>)` line, recorded as [`skip`] does. The test still counts as passed;
+/// `scripts/test.sh` lists these lines.
+pub fn skip_part(test: &str, part: &str, reason: &str) {
+    record(&format!("SKIPPED PART: {test}: {part} ({reason})"));
+}
+
+fn record(line: &str) {
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os("PROXMOX_VE_TEST_SKIP_LOG").filter(|p| !p.is_empty()) {
+        use std::io::Write;
+        // One short write with O_APPEND: lines of tests running side by side never mix.
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+        if let Err(e) = written {
+            panic!("cannot record the skip in {}: {e}", path.to_string_lossy());
+        }
+    }
+}
+
+/// The reason a test gated on `TF_ACC` gives when it is unset.
+pub const NO_TF_ACC: &str = "set TF_ACC=1 to run terraform-driven acceptance tests";
+
+/// Returns false (and reports the test skipped) when acceptance tests are not enabled, or
+/// when a live host is named: tests asking through this function run only against the
+/// in-process pve-sim.
 pub fn acceptance_enabled(test: &str) -> bool {
+    simulator_only(
+        test,
+        "the in-process pve-sim's fault injection, its journal or a world of its own",
+    )
+}
+
+/// [`acceptance_enabled`] for a test that says what it needs of the in-process simulator
+/// (`needs`), which a live host cannot give: the reason its skip line names.
+pub fn simulator_only(test: &str, needs: &str) -> bool {
     if !tf_acc_set() {
-        eprintln!("skipped {test}: set TF_ACC=1 to run terraform-driven acceptance tests");
+        skip(test, NO_TF_ACC);
         return false;
     }
     if live_mode() {
-        eprintln!(
-            "skipped {test} in live mode: it runs only on the in-process pve-sim (fault injection, its journal or a world of its own); unset PROXMOX_VE_ENDPOINT to run it"
-        );
+        skip(test, &format!("simulator-only: needs {needs}"));
         return false;
     }
     true

@@ -61,10 +61,28 @@ fn make_image(tool: &Path, args: &[&str], files: &BTreeMap<String, Vec<u8>>) -> 
     std::fs::read(&image).expect("read image")
 }
 
+/// Reports the running test skipped the way the workspace's tests do (`tests/support/mod.rs`
+/// `skip`): a `SKIPPED: <test> (<reason>)` line, also appended to the file
+/// `PROXMOX_VE_TEST_SKIP_LOG` names, which `scripts/test.sh` counts as skipped, not passed.
+fn skipped(reason: &str) {
+    let thread = std::thread::current();
+    let line = format!("SKIPPED: {} ({reason})", thread.name().unwrap_or("?"));
+    println!("{line}");
+    if let Some(path) = std::env::var_os("PROXMOX_VE_TEST_SKIP_LOG").filter(|p| !p.is_empty()) {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+            .expect("cannot record the skip in PROXMOX_VE_TEST_SKIP_LOG");
+    }
+}
+
 fn genisoimage() -> Option<PathBuf> {
     let found = on_path("genisoimage");
     if found.is_none() {
-        println!("skipped: genisoimage not on PATH (apt-get install genisoimage)");
+        skipped("genisoimage not on PATH (apt-get install genisoimage)");
     }
     found
 }
@@ -72,7 +90,7 @@ fn genisoimage() -> Option<PathBuf> {
 fn xorriso() -> Option<PathBuf> {
     let found = on_path("xorriso");
     if found.is_none() {
-        println!("skipped: xorriso not on PATH (apt-get install xorriso)");
+        skipped("xorriso not on PATH (apt-get install xorriso)");
     }
     found
 }

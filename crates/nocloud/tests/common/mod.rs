@@ -19,7 +19,10 @@ pub fn tool(name: &str, test: &str) -> Option<PathBuf> {
             .find(|candidate| candidate.is_file())
     });
     if found.is_none() {
-        println!("skipping {test}: `{name}` is not installed (apt-get install -y {PACKAGES})");
+        skipped(
+            test,
+            &format!("`{name}` is not installed (apt-get install -y {PACKAGES})"),
+        );
     }
     found
 }
@@ -36,10 +39,37 @@ pub fn cloud_init_python(test: &str) -> Option<PathBuf> {
     if importable {
         Some(python)
     } else {
-        println!(
-            "skipping {test}: cloud-init's Python package is not installed (apt-get install -y cloud-init)"
+        skipped(
+            test,
+            "cloud-init's Python package is not installed (apt-get install -y cloud-init)",
         );
         None
+    }
+}
+
+/// Reports `test` skipped the way the workspace's tests do (`tests/support/mod.rs` `skip`):
+/// a `SKIPPED: <test> (<reason>)` line, also appended to the file
+/// `PROXMOX_VE_TEST_SKIP_LOG` names, which `scripts/test.sh` counts as skipped, not passed.
+/// A test that lacks several tools is reported once, with the first one missing.
+pub fn skipped(test: &str, reason: &str) {
+    static REPORTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut reported = REPORTED.lock().unwrap();
+        if reported.iter().any(|t| t == test) {
+            return;
+        }
+        reported.push(test.to_owned());
+    }
+    let line = format!("SKIPPED: {test} ({reason})");
+    println!("{line}");
+    if let Some(path) = std::env::var_os("PROXMOX_VE_TEST_SKIP_LOG").filter(|p| !p.is_empty()) {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+            .expect("cannot record the skip in PROXMOX_VE_TEST_SKIP_LOG");
     }
 }
 
