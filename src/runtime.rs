@@ -177,31 +177,11 @@ impl Runtime {
     /// Takes a VM this process destroyed out of the cached listings, so placement stops
     /// counting its memory and reads stop looking for it, without listing the cluster again.
     pub async fn forget_vm(&self, vmid: u32) {
-        for cache in [&self.templates] {
-            let mut cached = cache.lock().await;
-            if let Some(listing) = cached.as_mut()
-                && listing.iter().any(|vm| vm.vmid == vmid)
-            {
-                *listing = Arc::new(
-                    listing
-                        .iter()
-                        .filter(|vm| vm.vmid != vmid)
-                        .cloned()
-                        .collect(),
-                );
-            }
+        if let Some(listing) = self.templates.lock().await.as_mut() {
+            drop_vm(listing, vmid);
         }
-        let mut cached = self.listing.lock().await;
-        if let Some((_, listing)) = cached.as_mut()
-            && listing.iter().any(|vm| vm.vmid == vmid)
-        {
-            *listing = Arc::new(
-                listing
-                    .iter()
-                    .filter(|vm| vm.vmid != vmid)
-                    .cloned()
-                    .collect(),
-            );
+        if let Some((_, listing)) = self.listing.lock().await.as_mut() {
+            drop_vm(listing, vmid);
         }
     }
 
@@ -250,6 +230,19 @@ impl Runtime {
             Arc::new(pve::retry_idempotent(&policy, || client.cluster().vm_resources()).await?);
         *cached = Some(listing.clone());
         Ok(listing)
+    }
+}
+
+/// A cached listing without `vmid` (copied only when it holds it).
+fn drop_vm(listing: &mut Arc<Vec<pve::cluster::ClusterVm>>, vmid: u32) {
+    if listing.iter().any(|vm| vm.vmid == vmid) {
+        *listing = Arc::new(
+            listing
+                .iter()
+                .filter(|vm| vm.vmid != vmid)
+                .cloned()
+                .collect(),
+        );
     }
 }
 
