@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fleet-scale benchmark: refresh and apply of growing fleets against pve-sim, driven by the real
-# terraform (tests/acc_request_budget.rs, `bench_fleet_scale`, release build). Writes the
+# terraform (tests/provider/acc_request_budget.rs, `bench_fleet_scale`, release build). Writes the
 # figures between the fleet-scale markers of docs/dev/benchmarks.md and the plot to
 # docs/dev/images/fleet-scale.svg.
 #
@@ -17,8 +17,8 @@ out="$PWD/target/bench-fleet"
 doc=docs/dev/benchmarks.md
 mkdir -p "$out" docs/dev/images
 
-BENCH_OUT="$out" TF_ACC=1 cargo test --release --locked --test acc_request_budget -- \
-    --ignored --nocapture --exact bench_fleet_scale
+BENCH_OUT="$out" TF_ACC=1 cargo test --release --locked --test provider -- \
+    --ignored --nocapture --exact acc_request_budget::bench_fleet_scale
 
 cp "$out/fleet-scale.svg" docs/dev/images/fleet-scale.svg
 {

@@ -8,5 +8,6 @@ cd "$(dirname "$0")/.."
 
 export TF_ACC=1 CHECKPOINT_DISABLE=1
 # One run at a time: the figures are per run, and 20 VMs already keep 2 cores busy.
-cargo test --locked --test acc_failure_paths -- --ignored --nocapture --test-threads=1 soak_ 2>&1 \
+cargo test --locked --test provider -- --ignored --nocapture --test-threads=1 \
+  acc_failure_paths::soak_ 2>&1 \
   | grep -E '^soak |^test |test result'

@@ -25,7 +25,8 @@ for var in $(compgen -e PROXMOX_VE_TEST_); do unset "$var"; done
 
 log="$(mktemp "${TMPDIR:-/tmp}/proxmox-test.XXXXXX")"
 live_dir="$(mktemp -d "${TMPDIR:-/tmp}/proxmox-live.XXXXXX")"
-# Every test that skips itself appends its `SKIPPED: …` line here (tests/support/mod.rs).
+# Every test that skips itself appends its `SKIPPED: …` line here
+# (tests/provider/support/mod.rs).
 export PROXMOX_VE_TEST_SKIP_LOG="$live_dir/skipped"
 : >"$PROXMOX_VE_TEST_SKIP_LOG"
 sim_pid=""
@@ -58,12 +59,13 @@ set -e
 
 stage 4/4 "live mode against three labs (pve-sim as a separate process each), then the sweeper"
 # The labs, each a pve-sim world (tests/live-worlds/NAME.json) and the PROXMOX_VE_TEST_*
-# a user of that lab would export (NAME.env), and the test binaries run there. A full set
-# on one lab and a focused one on the others: the simulator-only binaries (ownership,
-# failure paths) only report themselves skipped, so they run once; the crash-resume
-# binary (about half the stage's time) depends on names, not on ACLs, so it runs on the
-# renamed lab and, for the copy-per-node clones, on local-copies; the ACL lab runs every
-# binary that writes through the token (lifecycle, listing, health).
+# a user of that lab would export (NAME.env), and the modules of the provider's test binary
+# (tests/provider/) that run there. A full set on one lab and a focused one on the others:
+# the simulator-only modules (ownership, failure paths) only report themselves skipped, so
+# they run once; the crash-resume module (about half the stage's time) depends on names,
+# not on ACLs, so it runs on the renamed lab and, for the copy-per-node clones, on
+# local-copies; the ACL lab runs every module that writes through the token (lifecycle,
+# listing, health).
 worlds=(
   "renamed|acc_provider acc_proxy_vm acc_proxy_vm_resilience acc_proxy_vms acc_health acc_ownership acc_failure_paths"
   "guide-acls|acc_proxy_vm acc_proxy_vms acc_health"
@@ -109,13 +111,15 @@ live_world() {
     echo "PROXMOX_VE_ENDPOINT=$PROXMOX_VE_ENDPOINT PROXMOX_VE_TEST_PREFIX=$prefix"
     env | grep '^PROXMOX_VE_TEST_' | grep -v -e _PREFIX= -e _SKIP_LOG= | sort
 
-    local status=0 args=()
-    for t in $tests; do args+=(--test "$t"); done
+    local status=0 filters=()
+    # One filter per module of the provider's test binary; `::` keeps `acc_proxy_vm::` from
+    # also running `acc_proxy_vm_resilience::`.
+    for t in $tests; do filters+=("$t::"); done
     # --nocapture: the skip lines and the live-mode notices show as they happen.
     # --workspace: the same package set as stage 3, so cargo unifies the same features and
     # reuses what stage 3 built (one package alone would rebuild tokio and its dependents).
-    cargo test --workspace --locked --no-fail-fast "${args[@]}" -- --nocapture 2>&1 |
-      tee -a "$log"
+    cargo test --workspace --locked --no-fail-fast --test provider -- --nocapture \
+      "${filters[@]}" 2>&1 | tee -a "$log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
     # Every test cleans up after itself (terraform destroy, and a sweep when it ends): the

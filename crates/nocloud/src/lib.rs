@@ -45,7 +45,7 @@
 //! # How cloud-init combines user-data and vendor-data
 //!
 //! (cloud-init's `stages.py`, `helpers.py` and `handlers/cloud_config.py`;
-//! checked against Debian's 22.4 by `tests/cloud_init.rs`, which runs
+//! checked against Debian's 22.4 by `tests/nocloud/cloud_init.rs`, which runs
 //! cloud-init's own datasource, part handlers and merger on our seeds.)
 //!
 //! * User-data is consumed first, then vendor-data, each through the part
@@ -97,8 +97,8 @@
 //! API (0.2 to 2.0 within a short time) for a job this small, and reproducible
 //! output would have to be re-checked on every upgrade. Whatever writes it,
 //! the output is judged by tools we did not write (`xorriso`, `isoinfo`,
-//! `bsdtar`, `blkid`, cloud-init) in `tests/external_tools.rs` and
-//! `tests/cloud_init.rs`.
+//! `bsdtar`, `blkid`, cloud-init) in `tests/nocloud/external_tools.rs` and
+//! `tests/nocloud/cloud_init.rs`.
 //!
 //! Names are written three ways, so every reader sees `meta-data` and not
 //! `META_DAT.;1`: Rock Ridge (Linux isofs prefers it when the root announces

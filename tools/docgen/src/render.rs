@@ -3,7 +3,7 @@
 //! any other provider's docs.
 //!
 //! Pure apart from reading `examples/` and `templates/`: the same schema and files give the
-//! same bytes. `tests/acc_docs.rs` compiles this file too (through `#[path]`), so the docs
+//! same bytes. `tests/provider/acc_docs.rs` compiles this file too (through `#[path]`), so the docs
 //! check and the generator can never disagree about what "generated" means.
 
 #![allow(dead_code)] // the docs test uses only part of it

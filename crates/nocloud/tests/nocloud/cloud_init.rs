@@ -1,0 +1,311 @@
+//! What cloud-init itself makes of our seeds: its NoCloud datasource reads
+//! the files extracted from the image, and its part handlers and config
+//! merger combine user-data with our vendor-data (`nocloud_boot.py`, run with
+//! Debian's cloud-init in a scratch directory; nothing is mounted or run).
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{
+    SAMPLE_NETWORK_CONFIG, SAMPLE_USER_DATA, cloud_init_python, full_seed, run, tool, write_file,
+};
+use nocloud::user_data::{self, UserDataKind};
+use serde_json::{Value, json};
+
+const BOOT_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nocloud/nocloud_boot.py");
+
+struct Tools {
+    xorriso: PathBuf,
+    python: PathBuf,
+}
+
+fn tools(test: &str) -> Option<Tools> {
+    Some(Tools {
+        xorriso: tool("xorriso", test)?,
+        python: cloud_init_python(test)?,
+    })
+}
+
+/// Builds the seed's image, extracts it with xorriso, and returns what
+/// cloud-init concluded from the extracted files.
+fn boot(tools: &Tools, seed: &nocloud::Seed) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let image = write_file(dir.path(), "seed.iso", &seed.build().unwrap().bytes);
+    let extracted = dir.path().join("seed");
+    run(Command::new(&tools.xorriso)
+        .args(["-osirrox", "on", "-indev"])
+        .arg(&image)
+        .args(["-extract", "/"])
+        .arg(&extracted));
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let output = run(Command::new(&tools.python)
+        .arg(BOOT_SCRIPT)
+        .arg(&work)
+        .arg(&extracted));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "bad JSON from {BOOT_SCRIPT}: {e}\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+/// cloud-init stored our vendor script, so its `scripts_vendor` module will
+/// install and start the agent.
+fn vendor_script_stored(result: &Value) -> bool {
+    result["vendor_scripts"] == json!(["guest-agent.sh"])
+        && result["vendor_script_text"] == json!(nocloud::render::GUEST_AGENT_SCRIPT)
+}
+
+fn agent_commands() -> Value {
+    json!([
+        ["systemctl", "enable", "--now", "qemu-guest-agent"],
+        ["systemctl", "start", "qemu-guest-agent"]
+    ])
+}
+
+#[test]
+fn cloud_init_reads_identity_and_network_from_the_seed() {
+    let Some(tools) = tools("cloud_init_reads_identity_and_network_from_the_seed") else {
+        return;
+    };
+    let seed = full_seed();
+    let built = seed.build().unwrap();
+    let result = boot(&tools, &seed);
+    assert_eq!(result["datasource"], "DataSourceNoCloud", "{result}");
+    assert_eq!(result["instance_id"], json!(built.instance_id));
+    assert_eq!(result["hostname"], "edge-0");
+    assert_eq!(
+        nocloud::network_config::validate(SAMPLE_NETWORK_CONFIG),
+        Ok(nocloud::network_config::NetworkConfigKind::Version2)
+    );
+    assert_eq!(
+        result["network_config"],
+        json!({"version": 2, "ethernets": {"eth0": {"match": {"name": "e*"}, "dhcp4": true}}})
+    );
+}
+
+#[test]
+fn vendor_data_alone_installs_the_agent_through_both_parts() {
+    let Some(tools) = tools("vendor_data_alone_installs_the_agent_through_both_parts") else {
+        return;
+    };
+    let result = boot(
+        &tools,
+        &nocloud::Seed::new("edge-3", "pve1/105").user_data("#cloud-config\nwrite_files: []\n"),
+    );
+    assert_eq!(result["packages"], json!(["qemu-guest-agent"]), "{result}");
+    assert_eq!(result["runcmd"], agent_commands(), "{result}");
+    assert!(vendor_script_stored(&result), "{result}");
+}
+
+#[test]
+fn a_seed_without_user_data_still_boots_with_the_agent() {
+    let Some(tools) = tools("a_seed_without_user_data_still_boots_with_the_agent") else {
+        return;
+    };
+    // NoCloud requires a user-data file; the builder writes an empty one.
+    let result = boot(&tools, &nocloud::Seed::new("edge-4", "pve1/106"));
+    assert_eq!(result["datasource"], "DataSourceNoCloud", "{result}");
+    assert_eq!(result["packages"], json!(["qemu-guest-agent"]), "{result}");
+    assert!(vendor_script_stored(&result), "{result}");
+}
+
+#[test]
+fn user_data_lists_replace_ours_but_the_vendor_script_remains() {
+    let Some(tools) = tools("user_data_lists_replace_ours_but_the_vendor_script_remains") else {
+        return;
+    };
+    // SAMPLE_USER_DATA has its own `packages` and `runcmd`; cloud-init lets
+    // them replace the cloud-config part's lists, which is why the vendor
+    // script exists.
+    let result = boot(&tools, &full_seed());
+    assert_eq!(result["packages"], json!(["haproxy"]), "{result}");
+    assert_eq!(
+        result["runcmd"],
+        json!([["systemctl", "restart", "haproxy"]]),
+        "{result}"
+    );
+    assert_eq!(result["write_files"][0]["path"], "/etc/motd", "{result}");
+    assert!(vendor_script_stored(&result), "{result}");
+}
+
+#[test]
+fn merge_how_in_vendor_data_does_not_survive_the_merge() {
+    let Some(tools) = tools("merge_how_in_vendor_data_does_not_survive_the_merge") else {
+        return;
+    };
+    // The tempting fix, shown not to work: cloud-init strips merge_how from
+    // vendor-data before merging it under user-data.
+    let vendor = "#cloud-config\nmerge_how:\n  - name: list\n    settings: [append]\n  - name: dict\n    settings: [no_replace, recurse_list]\npackages: [qemu-guest-agent]\n";
+    let result = boot(&tools, &full_seed().vendor_data(vendor));
+    assert_eq!(result["packages"], json!(["haproxy"]), "{result}");
+}
+
+#[test]
+fn script_user_data_runs_beside_the_agent_vendor_data() {
+    let Some(tools) = tools("script_user_data_runs_beside_the_agent_vendor_data") else {
+        return;
+    };
+    let script = "#!/bin/sh\necho configured > /run/proxy-ready\n";
+    assert_eq!(
+        user_data::validate(script).unwrap().kind,
+        UserDataKind::Script
+    );
+    let result = boot(
+        &tools,
+        &nocloud::Seed::new("edge-1", "pve1/102").user_data(script),
+    );
+    assert_eq!(result["packages"], json!(["qemu-guest-agent"]), "{result}");
+    assert_eq!(result["runcmd"], agent_commands(), "{result}");
+    // The user's script is stored to run in the final stage, after ours.
+    assert_eq!(result["user_scripts"], json!(["part-001"]), "{result}");
+    assert!(vendor_script_stored(&result), "{result}");
+}
+
+#[test]
+fn mime_multipart_user_data_is_merged_too() {
+    let test = "mime_multipart_user_data_is_merged_too";
+    let (Some(tools), Some(cloud_init)) = (tools(test), tool("cloud-init", test)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_file(dir.path(), "config", SAMPLE_USER_DATA.as_bytes());
+    let script = write_file(dir.path(), "script", b"#!/bin/sh\ntrue\n");
+    let mime = run(Command::new(cloud_init)
+        .args(["devel", "make-mime", "-a"])
+        .arg(attachment(&config, "cloud-config"))
+        .arg("-a")
+        .arg(attachment(&script, "x-shellscript")));
+    let mime = String::from_utf8(mime.stdout).unwrap();
+    assert_eq!(
+        user_data::validate(&mime).unwrap().kind,
+        UserDataKind::MimeMultipart
+    );
+    let result = boot(
+        &tools,
+        &nocloud::Seed::new("edge-2", "pve1/103").user_data(mime),
+    );
+    assert_eq!(result["packages"], json!(["haproxy"]), "{result}");
+    assert_eq!(
+        result["user_scripts"].as_array().map(Vec::len),
+        Some(1),
+        "{result}"
+    );
+    assert!(vendor_script_stored(&result), "{result}");
+}
+
+fn attachment(path: &Path, kind: &str) -> String {
+    format!("{}:{kind}", path.display())
+}
+
+#[test]
+fn validator_agrees_with_cloud_init_on_turning_vendor_data_off() {
+    let Some(tools) = tools("validator_agrees_with_cloud_init_on_turning_vendor_data_off") else {
+        return;
+    };
+    let cases = [
+        "vendor_data: {enabled: false}",
+        "vendor_data: {enabled: true}",
+        "vendor_data: {enabled: 'no'}",
+        "vendor_data: {enabled: Yes}",
+        "vendor_data: {enabled: \"on\"}",
+        "vendor_data: {enabled: 0}",
+        "vendor_data: {prefix: []}",
+        "vendor_data: false",
+        "write_files: [{path: /x, content: 'vendor_data: false'}]",
+    ];
+    for case in cases {
+        let text = format!("#cloud-config\n{case}\n");
+        let ours = user_data::validate(&text).unwrap();
+        let result = boot(
+            &tools,
+            &nocloud::Seed::new("edge", "pve1/104").user_data(text),
+        );
+        assert_eq!(
+            !ours.disables_vendor_data,
+            vendor_script_stored(&result),
+            "case {case:?}: validator says disables={}, cloud-init: {result}",
+            ours.disables_vendor_data,
+        );
+    }
+}
+
+#[test]
+fn validator_agrees_with_pyyaml_on_cloud_config_syntax() {
+    let Some(tools) = tools("validator_agrees_with_pyyaml_on_cloud_config_syntax") else {
+        return;
+    };
+    let documents = [
+        "a: 1\n",
+        "",
+        "packages: [a, b\n",
+        "a: 'unclosed\n",
+        "- a\n- b\n",
+        "just text\n",
+        "a: 1\n---\nb: 2\n",
+        "a: &x {b: 1}\nc: *x\n",
+        "a:\n  - b: 1\n    c: [1, {d: 2}]\n",
+        "a: b: c\n",
+        "key: value\n  bad indent: 1\n",
+        "runcmd:\n  - |\n    echo 'multi\n    line'\n",
+        "? complex\n: key\n",
+        "a: \"\\x41\"\n",
+        "{a: 1, b: [2, 3]}\n",
+        "a: 1\n...\n",
+        "\tx: 1\n",
+        "a:\t1\n",
+        "a: [1,\t2]\n",
+        "a: \"x\ty\"\n",
+        "a: |\n  x\n  \ty\n",
+        "a: 1 # c\tx\n",
+        "a: x\n  \ty\n",
+        "a: @b\n",
+        "a: `b\n",
+        "a: *undefined\n",
+        "a: !custom x\n",
+        "a: ! x\n",
+        "a: !<tag:yaml.org,2002:str> x\n",
+        "a: !<tag:example.com,2000:x> y\n",
+        "a: !!set {x, y}\n",
+        "a: !!timestamp 2001-12-14\n",
+        "!!map {a: 1}\n",
+        "a: !!binary aGk=\n",
+        "a: !!str 1\n",
+        "a: !!python/name:os.system\n",
+        "%YAML 1.2\n---\na: 1\n",
+        "a: 1\na: 2\n",
+        "a: {b: c\n",
+        "a: 'it''s'\n",
+        "a:\n- b\n- c\n",
+    ];
+    // cloud-init loads cloud-config with yaml.safe_load and uses it only if
+    // it is a mapping (or empty).
+    let probe = "import json, sys, yaml\nfor doc in json.load(sys.stdin):\n    try:\n        v = yaml.safe_load(doc)\n        print(json.dumps(v is None or isinstance(v, dict)))\n    except yaml.YAMLError:\n        print('false')\n";
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_file(
+        dir.path(),
+        "docs.json",
+        serde_json::to_string(&documents[..]).unwrap().as_bytes(),
+    );
+    let output = run(Command::new(&tools.python)
+        .args(["-c", probe])
+        .stdin(std::fs::File::open(input).unwrap()));
+    let verdicts: Vec<bool> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l == "true")
+        .collect();
+    assert_eq!(verdicts.len(), documents.len());
+    for (document, pyyaml_accepts) in documents.iter().zip(verdicts) {
+        let ours = user_data::validate(&format!("#cloud-config\n{document}"));
+        assert_eq!(
+            ours.is_ok(),
+            pyyaml_accepts,
+            "document {document:?}: ours {ours:?}"
+        );
+    }
+}

@@ -1,0 +1,717 @@
+//! What a fleet costs PVE, counted in requests from pve-sim's journal (never timed): a create
+//! and a refresh must stay within their request budgets, and no create may list the whole
+//! cluster.
+//!
+//! The ignored `bench_fleet_scale` is the benchmark behind `docs/dev/benchmarks.md`
+//! (run it with `scripts/bench.sh`): refresh and apply wall times, floors and requests per
+//! VM at growing fleet sizes.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use support::{SimClient, Workspace, acceptance_enabled, start_sim};
+
+/// Requests one create may cost: about 23 with instant tasks, 25-30 with real task lengths
+/// (`scripts/bench.sh`).
+const CREATE_BUDGET_PER_VM: usize = 30;
+/// Requests one refresh may cost per VM: the config with its pending changes, and the agent.
+const REFRESH_BUDGET_PER_VM: usize = 2;
+/// Requests a plan makes besides its reads: the provider's checks and the shared listings
+/// (one of the cluster, one per node).
+const PLAN_OVERHEAD: usize = 8;
+
+fn fleet_tf(count: usize) -> String {
+    format!(
+        r##"{preamble}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+}}
+
+resource "proxmox_proxy_vm" "fleet" {{
+  count     = {count}
+  name      = "fleet-${{count.index}}"
+  node      = "pve${{count.index % 3 + 1}}"
+  template  = "debian-13-proxy"
+  cores     = 2
+  memory    = 1024
+  disk_gib  = 12
+  bridge    = "vmbr0"
+  user_data = "#cloud-config\npackages: [haproxy]\n"
+}}
+"##,
+        preamble = Workspace::preamble(),
+    )
+}
+
+/// Tasks that end at once and an agent that answers at once: every task is over by its first
+/// status request, so the counts do not depend on how fast this machine is.
+fn instant_sim() -> pvesim::SimConfig {
+    let mut config = pvesim::SimConfig::default();
+    for ms in config.timings.task_ms.values_mut() {
+        *ms = 0;
+    }
+    config.timings.agent_boot_ms = 0;
+    config
+}
+
+/// Requests in a slice of the journal, by what they are.
+#[derive(Debug, Default, Clone)]
+struct Counts {
+    total: usize,
+    /// `GET /cluster/resources`: grows with the cluster.
+    cluster_listings: usize,
+    /// `GET /nodes/{node}/qemu`.
+    node_listings: usize,
+    task_polls: usize,
+    agent: usize,
+    /// Per VMID, the requests made to `/nodes/{node}/qemu/{vmid}/…`.
+    per_vm: BTreeMap<u32, usize>,
+    agent_vms: Vec<u32>,
+}
+
+fn count(entries: &[serde_json::Value]) -> Counts {
+    let mut counts = Counts::default();
+    for entry in entries {
+        let path = entry["path"].as_str().unwrap_or_default();
+        let method = entry["method"].as_str().unwrap_or_default();
+        counts.total += 1;
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (method, parts.as_slice()) {
+            ("GET", ["cluster", "resources"]) => counts.cluster_listings += 1,
+            ("GET", ["nodes", _, "qemu"]) => counts.node_listings += 1,
+            ("GET", ["nodes", _, "tasks", _, "status"]) => counts.task_polls += 1,
+            _ => {}
+        }
+        if let ["nodes", _, "qemu", vmid, rest @ ..] = parts.as_slice()
+            && let Ok(vmid) = vmid.parse::<u32>()
+        {
+            *counts.per_vm.entry(vmid).or_default() += 1;
+            if rest.first() == Some(&"agent") {
+                counts.agent += 1;
+                counts.agent_vms.push(vmid);
+            }
+        }
+    }
+    counts
+}
+
+async fn journal_len(sim: &SimClient) -> usize {
+    sim.journal().await.len()
+}
+
+async fn journal_since(sim: &SimClient, from: usize) -> Vec<serde_json::Value> {
+    sim.journal().await.split_off(from)
+}
+
+async fn plan(ws: &Workspace) -> support::TfOutput {
+    ws.terraform(&["plan", "-input=false", "-no-color", "-refresh=true"])
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_and_a_refresh_stay_within_their_request_budgets() {
+    if !acceptance_enabled("a_create_and_a_refresh_stay_within_their_request_budgets") {
+        return;
+    }
+    let (_sim, target) = start_sim(instant_sim()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(10)).await;
+
+    let before = journal_len(&sim).await;
+    ws.apply().await.success();
+    let create = count(&journal_since(&sim, before).await);
+    eprintln!("10 creates: {create:?}");
+    assert!(
+        create.total <= 10 * CREATE_BUDGET_PER_VM,
+        "10 creates cost {} requests (budget {CREATE_BUDGET_PER_VM} per VM): {create:?}",
+        create.total
+    );
+    assert!(
+        create.cluster_listings <= 2,
+        "10 creates listed the whole cluster {} times; creates share one listing",
+        create.cluster_listings
+    );
+
+    ws.write_main_tf(&fleet_tf(30));
+    ws.apply().await.success();
+    // Behind Terraform's back, one VM stopped (its agent is not asked) and one paused (which
+    // only the node listing's `full=1` tells from running).
+    let vms = sim.state().await["vms"].as_array().cloned().unwrap();
+    let find = |name: &str| {
+        let vm = vms
+            .iter()
+            .find(|vm| vm["config"]["name"] == name)
+            .expect("the VM exists");
+        (
+            vm["vmid"].as_u64().unwrap(),
+            vm["node"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (vmid, node) = find("fleet-7");
+    let upid = sim
+        .api(
+            "POST",
+            &format!("/nodes/{node}/qemu/{vmid}/status/stop"),
+            &[],
+        )
+        .await;
+    sim.wait_task(&upid).await;
+    let (paused_vmid, paused_node) = find("fleet-8");
+    let upid = sim
+        .api(
+            "POST",
+            &format!("/nodes/{paused_node}/qemu/{paused_vmid}/status/suspend"),
+            &[],
+        )
+        .await;
+    sim.wait_task(&upid).await;
+
+    let before = journal_len(&sim).await;
+    let out = plan(&ws).await.success();
+    assert!(
+        out.stdout().contains("fleet[7]"),
+        "the stopped VM shows as drift:\n{}",
+        out.stdout()
+    );
+    let refresh = count(&journal_since(&sim, before).await);
+    eprintln!("refresh of 30: {refresh:?}");
+    assert!(
+        refresh.total <= 30 * REFRESH_BUDGET_PER_VM + PLAN_OVERHEAD,
+        "a refresh of 30 VMs cost {} requests (budget {REFRESH_BUDGET_PER_VM} per VM + {PLAN_OVERHEAD}): {refresh:?}",
+        refresh.total
+    );
+    assert_eq!(refresh.cluster_listings, 1, "{refresh:?}");
+    assert!(refresh.node_listings <= 3, "one per node: {refresh:?}");
+    assert_eq!(refresh.task_polls, 0, "a refresh waits for nothing");
+    assert_eq!(refresh.agent, 29, "the agent of each running VM, once");
+    assert!(
+        !refresh.agent_vms.contains(&(vmid as u32)),
+        "the stopped VM's agent was asked"
+    );
+    assert!(
+        refresh.per_vm.values().all(|n| *n <= REFRESH_BUDGET_PER_VM),
+        "{:?}",
+        refresh.per_vm
+    );
+
+    // What the refresh saw is what the VMs are.
+    ws.terraform(&["apply", "-refresh-only", "-auto-approve", "-input=false"])
+        .await
+        .success();
+    let state = ws.state().await;
+    let status = |index: usize| {
+        state["values"]["root_module"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["index"] == index)
+            .map(|r| r["values"]["status"].clone())
+    };
+    assert_eq!(status(7), Some("stopped".into()));
+    assert_eq!(status(8), Some("paused".into()));
+    assert_eq!(status(9), Some("running".into()));
+
+    // A destroy of 30 stays cheap while it checks every VM's mark before each write: one
+    // provider process (no refresh), at most 2 whole-cluster listings.
+    let before = journal_len(&sim).await;
+    ws.terraform(&[
+        "destroy",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-refresh=false",
+    ])
+    .await
+    .success();
+    let destroy = count(&journal_since(&sim, before).await);
+    eprintln!("destroy of 30: {destroy:?}");
+    assert!(
+        destroy.cluster_listings <= 2,
+        "a destroy of 30 VMs listed the whole cluster {} times: {destroy:?}",
+        destroy.cluster_listings
+    );
+    assert!(sim.our_vms().await.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// The benchmark (`scripts/bench.sh`).
+
+/// Task run times of the apply benchmark, as on a small real PVE.
+const APPLY_TASKS: &[(&str, u64)] = &[
+    ("qmclone", 2000),
+    ("qmconfig", 100),
+    ("resize", 500),
+    ("qmstart", 1000),
+];
+const AGENT_BOOT_MS: u64 = 3000;
+const PARALLELISM: usize = 10;
+
+fn apply_sim() -> pvesim::SimConfig {
+    let mut config = pvesim::SimConfig::default();
+    for (task, ms) in APPLY_TASKS {
+        config.timings.task_ms.insert((*task).into(), *ms);
+    }
+    config.timings.agent_boot_ms = AGENT_BOOT_MS;
+    config
+}
+
+/// What one create waits for at least: its tasks and the agent, one after another.
+fn chain_ms(config: &pvesim::SimConfig) -> u64 {
+    ["qmclone", "imgcopy", "qmconfig", "resize", "qmstart"]
+        .iter()
+        .map(|t| config.timings.task(t))
+        .sum::<u64>()
+        + config.timings.agent_boot_ms
+}
+
+/// Replaces the provider in the workspace's mirror with a wrapper that records each provider
+/// process's peak RSS (KiB, one line per process) in `rss_log`.
+fn measure_rss(ws: &Workspace, rss_log: &std::path::Path) {
+    let mirror = ws.dir.path().join("mirror");
+    let installed = walk(&mirror)
+        .into_iter()
+        .find(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy()
+                    .starts_with("terraform-provider-proxmox")
+            })
+        })
+        .expect("the provider in the mirror");
+    let real = env!("CARGO_BIN_EXE_terraform-provider-proxmox");
+    std::fs::remove_file(&installed).unwrap();
+    std::fs::write(
+        &installed,
+        format!(
+            "#!/bin/sh\nexec /usr/bin/time -f %M -a -o '{}' '{real}' \"$@\"\n",
+            rss_log.display()
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&installed).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&installed, perms).unwrap();
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+fn peak_rss_mib(rss_log: &std::path::Path) -> f64 {
+    let text = std::fs::read_to_string(rss_log).unwrap_or_default();
+    let peak = text
+        .lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    let _ = std::fs::remove_file(rss_log);
+    peak as f64 / 1024.0
+}
+
+struct RefreshRow {
+    vms: usize,
+    counts: Counts,
+    wall: Duration,
+    rss_mib: f64,
+}
+
+struct ApplyRow {
+    vms: usize,
+    counts: Counts,
+    wall: Duration,
+    floor: Duration,
+}
+
+/// Per task type (and the address wait): how long after the end it was noticed, and the
+/// status requests per second one waiting task made.
+#[derive(Default)]
+struct Notice {
+    latencies_ms: Vec<f64>,
+    polls: u64,
+    waited_ms: u64,
+}
+
+/// Reads `PVE task finished` and address lines from a Terraform log.
+fn notices(log: &str, timings: &pvesim::config::Timings) -> BTreeMap<String, Notice> {
+    let mut by_type: BTreeMap<String, Notice> = BTreeMap::new();
+    let mut start_late: BTreeMap<String, f64> = BTreeMap::new();
+    let mut addresses = Vec::new();
+    for line in log.lines() {
+        let fields: BTreeMap<&str, &str> = line
+            .split_whitespace()
+            .filter_map(|t| t.split_once('='))
+            .collect();
+        let number = |key: &str| fields.get(key).and_then(|v| v.parse::<u64>().ok());
+        if line.contains("PVE task finished:") {
+            let (Some(kind), Some(waited), Some(polls)) = (
+                fields.get("task_type"),
+                number("duration_ms"),
+                number("polls"),
+            ) else {
+                continue;
+            };
+            let late = waited as f64 - timings.task(kind) as f64;
+            if *kind == "qmstart"
+                && let Some(id) = fields.get("id")
+            {
+                start_late.insert((*id).to_owned(), late);
+            }
+            let entry = by_type.entry((*kind).to_owned()).or_default();
+            entry.latencies_ms.push(late);
+            entry.polls += polls;
+            entry.waited_ms += waited;
+        } else if line.contains("reports an IPv4 address")
+            && let (Some(vmid), Some(waited), Some(polls)) =
+                (fields.get("vmid"), number("duration_ms"), number("polls"))
+        {
+            addresses.push(((*vmid).to_owned(), waited, polls));
+        }
+    }
+    for (vmid, waited, polls) in addresses {
+        // The agent boots from the start task's end; the wait began when that was noticed.
+        let start = start_late.get(&vmid).copied().unwrap_or(0.0);
+        let entry = by_type.entry("guest address".to_owned()).or_default();
+        entry
+            .latencies_ms
+            .push(start + waited as f64 - timings.agent_boot_ms as f64);
+        entry.polls += polls;
+        entry.waited_ms += waited;
+    }
+    by_type
+}
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    if values.is_empty() {
+        return 0.0;
+    }
+    values[((values.len() - 1) as f64 * p).round() as usize]
+}
+
+fn sizes(var: &str, default: &str) -> Vec<usize> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.to_owned())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: run it with scripts/bench.sh"]
+async fn bench_fleet_scale() {
+    if !acceptance_enabled("bench_fleet_scale") {
+        return;
+    }
+    let out_dir = std::path::PathBuf::from(
+        std::env::var("BENCH_OUT")
+            .unwrap_or_else(|_| format!("{}/bench-fleet", env!("CARGO_TARGET_TMPDIR"))),
+    );
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let refresh_sizes = sizes("BENCH_REFRESH_SIZES", "10,100,500,1000");
+    let apply_sizes = sizes("BENCH_APPLY_SIZES", "20,100");
+
+    // Refresh: a fleet built with instant tasks, then one refreshing plan per size.
+    let mut refresh_rows = Vec::new();
+    {
+        let (_sim, target) = start_sim(instant_sim()).await;
+        let sim = SimClient::new(&target);
+        let ws = Workspace::new(target);
+        let rss_log = out_dir.join("rss.log");
+        measure_rss(&ws, &rss_log);
+        ws.init_with(&fleet_tf(1)).await;
+        for &vms in &refresh_sizes {
+            ws.write_main_tf(&fleet_tf(vms));
+            ws.terraform(&[
+                "apply",
+                "-auto-approve",
+                "-input=false",
+                "-no-color",
+                "-parallelism=50",
+            ])
+            .await
+            .success();
+            let _ = peak_rss_mib(&rss_log);
+            let before = journal_len(&sim).await;
+            let started = Instant::now();
+            let out = ws
+                .terraform(&[
+                    "plan",
+                    "-input=false",
+                    "-no-color",
+                    "-detailed-exitcode",
+                    "-parallelism=50",
+                ])
+                .await;
+            let wall = started.elapsed();
+            assert_eq!(out.code(), 0, "{}", out.all_text());
+            let counts = count(&journal_since(&sim, before).await);
+            let rss_mib = peak_rss_mib(&rss_log);
+            eprintln!(
+                "refresh {vms}: {} requests ({:.2}/VM), {:.2} s, {rss_mib:.1} MiB",
+                counts.total,
+                counts.total as f64 / vms as f64,
+                wall.as_secs_f64()
+            );
+            refresh_rows.push(RefreshRow {
+                vms,
+                counts,
+                wall,
+                rss_mib,
+            });
+        }
+    }
+
+    // Apply: each size on a fresh simulator with realistic task times.
+    let mut apply_rows = Vec::new();
+    let mut all_notices: BTreeMap<String, Notice> = BTreeMap::new();
+    let config = apply_sim();
+    for &vms in &apply_sizes {
+        let (_sim, target) = start_sim(config.clone()).await;
+        let sim = SimClient::new(&target);
+        let mut ws = Workspace::new(target);
+        ws.init_with(&fleet_tf(vms)).await;
+        let log = out_dir.join(format!("apply-{vms}.log"));
+        let _ = std::fs::remove_file(&log);
+        ws.set_env("TF_LOG_PROVIDER", "info");
+        ws.set_env("TF_LOG_PATH", log.to_str().unwrap());
+        let before = journal_len(&sim).await;
+        let started = Instant::now();
+        ws.terraform(&[
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+            &format!("-parallelism={PARALLELISM}"),
+        ])
+        .await
+        .success();
+        let wall = started.elapsed();
+        let journal = journal_since(&sim, before).await;
+        // Every request of the apply, for a closer look at where they go.
+        std::fs::write(
+            out_dir.join(format!("apply-{vms}.journal.json")),
+            serde_json::to_vec_pretty(&journal).unwrap(),
+        )
+        .unwrap();
+        let counts = count(&journal);
+        let waves = vms.div_ceil(PARALLELISM) as u64;
+        let floor = Duration::from_millis(waves * chain_ms(&config));
+        eprintln!(
+            "apply {vms}: {:.2} s, floor {:.2} s ({:.3}), {:.1} requests/VM, {} listings",
+            wall.as_secs_f64(),
+            floor.as_secs_f64(),
+            wall.as_secs_f64() / floor.as_secs_f64(),
+            counts.total as f64 / vms as f64,
+            counts.cluster_listings
+        );
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        for (kind, notice) in notices(&text, &config.timings) {
+            let all = all_notices.entry(kind).or_default();
+            all.latencies_ms.extend(notice.latencies_ms);
+            all.polls += notice.polls;
+            all.waited_ms += notice.waited_ms;
+        }
+        apply_rows.push(ApplyRow {
+            vms,
+            counts,
+            wall,
+            floor,
+        });
+    }
+
+    let markdown = render(&refresh_rows, &apply_rows, &mut all_notices, &config);
+    std::fs::write(out_dir.join("fleet-scale.md"), &markdown).unwrap();
+    std::fs::write(
+        out_dir.join("fleet-scale.svg"),
+        svg(&refresh_rows, &apply_rows),
+    )
+    .unwrap();
+    println!("{markdown}");
+}
+
+fn render(
+    refresh: &[RefreshRow],
+    apply: &[ApplyRow],
+    notices: &mut BTreeMap<String, Notice>,
+    config: &pvesim::SimConfig,
+) -> String {
+    let mut md = String::new();
+    md.push_str("Refresh (`terraform plan`, 3 nodes, every VM running with its agent):\n\n");
+    md.push_str("| VMs | requests | per VM | whole-cluster listings | node listings | plan wall time | provider peak RSS |\n|---|---|---|---|---|---|---|\n");
+    for row in refresh {
+        md.push_str(&format!(
+            "| {} | {} | {:.2} | {} | {} | {:.2} s | {:.1} MiB |\n",
+            row.vms,
+            row.counts.total,
+            row.counts.total as f64 / row.vms as f64,
+            row.counts.cluster_listings,
+            row.counts.node_listings,
+            row.wall.as_secs_f64(),
+            row.rss_mib
+        ));
+    }
+    let times: Vec<String> = APPLY_TASKS
+        .iter()
+        .map(|(t, ms)| format!("{t} {:.1} s", *ms as f64 / 1000.0))
+        .collect();
+    md.push_str(&format!(
+        "\nApply at `-parallelism={PARALLELISM}` ({}, upload {} ms, agent {:.1} s after the start; floor = waves × {:.2} s, the tasks and the agent one after another):\n\n",
+        times.join(", "),
+        config.timings.task("imgcopy"),
+        AGENT_BOOT_MS as f64 / 1000.0,
+        chain_ms(config) as f64 / 1000.0,
+    ));
+    md.push_str("| VMs | wall | floor | wall ÷ floor | requests per VM | task polls per VM | whole-cluster listings |\n|---|---|---|---|---|---|---|\n");
+    for row in apply {
+        md.push_str(&format!(
+            "| {} | {:.2} s | {:.2} s | {:.3} | {:.1} | {:.1} | {} |\n",
+            row.vms,
+            row.wall.as_secs_f64(),
+            row.floor.as_secs_f64(),
+            row.wall.as_secs_f64() / row.floor.as_secs_f64(),
+            row.counts.total as f64 / row.vms as f64,
+            row.counts.task_polls as f64 / row.vms as f64,
+            row.counts.cluster_listings,
+        ));
+    }
+    md.push_str("\nTask end → noticed (all apply runs above; the wait's own time minus the task's run time, so one dispatch round trip is included), and status requests per second of one waiting task:\n\n");
+    md.push_str(
+        "| wait | samples | median | p95 | requests/s per waiting task |\n|---|---|---|---|---|\n",
+    );
+    for (kind, notice) in notices.iter_mut() {
+        let n = notice.latencies_ms.len();
+        let median = percentile(&mut notice.latencies_ms, 0.5);
+        let p95 = percentile(&mut notice.latencies_ms, 0.95);
+        md.push_str(&format!(
+            "| {kind} | {n} | {median:.0} ms | {p95:.0} ms | {:.2} |\n",
+            notice.polls as f64 / (notice.waited_ms as f64 / 1000.0).max(0.001)
+        ));
+    }
+    md
+}
+
+/// A plotted line: its name, colour and (VMs, value) points.
+type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+
+/// Requests per VM against N (log scale), refresh and apply, as a small SVG line chart.
+fn svg(refresh: &[RefreshRow], apply: &[ApplyRow]) -> String {
+    let (w, h, left, bottom, top, right) = (640.0, 320.0, 60.0, 40.0, 30.0, 160.0);
+    let xs: Vec<f64> = refresh
+        .iter()
+        .map(|r| r.vms as f64)
+        .chain(apply.iter().map(|r| r.vms as f64))
+        .collect();
+    let (xmin, xmax) = (
+        xs.iter().copied().fold(f64::MAX, f64::min).max(1.0).log10(),
+        xs.iter().copied().fold(1.0, f64::max).log10(),
+    );
+    let ymax = 35.0;
+    let x = |n: f64| left + (n.log10() - xmin) / (xmax - xmin).max(0.1) * (w - left - right);
+    let y = |v: f64| h - bottom - v.min(ymax) / ymax * (h - top - bottom);
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{left}\" y=\"18\">Requests and wall time per VM against fleet size (pve-sim)</text>\n"
+    );
+    out.push_str(&format!(
+        "<line x1=\"{left}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/>\n<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{0}\" stroke=\"black\"/>\n",
+        h - bottom,
+        w - right
+    ));
+    for tick in [0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0] {
+        out.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{tick}</text>\n<line x1=\"{left}\" y1=\"{2}\" x2=\"{3}\" y2=\"{2}\" stroke=\"#ddd\"/>\n",
+            left - 6.0,
+            y(tick) + 4.0,
+            y(tick),
+            w - right
+        ));
+    }
+    for n in &xs {
+        out.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{n}</text>\n",
+            x(*n),
+            h - bottom + 16.0
+        ));
+    }
+    out.push_str(&format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">VMs (log scale)</text>\n",
+        (left + w - right) / 2.0,
+        h - 6.0
+    ));
+    let series: [Series; 4] = [
+        (
+            "refresh",
+            "#1f77b4",
+            refresh
+                .iter()
+                .map(|r| (r.vms as f64, r.counts.total as f64 / r.vms as f64))
+                .collect(),
+        ),
+        (
+            "apply (create)",
+            "#d62728",
+            apply
+                .iter()
+                .map(|r| (r.vms as f64, r.counts.total as f64 / r.vms as f64))
+                .collect(),
+        ),
+        (
+            "refresh: plan ms per VM",
+            "#9467bd",
+            refresh
+                .iter()
+                .map(|r| (r.vms as f64, r.wall.as_secs_f64() * 1000.0 / r.vms as f64))
+                .collect(),
+        ),
+        (
+            "apply wall ÷ floor × 10",
+            "#2ca02c",
+            apply
+                .iter()
+                .map(|r| {
+                    (
+                        r.vms as f64,
+                        10.0 * r.wall.as_secs_f64() / r.floor.as_secs_f64(),
+                    )
+                })
+                .collect(),
+        ),
+    ];
+    for (index, (name, colour, points)) in series.iter().enumerate() {
+        let path: Vec<String> = points
+            .iter()
+            .map(|(n, v)| format!("{:.1},{:.1}", x(*n), y(*v)))
+            .collect();
+        out.push_str(&format!(
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>\n",
+            path.join(" ")
+        ));
+        for (n, v) in points {
+            out.push_str(&format!(
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/>\n",
+                x(*n),
+                y(*v)
+            ));
+        }
+        let ly = top + 20.0 * index as f64;
+        out.push_str(&format!(
+            "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{colour}\"/><text x=\"{}\" y=\"{}\">{name}</text>\n",
+            w - right + 10.0,
+            ly,
+            w - right + 28.0,
+            ly + 10.0
+        ));
+    }
+    out.push_str("</svg>\n");
+    out
+}

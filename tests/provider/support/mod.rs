@@ -1,0 +1,579 @@
+//! Acceptance-test harness: drives the real `terraform` binary, fully offline, against our
+//! built provider and (by default) an in-process pve-sim.
+//!
+//! - Gated by `TF_ACC=1`; without it each test reports itself skipped ([`skip`]) and passes.
+//! - Terraform comes from `TF_ACC_TERRAFORM_PATH` or the PATH.
+//! - The provider is installed through a `filesystem_mirror` for `registry.terraform.io/proxyvm/proxmox`
+//!   with no `direct {}` block, so `terraform init` never reaches a registry.
+//! - Live mode: with `PROXMOX_VE_ENDPOINT` and `PROXMOX_VE_API_TOKEN` set, the tests written
+//!   for it ([`Host::start`]) run against that host and observe it through the PVE API only;
+//!   every other test (fault injection, the journal, a world of its own) reports itself
+//!   skipped ([`skip`]).
+
+mod host;
+
+#[allow(unused_imports)]
+pub use host::{Facts, Host, Observer, clone_template, live_mode, run_prefix};
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+pub const PROVIDER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn tf_acc_set() -> bool {
+    std::env::var("TF_ACC").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Reports a test as skipped: a `SKIPPED: <test> (<reason>)` line on stderr, and the same
+/// line appended to the file `PROXMOX_VE_TEST_SKIP_LOG` names, if any. cargo counts a test
+/// that returns early as passed; `scripts/test.sh` counts the `SKIPPED:` lines of that file
+/// as skipped instead (a passing test's stderr is captured unless `--nocapture`; the file
+/// is not). Call it once, then return.
+pub fn skip(test: &str, reason: &str) {
+    record(&format!("SKIPPED: {test} ({reason})"));
+}
+
+/// Reports a part of a test that did not run while the rest did: a `SKIPPED PART: <test>:
+/// <part> (<reason>)` line, recorded as [`skip`] does. The test still counts as passed;
+/// `scripts/test.sh` lists these lines.
+pub fn skip_part(test: &str, part: &str, reason: &str) {
+    record(&format!("SKIPPED PART: {test}: {part} ({reason})"));
+}
+
+fn record(line: &str) {
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os("PROXMOX_VE_TEST_SKIP_LOG").filter(|p| !p.is_empty()) {
+        use std::io::Write;
+        // One short write with O_APPEND: lines of tests running side by side never mix.
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+        if let Err(e) = written {
+            panic!("cannot record the skip in {}: {e}", path.to_string_lossy());
+        }
+    }
+}
+
+/// The reason a test gated on `TF_ACC` gives when it is unset.
+pub const NO_TF_ACC: &str = "set TF_ACC=1 to run terraform-driven acceptance tests";
+
+/// Returns false (and reports the test skipped) when acceptance tests are not enabled, or
+/// when a live host is named: tests asking through this function run only against the
+/// in-process pve-sim.
+pub fn acceptance_enabled(test: &str) -> bool {
+    simulator_only(
+        test,
+        "the in-process pve-sim's fault injection, its journal or a world of its own",
+    )
+}
+
+/// [`acceptance_enabled`] for a test that says what it needs of the in-process simulator
+/// (`needs`), which a live host cannot give: the reason its skip line names.
+pub fn simulator_only(test: &str, needs: &str) -> bool {
+    if !tf_acc_set() {
+        skip(test, NO_TF_ACC);
+        return false;
+    }
+    if live_mode() {
+        skip(test, &format!("simulator-only: needs {needs}"));
+        return false;
+    }
+    true
+}
+
+pub fn terraform_path() -> PathBuf {
+    if let Ok(path) = std::env::var("TF_ACC_TERRAFORM_PATH") {
+        return PathBuf::from(path);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("terraform"))
+                .find(|candidate| candidate.is_file())
+        })
+        .expect("TF_ACC=1 but no terraform on the PATH and no TF_ACC_TERRAFORM_PATH")
+}
+
+/// Where the credentials of the cluster under test come from.
+#[derive(Clone)]
+pub struct Target {
+    pub endpoint: String,
+    pub token: String,
+    pub ca_pem: Option<String>,
+}
+
+/// A temp working directory with a CLI config whose only provider source is a local mirror
+/// holding the provider binary that cargo built for this test run.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+    pub target: Target,
+    extra_env: Vec<(String, String)>,
+}
+
+impl Workspace {
+    pub fn new(target: Target) -> Self {
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        std::fs::create_dir_all(base).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("acc-")
+            .tempdir_in(base)
+            .unwrap();
+        let mirror_dir = dir
+            .path()
+            .join("mirror/registry.terraform.io/proxyvm/proxmox")
+            .join(PROVIDER_VERSION)
+            .join(platform());
+        std::fs::create_dir_all(&mirror_dir).unwrap();
+        let installed = mirror_dir.join(format!("terraform-provider-proxmox_v{PROVIDER_VERSION}"));
+        let built = Path::new(env!("CARGO_BIN_EXE_terraform-provider-proxmox"));
+        // A hard link is instant; fall back to a copy across file systems.
+        if std::fs::hard_link(built, &installed).is_err() {
+            std::fs::copy(built, &installed).unwrap();
+        }
+        let cli_config = format!(
+            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"registry.terraform.io/proxyvm/proxmox\"]\n  }}\n}}\n",
+            dir.path().join("mirror").display()
+        );
+        std::fs::write(dir.path().join("cli.tfrc"), cli_config).unwrap();
+        std::fs::create_dir_all(dir.path().join("work")).unwrap();
+        Self {
+            dir,
+            target,
+            extra_env: Vec::new(),
+        }
+    }
+
+    pub fn work_dir(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.extra_env.push((key.into(), value.into()));
+    }
+
+    /// Writes `main.tf` (replacing the previous configuration).
+    pub fn write_main_tf(&self, hcl: &str) {
+        std::fs::write(self.work_dir().join("main.tf"), hcl).unwrap();
+    }
+
+    /// The `terraform { required_providers … }` block every configuration starts with.
+    pub fn preamble() -> String {
+        format!(
+            "terraform {{\n  required_providers {{\n    proxmox = {{\n      source  = \"proxyvm/proxmox\"\n      version = \"{PROVIDER_VERSION}\"\n    }}\n  }}\n}}\n"
+        )
+    }
+
+    /// A terraform command in the work dir, offline, with the provider pointed at the
+    /// target through the documented environment variables.
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(terraform_path());
+        cmd.args(args)
+            .current_dir(self.work_dir())
+            .env("TF_CLI_CONFIG_FILE", self.dir.path().join("cli.tfrc"))
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("TF_IN_AUTOMATION", "1")
+            .env("PROXMOX_VE_ENDPOINT", &self.target.endpoint)
+            .env("PROXMOX_VE_API_TOKEN", &self.target.token)
+            .env_remove("TF_LOG")
+            .env_remove("TF_LOG_PROVIDER");
+        match &self.target.ca_pem {
+            Some(pem) => cmd.env("PROXMOX_VE_CA_CERT", pem),
+            None => cmd.env_remove("PROXMOX_VE_CA_CERT"),
+        };
+        for (key, value) in &self.extra_env {
+            cmd.env(key, value);
+        }
+        cmd
+    }
+
+    /// Runs terraform with the given arguments to completion.
+    pub async fn terraform(&self, args: &[&str]) -> TfOutput {
+        let mut cmd = tokio::process::Command::from(self.command(args));
+        cmd.kill_on_drop(true);
+        let output = cmd.output().await.expect("terraform could not be started");
+        TfOutput {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            output,
+        }
+    }
+
+    /// Starts terraform in its own process group, so a test can kill it together with the
+    /// provider it launched.
+    pub fn spawn_terraform(&self, args: &[&str]) -> Running {
+        let mut cmd = self.command(args);
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        Running {
+            child: cmd.spawn().expect("terraform could not be started"),
+        }
+    }
+
+    /// Writes `main.tf` and runs `terraform init`.
+    pub async fn init_with(&self, hcl: &str) {
+        self.write_main_tf(hcl);
+        self.init().await;
+    }
+
+    pub async fn init(&self) {
+        self.terraform(&["init", "-input=false", "-no-color"])
+            .await
+            .success();
+    }
+
+    pub async fn apply(&self) -> TfOutput {
+        self.terraform(&["apply", "-auto-approve", "-input=false", "-no-color"])
+            .await
+    }
+
+    pub async fn destroy(&self) -> TfOutput {
+        self.terraform(&["destroy", "-auto-approve", "-input=false", "-no-color"])
+            .await
+    }
+
+    /// Asserts that both a `-refresh=false` plan and a refreshing plan propose nothing.
+    pub async fn assert_plans_empty(&self) {
+        for refresh in ["-refresh=false", "-refresh=true"] {
+            let out = self
+                .terraform(&[
+                    "plan",
+                    "-detailed-exitcode",
+                    "-input=false",
+                    "-no-color",
+                    refresh,
+                ])
+                .await;
+            assert_eq!(
+                out.code(),
+                0,
+                "plan {refresh} is not empty (exit {}):\n{}",
+                out.code(),
+                out.all_text()
+            );
+        }
+    }
+
+    /// `terraform show -json` of the current state.
+    pub async fn state(&self) -> serde_json::Value {
+        let out = self
+            .terraform(&["show", "-json", "-no-color"])
+            .await
+            .success();
+        serde_json::from_str(&out.stdout()).expect("terraform show -json printed no JSON")
+    }
+}
+
+fn platform() -> String {
+    let os = std::env::consts::OS;
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{os}_{arch}")
+}
+
+/// A terraform process running in its own process group.
+pub struct Running {
+    child: std::process::Child,
+}
+
+impl Running {
+    /// Calls `sample` over and over until terraform exits; returns the smallest sample, how
+    /// many were taken, and whether terraform succeeded.
+    pub async fn sample_until_exit<F, Fut>(&mut self, mut sample: F) -> (usize, usize, bool)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = usize>,
+    {
+        let (mut fewest, mut samples) = (usize::MAX, 0);
+        loop {
+            let status = self.child.try_wait().unwrap();
+            fewest = fewest.min(sample().await);
+            samples += 1;
+            if let Some(status) = status {
+                return (fewest, samples, status.success());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// SIGINT to terraform alone, as a user's Ctrl-C: terraform then asks the provider to stop
+    /// (StopProvider) and exits on its own. Returns whether it exited successfully.
+    pub fn interrupt_and_wait(mut self, limit: std::time::Duration) -> bool {
+        let pid = self.child.id().to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -INT {pid} failed");
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.success();
+            }
+            if std::time::Instant::now() > deadline {
+                self.kill_group();
+                panic!("terraform did not exit within {limit:?} of Ctrl-C");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL to terraform and everything it started (the provider included).
+    pub fn kill_group(mut self) {
+        let group = format!("-{}", self.child.id());
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -KILL {group} failed");
+        let _ = self.child.wait();
+    }
+}
+
+pub struct TfOutput {
+    pub args: Vec<String>,
+    pub output: Output,
+}
+
+impl TfOutput {
+    pub fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    pub fn all_text(&self) -> String {
+        format!(
+            "--- stdout\n{}\n--- stderr\n{}",
+            self.stdout(),
+            self.stderr()
+        )
+    }
+    #[track_caller]
+    pub fn success(self) -> Self {
+        assert!(
+            self.output.status.success(),
+            "terraform {} failed:\n{}",
+            self.args.join(" "),
+            self.all_text()
+        );
+        self
+    }
+    #[track_caller]
+    pub fn failure(self) -> Self {
+        assert!(
+            !self.output.status.success(),
+            "terraform {} succeeded but should have failed:\n{}",
+            self.args.join(" "),
+            self.all_text()
+        );
+        self
+    }
+}
+
+/// The real PVE host named by the environment, if any. `PROXMOX_VE_CA_CERT` may be PEM text
+/// or a path, as for the provider; unset means the system's roots.
+pub fn real_pve_target() -> Option<Target> {
+    let endpoint = std::env::var("PROXMOX_VE_ENDPOINT")
+        .ok()
+        .filter(|v| !v.is_empty())?;
+    let token = std::env::var("PROXMOX_VE_API_TOKEN")
+        .ok()
+        .filter(|v| !v.is_empty())?;
+    let ca_pem = std::env::var("PROXMOX_VE_CA_CERT")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|ca| {
+            if ca.contains("-----BEGIN") {
+                ca
+            } else {
+                std::fs::read_to_string(&ca)
+                    .unwrap_or_else(|e| panic!("PROXMOX_VE_CA_CERT: cannot read {ca}: {e}"))
+            }
+        });
+    Some(Target {
+        endpoint,
+        token,
+        ca_pem,
+    })
+}
+
+/// A simulator on a free loopback port, living as long as the returned value.
+pub async fn start_sim(config: pvesim::SimConfig) -> (pvesim::Sim, Target) {
+    let sim = pvesim::Sim::start(config, "127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .expect("pve-sim did not start");
+    let target = Target {
+        endpoint: sim.endpoint().to_owned(),
+        token: sim.token().to_owned(),
+        ca_pem: Some(sim.ca_pem().to_owned()),
+    };
+    (sim, target)
+}
+
+/// Talks to the simulator as a test: its admin API (`/_sim/…`) and its PVE API, for changes
+/// made behind Terraform's back.
+pub struct SimClient {
+    http: reqwest::Client,
+    endpoint: String,
+    auth: String,
+}
+
+impl SimClient {
+    pub fn new(target: &Target) -> Self {
+        let builder = reqwest::Client::builder();
+        let builder = match &target.ca_pem {
+            Some(pem) => builder
+                .tls_certs_only(reqwest::Certificate::from_pem_bundle(pem.as_bytes()).unwrap()),
+            // A live host whose certificate chains to a system root.
+            None => builder,
+        };
+        let http = builder.build().unwrap();
+        Self {
+            http,
+            endpoint: target.endpoint.clone(),
+            auth: format!("PVEAPIToken={}", target.token),
+        }
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> serde_json::Value {
+        let response = request
+            .header("Authorization", &self.auth)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert!(status.is_success(), "simulator answered {status}: {text}");
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// `GET /_sim/state`.
+    pub async fn state(&self) -> serde_json::Value {
+        self.send(self.http.get(format!("{}/_sim/state", self.endpoint)))
+            .await
+    }
+
+    /// `GET /_sim/journal`: every request, oldest first.
+    pub async fn journal(&self) -> Vec<serde_json::Value> {
+        self.send(self.http.get(format!("{}/_sim/journal", self.endpoint)))
+            .await
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub async fn put_admin(&self, leaf: &str, body: serde_json::Value) {
+        self.send(
+            self.http
+                .put(format!("{}/_sim/{leaf}", self.endpoint))
+                .json(&body),
+        )
+        .await;
+    }
+
+    /// A PVE API call with a form body (or query for GET/DELETE); returns `data`.
+    pub async fn api(&self, method: &str, path: &str, form: &[(&str, &str)]) -> serde_json::Value {
+        let url = format!("{}/api2/json{path}", self.endpoint);
+        let request = match method {
+            "GET" => self.http.get(url).query(form),
+            "DELETE" => self.http.delete(url).query(form),
+            "POST" => self.http.post(url).form(form),
+            "PUT" => self.http.put(url).form(form),
+            other => panic!("no method {other}"),
+        };
+        self.send(request).await["data"].clone()
+    }
+
+    /// Like [`SimClient::api`], but `None` for an error answer (e.g. a VM deleted meanwhile).
+    pub async fn try_api(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Option<serde_json::Value> {
+        let url = format!("{}/api2/json{path}", self.endpoint);
+        let request = match method {
+            "GET" => self.http.get(url).query(query),
+            other => panic!("try_api is for reading, not {other}"),
+        };
+        let response = request
+            .header("Authorization", &self.auth)
+            .send()
+            .await
+            .ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let body: serde_json::Value = response.json().await.ok()?;
+        Some(body["data"].clone())
+    }
+
+    /// Waits for a task the test started itself.
+    pub async fn wait_task(&self, upid: &serde_json::Value) {
+        let upid = upid.as_str().unwrap();
+        let node = upid.split(':').nth(1).unwrap();
+        // A live host stops a VM in seconds, not milliseconds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let status = self
+                .api("GET", &format!("/nodes/{node}/tasks/{upid}/status"), &[])
+                .await;
+            if status["status"] == "stopped" {
+                assert_eq!(status["exitstatus"], "OK", "task {upid} failed: {status}");
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task {upid} did not end"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The write requests (POST, PUT, DELETE) in the journal from entry `since` on.
+    pub async fn writes_since(&self, since: usize) -> Vec<serde_json::Value> {
+        self.journal()
+            .await
+            .into_iter()
+            .skip(since)
+            .filter(|e| matches!(e["method"].as_str(), Some("POST" | "PUT" | "DELETE")))
+            .collect()
+    }
+
+    /// The VMs that carry our ownership tag.
+    pub async fn our_vms(&self) -> Vec<serde_json::Value> {
+        self.state().await["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|vm| {
+                vm["tags"]
+                    .as_str()
+                    .is_some_and(|t| t.split(';').any(|t| t == "proxyvm"))
+                    || vm["config"]["description"]
+                        .as_str()
+                        .is_some_and(|d| d.contains("proxyvm-owner:"))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Volumes on the given storage.
+    pub async fn volumes_on(&self, storage: &str) -> Vec<serde_json::Value> {
+        self.state().await["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["storage"] == storage)
+            .cloned()
+            .collect()
+    }
+}
