@@ -94,8 +94,15 @@ enum Setting {
     FromEnv(String),
 }
 
+/// Reads an environment variable; the process's environment outside tests.
+type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 impl Setting {
-    fn merged(config: &Value, name: &str, env: &str) -> Setting {
+    fn merged(config: &Value, name: &str, env_name: &str, env: EnvLookup<'_>) -> Setting {
         let value = config.get_attr(name);
         if !value.is_known() {
             return Setting::Unknown;
@@ -103,8 +110,8 @@ impl Setting {
         if let Some(text) = value.as_str() {
             return Setting::FromConfig(text.to_owned());
         }
-        match std::env::var(env) {
-            Ok(text) if !text.is_empty() => Setting::FromEnv(text),
+        match env(env_name) {
+            Some(text) if !text.is_empty() => Setting::FromEnv(text),
             _ => Setting::Absent,
         }
     }
@@ -126,29 +133,28 @@ impl Setting {
 }
 
 impl Settings {
-    fn read(config: &Value) -> Settings {
+    fn read(config: &Value, env: EnvLookup<'_>) -> Settings {
         let insecure_value = config.get_attr("insecure");
         let insecure = if !insecure_value.is_known() {
             None
         } else if let Some(flag) = insecure_value.as_bool() {
             Some(Ok(flag))
         } else {
-            std::env::var(ENV_INSECURE)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .map(|text| match text.to_ascii_lowercase().as_str() {
+            env(ENV_INSECURE).filter(|v| !v.is_empty()).map(|text| {
+                match text.to_ascii_lowercase().as_str() {
                     "1" | "true" | "yes" => Ok(true),
                     "0" | "false" | "no" => Ok(false),
                     _ => Err(format!(
                         "{ENV_INSECURE}=`{text}` is not a boolean; use true or false"
                     )),
-                })
+                }
+            })
         };
         Settings {
-            endpoint: Setting::merged(config, "endpoint", ENV_ENDPOINT),
-            fleet: Setting::merged(config, "fleet", ENV_FLEET),
-            api_token: Setting::merged(config, "api_token", ENV_API_TOKEN),
-            ca_cert: Setting::merged(config, "ca_cert", ENV_CA_CERT),
+            endpoint: Setting::merged(config, "endpoint", ENV_ENDPOINT, env),
+            fleet: Setting::merged(config, "fleet", ENV_FLEET, env),
+            api_token: Setting::merged(config, "api_token", ENV_API_TOKEN, env),
+            ca_cert: Setting::merged(config, "ca_cert", ENV_CA_CERT, env),
             insecure,
         }
     }
@@ -277,7 +283,7 @@ impl Provider for ProxmoxProvider {
 
     async fn validate_config(&self, _ctx: &Context, config: &Value) -> Diagnostics {
         // Endpoint and token may legitimately come from the environment only at apply time.
-        Settings::read(config).check(config, false)
+        Settings::read(config, &process_env).check(config, false)
     }
 
     async fn configure(
@@ -286,7 +292,7 @@ impl Provider for ProxmoxProvider {
         _terraform_version: &str,
         config: &Value,
     ) -> Diagnostics {
-        let settings = Settings::read(config);
+        let settings = Settings::read(config, &process_env);
         let mut diags = settings.check(config, true);
         let outcome = if diags.has_errors() {
             Err("The provider block is invalid; see the other errors.".to_owned())
@@ -348,4 +354,252 @@ fn build(settings: &Settings, config: &Value) -> Result<Configured, String> {
         facts: Default::default(),
         journal: crate::journal::Journal::for_working_directory(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tfplugin::Severity;
+
+    const TOKEN: &str = "terraform@pve!provider=0b5ee6e7-0000-4000-8000-000000000001";
+    const ENDPOINT: &str = "https://pve1.example:8006";
+    const CA_PEM: &str = include_str!("../tests/provider/fixtures/unrelated-ca.pem");
+
+    fn config(attrs: &[(&str, Value)]) -> Value {
+        Value::object(attrs.iter().cloned())
+    }
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        }
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn check(config: &Value, env: EnvLookup<'_>, require: bool) -> Diagnostics {
+        Settings::read(config, env).check(config, require)
+    }
+
+    /// (severity, summary, attribute, detail) of each diagnostic, for assertions.
+    fn found(diags: &Diagnostics) -> Vec<(Severity, String, String, String)> {
+        diags
+            .iter()
+            .map(|d| {
+                let attribute = d
+                    .attribute
+                    .as_ref()
+                    .map(|path| format!("{path:?}"))
+                    .unwrap_or_default();
+                (d.severity, d.summary.clone(), attribute, d.detail.clone())
+            })
+            .collect()
+    }
+
+    fn one_error_on(diags: &Diagnostics, attribute: &str) -> String {
+        let errors: Vec<_> = found(diags)
+            .into_iter()
+            .filter(|(severity, ..)| *severity == Severity::Error)
+            .collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].2.contains(attribute), "{errors:?}");
+        errors[0].3.clone()
+    }
+
+    #[test]
+    fn endpoint_and_token_are_required_at_configure_only() {
+        let empty = config(&[]);
+        assert!(check(&empty, &no_env, false).is_empty());
+        let diags = check(&empty, &no_env, true);
+        let summaries: Vec<_> = found(&diags).into_iter().map(|d| d.1).collect();
+        assert_eq!(summaries, ["Missing PVE endpoint", "Missing API token"]);
+    }
+
+    #[test]
+    fn the_environment_fills_in_and_a_bad_value_names_its_variable() {
+        static ENV: &[(&str, &str)] = &[
+            (ENV_ENDPOINT, ENDPOINT),
+            (ENV_API_TOKEN, "terraform@pve!provider"),
+            (ENV_FLEET, "Not A Fleet"),
+        ];
+        let diags = check(&config(&[]), &env_of(ENV), true);
+        let found = found(&diags);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].1, "Invalid API token");
+        assert!(
+            found[0]
+                .3
+                .ends_with("(from the environment variable PROXMOX_VE_API_TOKEN)")
+        );
+        assert_eq!(found[1].1, "Invalid fleet");
+        assert!(
+            found[1]
+                .3
+                .ends_with("(from the environment variable PROXMOX_VE_FLEET)")
+        );
+    }
+
+    #[test]
+    fn configuration_wins_over_the_environment() {
+        static ENV: &[(&str, &str)] = &[(ENV_ENDPOINT, "not a url"), (ENV_API_TOKEN, TOKEN)];
+        let diags = check(
+            &config(&[("endpoint", Value::string("ftp://pve1"))]),
+            &env_of(ENV),
+            true,
+        );
+        let detail = one_error_on(&diags, "endpoint");
+        assert!(detail.ends_with("(attribute endpoint)"), "{detail}");
+    }
+
+    #[test]
+    fn unknown_values_pass_validation_and_fail_configure_with_the_reason() {
+        for name in ["endpoint", "api_token", "fleet"] {
+            let mut attrs = vec![
+                ("endpoint", Value::string(ENDPOINT)),
+                ("api_token", Value::string(TOKEN)),
+            ];
+            attrs.retain(|(n, _)| *n != name);
+            attrs.push((name, Value::Unknown));
+            let config = config(&attrs);
+            let settings = Settings::read(&config, &no_env);
+            assert!(settings.check(&config, true).is_empty(), "{name}");
+            let why = build(&settings, &config).expect_err(name);
+            assert!(
+                why.starts_with(&format!(
+                    "`{name}` depends on a value known only after apply"
+                )),
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn insecure_from_the_environment_reads_words_and_refuses_others() {
+        for (text, expected) in [("yes", true), ("1", true), ("FALSE", false), ("no", false)] {
+            let lookup = move |name: &str| (name == ENV_INSECURE).then(|| text.to_owned());
+            let settings = Settings::read(&config(&[]), &lookup);
+            assert!(
+                matches!(settings.insecure, Some(Ok(flag)) if flag == expected),
+                "{text}"
+            );
+        }
+        static ENV: &[(&str, &str)] = &[(ENV_INSECURE, "maybe")];
+        let detail = one_error_on(&check(&config(&[]), &env_of(ENV), false), "insecure");
+        assert_eq!(
+            detail,
+            "PROXMOX_VE_INSECURE=`maybe` is not a boolean; use true or false"
+        );
+        // The attribute wins over the variable.
+        let settings = Settings::read(&config(&[("insecure", Value::Bool(false))]), &env_of(ENV));
+        assert!(matches!(settings.insecure, Some(Ok(false))));
+    }
+
+    #[test]
+    fn insecure_beside_a_ca_warns_that_the_ca_does_nothing() {
+        let config = config(&[
+            ("insecure", Value::Bool(true)),
+            ("ca_cert", Value::string(CA_PEM)),
+        ]);
+        let found = found(&check(&config, &no_env, false));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, Severity::Warning);
+        assert_eq!(found[0].1, "Both ca_cert and insecure are set");
+        assert!(found[0].2.contains("insecure"));
+    }
+
+    #[test]
+    fn a_ca_from_the_environment_may_be_a_path_and_a_bad_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("ca.pem");
+        std::fs::write(&good, CA_PEM).unwrap();
+        let not_pem = dir.path().join("not.pem");
+        std::fs::write(&not_pem, "hello").unwrap();
+        let missing = dir.path().join("missing.pem");
+        let with = |path: &std::path::Path| {
+            let path = path.display().to_string();
+            move |name: &str| (name == ENV_CA_CERT).then(|| path.clone())
+        };
+        assert!(check(&config(&[]), &with(&good), false).is_empty());
+        let detail = one_error_on(&check(&config(&[]), &with(&not_pem), false), "ca_cert");
+        assert!(detail.starts_with("the CA holds no `-----BEGIN CERTIFICATE-----` block"));
+        assert!(detail.ends_with("(from the environment variable PROXMOX_VE_CA_CERT)"));
+        let detail = one_error_on(&check(&config(&[]), &with(&missing), false), "ca_cert");
+        assert!(
+            detail.starts_with("PROXMOX_VE_CA_CERT is neither PEM text nor a readable file"),
+            "{detail}"
+        );
+        // PEM text in the attribute is never taken for a path.
+        let detail = one_error_on(
+            &check(
+                &config(&[("ca_cert", Value::string("/etc/pve/pve-root-ca.pem"))]),
+                &no_env,
+                false,
+            ),
+            "ca_cert",
+        );
+        assert!(detail.ends_with("(attribute ca_cert)"), "{detail}");
+    }
+
+    #[test]
+    fn storages_and_the_vmid_range_point_at_their_attributes() {
+        let bad_storage = config(&[("seed_storage", Value::string("has space"))]);
+        let detail = one_error_on(&check(&bad_storage, &no_env, false), "seed_storage");
+        assert!(!detail.is_empty());
+        let bad_clone = config(&[("clone_storage", Value::string("-x"))]);
+        one_error_on(&check(&bad_clone, &no_env, false), "clone_storage");
+
+        let negative = config(&[("vmid_range_end", Value::number(-5))]);
+        let detail = one_error_on(&check(&negative, &no_env, false), "vmid_range_end");
+        assert_eq!(detail, "-5 is not a VMID");
+        let reversed = config(&[
+            ("vmid_range_start", Value::number(9000)),
+            ("vmid_range_end", Value::number(8000)),
+        ]);
+        one_error_on(&check(&reversed, &no_env, false), "vmid_range_start");
+        let fine = config(&[
+            ("vmid_range_start", Value::number(8000)),
+            ("vmid_range_end", Value::number(8999)),
+        ]);
+        assert_eq!(
+            vmid_range(&fine).unwrap(),
+            VmidRange::new(8000, 8999).unwrap()
+        );
+        assert_eq!(vmid_range(&config(&[])).unwrap(), VmidRange::default());
+    }
+
+    #[test]
+    fn build_takes_defaults_the_fleet_and_the_trust_asked_for() {
+        static ENV: &[(&str, &str)] = &[(ENV_FLEET, "blue")];
+        let config = config(&[
+            ("endpoint", Value::string(ENDPOINT)),
+            ("api_token", Value::string(TOKEN)),
+            ("ca_cert", Value::string(CA_PEM)),
+            ("clone_storage", Value::string("local-lvm")),
+        ]);
+        let settings = Settings::read(&config, &env_of(ENV));
+        let configured = build(&settings, &config).unwrap();
+        assert_eq!(configured.seed_storage, DEFAULT_SEED_STORAGE);
+        assert_eq!(configured.clone_storage.as_deref(), Some("local-lvm"));
+        assert_eq!(configured.fleet, "blue");
+        assert!(matches!(
+            configured.client.config().tls,
+            pve::TlsTrust::CaPem(_)
+        ));
+
+        let mut insecure = config.clone();
+        insecure.set_attr("insecure", Value::Bool(true));
+        insecure.set_attr("seed_storage", Value::string("proxy-seeds"));
+        let configured = build(&Settings::read(&insecure, &no_env), &insecure).unwrap();
+        assert!(matches!(
+            configured.client.config().tls,
+            pve::TlsTrust::Insecure
+        ));
+        assert_eq!(configured.seed_storage, "proxy-seeds");
+        assert_eq!(configured.fleet, "");
+    }
 }
