@@ -47,7 +47,8 @@ impl Shared {
             Some(Err(why)) => Err(Diagnostic::error("Provider not configured", why.clone())),
             None => Err(Diagnostic::error(
                 "Provider not configured",
-                "Terraform called the resource before configuring the provider. This is a bug in the provider, which should be reported in the provider's own issue tracker.",
+                "Terraform called the resource before configuring the provider. This is a bug in \
+                    the provider, which should be reported in the provider's own issue tracker.",
             )),
         }
     }

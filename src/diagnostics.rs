@@ -34,20 +34,29 @@ pub fn connection_hint(error: &pve::Error) -> Option<String> {
     let server = error.server().unwrap_or("the endpoint");
     Some(match error.connect_failure()? {
         pve::ConnectFailure::Certificate => format!(
-            "The TLS certificate of {server} is not trusted. Give the cluster's CA with `ca_cert` in the provider block or PROXMOX_VE_CA_CERT (PEM text or a file path): it is /etc/pve/pve-root-ca.pem on any node, e.g. `scp root@NODE:/etc/pve/pve-root-ca.pem .`. Use the host name the certificate names. For a throwaway lab only, `insecure = true` skips the check."
+            "The TLS certificate of {server} is not trusted. Give the cluster's CA with `ca_cert` \
+                in the provider block or PROXMOX_VE_CA_CERT (PEM text or a file path): it is \
+                /etc/pve/pve-root-ca.pem on any node, e.g. `scp root@NODE:/etc/pve/pve-root-ca.pem \
+                .`. Use the host name the certificate names. For a throwaway lab only, `insecure = \
+                true` skips the check."
         ),
         pve::ConnectFailure::Refused => format!(
-            "Nothing accepted the connection at {server} (connection refused): it answered at once, so check the endpoint's host and port (PVE's API listens on 8006) and that pveproxy runs there."
+            "Nothing accepted the connection at {server} (connection refused): it answered at \
+                once, so check the endpoint's host and port (PVE's API listens on 8006) and that \
+                pveproxy runs there."
         ),
         pve::ConnectFailure::NameNotResolved => format!(
-            "The host name of {server} could not be resolved (DNS): check the endpoint's spelling, or use the node's IP address."
+            "The host name of {server} could not be resolved (DNS): check the endpoint's spelling, \
+                or use the node's IP address."
         ),
         pve::ConnectFailure::TimedOut => format!(
-            "{server} did not answer in time: check that the host is up and that no firewall drops port {}. The next apply resumes where this one stopped.",
+            "{server} did not answer in time: check that the host is up and that no firewall drops \
+                port {}. The next apply resumes where this one stopped.",
             server.rsplit(':').next().unwrap_or("8006")
         ),
         pve::ConnectFailure::Other => format!(
-            "The connection to {server} broke repeatedly. The next apply resumes where this one stopped."
+            "The connection to {server} broke repeatedly. The next apply resumes where this one \
+                stopped."
         ),
     })
 }
@@ -59,27 +68,37 @@ fn hint(error: &pve::Error) -> Option<String> {
     let message = error.message();
     match error.kind() {
         pve::ErrorKind::Auth if message.contains("Permission check failed") => Some(
-            "The API token lacks the privilege named above. Grant it to the token's role (see docs/guides/pve-setup.md for the exact list), or run the proxmox_health data source to list every missing privilege.".into(),
+            "The API token lacks the privilege named above. Grant it to the token's role (see \
+                docs/guides/pve-setup.md for the exact list), or run the proxmox_health data \
+                source to list every missing privilege.".into(),
         ),
         pve::ErrorKind::Auth => Some(
-            "PVE refused the API token. Check PROXMOX_VE_API_TOKEN / api_token (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that the user exists.".into(),
+            "PVE refused the API token. Check PROXMOX_VE_API_TOKEN / api_token \
+                (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that \
+                the user exists.".into(),
         ),
         pve::ErrorKind::Locked => Some(
-            "Another task (a backup, a migration) held the lock for the whole operation timeout. Check the task list on the node; raise `timeouts`, or apply again once it is done: the next apply resumes where this one stopped.".into(),
+            "Another task (a backup, a migration) held the lock for the whole operation timeout. \
+                Check the task list on the node; raise `timeouts`, or apply again once it is done: \
+                the next apply resumes where this one stopped.".into(),
         ),
         pve::ErrorKind::Transient => Some(
-            "The cluster answered with an error that usually passes (a node unreachable from the one the provider talks to, a busy proxy), every time the provider tried. The next apply resumes where this one stopped; nothing was left half-tracked.".into(),
+            "The cluster answered with an error that usually passes (a node unreachable from the \
+                one the provider talks to, a busy proxy), every time the provider tried. The next \
+                apply resumes where this one stopped; nothing was left half-tracked.".into(),
         ),
         _ if message.contains("does not support 'iso' content")
             || message.contains("does not support iso") =>
         {
-            Some("The seed storage must accept `iso` content: enable ISO images on it in Datacenter → Storage, or choose another with `seed_storage`.".into())
+            Some("The seed storage must accept `iso` content: enable ISO images on it in \
+                Datacenter → Storage, or choose another with `seed_storage`.".into())
         }
         _ if message.contains("you can't start a vm if it's a template") => Some(
             "The VMID belongs to a template. Choose another `vmid`.".into(),
         ),
         _ if message.contains("shrinking disks is not supported") => Some(
-            "PVE cannot shrink disks. Set `disk_gib` to at least the current size; a smaller value plans a replacement.".into(),
+            "PVE cannot shrink disks. Set `disk_gib` to at least the current size; a smaller value \
+                plans a replacement.".into(),
         ),
         _ => None,
     }

@@ -145,7 +145,8 @@ impl Journal {
             return;
         }
         if let Err(error) = write_atomically(&path, &after) {
-            tracing::warn!(path = %path.display(), %error, "could not write the provider's journal; a create killed before Terraform stored it will need an import");
+            tracing::warn!(path = %path.display(), %error, "could not write the provider's \
+                journal; a create killed before Terraform stored it will need an import");
         }
     }
 }

@@ -40,37 +40,54 @@ impl Default for ProxmoxProvider {
 }
 
 pub fn provider_schema() -> Schema {
+    // Every provider attribute is optional: each has an environment variable or a default.
+    let string = |name: &str| Attribute::new(name, Type::String).optional();
+    let number = |name: &str| Attribute::new(name, Type::Number).optional();
     Schema::new(
         Block::new()
             .description(
-                "Runs fleets of small proxy VMs on a Proxmox VE 9 cluster through its REST API with an API token: no SSH, nothing installed on the host.",
+                "Runs fleets of small proxy VMs on a Proxmox VE 9 cluster through its REST API \
+                    with an API token: no SSH, nothing installed on the host.",
             )
-            .attribute(Attribute::new("endpoint", Type::String).optional().description(format!(
-                "The PVE API URL, e.g. `https://pve1.example:8006` (without `/api2/json`). Can also be set with `{ENV_ENDPOINT}`."
+            .attribute(string("endpoint").description(format!(
+                "The PVE API URL, e.g. `https://pve1.example:8006` (without `/api2/json`). Can \
+                    also be set with `{ENV_ENDPOINT}`."
             )))
-            .attribute(Attribute::new("api_token", Type::String).optional().sensitive().description(format!(
-                "An API token `USER@REALM!TOKENID=SECRET`. Can also be set with `{ENV_API_TOKEN}`; prefer that, or a variable marked sensitive, over writing the secret in configuration."
+            .attribute(string("api_token").sensitive().description(format!(
+                "An API token `USER@REALM!TOKENID=SECRET`. Can also be set with `{ENV_API_TOKEN}`; \
+                    prefer that, or a variable marked sensitive, over writing the secret in \
+                    configuration."
             )))
-            .attribute(Attribute::new("ca_cert", Type::String).optional().description(format!(
-                "PEM certificate(s) to trust for the endpoint, e.g. the content of the cluster's `/etc/pve/pve-root-ca.pem`. Without it the system's roots are used. Can also be set with `{ENV_CA_CERT}` (PEM text, or the path of a PEM file)."
+            .attribute(string("ca_cert").description(format!(
+                "PEM certificate(s) to trust for the endpoint, e.g. the content of the cluster's \
+                    `/etc/pve/pve-root-ca.pem`. Without it the system's roots are used. Can also \
+                    be set with `{ENV_CA_CERT}` (PEM text, or the path of a PEM file)."
             )))
             .attribute(Attribute::new("insecure", Type::Bool).optional().description(format!(
-                "Skip TLS certificate verification. Never the default; only for throwaway labs. Can also be set with `{ENV_INSECURE}` (`true`/`1`)."
+                "Skip TLS certificate verification. Never the default; only for throwaway labs. \
+                    Can also be set with `{ENV_INSECURE}` (`true`/`1`)."
             )))
-            .attribute(Attribute::new("fleet", Type::String).optional().description(format!(
-                "A namespace for this configuration's VMs, e.g. `terraform.workspace`: part of each VM's ownership mark and of the VMID derived from its name, so configurations with different fleets can use the same VM names on one cluster without meeting. A VM belongs to exactly one fleet; `proxmox_proxy_vms` lists this fleet's VMs. Lower-case letters, digits, `_ . -`, at most 32. Defaults to empty (the default fleet). Can also be set with `{ENV_FLEET}`."
+            .attribute(string("fleet").description(format!(
+                "A namespace for this configuration's VMs, e.g. `terraform.workspace`: part of \
+                    each VM's ownership mark and of the VMID derived from its name, so \
+                    configurations with different fleets can use the same VM names on one cluster \
+                    without meeting. A VM belongs to exactly one fleet; `proxmox_proxy_vms` lists \
+                    this fleet's VMs. Lower-case letters, digits, `_ . -`, at most 32. Defaults to \
+                    empty (the default fleet). Can also be set with `{ENV_FLEET}`."
             )))
-            .attribute(Attribute::new("seed_storage", Type::String).optional().description(format!(
-                "Default storage for the NoCloud seed ISOs; it must accept `iso` content on every node that runs proxy VMs. Defaults to `{DEFAULT_SEED_STORAGE}`."
+            .attribute(string("seed_storage").description(format!(
+                "Default storage for the NoCloud seed ISOs; it must accept `iso` content on every \
+                    node that runs proxy VMs. Defaults to `{DEFAULT_SEED_STORAGE}`."
             )))
-            .attribute(Attribute::new("clone_storage", Type::String).optional().description(
+            .attribute(string("clone_storage").description(
                 "Default storage for the disks of cloned VMs. Defaults to the template's storage.",
             ))
-            .attribute(Attribute::new("vmid_range_start", Type::Number).optional().description(format!(
-                "First VMID the provider derives VMIDs in, for VMs without an explicit `vmid`. Defaults to `{}`.",
+            .attribute(number("vmid_range_start").description(format!(
+                "First VMID the provider derives VMIDs in, for VMs without an explicit `vmid`. \
+                    Defaults to `{}`.",
                 VmidRange::default().bounds().start()
             )))
-            .attribute(Attribute::new("vmid_range_end", Type::Number).optional().description(format!(
+            .attribute(number("vmid_range_end").description(format!(
                 "Last VMID (inclusive) of that range. Defaults to `{}`.",
                 VmidRange::default().bounds().end()
             ))),
@@ -168,7 +185,10 @@ impl Settings {
             Setting::Absent if require => diags.attribute_error(
                 attr("endpoint"),
                 "Missing PVE endpoint",
-                format!("Set `endpoint` in the provider block or the environment variable {ENV_ENDPOINT}, e.g. https://pve1.example:8006."),
+                format!(
+                    "Set `endpoint` in the provider block or the environment variable \
+                    {ENV_ENDPOINT}, e.g. https://pve1.example:8006."
+                ),
             ),
             setting => {
                 if let Some(text) = setting.known()
@@ -186,7 +206,10 @@ impl Settings {
             Setting::Absent if require => diags.attribute_error(
                 attr("api_token"),
                 "Missing API token",
-                format!("Set `api_token` in the provider block or the environment variable {ENV_API_TOKEN}; see docs/guides/pve-setup.md for creating one."),
+                format!(
+                    "Set `api_token` in the provider block or the environment variable \
+                    {ENV_API_TOKEN}; see docs/guides/pve-setup.md for creating one."
+                ),
             ),
             setting => {
                 if let Some(text) = setting.known()
@@ -230,7 +253,8 @@ impl Settings {
             diags.push(
                 Diagnostic::warning(
                     "Both ca_cert and insecure are set",
-                    "With insecure = true the certificate is not verified at all, so ca_cert has no effect.",
+                    "With insecure = true the certificate is not verified at all, so ca_cert has \
+                        no effect.",
                 )
                 .with_attribute(attr("insecure")),
             );
@@ -317,7 +341,8 @@ impl Provider for ProxmoxProvider {
 fn build(settings: &Settings, config: &Value) -> Result<Configured, String> {
     let unknown = |what: &str| {
         format!(
-            "`{what}` depends on a value known only after apply; the provider needs it to plan. Set it from a variable or the environment."
+            "`{what}` depends on a value known only after apply; the provider needs it to plan. \
+                Set it from a variable or the environment."
         )
     };
     if matches!(settings.endpoint, Setting::Unknown) {

@@ -83,7 +83,8 @@ fn derivation_key(fleet: &str, name: &str) -> String {
 }
 
 impl Default for VmidRange {
-    /// Above the VMIDs that PVE's `nextid` hands out first, so derived VMIDs rarely meet hand-made VMs.
+    /// Above the VMIDs that PVE's `nextid` hands out first, so derived VMIDs rarely meet hand-made
+    /// VMs.
     fn default() -> Self {
         Self {
             first: 100_000,

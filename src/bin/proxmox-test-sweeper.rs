@@ -226,7 +226,8 @@ async fn sweep(client: &Client, args: &Args) -> Report {
     }
     if unreadable {
         report.errors.push(
-            "no seed ISO was deleted in this run: a VM's config could not be read, so the seeds it uses are unknown; run the sweeper again".to_owned(),
+            "no seed ISO was deleted in this run: a VM's config could not be read, so the seeds it \
+                uses are unknown; run the sweeper again".to_owned(),
         );
         return report;
     }

@@ -127,7 +127,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             eprintln!("{problem}");
         }
         eprintln!(
-            "the committed docs differ from the generated ones; run scripts/docs.sh and commit docs/"
+            "the committed docs differ from the generated ones; run scripts/docs.sh and commit \
+                docs/"
         );
         return Ok(ExitCode::FAILURE);
     }
@@ -143,7 +144,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
 fn schema_from_terraform(terraform: &Path, binary: &Path) -> Result<String, String> {
     if !binary.is_file() {
         return Err(format!(
-            "no provider binary at {} (run `cargo build --release` first, or pass --provider-binary)",
+            "no provider binary at {} (run `cargo build --release` first, or pass \
+                --provider-binary)",
             binary.display()
         ));
     }
@@ -169,7 +171,8 @@ fn schema_from_terraform(terraform: &Path, binary: &Path) -> Result<String, Stri
         .map_err(|e| format!("copying {}: {e}", binary.display()))?;
     }
     let cli_config = format!(
-        "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [{}]\n  }}\n}}\n",
+        "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = \
+            [{}]\n  }}\n}}\n",
         dir.path().join("mirror").display(),
         hosts
             .map(|h| format!("\"{h}/{PROVIDER_SOURCE}\""))
@@ -181,7 +184,10 @@ fn schema_from_terraform(terraform: &Path, binary: &Path) -> Result<String, Stri
     std::fs::create_dir_all(&work).map_err(|e| format!("work dir: {e}"))?;
     std::fs::write(
         work.join("main.tf"),
-        format!("terraform {{\n  required_providers {{\n    proxmox = {{ source = \"{PROVIDER_SOURCE}\" }}\n  }}\n}}\n"),
+        format!(
+            "terraform {{\n  required_providers {{\n    proxmox = {{ source = \
+            \"{PROVIDER_SOURCE}\" }}\n  }}\n}}\n"
+        ),
     )
     .map_err(|e| format!("main.tf: {e}"))?;
 
