@@ -1,0 +1,291 @@
+//! Acceptance: the edges of delete and of choosing a create's VMID that the lifecycle
+//! tests do not reach: a destroy that meets a VM which is no longer this state's (left
+//! alone, with the seed it boots) or no VM at all (the seed still goes), and creates that
+//! find no VMID to use (a range used up, one explicit VMID asked for twice, a VM of the
+//! name being destroyed). Simulator-only: they edit VMs behind Terraform's back.
+
+use crate::support;
+
+use serde_json::Value;
+use support::{SimClient, Workspace, simulator_only, start_sim};
+
+fn config(provider_extra: &str, resources: &str) -> String {
+    format!(
+        r#"{}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+{provider_extra}}}
+{resources}"#,
+        Workspace::preamble()
+    )
+}
+
+fn vm(label: &str, name: &str, extra: &str) -> String {
+    format!(
+        r#"
+resource "proxmox_proxy_vm" "{label}" {{
+  name             = "{name}"
+  node             = "pve1"
+  template         = "debian-13-proxy"
+  wait_for_address = false
+{extra}}}
+"#
+    )
+}
+
+/// The VMID and seed volume the state holds for `name`.
+async fn tracked(ws: &Workspace, name: &str) -> (u32, String) {
+    let state = ws.state().await;
+    let resources = state["values"]["root_module"]["resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let vm = resources
+        .iter()
+        .find(|r| r["values"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {state}"));
+    (
+        u32::try_from(vm["values"]["vmid"].as_u64().unwrap()).unwrap(),
+        vm["values"]["seed_volume"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Terraform wraps diagnostics at its terminal width: compare texts with single spaces.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn seeds(sim_state: &Value) -> Vec<String> {
+    sim_state["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["storage"] == "proxy-seeds")
+        .map(|v| v["volid"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn vm_exists(sim_state: &Value, vmid: u32) -> bool {
+    sim_state["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|vm| vm["vmid"] == vmid)
+}
+
+async fn description(sim: &SimClient, vmid: u32) -> String {
+    sim.api("GET", &format!("/nodes/pve1/qemu/{vmid}/config"), &[])
+        .await["description"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn set_description(sim: &SimClient, vmid: u32, text: &str) {
+    sim.api(
+        "PUT",
+        &format!("/nodes/pve1/qemu/{vmid}/config"),
+        &[("description", text)],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_leaves_a_vm_that_became_another_names_and_the_seed_it_boots() {
+    let test = "destroy_leaves_a_vm_that_became_another_names_and_the_seed_it_boots";
+    if !simulator_only(test, "edits a VM's mark behind Terraform's back") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&config("", &vm("a", "keep-0", ""))).await;
+    ws.apply().await.success();
+    let (vmid, seed) = tracked(&ws, "keep-0").await;
+
+    // Someone re-purposes the VM: its mark now names another VM of ours.
+    let mark = description(&sim, vmid).await;
+    assert!(mark.contains("proxyvm-owner: keep-0"), "{mark}");
+    set_description(
+        &sim,
+        vmid,
+        &mark.replace("proxyvm-owner: keep-0", "proxyvm-owner: other-0"),
+    )
+    .await;
+
+    let out = ws
+        .terraform(&["destroy", "-auto-approve", "-refresh=false", "-no-color"])
+        .await
+        .success();
+    let text = flat(&out.all_text());
+    assert!(
+        text.contains(&format!("VM {vmid} on pve1 is not this state's VM")),
+        "{text}"
+    );
+    assert!(text.contains("it was left untouched"), "{text}");
+    assert!(
+        text.contains(&format!("Its seed {seed} was left too")),
+        "{text}"
+    );
+    let after = sim.state().await;
+    assert!(vm_exists(&after, vmid), "the other name's VM was destroyed");
+    assert!(
+        seeds(&after).contains(&seed),
+        "the seed the VM boots was deleted"
+    );
+    let config = sim
+        .api("GET", &format!("/nodes/pve1/qemu/{vmid}/config"), &[])
+        .await;
+    assert!(
+        config["description"]
+            .as_str()
+            .unwrap()
+            .contains("proxyvm-owner: other-0"),
+        "the mark was rewritten: {config}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_of_a_vm_already_gone_still_deletes_its_seed() {
+    let test = "destroy_of_a_vm_already_gone_still_deletes_its_seed";
+    if !simulator_only(test, "deletes a VM behind Terraform's back") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&config("", &vm("a", "gone-0", ""))).await;
+    ws.apply().await.success();
+    let (vmid, seed) = tracked(&ws, "gone-0").await;
+
+    let stop = sim
+        .api("POST", &format!("/nodes/pve1/qemu/{vmid}/status/stop"), &[])
+        .await;
+    sim.wait_task(&stop).await;
+    let destroy = sim
+        .api("DELETE", &format!("/nodes/pve1/qemu/{vmid}"), &[])
+        .await;
+    sim.wait_task(&destroy).await;
+    assert!(
+        seeds(&sim.state().await).contains(&seed),
+        "PVE left the ISO"
+    );
+
+    // Without a refresh the delete itself finds the VM gone: done, and no ISO left behind.
+    ws.terraform(&["destroy", "-auto-approve", "-refresh=false", "-no-color"])
+        .await
+        .success();
+    let after = sim.state().await;
+    assert!(
+        !seeds(&after).contains(&seed),
+        "the seed ISO leaked: {:?}",
+        seeds(&after)
+    );
+    assert!(ws.state().await["values"].is_null(), "{}", ws.state().await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_used_up_vmid_range_fails_the_create_naming_the_range() {
+    let test = "a_used_up_vmid_range_fails_the_create_naming_the_range";
+    if !simulator_only(test, "a VMID range of one") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    let range = "  vmid_range_start = 9100\n  vmid_range_end   = 9100\n";
+    ws.init_with(&config(range, &vm("a", "one-0", ""))).await;
+    ws.apply().await.success();
+    assert_eq!(tracked(&ws, "one-0").await.0, 9100);
+
+    let both = format!("{}{}", vm("a", "one-0", ""), vm("b", "two-0", ""));
+    ws.write_main_tf(&config(range, &both));
+    let out = ws.apply().await.failure();
+    let text = flat(&out.all_text());
+    assert!(
+        text.contains("no free VMID left in the provider's range 9100-9100 for `two-0`"),
+        "{text}"
+    );
+    // Nothing of the failed create is left; the first VM is untouched.
+    let ours: Vec<u64> = sim
+        .our_vms()
+        .await
+        .iter()
+        .map(|vm| vm["vmid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ours, [9100]);
+    ws.write_main_tf(&config(range, &vm("a", "one-0", "")));
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_explicit_vmid_asked_for_twice_fails_the_second_create() {
+    let test = "one_explicit_vmid_asked_for_twice_fails_the_second_create";
+    if !simulator_only(test, "the request journal") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    let both = format!(
+        "{}{}",
+        vm("a", "twin-0", "  vmid = 9200\n"),
+        vm("b", "twin-1", "  vmid = 9200\n")
+    );
+    ws.init_with(&config("", &both)).await;
+    let out = ws.apply().await.failure();
+    let text = flat(&out.all_text());
+    let refused = [
+        "VMID 9200 is also being created by another resource in this run",
+        "VMID 9200 is taken by the proxy VM",
+    ];
+    assert!(refused.iter().any(|r| text.contains(r)), "{text}");
+    // One VM was made, the state holds it, and a destroy leaves nothing.
+    let ours = sim.our_vms().await;
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+    assert!(seeds(&sim.state().await).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_meeting_its_names_vm_mid_destroy_refuses_and_writes_nothing() {
+    let test = "a_create_meeting_its_names_vm_mid_destroy_refuses_and_writes_nothing";
+    if !simulator_only(test, "edits a VM's mark behind Terraform's back") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let owner = Workspace::new(target.clone());
+    owner.init_with(&config("", &vm("a", "dying-0", ""))).await;
+    owner.apply().await.success();
+    let (vmid, _) = tracked(&owner, "dying-0").await;
+    // The owner's destroy was killed after it marked the VM.
+    let mark = description(&sim, vmid).await;
+    assert!(mark.contains("proxyvm-phase: done"), "{mark}");
+    set_description(
+        &sim,
+        vmid,
+        &mark.replace("proxyvm-phase: done", "proxyvm-phase: deleting"),
+    )
+    .await;
+
+    let other = Workspace::new(target.clone());
+    other.init_with(&config("", &vm("a", "dying-0", ""))).await;
+    let journal_before = sim.journal().await.len();
+    let out = other.apply().await.failure();
+    let text = flat(&out.all_text());
+    assert!(
+        text.contains(&format!(
+            "VM {vmid} on pve1, named `dying-0`, is being destroyed by the state that owns it"
+        )),
+        "{text}"
+    );
+    let writes = sim.writes_since(journal_before).await;
+    assert!(writes.is_empty(), "the refused create wrote: {writes:?}");
+    // The owner's next destroy finishes the job.
+    owner.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}
