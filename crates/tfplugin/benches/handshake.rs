@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench -p tfplugin --bench handshake` (optionally `-- 100` for the run count).
 
+// The benchmark starts the plugin and connects; the rest of the tests' helpers go unused.
+#[allow(dead_code)]
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -1,6 +1,6 @@
 //! Starts the `tfplugin-echo` plugin as Terraform would and talks to it:
 //! shared by the integration tests and the handshake benchmark.
-#![allow(dead_code, missing_debug_implementations)]
+#![allow(missing_debug_implementations)]
 
 use std::future::Future;
 use std::io::{BufRead as _, BufReader};
