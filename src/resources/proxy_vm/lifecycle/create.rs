@@ -1,7 +1,7 @@
 //! Create, steps 1–7 of the design: prechecks, VMID slot, clone, seed, config, disk, power,
 //! address; resuming whatever an earlier run left.
 
-use pve::ErrorKind;
+use pve::{Backoff, ErrorKind, wait_out_locks};
 use tokio::time::Instant;
 
 use super::super::model::{Desired, Observed};
@@ -12,7 +12,7 @@ use super::prechecks::{
 use super::read::observe_with;
 use super::slot::{Slot, choose_slot, config_after_clone};
 use super::steps::{Hold, build_seed, clone_vm, upload_seed, wait_for_address};
-use super::{ProgressCell, Step, StepError, next_lock_delay, placement, run_task};
+use super::{ProgressCell, Step, StepError, placement, run_task};
 use crate::context::Configured;
 
 /// The desired VM with its node: the configured one, or the one placement chooses (see
@@ -102,20 +102,24 @@ pub async fn create(
     let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
     // refuses the clone, and we look again.
-    let mut lock_delay = std::time::Duration::from_millis(200);
+    // The clone's worker may meet a lock on the template (a backup started meanwhile): it is
+    // waited out on one schedule for the whole create.
+    let mut template_locks = Backoff::for_locks(deadline);
     let mut cloned_here = false;
     for attempt in 1.. {
         let Slot::Fresh(vmid) = slot else { break };
         progress.update(|p| p.vm = Some((vmid, desired.node.clone())));
-        match clone_vm(
-            client,
-            (&template.node, template.vmid),
-            vmid,
-            desired,
-            deadline,
-        )
-        .await
-        {
+        let cloned = wait_out_locks(&mut template_locks, || {
+            clone_vm(
+                client,
+                (&template.node, template.vmid),
+                vmid,
+                desired,
+                deadline,
+            )
+        })
+        .await;
+        match cloned {
             Ok(waited) => {
                 slot = Slot::Adopt(vmid, desired.node.clone(), None);
                 cloned_here = waited;
@@ -128,14 +132,6 @@ pub async fn create(
                 let (next, claim) = choose_slot(configured, desired, &listing, deadline).await?;
                 slot = next;
                 reservation = claim;
-            }
-            // The clone's worker met a lock on the template (a backup started meanwhile).
-            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                let Some(pause) = next_lock_delay(&mut lock_delay, deadline) else {
-                    return Err(StepError::Pve(e));
-                };
-                tracing::info!(vmid, reason = %e.message(), "template busy; cloning again");
-                tokio::time::sleep(pause).await;
             }
             Err(error) => return Err(error),
         }

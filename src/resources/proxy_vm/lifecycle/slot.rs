@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use pve::qemu::VmConfig;
-use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
+use pve::{Backoff, Client, ErrorKind, RetryPolicy, retry_idempotent};
 use tokio::time::Instant;
 
 use super::super::model::Desired;
@@ -46,7 +46,7 @@ pub(super) async fn config_after_clone(
     deadline: Instant,
 ) -> Step<Option<(String, VmConfig)>> {
     let mut node = node.to_owned();
-    let mut delay = Duration::from_millis(100);
+    let mut polls = Backoff::new(Duration::from_millis(100), Duration::from_secs(2), deadline);
     loop {
         match client.node(&node).qemu(vmid).config().await {
             Ok(config) if config.lock().as_deref() == Some("clone") => {}
@@ -66,13 +66,11 @@ pub(super) async fn config_after_clone(
             Err(e) if e.kind() == ErrorKind::Transient || e.is_unexplained_server_error() => {}
             Err(e) => return Err(e.into()),
         }
-        if Instant::now() + delay > deadline {
+        if !polls.pause().await {
             return failed(format!(
                 "VM {vmid} on {node} stayed locked by a clone until the timeout"
             ));
         }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(2));
     }
 }
 

@@ -17,13 +17,13 @@ use std::time::Duration;
 use pve::qemu::{CloneRequest, ConfigUpdate, GuestInterface, VmConfig};
 use pve::storage::Upload;
 use pve::wire::{ByteSize, CdromDrive};
-use pve::{Client, ErrorKind, retry_idempotent};
+use pve::{Backoff, Client, ErrorKind, MaybeLocked, retry_idempotent, wait_out_locks};
 use tokio::time::Instant;
 
 use super::super::model::{Desired, seed_hash};
 use super::owned::{CONDITIONAL_ATTEMPTS, Conditional, Digest, OwnedVm, Seen};
 use super::read::{Expected, ExpectedToken};
-use super::{Step, StepError, failed, next_lock_delay, patient, run_task, wait};
+use super::{Step, StepError, failed, patient, run_task, wait};
 use crate::ownership::{self, Mark, Ownership, Phase};
 
 /// How many times (250 ms apart) a clone whose answer was lost is looked for before it is
@@ -182,7 +182,7 @@ impl<'a> Hold<'a> {
 
     async fn conditional<F, Fut>(&self, what: &str, attempt: F) -> Step<()>
     where
-        F: FnMut(Seen) -> Fut,
+        F: Fn(Seen) -> Fut,
         Fut: Future<Output = Step<()>>,
     {
         self.taken_over_if_not_ours(self.vm.conditional(what, attempt).await)
@@ -413,11 +413,11 @@ pub(super) async fn grow_disk(vm: &OwnedVm<'_>, disk_gib: Option<u64>) -> Step<(
 /// sent right after a check that the VM is still this instance's, and a lost answer is
 /// checked against the VM's status before the call is sent again.
 pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
-    let qemu = vm.qemu();
+    let qemu = &vm.qemu();
     let deadline = vm.deadline;
     let vmid = vm.vmid;
-    let mut lock_delay = Duration::from_millis(200);
-    loop {
+    // The worker met a lock (a backup): wait, then look again.
+    wait_out_locks(&mut Backoff::for_locks(deadline), || async move {
         let status = retry_idempotent(&patient(deadline), || qemu.status()).await?;
         if status.is_running() == running {
             return Ok(());
@@ -438,14 +438,8 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
         };
         let Some(upid) = upid else { return Ok(()) };
         match wait(vm.client, &upid).await {
-            Ok(_) => return Ok(()),
-            // The worker met a lock (a backup): wait, then look again.
-            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                let Some(pause) = next_lock_delay(&mut lock_delay, deadline) else {
-                    return Err(StepError::Pve(e));
-                };
-                tokio::time::sleep(pause).await;
-            }
+            Ok(_) => Ok(()),
+            Err(locked) if locked.lock().is_some() => Err(locked),
             Err(error) => {
                 // Another task brought it there first (`VM … already running`): the state
                 // we want is what counts.
@@ -458,10 +452,11 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
                     running,
                     "the power task failed, but the VM is already as wanted"
                 );
-                return Ok(());
+                Ok(())
             }
         }
-    }
+    })
+    .await
 }
 
 /// Applies pending changes with one PVE reboot task: PVE finishes it even if this process is
@@ -470,10 +465,9 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
 /// anything is sent again; a lock met by the task is waited out with a fresh ownership check
 /// before the next send.
 pub(super) async fn reboot(vm: &OwnedVm<'_>) -> Step<()> {
-    let qemu = vm.qemu();
-    let node = vm.client.node(&vm.node);
-    let mut lock_delay = Duration::from_millis(200);
-    loop {
+    let qemu = &vm.qemu();
+    let node = &vm.client.node(&vm.node);
+    wait_out_locks(&mut Backoff::for_locks(vm.deadline), || async move {
         // The reboot tasks PVE knows before this send: a new one afterwards is ours (task
         // ids, not clocks, so a node's clock skew cannot mislead the check).
         let known: Vec<String> = retry_idempotent(&patient(vm.deadline), || {
@@ -483,27 +477,21 @@ pub(super) async fn reboot(vm: &OwnedVm<'_>) -> Step<()> {
         .into_iter()
         .map(|t| t.upid)
         .collect();
+        let known = &known;
         let upid = vm
             .power_task(
                 || qemu.reboot(Some(60)),
-                || async {
+                || async move {
                     let tasks = node.tasks_of_vm(vm.vmid, "qmreboot").await?;
                     Ok(tasks.iter().any(|t| !known.contains(&t.upid)))
                 },
             )
             .await?;
         let Some(upid) = upid else { return Ok(()) };
-        match wait(vm.client, &upid).await {
-            Ok(_) => return Ok(()),
-            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                let Some(pause) = next_lock_delay(&mut lock_delay, vm.deadline) else {
-                    return Err(StepError::Pve(e));
-                };
-                tokio::time::sleep(pause).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+        wait(vm.client, &upid).await?;
+        Ok(())
+    })
+    .await
 }
 
 /// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
