@@ -9,7 +9,7 @@ use pve::nodes::NodeSummary;
 use serde::Deserialize;
 use tokio::task::JoinSet;
 
-use super::check::{NodeFacts, TemplateFact};
+use super::facts::{NodeFacts, TemplateFact};
 use super::reason::{Finding, Reason};
 
 /// Every target node's calls, all nodes at once: per node the status first, then the storages

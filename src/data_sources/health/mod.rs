@@ -4,9 +4,12 @@
 //! Every health failure is data, not an error diagnostic: the read always returns a state.
 
 pub mod check;
+pub mod facts;
 pub mod gather;
 pub mod judge;
 pub mod reason;
+pub mod report;
+pub mod requirements;
 
 use std::sync::Arc;
 
@@ -15,8 +18,8 @@ use tfplugin::{
     Schema, Type, Value,
 };
 
-pub use check::{HealthReport, HealthRequest, NodeReport};
 pub use reason::{Finding, Reason};
+pub use report::{HealthReport, HealthRequest, NodeReport};
 
 use crate::context::{DEFAULT_SEED_STORAGE, Shared};
 use crate::validate;
@@ -46,23 +49,23 @@ fn privileges_doc() -> String {
         )
     };
     [
-        line("/vms", check::VM_PRIVILEGES, ""),
-        line("/vms/<template VMID>", check::TEMPLATE_PRIVILEGES, ""),
-        line("/storage/<iso_storage>", check::ISO_STORAGE_PRIVILEGES, ""),
+        line("/vms", requirements::VM_PRIVILEGES, ""),
+        line("/vms/<template VMID>", requirements::TEMPLATE_PRIVILEGES, ""),
+        line("/storage/<iso_storage>", requirements::ISO_STORAGE_PRIVILEGES, ""),
         line(
             "/storage/<storage>",
-            check::DISK_STORAGE_PRIVILEGES,
+            requirements::DISK_STORAGE_PRIVILEGES,
             " for the provider's `clone_storage`, else each storage of the templates' disks",
         ),
-        line("/nodes/<node>", check::NODE_PRIVILEGES, ""),
+        line("/nodes/<node>", requirements::NODE_PRIVILEGES, ""),
         line(
             "/sdn/zones/localnetwork/<bridge>[/<vlan tag>]",
-            check::BRIDGE_PRIVILEGES,
+            requirements::BRIDGE_PRIVILEGES,
             " for each of `bridges` and each NIC of the templates (PVE checks them before it clones)",
         ),
         line(
             "/pool/<pool>",
-            check::POOL_PRIVILEGES,
+            requirements::POOL_PRIVILEGES,
             " for each of `pools` (without it PVE hides a VM's pool from listings)",
         ),
     ]
