@@ -53,6 +53,37 @@ async fn place(
     }
 }
 
+/// The seed storage checked and the template found for `desired.node`, once per process:
+/// neither changes during an apply, and a fleet's creates share them. A template `listing`
+/// does not know yet is looked for once more in a fresh one.
+async fn checked_template(
+    configured: &Configured,
+    desired: &Desired,
+    listing: &[pve::cluster::ClusterVm],
+) -> Step<Template> {
+    let (client, runtime) = (&configured.client, &configured.runtime);
+    runtime
+        .once(
+            &format!("seed storage {}/{}", desired.node, desired.seed_storage),
+            || check_seed_storage(client, &desired.node, &desired.seed_storage),
+        )
+        .await?;
+    runtime
+        .once(
+            &format!("template {} for {}", desired.template, desired.node),
+            || async {
+                match resolve_template(client, listing, &desired.template, &desired.node).await {
+                    Ok(template) => Ok(template),
+                    Err(_) => {
+                        let fresh = runtime.template_listing(client, true).await?;
+                        resolve_template(client, &fresh, &desired.template, &desired.node).await
+                    }
+                }
+            },
+        )
+        .await
+}
+
 /// Create, steps 1–7 of the design, resuming whatever an earlier run of this name left
 /// unfinished. What it made so far is recorded in `progress` before each step is sent, so a
 /// create cut short anywhere still leaves a state that names the VM and its seed.
@@ -76,28 +107,7 @@ pub async fn create(
     let listing = runtime.template_listing(client, false).await?;
     let (placed, placement) = place(configured, desired, &listing).await?;
     let desired = &placed;
-    // The seed storage and the template are checked once per process: neither changes during
-    // an apply, and a fleet's creates share them.
-    runtime
-        .once(
-            &format!("seed storage {}/{}", desired.node, desired.seed_storage),
-            || check_seed_storage(client, &desired.node, &desired.seed_storage),
-        )
-        .await?;
-    let template: Template = runtime
-        .once(
-            &format!("template {} for {}", desired.template, desired.node),
-            || async {
-                match resolve_template(client, &listing, &desired.template, &desired.node).await {
-                    Ok(template) => Ok(template),
-                    Err(_) => {
-                        let fresh = runtime.template_listing(client, true).await?;
-                        resolve_template(client, &fresh, &desired.template, &desired.node).await
-                    }
-                }
-            },
-        )
-        .await?;
+    let template = checked_template(configured, desired, &listing).await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Failed)?;
     let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
