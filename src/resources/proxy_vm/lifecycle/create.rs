@@ -189,7 +189,7 @@ pub async fn create(
     progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
     let outcome = async {
         upload_seed(client, &node, &seed_volume, seed_bytes, deadline).await?;
-        hold.write_config(&seed_volume).await?;
+        hold.write_config_unless_taken_over(&seed_volume).await?;
         hold.grow_disk().await?;
         hold.ensure_power().await?;
         let reported = if desired.started && desired.wait_for_address {

@@ -4,12 +4,14 @@
 //! Every step that writes acts through an [`OwnedVm`]: it reads the config, checks that the
 //! mark is still this instance's (for a create: carries this attempt's token), and sends its
 //! config write conditional on that read's digest. A create holds its VM through [`Hold`].
-//! When two creates resume the same unfinished VM, both may claim it; each claim is
-//! conditional, so one of them lands on the digest the other read, and the other's next read
-//! shows a token that is not its own: that create stops with [`StepError::TakenOver`]
-//! before its next write. Its seed upload cannot harm the winner: each attempt uploads to a
-//! file named for its own token, and a create that stops this way deletes the file it
-//! uploaded.
+//! When two creates resume the same unfinished VM, both may claim it, and the later claim
+//! takes it: a claim replaces whatever token the mark holds, as an interrupted create's and
+//! a running one's look alike. The create whose token was replaced stops with
+//! [`StepError::TakenOver`] at its next write, whose read shows a token not its own; a claim
+//! sent between another's read and write makes PVE refuse that one's digest, and its next
+//! read stops it the same way. The create that stops may have uploaded its seed already; that
+//! cannot harm the other: each attempt uploads to a file named for its own token, and a
+//! create that stops this way deletes the file it uploaded.
 
 use std::future::Future;
 use std::time::Duration;
@@ -188,12 +190,14 @@ impl<'a> Hold<'a> {
         self.taken_over_if_not_ours(self.vm.conditional(what, attempt).await)
     }
 
-    /// Makes the VM this create's: our token in the mark (replacing an interrupted create's)
-    /// and our tags, in one write conditional on the digest read. True when it replaced an
-    /// earlier attempt's token. Stops with [`StepError::TakenOver`] when the VM is not an
-    /// unfinished create of this name any more (another create finished it, or the mark is
-    /// gone), and when another create's claim lands between our read and our write: PVE
-    /// refuses our digest, and the next read shows their token.
+    /// Makes the VM this create's: our token in the mark (replacing whatever token it holds:
+    /// an interrupted create's, or a concurrent create's that claimed before our read, which
+    /// then stops at its next write) and our tags, in one write conditional on the digest
+    /// read. True when it replaced an earlier attempt's token. Stops with
+    /// [`StepError::TakenOver`] when the VM is not an unfinished create of this name any more
+    /// (another create finished it, or the mark is gone), and when another create's claim
+    /// lands between our read and our write: PVE refuses our digest, and the next read shows
+    /// their token.
     pub async fn claim(&self) -> Step<bool> {
         let mut seen_token: Option<Option<String>> = None;
         for _ in 0..CONDITIONAL_ATTEMPTS {
@@ -258,8 +262,10 @@ impl<'a> Hold<'a> {
         ownership::tags_to_write(&user, &self.desired.fleet)
     }
 
-    /// The config step of the create: [`config_update`] sent conditionally.
-    pub async fn write_config(&self, seed_volume: &str) -> Step<()> {
+    /// The config step of the create: [`config_update`] with the seed and this attempt's
+    /// mark, sent conditionally; stops with [`StepError::TakenOver`] once another create
+    /// holds the VM.
+    pub async fn write_config_unless_taken_over(&self, seed_volume: &str) -> Step<()> {
         self.conditional("write the config", |seen| async move {
             let update = config_update(&seen.config, self.desired, Some(seed_volume), true)?;
             if update.is_empty() {
@@ -383,7 +389,7 @@ fn growth_needed(config: &VmConfig, wanted: u64) -> Step<Option<(String, ByteSiz
 /// Update's config step: the desired cores, memory, tags and network, conditional on the
 /// digest of a read that found the VM still this instance's (a concurrent edit in the UI
 /// makes PVE refuse the write; it is read and decided again).
-pub(super) async fn write_config(vm: &OwnedVm<'_>, desired: &Desired) -> Step<()> {
+pub(super) async fn write_config_if_still_ours(vm: &OwnedVm<'_>, desired: &Desired) -> Step<()> {
     vm.conditional("write the config", |seen| async move {
         let update = config_update(&seen.config, desired, None, false)?;
         if update.is_empty() {
