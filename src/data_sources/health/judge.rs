@@ -37,7 +37,8 @@ pub fn judge(
                 cluster_findings.push(Finding::new(
                     Reason::VersionUnsupported,
                     format!(
-                        "The API endpoint runs PVE {}; the provider supports PVE {MIN_PVE_MAJOR} and newer.",
+                        "The API endpoint runs PVE {}; the provider supports PVE {MIN_PVE_MAJOR} \
+                        and newer.",
                         v.version
                     ),
                 ));
@@ -176,7 +177,8 @@ fn judge_version(
                     findings.push(Finding::new(
                         Reason::VersionUnsupported,
                         format!(
-                            "Node {name} runs PVE {node_version}; the provider supports PVE {MIN_PVE_MAJOR} and newer."
+                            "Node {name} runs PVE {node_version}; the provider supports PVE \
+                            {MIN_PVE_MAJOR} and newer."
                         ),
                     ));
                 }
@@ -201,20 +203,23 @@ fn judge_iso_storage(
         None => findings.push(Finding::new(
             Reason::StorageNotFound,
             format!(
-                "Storage {iso} does not exist on node {name}, or the token lacks Datastore.Audit on /storage/{iso}."
+                "Storage {iso} does not exist on node {name}, or the token lacks Datastore.Audit \
+                on /storage/{iso}."
             ),
         )),
         Some(s) if !s.enabled || !s.active => findings.push(Finding::new(
             Reason::StorageInactive,
             format!(
-                "Storage {iso} is not active on node {name} (enabled: {}, active: {}); enable it for this node or choose another `iso_storage`.",
+                "Storage {iso} is not active on node {name} (enabled: {}, active: {}); enable it \
+                for this node or choose another `iso_storage`.",
                 s.enabled, s.active
             ),
         )),
         Some(s) if !s.accepts("iso") => findings.push(Finding::new(
             Reason::StorageNoIsoContent,
             format!(
-                "Storage {iso} on node {name} does not accept ISO images (content: {}); add `iso` to its content types.",
+                "Storage {iso} on node {name} does not accept ISO images (content: {}); add `iso` \
+                to its content types.",
                 s.content
             ),
         )),
@@ -292,7 +297,8 @@ fn template_finding(
         } => Some(Finding::new(
             Reason::TemplateNotFound,
             format!(
-                "Template {wanted} (VMID {vmid}) is on node {home}, which is offline or unreachable."
+                "Template {wanted} (VMID {vmid}) is on node {home}, which is offline or \
+                unreachable."
             ),
         )),
         TemplateFact::Found {
@@ -327,7 +333,9 @@ fn template_finding(
                 Finding::new(
                     Reason::TemplateNotShared,
                     format!(
-                        "Template {wanted} (VMID {vmid}) lives on node {home} and its disks on {} are not on a shared storage active on node {name}, so it cannot be cloned here.",
+                        "Template {wanted} (VMID {vmid}) lives on node {home} and its disks on {} \
+                        are not on a shared storage active on node {name}, so it cannot be cloned \
+                        here.",
                         unusable
                             .iter()
                             .map(|s| s.as_str())
@@ -391,7 +399,9 @@ fn judge_bridges(
             let finding = Finding::new(
                 Reason::BridgeNotFound,
                 format!(
-                    "Template {wanted} (VMID {vmid}) has a NIC on bridge {bridge}, which node {name} lacks (it has: {}); a clone keeps the template's NICs, and PVE refuses to start a VM on a missing bridge.",
+                    "Template {wanted} (VMID {vmid}) has a NIC on bridge {bridge}, which node \
+                    {name} lacks (it has: {}); a clone keeps the template's NICs, and PVE refuses \
+                    to start a VM on a missing bridge.",
                     present.join(", ")
                 ),
             );

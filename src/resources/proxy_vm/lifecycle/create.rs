@@ -41,7 +41,8 @@ async fn place(
     let memory_mib = desired.memory_mib.unwrap_or(template.memory_mib);
     match placement::judge(&views, memory_mib << 20) {
         Ok(node) => {
-            tracing::info!(name = %desired.name, %node, "placed on the node with the most memory left");
+            tracing::info!(name = %desired.name, %node, "placed on the node with the most memory \
+                left");
             let index = configured.runtime.place(&node, memory_mib << 20);
             placed.node = node;
             Ok((placed, Some(index)))

@@ -215,7 +215,8 @@ async fn wait_until_gone(vm: &OwnedVm<'_>) -> Step<()> {
             }
             (Ok(_), None) => {
                 return super::failed(format!(
-                    "VM {} was still there when the delete timeout ran out; its destroy task may still be running. Run destroy again.",
+                    "VM {} was still there when the delete timeout ran out; its destroy task may \
+                    still be running. Run destroy again.",
                     vm.vmid
                 ));
             }

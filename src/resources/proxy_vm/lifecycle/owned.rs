@@ -35,7 +35,8 @@ impl Digest {
         match config.digest().filter(|d| !d.is_empty()) {
             Some(digest) => Ok(Digest(digest)),
             None => failed(format!(
-                "PVE sent the config of VM {vmid} without a digest, so no write to it could be made conditional; nothing was written"
+                "PVE sent the config of VM {vmid} without a digest, so no write to it could be \
+                made conditional; nothing was written"
             )),
         }
     }
@@ -90,7 +91,10 @@ impl OwnedVm<'_> {
     /// The error for a VM that is no longer this instance's.
     pub(super) fn not_ours(&self, why: &str) -> StepError {
         StepError::NotOurs(format!(
-            "VM {} on {} is no longer this state's `{}` ({why}). Nothing was written to it. If the VM was deleted and another configuration made one at its VMID, run `terraform plan` (a refresh drops the VM from this state and plans a new one); if this configuration should own that VM, import it.",
+            "VM {} on {} is no longer this state's `{}` ({why}). Nothing was written to it. If the \
+            VM was deleted and another configuration made one at its VMID, run `terraform plan` (a \
+            refresh drops the VM from this state and plans a new one); if this configuration \
+            should own that VM, import it.",
             self.vmid,
             self.node,
             self.name(),
@@ -178,7 +182,8 @@ impl OwnedVm<'_> {
             }
         }
         failed(format!(
-            "the config of VM {} kept changing while this apply tried to {what}; something else is editing the VM",
+            "the config of VM {} kept changing while this apply tried to {what}; something else is \
+            editing the VM",
             self.vmid
         ))
     }

@@ -169,7 +169,10 @@ impl<'a> Hold<'a> {
     fn taken_over(&self) -> StepError {
         // The other create's token is not named: tokens stay out of messages and logs.
         StepError::TakenOver(format!(
-            "VM {} on {} (`{}`) was taken over by another create of the same name, from another Terraform state or a concurrent apply. That create finishes it; this one stopped without changing anything more, and nothing of the VM is kept in this state. Import it if this configuration should own it, or choose another `name`.",
+            "VM {} on {} (`{}`) was taken over by another create of the same name, from another \
+            Terraform state or a concurrent apply. That create finishes it; this one stopped \
+            without changing anything more, and nothing of the VM is kept in this state. Import it \
+            if this configuration should own it, or choose another `name`.",
             self.vm.vmid, self.vm.node, self.desired.name,
         ))
     }
@@ -528,12 +531,16 @@ pub(super) async fn wait_for_address(
             .is_err()
         {
             let hint = if agent_answered {
-                "The VM runs and its guest agent answers, but the guest got no IPv4 address: check DHCP on the bridge/VLAN, or give a static address with `network_config`; or set wait_for_address = false."
+                "The VM runs and its guest agent answers, but the guest got no IPv4 address: check \
+                DHCP on the bridge/VLAN, or give a static address with `network_config`; or set \
+                wait_for_address = false."
             } else {
-                "The VM runs; check that the image can install qemu-guest-agent (the seed's vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
+                "The VM runs; check that the image can install qemu-guest-agent (the seed's \
+                vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
             };
             return failed(format!(
-                "no IPv4 address from the guest agent within the create timeout (last answer: {last}). {hint}"
+                "no IPv4 address from the guest agent within the create timeout (last answer: \
+                {last}). {hint}"
             ));
         }
         match agent.network_get_interfaces().await {
@@ -555,7 +562,8 @@ pub(super) async fn wait_for_address(
                 if !agent_answered {
                     tracing::info!(
                         vmid,
-                        "the guest agent answers but reports no IPv4 address yet (waiting for DHCP or the network config)"
+                        "the guest agent answers but reports no IPv4 address yet (waiting for DHCP \
+                        or the network config)"
                     );
                 }
                 agent_answered = true;
