@@ -620,6 +620,23 @@ mod tests {
         assert!(Instant::now() < short);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_borrowed_schedule_goes_on_where_the_last_wait_left_it() {
+        let mut backoff = Backoff::for_locks(Instant::now() + Duration::from_secs(60));
+        for _ in 0..2 {
+            let calls = Cell::new(0);
+            wait_out_locks(&mut backoff, || {
+                calls.set(calls.get() + 1);
+                let n = calls.get();
+                async move { if n < 3 { Err(locked()) } else { Ok(()) } }
+            })
+            .await
+            .unwrap();
+        }
+        // Two waits of two pauses each: 200, 400, then 800, 1600; the next is 3200.
+        assert_eq!(backoff.next_delay(), Some(Duration::from_millis(3200)));
+    }
+
     #[test]
     fn delays_grow_and_stay_under_ceiling() {
         let p = RetryPolicy::default();

@@ -208,19 +208,17 @@ async fn wait_until_gone(vm: &OwnedVm<'_>) -> Step<()> {
             return Ok(());
         }
         // Any other answer, an error too, is looked at again while the deadline allows.
-        match (status, polls.next_delay()) {
-            (_, Some(delay)) => {
-                tracing::debug!(vmid = vm.vmid, "waiting for the VM's destroy to finish");
-                tokio::time::sleep(delay).await;
-            }
-            (Ok(_), None) => {
-                return super::failed(format!(
-                    "VM {} was still there when the delete timeout ran out; its destroy task may \
-                    still be running. Run destroy again.",
-                    vm.vmid
-                ));
-            }
-            (Err(e), None) => return Err(e.into()),
+        tracing::debug!(vmid = vm.vmid, "waiting for the VM's destroy to finish");
+        if polls.pause().await {
+            continue;
         }
+        return match status {
+            Ok(_) => super::failed(format!(
+                "VM {} was still there when the delete timeout ran out; its destroy task may \
+                still be running. Run destroy again.",
+                vm.vmid
+            )),
+            Err(e) => Err(e.into()),
+        };
     }
 }
