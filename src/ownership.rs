@@ -263,7 +263,8 @@ mod tests {
 
     #[test]
     fn a_mark_from_before_phases_and_fleets_counts_as_finished_in_the_default_fleet() {
-        let old = "Proxy VM managed by Terraform (proxyvm/proxmox). Do not edit the lines below.\nproxyvm-owner: edge-1\nproxyvm-template: debian-13-proxy";
+        let old = "Proxy VM managed by Terraform (proxyvm/proxmox). Do not edit the lines \
+            below.\nproxyvm-owner: edge-1\nproxyvm-template: debian-13-proxy";
         let mark = Mark::parse(old).unwrap();
         assert_eq!(mark.phase, Phase::Done);
         assert_eq!(mark.fleet, "");

@@ -293,10 +293,12 @@ impl MaybeLocked for Error {
 ///
 /// For work whose whole attempt must run again after a lock: a task that PVE's worker ended
 /// because the VM was locked (`VM is locked (backup)`), or a write decided from a fresh read.
-/// Single calls that met a lock are better retried by [`retry_idempotent`] with
-/// [`RetryPolicy::with_locked_until`].
+/// The attempt is where a caller checks state again before it sends anything. The schedule
+/// is borrowed, so a caller that retries for another reason too (a refused digest, a VMID
+/// taken meanwhile) keeps one schedule across its own loop. Single calls that met a lock are
+/// better retried by [`retry_idempotent`] with [`RetryPolicy::with_locked_until`].
 pub async fn wait_out_locks<T, E, F, Fut>(
-    mut backoff: Backoff,
+    backoff: &mut Backoff,
     mut attempt: F,
 ) -> std::result::Result<T, E>
 where
@@ -591,7 +593,7 @@ mod tests {
     async fn locks_are_waited_out_and_anything_else_returned_at_once() {
         let deadline = Instant::now() + Duration::from_secs(30);
         let calls = Cell::new(0);
-        let out = wait_out_locks(Backoff::for_locks(deadline), || {
+        let out = wait_out_locks(&mut Backoff::for_locks(deadline), || {
             calls.set(calls.get() + 1);
             let n = calls.get();
             async move { if n < 4 { Err(locked()) } else { Ok(n) } }
@@ -600,7 +602,7 @@ mod tests {
         .unwrap();
         assert_eq!(out, 4);
         calls.set(0);
-        let err = wait_out_locks(Backoff::for_locks(deadline), || {
+        let err = wait_out_locks(&mut Backoff::for_locks(deadline), || {
             calls.set(calls.get() + 1);
             async { Err::<(), _>(transient_known()) }
         })
@@ -609,13 +611,30 @@ mod tests {
         assert_eq!((err.kind(), calls.get()), (ErrorKind::Transient, 1));
         // A lock held past the deadline: the lock error, before the deadline.
         let short = Instant::now() + Duration::from_secs(2);
-        let err = wait_out_locks(Backoff::for_locks(short), || async {
+        let err = wait_out_locks(&mut Backoff::for_locks(short), || async {
             Err::<(), _>(locked())
         })
         .await
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Locked);
         assert!(Instant::now() < short);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_borrowed_schedule_goes_on_where_the_last_wait_left_it() {
+        let mut backoff = Backoff::for_locks(Instant::now() + Duration::from_secs(60));
+        for _ in 0..2 {
+            let calls = Cell::new(0);
+            wait_out_locks(&mut backoff, || {
+                calls.set(calls.get() + 1);
+                let n = calls.get();
+                async move { if n < 3 { Err(locked()) } else { Ok(()) } }
+            })
+            .await
+            .unwrap();
+        }
+        // Two waits of two pauses each: 200, 400, then 800, 1600; the next is 3200.
+        assert_eq!(backoff.next_delay(), Some(Duration::from_millis(3200)));
     }
 
     #[test]

@@ -139,7 +139,7 @@ impl Client {
         Fut: Future<Output = Result<Upid>>,
     {
         let send = &send;
-        wait_out_locks(Backoff::for_locks(deadline), || async move {
+        wait_out_locks(&mut Backoff::for_locks(deadline), || async move {
             let upid = retry_idempotent(policy, send).await?;
             self.wait_for_task(&upid).await
         })

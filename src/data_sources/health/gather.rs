@@ -9,7 +9,7 @@ use pve::nodes::NodeSummary;
 use serde::Deserialize;
 use tokio::task::JoinSet;
 
-use super::check::{NodeFacts, TemplateFact};
+use super::facts::{NodeFacts, TemplateFact};
 use super::reason::{Finding, Reason};
 
 /// Every target node's calls, all nodes at once: per node the status first, then the storages
@@ -267,9 +267,12 @@ mod tests {
     #[test]
     fn template_references_match_vmid_then_every_template_of_the_name() {
         let rows: Vec<ClusterVm> = serde_json::from_value(serde_json::json!([
-            {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu", "name": "debian", "template": 0},
-            {"id": "qemu/9000", "vmid": 9000, "node": "pve1", "type": "qemu", "name": "debian", "template": 1},
-            {"id": "qemu/9001", "vmid": 9001, "node": "pve2", "type": "qemu", "name": "debian", "template": 1},
+            {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu",
+             "name": "debian", "template": 0},
+            {"id": "qemu/9000", "vmid": 9000, "node": "pve1", "type": "qemu",
+             "name": "debian", "template": 1},
+            {"id": "qemu/9001", "vmid": 9001, "node": "pve2", "type": "qemu",
+             "name": "debian", "template": 1},
             {"id": "qemu/101", "vmid": 101, "node": "pve2", "type": "qemu", "name": "web"},
             {"id": "lxc/200", "vmid": 200, "node": "pve1", "type": "lxc", "name": "ct"},
         ]))

@@ -6,12 +6,13 @@ use std::collections::BTreeSet;
 use pve::access::{Permissions, has_privilege};
 use pve::storage::StorageInfo;
 
-use super::check::{
-    BRIDGE_PRIVILEGES, ClusterFacts, DISK_STORAGE_PRIVILEGES, HealthReport, HealthRequest,
-    ISO_STORAGE_PRIVILEGES, MIN_ISO_FREE_BYTES, MIN_PVE_MAJOR, NODE_PRIVILEGES, NodeFacts,
-    NodeReport, POOL_PRIVILEGES, TEMPLATE_PRIVILEGES, TemplateFact, VM_PRIVILEGES,
-};
+use super::facts::{ClusterSnapshot, NodeFacts, TemplateFact};
 use super::reason::{Finding, Reason};
+use super::report::{HealthReport, HealthRequest, NodeReport};
+use super::requirements::{
+    BRIDGE_PRIVILEGES, DISK_STORAGE_PRIVILEGES, ISO_STORAGE_PRIVILEGES, MIN_ISO_FREE_BYTES,
+    MIN_PVE_MAJOR, NODE_PRIVILEGES, POOL_PRIVILEGES, TEMPLATE_PRIVILEGES, VM_PRIVILEGES,
+};
 
 /// The copy a clone onto `node` uses, as `proxmox_proxy_vm` picks it: the one on that node,
 /// else the first.
@@ -25,7 +26,7 @@ fn copy_for<'a>(copies: &'a [TemplateFact], node: &str) -> Option<&'a TemplateFa
 /// Judges every node from the gathered facts. Pure, so every rule is unit-tested.
 pub fn judge(
     request: &HealthRequest,
-    facts: &ClusterFacts,
+    facts: &ClusterSnapshot,
     targets: Vec<String>,
     node_facts: Vec<NodeFacts>,
     mut cluster_findings: Vec<Finding>,
@@ -36,7 +37,8 @@ pub fn judge(
                 cluster_findings.push(Finding::new(
                     Reason::VersionUnsupported,
                     format!(
-                        "The API endpoint runs PVE {}; the provider supports PVE {MIN_PVE_MAJOR} and newer.",
+                        "The API endpoint runs PVE {}; the provider supports PVE {MIN_PVE_MAJOR} \
+                        and newer.",
                         v.version
                     ),
                 ));
@@ -66,274 +68,42 @@ pub fn judge(
     }
 }
 
+/// One node's report: membership, version, ISO storage, templates, bridges, privileges, in
+/// that order; a node that is missing, offline or unreachable is judged no further.
 fn judge_node(
     request: &HealthRequest,
-    facts: &ClusterFacts,
+    facts: &ClusterSnapshot,
     cluster_version: &str,
     cluster_findings: &[Finding],
     name: String,
     node: NodeFacts,
 ) -> NodeReport {
     let mut findings: Vec<Finding> = cluster_findings.to_vec();
-    let Some(listed) = &node.listed else {
-        // Without a node listing (already reported) a node cannot be judged missing.
-        if cluster_findings.is_empty() {
-            findings.push(Finding::new(
-                Reason::NodeNotFound,
-                format!(
-                    "Node {name} is not a member of the cluster (GET /nodes does not list it)."
-                ),
-            ));
-        }
-        return NodeReport::unknown(&name, findings);
-    };
-    if !listed.is_online() {
-        findings.push(Finding::new(
-            Reason::NodeOffline,
-            format!("The cluster reports node {name} as {}.", listed.status),
-        ));
+    if !is_online_member(&name, &node, cluster_findings, &mut findings) {
         return NodeReport::unknown(&name, findings);
     }
-    let mut online = true;
-    // Records a failed call once; a 595/596 means PVE cannot reach the node.
-    let note_call_failure = |finding: &Finding, findings: &mut Vec<Finding>| {
-        let finding = finding.clone();
-        let offline = finding.reason == Reason::NodeOffline;
-        if !findings.contains(&finding) {
-            findings.push(finding);
-        }
-        offline
-    };
-
-    // Version: the node's own pve-manager, else what the endpoint reported.
-    let mut version = cluster_version.to_owned();
-    match &node.status {
-        Some(Ok(status)) => {
-            if let Some(node_version) = status.pveversion.as_deref().and_then(manager_version) {
-                version = node_version.to_owned();
-                if major(node_version).is_none_or(|m| m < MIN_PVE_MAJOR) {
-                    findings.push(Finding::new(
-                        Reason::VersionUnsupported,
-                        format!(
-                            "Node {name} runs PVE {node_version}; the provider supports PVE {MIN_PVE_MAJOR} and newer."
-                        ),
-                    ));
-                }
-            }
-        }
-        Some(Err(error)) => {
-            online &= !note_call_failure(error, &mut findings);
-        }
-        None => {}
-    }
-
+    let (version, online) = judge_version(&name, &node, cluster_version, &mut findings);
     if !online {
         return NodeReport {
             version,
             ..NodeReport::unknown(&name, findings)
         };
     }
-
-    // ISO storage.
-    let mut iso_storage_ok = false;
-    let mut iso_storage_free_bytes = None;
-    let storages: &[StorageInfo] = match &node.storages {
-        Some(Ok(list)) => list,
+    let storages: Option<&[StorageInfo]> = match &node.storages {
+        Some(Ok(list)) => Some(list),
         Some(Err(error)) => {
             note_call_failure(error, &mut findings);
-            &[]
+            None
         }
-        None => &[],
+        None => None,
     };
-    if let Some(Ok(_)) = &node.storages {
-        let iso = &request.iso_storage;
-        match storages.iter().find(|s| &s.storage == iso) {
-            None => findings.push(Finding::new(
-                Reason::StorageNotFound,
-                format!(
-                    "Storage {iso} does not exist on node {name}, or the token lacks Datastore.Audit on /storage/{iso}."
-                ),
-            )),
-            Some(s) if !s.enabled || !s.active => findings.push(Finding::new(
-                Reason::StorageInactive,
-                format!(
-                    "Storage {iso} is not active on node {name} (enabled: {}, active: {}); enable it for this node or choose another `iso_storage`.",
-                    s.enabled, s.active
-                ),
-            )),
-            Some(s) if !s.accepts("iso") => findings.push(Finding::new(
-                Reason::StorageNoIsoContent,
-                format!(
-                    "Storage {iso} on node {name} does not accept ISO images (content: {}); add `iso` to its content types.",
-                    s.content
-                ),
-            )),
-            Some(s) => {
-                iso_storage_free_bytes = s.avail;
-                if s.avail.is_some_and(|free| free < MIN_ISO_FREE_BYTES) {
-                    findings.push(Finding::new(
-                        Reason::StorageFull,
-                        format!(
-                            "Storage {iso} on node {name} has only {} bytes free.",
-                            s.avail.unwrap_or(0)
-                        ),
-                    ));
-                } else {
-                    iso_storage_ok = true;
-                }
-            }
-        }
-    }
-
-    // Templates: the copy on this node, else the first copy, which must be on an online
-    // node with every disk on a shared storage active here (PVE then clones with `target`).
-    let storages_known = matches!(&node.storages, Some(Ok(_)));
-    let mut templates_ok = true;
-    for wanted in &request.templates {
-        let copies = facts.templates.get(wanted).map_or(&[][..], Vec::as_slice);
-        let finding = match copy_for(copies, &name).unwrap_or(&TemplateFact::Missing) {
-            TemplateFact::Missing => Some(Finding::new(
-                Reason::TemplateNotFound,
-                format!("Template {wanted} does not exist, or the token lacks VM.Audit on it."),
-            )),
-            TemplateFact::Unknown(finding) => Some(finding.clone()),
-            TemplateFact::Found {
-                node_online: false,
-                node: home,
-                vmid,
-                ..
-            } => Some(Finding::new(
-                Reason::TemplateNotFound,
-                format!(
-                    "Template {wanted} (VMID {vmid}) is on node {home}, which is offline or unreachable."
-                ),
-            )),
-            TemplateFact::Found {
-                is_template: false,
-                vmid,
-                ..
-            } => Some(Finding::new(
-                Reason::NotATemplate,
-                format!(
-                    "VM {wanted} (VMID {vmid}) is not a template; convert it with `qm template {vmid}`."
-                ),
-            )),
-            TemplateFact::Found { node: home, .. } if *home == name => None,
-            TemplateFact::Found {
-                node: home,
-                vmid,
-                disk_storages,
-                ..
-            } => {
-                let unusable: Vec<&String> = disk_storages
-                    .iter()
-                    .filter(|id| {
-                        !storages
-                            .iter()
-                            .any(|s| &s.storage == *id && s.shared && s.enabled && s.active)
-                    })
-                    .collect();
-                if !storages_known {
-                    // The storage listing failed; that failure is already reported.
-                    templates_ok = false;
-                    None
-                } else if unusable.is_empty() {
-                    None
-                } else {
-                    Some(Finding::new(
-                        Reason::TemplateNotShared,
-                        format!(
-                            "Template {wanted} (VMID {vmid}) lives on node {home} and its disks on {} are not on a shared storage active on node {name}, so it cannot be cloned here.",
-                            unusable
-                                .iter()
-                                .map(|s| s.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ))
-                }
-            }
-        };
-        if let Some(finding) = finding {
-            templates_ok = false;
-            if !findings.contains(&finding) {
-                findings.push(finding);
-            }
-        }
-    }
-
-    // Bridges.
-    let mut bridges_ok = true;
-    match &node.bridges {
-        Some(Ok(present)) => {
-            for bridge in &request.bridges {
-                if !present.contains(bridge) {
-                    bridges_ok = false;
-                    findings.push(Finding::new(
-                        Reason::BridgeNotFound,
-                        format!(
-                            "Bridge {bridge} does not exist on node {name} (it has: {}).",
-                            present.join(", ")
-                        ),
-                    ));
-                }
-            }
-            // A clone keeps its template's NICs, and PVE refuses to start a VM whose NIC
-            // names a bridge the node lacks: placement leaves such a node out, so does this.
-            for wanted in &request.templates {
-                let copies = facts.templates.get(wanted).map_or(&[][..], Vec::as_slice);
-                let Some(TemplateFact::Found {
-                    vmid,
-                    is_template: true,
-                    networks,
-                    ..
-                }) = copy_for(copies, &name)
-                else {
-                    continue;
-                };
-                for (bridge, _) in networks {
-                    if present.contains(bridge) {
-                        continue;
-                    }
-                    bridges_ok = false;
-                    let finding = Finding::new(
-                        Reason::BridgeNotFound,
-                        format!(
-                            "Template {wanted} (VMID {vmid}) has a NIC on bridge {bridge}, which node {name} lacks (it has: {}); a clone keeps the template's NICs, and PVE refuses to start a VM on a missing bridge.",
-                            present.join(", ")
-                        ),
-                    );
-                    if !findings.contains(&finding) {
-                        findings.push(finding);
-                    }
-                }
-            }
-        }
-        Some(Err(error)) => {
-            bridges_ok = false;
-            note_call_failure(error, &mut findings);
-        }
-        None => {}
-    }
-
-    // Privileges.
-    let privileges_ok = match &facts.permissions {
-        Ok(perms) => {
-            let missing = missing_privileges(request, facts, &name, perms);
-            for (path, privilege) in &missing {
-                findings.push(Finding::new(
-                    Reason::PermissionMissing,
-                    format!("The token lacks {privilege} on {path}."),
-                ));
-            }
-            missing.is_empty()
-        }
-        Err(error) => {
-            note_call_failure(error, &mut findings);
-            false
-        }
+    let (iso_storage_ok, iso_storage_free_bytes) = match storages {
+        Some(list) => judge_iso_storage(&request.iso_storage, &name, list, &mut findings),
+        None => (false, None),
     };
-
+    let templates_ok = judge_templates(request, facts, &name, storages, &mut findings);
+    let bridges_ok = judge_bridges(request, facts, &name, &node.bridges, &mut findings);
+    let privileges_ok = judge_privileges(request, facts, &name, &mut findings);
     NodeReport {
         name,
         online,
@@ -350,10 +120,328 @@ fn judge_node(
     }
 }
 
+/// Records a failed call once; true when it says PVE cannot reach the node (595/596).
+fn note_call_failure(finding: &Finding, findings: &mut Vec<Finding>) -> bool {
+    let finding = finding.clone();
+    let offline = finding.reason == Reason::NodeOffline;
+    if !findings.contains(&finding) {
+        findings.push(finding);
+    }
+    offline
+}
+
+/// Whether the cluster lists the node as online; else why not is in `findings`.
+fn is_online_member(
+    name: &str,
+    node: &NodeFacts,
+    cluster_findings: &[Finding],
+    findings: &mut Vec<Finding>,
+) -> bool {
+    let Some(listed) = &node.listed else {
+        // Without a node listing (already reported) a node cannot be judged missing.
+        if cluster_findings.is_empty() {
+            findings.push(Finding::new(
+                Reason::NodeNotFound,
+                format!(
+                    "Node {name} is not a member of the cluster (GET /nodes does not list it)."
+                ),
+            ));
+        }
+        return false;
+    };
+    if !listed.is_online() {
+        findings.push(Finding::new(
+            Reason::NodeOffline,
+            format!("The cluster reports node {name} as {}.", listed.status),
+        ));
+        return false;
+    }
+    true
+}
+
+/// The node's own pve-manager version, else what the endpoint reported, and whether the
+/// node answered its status call.
+fn judge_version(
+    name: &str,
+    node: &NodeFacts,
+    cluster_version: &str,
+    findings: &mut Vec<Finding>,
+) -> (String, bool) {
+    let mut version = cluster_version.to_owned();
+    let mut online = true;
+    match &node.status {
+        Some(Ok(status)) => {
+            if let Some(node_version) = status.pveversion.as_deref().and_then(manager_version) {
+                version = node_version.to_owned();
+                if major(node_version).is_none_or(|m| m < MIN_PVE_MAJOR) {
+                    findings.push(Finding::new(
+                        Reason::VersionUnsupported,
+                        format!(
+                            "Node {name} runs PVE {node_version}; the provider supports PVE \
+                            {MIN_PVE_MAJOR} and newer."
+                        ),
+                    ));
+                }
+            }
+        }
+        Some(Err(error)) => {
+            online &= !note_call_failure(error, findings);
+        }
+        None => {}
+    }
+    (version, online)
+}
+
+/// Whether the ISO storage takes a seed on this node, and its free bytes.
+fn judge_iso_storage(
+    iso: &str,
+    name: &str,
+    storages: &[StorageInfo],
+    findings: &mut Vec<Finding>,
+) -> (bool, Option<u64>) {
+    match storages.iter().find(|s| s.storage == iso) {
+        None => findings.push(Finding::new(
+            Reason::StorageNotFound,
+            format!(
+                "Storage {iso} does not exist on node {name}, or the token lacks Datastore.Audit \
+                on /storage/{iso}."
+            ),
+        )),
+        Some(s) if !s.enabled || !s.active => findings.push(Finding::new(
+            Reason::StorageInactive,
+            format!(
+                "Storage {iso} is not active on node {name} (enabled: {}, active: {}); enable it \
+                for this node or choose another `iso_storage`.",
+                s.enabled, s.active
+            ),
+        )),
+        Some(s) if !s.accepts("iso") => findings.push(Finding::new(
+            Reason::StorageNoIsoContent,
+            format!(
+                "Storage {iso} on node {name} does not accept ISO images (content: {}); add `iso` \
+                to its content types.",
+                s.content
+            ),
+        )),
+        Some(s) => {
+            if s.avail.is_some_and(|free| free < MIN_ISO_FREE_BYTES) {
+                findings.push(Finding::new(
+                    Reason::StorageFull,
+                    format!(
+                        "Storage {iso} on node {name} has only {} bytes free.",
+                        s.avail.unwrap_or(0)
+                    ),
+                ));
+                return (false, s.avail);
+            }
+            return (true, s.avail);
+        }
+    }
+    (false, None)
+}
+
+/// Whether every template can be cloned onto this node: the copy on this node, else the
+/// first copy, which must be on an online node with every disk on a shared storage active
+/// here (PVE then clones with `target`). `storages`: the node's, when they could be listed.
+fn judge_templates(
+    request: &HealthRequest,
+    facts: &ClusterSnapshot,
+    name: &str,
+    storages: Option<&[StorageInfo]>,
+    findings: &mut Vec<Finding>,
+) -> bool {
+    let mut templates_ok = true;
+    for wanted in &request.templates {
+        let copies = facts.templates.get(wanted).map_or(&[][..], Vec::as_slice);
+        let copy = copy_for(copies, name).unwrap_or(&TemplateFact::Missing);
+        let finding = match template_finding(wanted, copy, name, storages) {
+            Ok(finding) => finding,
+            // The storage listing failed; that failure is already reported.
+            Err(StoragesUnknown) => {
+                templates_ok = false;
+                None
+            }
+        };
+        if let Some(finding) = finding {
+            templates_ok = false;
+            if !findings.contains(&finding) {
+                findings.push(finding);
+            }
+        }
+    }
+    templates_ok
+}
+
+/// A template copy on another node whose disks could not be judged: the node's storages
+/// could not be listed.
+struct StoragesUnknown;
+
+/// What stops `copy` of template `wanted` from being cloned onto node `name`, if anything.
+fn template_finding(
+    wanted: &str,
+    copy: &TemplateFact,
+    name: &str,
+    storages: Option<&[StorageInfo]>,
+) -> Result<Option<Finding>, StoragesUnknown> {
+    let finding = match copy {
+        TemplateFact::Missing => Some(Finding::new(
+            Reason::TemplateNotFound,
+            format!("Template {wanted} does not exist, or the token lacks VM.Audit on it."),
+        )),
+        TemplateFact::Unknown(finding) => Some(finding.clone()),
+        TemplateFact::Found {
+            node_online: false,
+            node: home,
+            vmid,
+            ..
+        } => Some(Finding::new(
+            Reason::TemplateNotFound,
+            format!(
+                "Template {wanted} (VMID {vmid}) is on node {home}, which is offline or \
+                unreachable."
+            ),
+        )),
+        TemplateFact::Found {
+            is_template: false,
+            vmid,
+            ..
+        } => Some(Finding::new(
+            Reason::NotATemplate,
+            format!(
+                "VM {wanted} (VMID {vmid}) is not a template; convert it with `qm template {vmid}`."
+            ),
+        )),
+        TemplateFact::Found { node: home, .. } if home == name => None,
+        TemplateFact::Found {
+            node: home,
+            vmid,
+            disk_storages,
+            ..
+        } => {
+            let Some(storages) = storages else {
+                return Err(StoragesUnknown);
+            };
+            let unusable: Vec<&String> = disk_storages
+                .iter()
+                .filter(|id| {
+                    !storages
+                        .iter()
+                        .any(|s| &s.storage == *id && s.shared && s.enabled && s.active)
+                })
+                .collect();
+            (!unusable.is_empty()).then(|| {
+                Finding::new(
+                    Reason::TemplateNotShared,
+                    format!(
+                        "Template {wanted} (VMID {vmid}) lives on node {home} and its disks on {} \
+                        are not on a shared storage active on node {name}, so it cannot be cloned \
+                        here.",
+                        unusable
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })
+        }
+    };
+    Ok(finding)
+}
+
+/// Whether the node has every bridge asked for and every bridge the templates' NICs name.
+fn judge_bridges(
+    request: &HealthRequest,
+    facts: &ClusterSnapshot,
+    name: &str,
+    bridges: &Option<Result<Vec<String>, Finding>>,
+    findings: &mut Vec<Finding>,
+) -> bool {
+    let present = match bridges {
+        Some(Ok(present)) => present,
+        Some(Err(error)) => {
+            note_call_failure(error, findings);
+            return false;
+        }
+        None => return true,
+    };
+    let mut bridges_ok = true;
+    for bridge in &request.bridges {
+        if !present.contains(bridge) {
+            bridges_ok = false;
+            findings.push(Finding::new(
+                Reason::BridgeNotFound,
+                format!(
+                    "Bridge {bridge} does not exist on node {name} (it has: {}).",
+                    present.join(", ")
+                ),
+            ));
+        }
+    }
+    // A clone keeps its template's NICs, and PVE refuses to start a VM whose NIC names a
+    // bridge the node lacks: placement leaves such a node out, so does this.
+    for wanted in &request.templates {
+        let copies = facts.templates.get(wanted).map_or(&[][..], Vec::as_slice);
+        let Some(TemplateFact::Found {
+            vmid,
+            is_template: true,
+            networks,
+            ..
+        }) = copy_for(copies, name)
+        else {
+            continue;
+        };
+        for (bridge, _) in networks {
+            if present.contains(bridge) {
+                continue;
+            }
+            bridges_ok = false;
+            let finding = Finding::new(
+                Reason::BridgeNotFound,
+                format!(
+                    "Template {wanted} (VMID {vmid}) has a NIC on bridge {bridge}, which node \
+                    {name} lacks (it has: {}); a clone keeps the template's NICs, and PVE refuses \
+                    to start a VM on a missing bridge.",
+                    present.join(", ")
+                ),
+            );
+            if !findings.contains(&finding) {
+                findings.push(finding);
+            }
+        }
+    }
+    bridges_ok
+}
+
+/// Whether the token holds every privilege the provider needs for VMs on this node.
+fn judge_privileges(
+    request: &HealthRequest,
+    facts: &ClusterSnapshot,
+    name: &str,
+    findings: &mut Vec<Finding>,
+) -> bool {
+    match &facts.permissions {
+        Ok(perms) => {
+            let missing = missing_privileges(request, facts, name, perms);
+            for (path, privilege) in &missing {
+                findings.push(Finding::new(
+                    Reason::PermissionMissing,
+                    format!("The token lacks {privilege} on {path}."),
+                ));
+            }
+            missing.is_empty()
+        }
+        Err(error) => {
+            note_call_failure(error, findings);
+            false
+        }
+    }
+}
+
 /// `(ACL path, privilege)` pairs the provider needs for VMs on `node` and the token lacks.
 pub fn missing_privileges(
     request: &HealthRequest,
-    facts: &ClusterFacts,
+    facts: &ClusterSnapshot,
     node: &str,
     perms: &Permissions,
 ) -> Vec<(String, &'static str)> {
@@ -503,8 +591,8 @@ mod tests {
         }
     }
 
-    fn facts(template: TemplateFact) -> ClusterFacts {
-        ClusterFacts {
+    fn facts(template: TemplateFact) -> ClusterSnapshot {
+        ClusterSnapshot {
             version: Ok(pve::version::Version {
                 version: "9.2.11".into(),
                 release: "9.2".into(),
@@ -659,7 +747,7 @@ mod tests {
             .get_mut("/")
             .unwrap()
             .remove("Datastore.AllocateTemplate");
-        let facts = ClusterFacts {
+        let facts = ClusterSnapshot {
             permissions: Ok(perms),
             ..facts(template_on("pve1", &["vmdata"]))
         };
@@ -700,7 +788,7 @@ mod tests {
         for (privilege, path) in cases {
             let mut grants = all_privileges();
             grants.get_mut("/").unwrap().remove(privilege);
-            let facts = ClusterFacts {
+            let facts = ClusterSnapshot {
                 permissions: Ok(grants),
                 ..facts(template.clone())
             };
@@ -740,7 +828,7 @@ mod tests {
             "/sdn/zones/localnetwork/vmbr0".to_owned(),
             BTreeMap::from([("SDN.Use".to_owned(), true)]),
         );
-        let facts = ClusterFacts {
+        let facts = ClusterSnapshot {
             permissions: Ok(grants),
             ..facts(template)
         };
@@ -764,7 +852,7 @@ mod tests {
             "/pool/proxies".to_owned(),
             BTreeMap::from([("VM.Config.Memory".to_owned(), true)]),
         );
-        let facts = ClusterFacts {
+        let facts = ClusterSnapshot {
             permissions: Ok(grants),
             ..facts(template_on("pve1", &["vmdata"]))
         };
@@ -810,7 +898,7 @@ mod tests {
         assert_eq!(vmid_for("pve3"), 9000);
         assert!(copy_for(&[], "pve1").is_none());
 
-        let facts = ClusterFacts {
+        let facts = ClusterSnapshot {
             templates: BTreeMap::from([("debian".to_owned(), copies.to_vec())]),
             ..facts(TemplateFact::Missing)
         };

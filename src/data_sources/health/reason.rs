@@ -76,48 +76,64 @@ impl Reason {
     pub fn meaning(self) -> &'static str {
         match self {
             Reason::CertificateInvalid => {
-                "the TLS certificate of the endpoint is not trusted (wrong or missing `ca_cert`, or a certificate for another host name). Reported on every node."
+                "the TLS certificate of the endpoint is not trusted (wrong or missing `ca_cert`, \
+                or a certificate for another host name). Reported on every node."
             }
             Reason::CredentialsUnavailable => {
-                "PVE refused the API token (HTTP 401: unknown, expired, revoked or wrong secret). Reported on every node."
+                "PVE refused the API token (HTTP 401: unknown, expired, revoked or wrong secret). \
+                Reported on every node."
             }
             Reason::Unreachable => {
-                "the endpoint did not answer (connection refused, DNS, timeout). Reported on every node."
+                "the endpoint did not answer (connection refused, DNS, timeout). Reported on every \
+                node."
             }
             Reason::ProviderNotConfigured => {
-                "the provider block is unusable (see the provider's own error), so no call was made."
+                "the provider block is unusable (see the provider's own error), so no call was \
+                made."
             }
             Reason::VersionUnsupported => {
-                "the node (or the API endpoint) runs a PVE release older than 9, which the provider does not support."
+                "the node (or the API endpoint) runs a PVE release older than 9, which the \
+                provider does not support."
             }
             Reason::NodeNotFound => "a node named in `node_names` is not a member of the cluster.",
             Reason::NodeOffline => {
                 "the cluster reports the node offline, or PVE could not proxy to it (HTTP 595/596)."
             }
             Reason::StorageNotFound => {
-                "the ISO storage does not exist on the node, or the token may not see it (it needs `Datastore.Audit`)."
+                "the ISO storage does not exist on the node, or the token may not see it (it needs \
+                `Datastore.Audit`)."
             }
             Reason::StorageInactive => {
                 "the ISO storage exists but is disabled, not available on this node, or not active."
             }
             Reason::StorageNoIsoContent => {
-                "the ISO storage does not accept the `iso` content type, so seed ISOs cannot be uploaded."
+                "the ISO storage does not accept the `iso` content type, so seed ISOs cannot be \
+                uploaded."
             }
             Reason::StorageFull => "the ISO storage reports less than 1 MiB free.",
             Reason::TemplateNotFound => {
-                "no VM with that name or VMID is visible to the token, or the template's own node is offline."
+                "no VM with that name or VMID is visible to the token, or the template's own node \
+                is offline."
             }
             Reason::NotATemplate => {
                 "the name or VMID exists but is an ordinary VM, not a template."
             }
             Reason::TemplateNotShared => {
-                "the template lives on another node and not every one of its disks is on a shared storage active on this node, so PVE cannot clone it here."
+                "the template lives on another node and not every one of its disks is on a shared \
+                storage active on this node, so PVE cannot clone it here."
             }
             Reason::BridgeNotFound => {
-                "a bridge named in `bridges`, or one a NIC of the `templates` is on, does not exist on the node."
+                "a bridge named in `bridges`, or one a NIC of the `templates` is on, does not \
+                exist on the node."
             }
             Reason::PermissionMissing => {
-                "the token lacks a privilege PVE checks on one of the provider's calls; the message names it and its ACL path (`The token lacks SDN.Use on /sdn/zones/localnetwork/vmbr0.`). Among them: `VM.Config.CDROM` (attaching the seed), `Datastore.AllocateSpace` on the template's disk storages (clone and resize), `SDN.Use` on every bridge (and VLAN) the template's NICs use (checked before the clone), `Pool.Audit` on each of `pools`. Also reported when PVE answered 403."
+                "the token lacks a privilege PVE checks on one of the provider's calls; the \
+                message names it and its ACL path (`The token lacks SDN.Use on \
+                /sdn/zones/localnetwork/vmbr0.`). Among them: `VM.Config.CDROM` (attaching the \
+                seed), `Datastore.AllocateSpace` on the template's disk storages (clone and \
+                resize), `SDN.Use` on every bridge (and VLAN) the template's NICs use (checked \
+                before the clone), `Pool.Audit` on each of `pools`. Also reported when PVE \
+                answered 403."
             }
             Reason::ApiError => "any other API error; the message has PVE's answer.",
         }

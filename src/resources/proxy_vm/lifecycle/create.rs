@@ -1,7 +1,7 @@
 //! Create, steps 1–7 of the design: prechecks, VMID slot, clone, seed, config, disk, power,
 //! address; resuming whatever an earlier run left.
 
-use pve::ErrorKind;
+use pve::{Backoff, ErrorKind, wait_out_locks};
 use tokio::time::Instant;
 
 use super::super::model::{Desired, Observed};
@@ -12,7 +12,7 @@ use super::prechecks::{
 use super::read::observe_with;
 use super::slot::{Slot, choose_slot, config_after_clone};
 use super::steps::{Hold, build_seed, clone_vm, upload_seed, wait_for_address};
-use super::{ProgressCell, Step, StepError, next_lock_delay, placement, run_task};
+use super::{ProgressCell, Step, StepError, placement, run_task};
 use crate::context::Configured;
 
 /// The desired VM with its node: the configured one, or the one placement chooses (see
@@ -41,7 +41,8 @@ async fn place(
     let memory_mib = desired.memory_mib.unwrap_or(template.memory_mib);
     match placement::judge(&views, memory_mib << 20) {
         Ok(node) => {
-            tracing::info!(name = %desired.name, %node, "placed on the node with the most memory left");
+            tracing::info!(name = %desired.name, %node, "placed on the node with the most memory \
+                left");
             let index = configured.runtime.place(&node, memory_mib << 20);
             placed.node = node;
             Ok((placed, Some(index)))
@@ -51,6 +52,37 @@ async fn place(
             desired.node_candidates.as_deref(),
         ))),
     }
+}
+
+/// The seed storage checked and the template found for `desired.node`, once per process:
+/// neither changes during an apply, and a fleet's creates share them. A template `listing`
+/// does not know yet is looked for once more in a fresh one.
+async fn checked_template(
+    configured: &Configured,
+    desired: &Desired,
+    listing: &[pve::cluster::ClusterVm],
+) -> Step<Template> {
+    let (client, runtime) = (&configured.client, &configured.runtime);
+    runtime
+        .once(
+            &format!("seed storage {}/{}", desired.node, desired.seed_storage),
+            || check_seed_storage(client, &desired.node, &desired.seed_storage),
+        )
+        .await?;
+    runtime
+        .once(
+            &format!("template {} for {}", desired.template, desired.node),
+            || async {
+                match resolve_template(client, listing, &desired.template, &desired.node).await {
+                    Ok(template) => Ok(template),
+                    Err(_) => {
+                        let fresh = runtime.template_listing(client, true).await?;
+                        resolve_template(client, &fresh, &desired.template, &desired.node).await
+                    }
+                }
+            },
+        )
+        .await
 }
 
 /// Create, steps 1–7 of the design, resuming whatever an earlier run of this name left
@@ -76,46 +108,29 @@ pub async fn create(
     let listing = runtime.template_listing(client, false).await?;
     let (placed, placement) = place(configured, desired, &listing).await?;
     let desired = &placed;
-    // The seed storage and the template are checked once per process: neither changes during
-    // an apply, and a fleet's creates share them.
-    runtime
-        .once(
-            &format!("seed storage {}/{}", desired.node, desired.seed_storage),
-            || check_seed_storage(client, &desired.node, &desired.seed_storage),
-        )
-        .await?;
-    let template: Template = runtime
-        .once(
-            &format!("template {} for {}", desired.template, desired.node),
-            || async {
-                match resolve_template(client, &listing, &desired.template, &desired.node).await {
-                    Ok(template) => Ok(template),
-                    Err(_) => {
-                        let fresh = runtime.template_listing(client, true).await?;
-                        resolve_template(client, &fresh, &desired.template, &desired.node).await
-                    }
-                }
-            },
-        )
-        .await?;
+    let template = checked_template(configured, desired, &listing).await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Failed)?;
     let (mut slot, mut reservation) = choose_slot(configured, desired, &listing, deadline).await?;
     // Another process may take a fresh VMID between our look and our clone: PVE then
     // refuses the clone, and we look again.
-    let mut lock_delay = std::time::Duration::from_millis(200);
+    // The clone's worker may meet a lock on the template (a backup started meanwhile): it is
+    // waited out on one schedule for the whole create.
+    let mut template_locks = Backoff::for_locks(deadline);
     let mut cloned_here = false;
     for attempt in 1.. {
         let Slot::Fresh(vmid) = slot else { break };
         progress.update(|p| p.vm = Some((vmid, desired.node.clone())));
-        match clone_vm(
-            client,
-            (&template.node, template.vmid),
-            vmid,
-            desired,
-            deadline,
-        )
-        .await
-        {
+        let cloned = wait_out_locks(&mut template_locks, || {
+            clone_vm(
+                client,
+                (&template.node, template.vmid),
+                vmid,
+                desired,
+                deadline,
+            )
+        })
+        .await;
+        match cloned {
             Ok(waited) => {
                 slot = Slot::Adopt(vmid, desired.node.clone(), None);
                 cloned_here = waited;
@@ -128,14 +143,6 @@ pub async fn create(
                 let (next, claim) = choose_slot(configured, desired, &listing, deadline).await?;
                 slot = next;
                 reservation = claim;
-            }
-            // The clone's worker met a lock on the template (a backup started meanwhile).
-            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                let Some(pause) = next_lock_delay(&mut lock_delay, deadline) else {
-                    return Err(StepError::Pve(e));
-                };
-                tracing::info!(vmid, reason = %e.message(), "template busy; cloning again");
-                tokio::time::sleep(pause).await;
             }
             Err(error) => return Err(error),
         }
@@ -183,7 +190,7 @@ pub async fn create(
     progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
     let outcome = async {
         upload_seed(client, &node, &seed_volume, seed_bytes, deadline).await?;
-        hold.write_config(&seed_volume).await?;
+        hold.write_config_unless_taken_over(&seed_volume).await?;
         hold.grow_disk().await?;
         hold.ensure_power().await?;
         let reported = if desired.started && desired.wait_for_address {

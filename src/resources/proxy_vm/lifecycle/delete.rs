@@ -4,7 +4,9 @@
 //! Everything PVE will resolve by itself is waited out within the delete timeout: a clone
 //! still running on the VM, a lock (a backup), an earlier destroy task still finishing.
 
-use pve::{ErrorKind, retry_idempotent};
+use std::time::Duration;
+
+use pve::{Backoff, ErrorKind, retry_idempotent};
 use tokio::time::Instant;
 
 use super::owned::{OwnedVm, tolerate_gone};
@@ -195,22 +197,28 @@ fn tolerate_gone_value<T>(outcome: Step<Option<T>>) -> Step<Option<T>> {
 /// An earlier destroy (a killed run's) may still be finishing: the VM is deleted once PVE
 /// no longer knows it. Asked of the VM itself, never of the whole cluster.
 async fn wait_until_gone(vm: &OwnedVm<'_>) -> Step<()> {
-    let mut delay = std::time::Duration::from_millis(50);
+    let mut polls = Backoff::new(
+        Duration::from_millis(50),
+        Duration::from_secs(2),
+        vm.deadline,
+    );
     loop {
-        match vm.qemu().status().await {
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Ok(_) | Err(_) if Instant::now() + delay < vm.deadline => {
-                tracing::debug!(vmid = vm.vmid, "waiting for the VM's destroy to finish");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(std::time::Duration::from_secs(2));
-            }
-            Ok(_) => {
-                return super::failed(format!(
-                    "VM {} was still there when the delete timeout ran out; its destroy task may still be running. Run destroy again.",
-                    vm.vmid
-                ));
-            }
-            Err(e) => return Err(e.into()),
+        let status = vm.qemu().status().await;
+        if matches!(&status, Err(e) if e.kind() == ErrorKind::NotFound) {
+            return Ok(());
         }
+        // Any other answer, an error too, is looked at again while the deadline allows.
+        tracing::debug!(vmid = vm.vmid, "waiting for the VM's destroy to finish");
+        if polls.pause().await {
+            continue;
+        }
+        return match status {
+            Ok(_) => super::failed(format!(
+                "VM {} was still there when the delete timeout ran out; its destroy task may \
+                still be running. Run destroy again.",
+                vm.vmid
+            )),
+            Err(e) => Err(e.into()),
+        };
     }
 }

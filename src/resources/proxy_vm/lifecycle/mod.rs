@@ -10,8 +10,10 @@
 //!
 //! One module per job: `prechecks` (what must hold before anything is cloned), `slot` (find,
 //! allocate or adopt the VMID), `owned` (the handle every write goes through), `steps` (the
-//! single steps create and update share), `create`, `read`, `update` and `delete`. This module holds only what they all use: the error types,
-//! the retry policy and the task wait.
+//! single steps create and update share), `create`, `read`, `update` and `delete`. This
+//! module holds only what they all use: the error types, the retry policy and the task wait.
+//! Every wait for a lock runs on `pve`'s one loop, [`pve::wait_out_locks`], bounded by the
+//! operation's deadline.
 
 mod create;
 mod delete;
@@ -24,7 +26,6 @@ mod steps;
 mod update;
 
 use std::future::Future;
-use std::time::Duration;
 
 use pve::{Client, RetryPolicy};
 use tokio::time::Instant;
@@ -132,40 +133,27 @@ pub(crate) async fn wait(client: &Client, upid: &pve::Upid) -> Step<pve::TaskOut
     Ok(client.wait_for_task(upid).await?)
 }
 
-/// Backoff while waiting out a lock: the next delay, or `None` once the deadline is near.
-pub(crate) fn next_lock_delay(delay: &mut Duration, deadline: Instant) -> Option<Duration> {
-    let current = *delay;
-    if Instant::now() + current >= deadline {
-        return None;
+/// A step that stopped on a PVE lock is waited out like the lock itself
+/// ([`pve::wait_out_locks`]).
+impl pve::MaybeLocked for StepError {
+    fn lock(&self) -> Option<&pve::Error> {
+        match self {
+            StepError::Pve(e) => e.lock(),
+            _ => None,
+        }
     }
-    *delay = (current * 2).min(Duration::from_secs(5));
-    Some(current)
 }
 
-/// Sends a task that may be repeated and waits for it. A task PVE ended because a lock was
-/// held (`VM is locked (backup)`: the check runs again inside the worker) is sent again, with
-/// backoff, until the deadline.
+/// [`Client::run_task`] under the lifecycle's policy: a task that may be repeated, sent again
+/// after a lock ended it, until `deadline`.
 pub(crate) async fn run_task<F, Fut>(
     client: &Client,
     deadline: Instant,
-    mut send: F,
+    send: F,
 ) -> Step<pve::TaskOutcome>
 where
-    F: FnMut() -> Fut,
+    F: Fn() -> Fut,
     Fut: Future<Output = pve::Result<pve::Upid>>,
 {
-    let mut delay = Duration::from_millis(200);
-    loop {
-        let upid = pve::retry_idempotent(&patient(deadline), &mut send).await?;
-        match client.wait_for_task(&upid).await {
-            Err(e) if e.kind() == pve::ErrorKind::Locked => {
-                let Some(pause) = next_lock_delay(&mut delay, deadline) else {
-                    return Err(e.into());
-                };
-                tracing::info!(task = upid.task_type(), reason = %e.message(), "the task met a lock; sending it again");
-                tokio::time::sleep(pause).await;
-            }
-            other => return Ok(other?),
-        }
-    }
+    Ok(client.run_task(&patient(deadline), deadline, send).await?)
 }

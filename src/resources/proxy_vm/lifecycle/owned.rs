@@ -10,15 +10,14 @@
 //! shutdown, stop, reboot) take no digest in PVE: each is sent right after such a check.
 
 use std::future::Future;
-use std::time::Duration;
 
 use pve::qemu::{ConfigUpdate, DestroyOptions, VmConfig};
 use pve::wire::ByteSize;
-use pve::{Client, ErrorKind, retry_idempotent};
+use pve::{Backoff, Client, ErrorKind, retry_idempotent, wait_out_locks};
 use tokio::time::Instant;
 
 use super::read::Expected;
-use super::{Step, StepError, failed, next_lock_delay, patient, wait};
+use super::{Step, StepError, failed, patient, wait};
 use crate::ownership::{Mark, Phase};
 
 /// How often a conditional write is re-decided after PVE refused its digest before the
@@ -36,7 +35,8 @@ impl Digest {
         match config.digest().filter(|d| !d.is_empty()) {
             Some(digest) => Ok(Digest(digest)),
             None => failed(format!(
-                "PVE sent the config of VM {vmid} without a digest, so no write to it could be made conditional; nothing was written"
+                "PVE sent the config of VM {vmid} without a digest, so no write to it could be \
+                made conditional; nothing was written"
             )),
         }
     }
@@ -91,7 +91,10 @@ impl OwnedVm<'_> {
     /// The error for a VM that is no longer this instance's.
     pub(super) fn not_ours(&self, why: &str) -> StepError {
         StepError::NotOurs(format!(
-            "VM {} on {} is no longer this state's `{}` ({why}). Nothing was written to it. If the VM was deleted and another configuration made one at its VMID, run `terraform plan` (a refresh drops the VM from this state and plans a new one); if this configuration should own that VM, import it.",
+            "VM {} on {} is no longer this state's `{}` ({why}). Nothing was written to it. If the \
+            VM was deleted and another configuration made one at its VMID, run `terraform plan` (a \
+            refresh drops the VM from this state and plans a new one); if this configuration \
+            should own that VM, import it.",
             self.vmid,
             self.node,
             self.name(),
@@ -153,36 +156,34 @@ impl OwnedVm<'_> {
     /// Runs a write decided from a fresh read and sent with that read's digest; when PVE
     /// refuses the digest (the config changed meanwhile), reads and decides again. A lock
     /// met by the task's worker (a backup) is waited out, then decided again.
-    pub(super) async fn conditional<F, Fut>(&self, what: &str, mut attempt: F) -> Step<()>
+    pub(super) async fn conditional<F, Fut>(&self, what: &str, attempt: F) -> Step<()>
     where
-        F: FnMut(Seen) -> Fut,
+        F: Fn(Seen) -> Fut,
         Fut: Future<Output = Step<()>>,
     {
-        let mut conflicts = 0;
-        let mut lock_delay = Duration::from_millis(200);
-        while conflicts < CONDITIONAL_ATTEMPTS {
-            let seen = self.read().await?;
-            match attempt(seen).await {
+        let attempt = &attempt;
+        // One lock schedule across every refused digest, as the deadline is one.
+        let mut locks = Backoff::for_locks(self.deadline);
+        for _ in 0..CONDITIONAL_ATTEMPTS {
+            let decided = wait_out_locks(&mut locks, || async move {
+                let seen = self.read().await?;
+                attempt(seen).await
+            })
+            .await;
+            match decided {
                 Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => {
-                    conflicts += 1;
                     tracing::info!(
                         vmid = self.vmid,
                         step = what,
                         "the VM's config changed since it was read; reading it again"
                     );
                 }
-                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                    let Some(pause) = next_lock_delay(&mut lock_delay, self.deadline) else {
-                        return Err(StepError::Pve(e));
-                    };
-                    tracing::info!(vmid = self.vmid, step = what, reason = %e.message(), "waiting out a lock");
-                    tokio::time::sleep(pause).await;
-                }
                 other => return other,
             }
         }
         failed(format!(
-            "the config of VM {} kept changing while this apply tried to {what}; something else is editing the VM",
+            "the config of VM {} kept changing while this apply tried to {what}; something else is \
+            editing the VM",
             self.vmid
         ))
     }
@@ -250,8 +251,9 @@ impl OwnedVm<'_> {
             purge: true,
             destroy_unreferenced_disks: true,
         };
-        let mut lock_delay = Duration::from_millis(200);
-        loop {
+        // A lock that made PVE end the task (a backup started meanwhile): wait, look again,
+        // send again.
+        wait_out_locks(&mut Backoff::for_locks(self.deadline), || async move {
             match self.read().await {
                 Ok(_) => {}
                 // Gone meanwhile (an earlier destroy task finished): done.
@@ -276,25 +278,14 @@ impl OwnedVm<'_> {
                 },
             )
             .await;
-            let outcome = match sent {
+            match sent {
                 Ok(Some(upid)) => tolerate_gone(wait(self.client, &upid).await),
                 Ok(None) => Ok(()),
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(e.into()),
-            };
-            match outcome {
-                // The worker met a lock (a backup started meanwhile): wait, look again, send
-                // again.
-                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                    let Some(pause) = next_lock_delay(&mut lock_delay, self.deadline) else {
-                        return Err(StepError::Pve(e));
-                    };
-                    tracing::info!(vmid = self.vmid, reason = %e.message(), "the destroy met a lock; sending it again");
-                    tokio::time::sleep(pause).await;
-                }
-                other => return other,
             }
-        }
+        })
+        .await
     }
 }
 

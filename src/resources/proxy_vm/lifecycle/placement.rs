@@ -1,7 +1,8 @@
 //! Placement: the node a VM without `node` is created on. Eligible nodes are online, can
 //! clone the template (their own copy, or its disk on storage shared with them), have the
 //! seed storage active and taking ISO images, have every bridge the VM will use (its
-//! template's NICs', net0's replaced by `bridge` when set), and have memory left for the VM. Among them wins the node with the most memory not yet promised to VMs (the configured
+//! template's NICs', net0's replaced by `bridge` when set), and have memory left for the VM.
+//! Among them wins the node with the most memory not yet promised to VMs (the configured
 //! memory of the VMs on it, plus the creates this process placed there and the listing does
 //! not show yet), then the one with the fewest VMs of this fleet. Gathering is separate from
 //! judging ([`judge`] is pure), so the rule is unit-tested with plain values.
@@ -97,7 +98,8 @@ pub fn no_node_message(rejected: &[(String, String)], candidates: Option<&[Strin
         }
     }
     format!(
-        "no node can run this VM{scope}:\n{}\nSet `node` to choose one yourself, or fix what keeps the nodes out.",
+        "no node can run this VM{scope}:\n{}\nSet `node` to choose one yourself, or fix what keeps \
+        the nodes out.",
         lines.join("\n")
     )
 }

@@ -126,7 +126,8 @@ pub(crate) fn choose_template<'a>(
         format!("templates: {}", templates.join(", "))
     };
     Err(format!(
-        "template `{template}` was not found in the cluster ({known}). Check the name (or give its VMID), and that the API token may see it (VM.Audit)."
+        "template `{template}` was not found in the cluster ({known}). Check the name (or give its \
+        VMID), and that the API token may see it (VM.Audit)."
     ))
 }
 
@@ -138,7 +139,8 @@ pub(crate) fn judge_template(
 ) -> Result<Template, String> {
     if !config.is_template() {
         return Err(format!(
-            "VM {} (`{template}`) on {} is not a template. Convert it to a template in PVE (More → Convert to template), or name another.",
+            "VM {} (`{template}`) on {} is not a template. Convert it to a template in PVE (More → \
+            Convert to template), or name another.",
             vm.vmid, vm.node
         ));
     }
@@ -181,7 +183,9 @@ pub(crate) fn check_disk_size(
     let template_gib = size.gib_ceil();
     if wanted < template_gib {
         return Err(format!(
-            "disk_gib = {wanted} is smaller than the template's disk ({template_gib} GiB) of VM {} on {}; PVE cannot shrink disks. Set disk_gib to {template_gib} or more for `{name}`, or leave it unset to keep the template's size.",
+            "disk_gib = {wanted} is smaller than the template's disk ({template_gib} GiB) of VM {} \
+            on {}; PVE cannot shrink disks. Set disk_gib to {template_gib} or more for `{name}`, \
+            or leave it unset to keep the template's size.",
             template.vmid, template.node
         ));
     }
@@ -197,12 +201,14 @@ pub(super) async fn check_seed_storage(client: &Client, node: &str, storage: &st
     .await?;
     if !info.enabled || !info.active {
         return failed(format!(
-            "the seed storage `{storage}` is not active on node {node}. Enable it there, or choose another with `seed_storage`."
+            "the seed storage `{storage}` is not active on node {node}. Enable it there, or choose \
+            another with `seed_storage`."
         ));
     }
     if !info.accepts("iso") {
         return failed(format!(
-            "the seed storage `{storage}` does not take ISO images (its content types: {}). Enable ISO images on it in Datacenter → Storage, or choose another with `seed_storage`.",
+            "the seed storage `{storage}` does not take ISO images (its content types: {}). Enable \
+            ISO images on it in Datacenter → Storage, or choose another with `seed_storage`.",
             info.content
         ));
     }

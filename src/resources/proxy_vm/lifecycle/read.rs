@@ -200,20 +200,26 @@ impl Expected<'_> {
         match (self.token, mark.create_token.as_deref()) {
             (ExpectedToken::Any, _) | (ExpectedToken::MadeBeforeTokens, None) => None,
             (ExpectedToken::Is { token, .. }, Some(found)) if token == found => None,
-            (ExpectedToken::Is { proof: Some(proof), .. }, None)
-                if mark.seed_hash.as_deref() == Some(proof) =>
-            {
-                None
-            }
+            (
+                ExpectedToken::Is {
+                    proof: Some(proof), ..
+                },
+                None,
+            ) if mark.seed_hash.as_deref() == Some(proof) => None,
             (ExpectedToken::Is { .. }, Some(_)) => Some(
-                "another create (from another state or a later apply) took it over from this state's create"
+                "another create (from another state or a later apply) took it over from this \
+                state's create"
                     .to_owned(),
             ),
             (ExpectedToken::Is { .. }, None) => Some(
-                "its mark carries no create token, so it was not made by this state's create".to_owned(),
+                "its mark carries no create token, so it was not made by this state's \
+                create"
+                    .to_owned(),
             ),
             (ExpectedToken::MadeBeforeTokens, Some(_)) => Some(
-                "it was created by a newer release of the provider than this state's VM (its mark carries a create token), so it is another state's VM of the same name".to_owned(),
+                "it was created by a newer release of the provider than this state's VM (its mark \
+                carries a create token), so it is another state's VM of the same name"
+                    .to_owned(),
             ),
         }
     }
@@ -281,10 +287,12 @@ pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) ->
         });
     }
     if let Some(why) = expected.mismatch(observed.mark.as_ref()) {
-        tracing::warn!(vmid, %why, "the VM at this VMID is not this state's: treating ours as gone");
+        tracing::warn!(vmid, %why, "the VM at this VMID is not this state's: treating ours as \
+            gone");
         return Ok(Found::NotOurs {
             why: format!(
-                "VM {vmid} on {} is not this state's VM ({why}); it was left untouched and dropped from this state.",
+                "VM {vmid} on {} is not this state's VM ({why}); it was left untouched and dropped \
+                from this state.",
                 observed.node
             ),
             mark: observed.mark.map(Box::new),

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use pve::qemu::VmConfig;
-use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
+use pve::{Backoff, Client, ErrorKind, RetryPolicy, retry_idempotent};
 use tokio::time::Instant;
 
 use super::super::model::Desired;
@@ -46,7 +46,7 @@ pub(super) async fn config_after_clone(
     deadline: Instant,
 ) -> Step<Option<(String, VmConfig)>> {
     let mut node = node.to_owned();
-    let mut delay = Duration::from_millis(100);
+    let mut polls = Backoff::new(Duration::from_millis(100), Duration::from_secs(2), deadline);
     loop {
         match client.node(&node).qemu(vmid).config().await {
             Ok(config) if config.lock().as_deref() == Some("clone") => {}
@@ -66,13 +66,11 @@ pub(super) async fn config_after_clone(
             Err(e) if e.kind() == ErrorKind::Transient || e.is_unexplained_server_error() => {}
             Err(e) => return Err(e.into()),
         }
-        if Instant::now() + delay > deadline {
+        if !polls.pause().await {
             return failed(format!(
                 "VM {vmid} on {node} stayed locked by a clone until the timeout"
             ));
         }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(2));
     }
 }
 
@@ -85,7 +83,14 @@ pub(super) fn already_made(vmid: u32, node: &str, desired: &Desired) -> StepErro
         format!(" in fleet `{}`", desired.fleet)
     };
     StepError::AlreadyMade(format!(
-        "a proxy VM named `{name}`{fleet} already exists: VM {vmid} on node {node}, finished by another Terraform state (another working directory, workspace or team) or by an earlier run whose state was lost. It is never taken over, and nothing was changed.\n\nTo manage that VM from this configuration, import it (ADDRESS is this resource's address, e.g. proxmox_proxy_vm.edge[0]):\n  terraform import 'ADDRESS' {node}/{vmid}\nor with an import block:\n  import {{\n    to = ADDRESS\n    id = \"{node}/{vmid}\"\n  }}\nOtherwise choose another `name`, or give each configuration its own provider `fleet` (e.g. fleet = terraform.workspace).",
+        "a proxy VM named `{name}`{fleet} already exists: VM {vmid} on node {node}, finished by \
+        another Terraform state (another working directory, workspace or team) or by an earlier \
+        run whose state was lost. It is never taken over, and nothing was changed.\n\nTo manage \
+        that VM from this configuration, import it (ADDRESS is this resource's address, e.g. \
+        proxmox_proxy_vm.edge[0]):\n  terraform import 'ADDRESS' {node}/{vmid}\nor with an import \
+        block:\n  import {{\n    to = ADDRESS\n    id = \"{node}/{vmid}\"\n  }}\nOtherwise choose \
+        another `name`, or give each configuration its own provider `fleet` (e.g. fleet = \
+        terraform.workspace).",
         name = desired.name,
     ))
 }
@@ -147,14 +152,16 @@ pub(super) async fn choose_slot<'a>(
             &desired.fleet,
         ) {
             Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {
-                tracing::info!(vmid, %node, name = %desired.name, "resuming an unfinished create of this name");
+                tracing::info!(vmid, %node, name = %desired.name, "resuming an unfinished create \
+                    of this name");
                 return Ok((Slot::Adopt(vmid, node, None), reservation));
             }
             // Its owner's destroy has begun: never adopted, and not shadowed by a second VM
             // of the name while it is still there.
             Ownership::OursForThisName(mark) if mark.phase == Phase::Deleting => {
                 return failed(format!(
-                    "VM {vmid} on {node}, named `{}`, is being destroyed by the state that owns it; nothing was changed. Apply again once that destroy has finished.",
+                    "VM {vmid} on {node}, named `{}`, is being destroyed by the state that owns \
+                    it; nothing was changed. Apply again once that destroy has finished.",
                     desired.name
                 ));
             }
@@ -165,7 +172,8 @@ pub(super) async fn choose_slot<'a>(
                     // This directory's create that finished after Terraform last heard of
                     // it (killed before it stored the VM): resumed, not refused.
                     Some(token) if journal.is_unconfirmed(fleet, name, &token) => {
-                        tracing::info!(vmid, %node, %name, "resuming this working directory's finished create that Terraform never stored");
+                        tracing::info!(vmid, %node, %name, "resuming this working directory's \
+                            finished create that Terraform never stored");
                         return Ok((Slot::Adopt(vmid, node, Some(token)), reservation));
                     }
                     // The VM a plan of this directory replaces (create_before_destroy): the
@@ -173,7 +181,8 @@ pub(super) async fn choose_slot<'a>(
                     Some(token)
                         if desired.vmid.is_none() && journal.is_replaced(fleet, name, &token) =>
                     {
-                        tracing::info!(vmid, %node, %name, "the VM this create replaces; creating beside it");
+                        tracing::info!(vmid, %node, %name, "the VM this create replaces; creating \
+                            beside it");
                     }
                     _ => return Err(already_made(vmid, &node, desired)),
                 }
@@ -187,7 +196,8 @@ pub(super) async fn choose_slot<'a>(
                         _ => "a VM not managed by this provider".to_owned(),
                     };
                     return failed(format!(
-                        "VMID {vmid} is taken by {whose}; it is never modified. Choose another `vmid`, or leave it unset to derive one."
+                        "VMID {vmid} is taken by {whose}; it is never modified. Choose another \
+                        `vmid`, or leave it unset to derive one."
                     ));
                 }
                 tracing::debug!(

@@ -4,12 +4,14 @@
 //! Every step that writes acts through an [`OwnedVm`]: it reads the config, checks that the
 //! mark is still this instance's (for a create: carries this attempt's token), and sends its
 //! config write conditional on that read's digest. A create holds its VM through [`Hold`].
-//! When two creates resume the same unfinished VM, both may claim it; each claim is
-//! conditional, so one of them lands on the digest the other read, and the other's next read
-//! shows a token that is not its own: that create stops with [`StepError::TakenOver`]
-//! before its next write. Its seed upload cannot harm the winner: each attempt uploads to a
-//! file named for its own token, and a create that stops this way deletes the file it
-//! uploaded.
+//! When two creates resume the same unfinished VM, both may claim it, and the later claim
+//! takes it: a claim replaces whatever token the mark holds, as an interrupted create's and
+//! a running one's look alike. The create whose token was replaced stops with
+//! [`StepError::TakenOver`] at its next write, whose read shows a token not its own; a claim
+//! sent between another's read and write makes PVE refuse that one's digest, and its next
+//! read stops it the same way. The create that stops may have uploaded its seed already; that
+//! cannot harm the other: each attempt uploads to a file named for its own token, and a
+//! create that stops this way deletes the file it uploaded.
 
 use std::future::Future;
 use std::time::Duration;
@@ -17,13 +19,13 @@ use std::time::Duration;
 use pve::qemu::{CloneRequest, ConfigUpdate, GuestInterface, VmConfig};
 use pve::storage::Upload;
 use pve::wire::{ByteSize, CdromDrive};
-use pve::{Client, ErrorKind, retry_idempotent};
+use pve::{Backoff, Client, ErrorKind, MaybeLocked, retry_idempotent, wait_out_locks};
 use tokio::time::Instant;
 
 use super::super::model::{Desired, seed_hash};
 use super::owned::{CONDITIONAL_ATTEMPTS, Conditional, Digest, OwnedVm, Seen};
 use super::read::{Expected, ExpectedToken};
-use super::{Step, StepError, failed, next_lock_delay, patient, run_task, wait};
+use super::{Step, StepError, failed, patient, run_task, wait};
 use crate::ownership::{self, Mark, Ownership, Phase};
 
 /// How many times (250 ms apart) a clone whose answer was lost is looked for before it is
@@ -167,7 +169,10 @@ impl<'a> Hold<'a> {
     fn taken_over(&self) -> StepError {
         // The other create's token is not named: tokens stay out of messages and logs.
         StepError::TakenOver(format!(
-            "VM {} on {} (`{}`) was taken over by another create of the same name, from another Terraform state or a concurrent apply. That create finishes it; this one stopped without changing anything more, and nothing of the VM is kept in this state. Import it if this configuration should own it, or choose another `name`.",
+            "VM {} on {} (`{}`) was taken over by another create of the same name, from another \
+            Terraform state or a concurrent apply. That create finishes it; this one stopped \
+            without changing anything more, and nothing of the VM is kept in this state. Import it \
+            if this configuration should own it, or choose another `name`.",
             self.vm.vmid, self.vm.node, self.desired.name,
         ))
     }
@@ -182,18 +187,20 @@ impl<'a> Hold<'a> {
 
     async fn conditional<F, Fut>(&self, what: &str, attempt: F) -> Step<()>
     where
-        F: FnMut(Seen) -> Fut,
+        F: Fn(Seen) -> Fut,
         Fut: Future<Output = Step<()>>,
     {
         self.taken_over_if_not_ours(self.vm.conditional(what, attempt).await)
     }
 
-    /// Makes the VM this create's: our token in the mark (replacing an interrupted create's)
-    /// and our tags, in one write conditional on the digest read. True when it replaced an
-    /// earlier attempt's token. Stops with [`StepError::TakenOver`] when the VM is not an
-    /// unfinished create of this name any more (another create finished it, or the mark is
-    /// gone), and when another create's claim lands between our read and our write: PVE
-    /// refuses our digest, and the next read shows their token.
+    /// Makes the VM this create's: our token in the mark (replacing whatever token it holds:
+    /// an interrupted create's, or a concurrent create's that claimed before our read, which
+    /// then stops at its next write) and our tags, in one write conditional on the digest
+    /// read. True when it replaced an earlier attempt's token. Stops with
+    /// [`StepError::TakenOver`] when the VM is not an unfinished create of this name any more
+    /// (another create finished it, or the mark is gone), and when another create's claim
+    /// lands between our read and our write: PVE refuses our digest, and the next read shows
+    /// their token.
     pub async fn claim(&self) -> Step<bool> {
         let mut seen_token: Option<Option<String>> = None;
         for _ in 0..CONDITIONAL_ATTEMPTS {
@@ -258,8 +265,10 @@ impl<'a> Hold<'a> {
         ownership::tags_to_write(&user, &self.desired.fleet)
     }
 
-    /// The config step of the create: [`config_update`] sent conditionally.
-    pub async fn write_config(&self, seed_volume: &str) -> Step<()> {
+    /// The config step of the create: [`config_update`] with the seed and this attempt's
+    /// mark, sent conditionally; stops with [`StepError::TakenOver`] once another create
+    /// holds the VM.
+    pub async fn write_config_unless_taken_over(&self, seed_volume: &str) -> Step<()> {
         self.conditional("write the config", |seen| async move {
             let update = config_update(&seen.config, self.desired, Some(seed_volume), true)?;
             if update.is_empty() {
@@ -383,7 +392,7 @@ fn growth_needed(config: &VmConfig, wanted: u64) -> Step<Option<(String, ByteSiz
 /// Update's config step: the desired cores, memory, tags and network, conditional on the
 /// digest of a read that found the VM still this instance's (a concurrent edit in the UI
 /// makes PVE refuse the write; it is read and decided again).
-pub(super) async fn write_config(vm: &OwnedVm<'_>, desired: &Desired) -> Step<()> {
+pub(super) async fn write_config_if_still_ours(vm: &OwnedVm<'_>, desired: &Desired) -> Step<()> {
     vm.conditional("write the config", |seen| async move {
         let update = config_update(&seen.config, desired, None, false)?;
         if update.is_empty() {
@@ -413,11 +422,11 @@ pub(super) async fn grow_disk(vm: &OwnedVm<'_>, disk_gib: Option<u64>) -> Step<(
 /// sent right after a check that the VM is still this instance's, and a lost answer is
 /// checked against the VM's status before the call is sent again.
 pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
-    let qemu = vm.qemu();
+    let qemu = &vm.qemu();
     let deadline = vm.deadline;
     let vmid = vm.vmid;
-    let mut lock_delay = Duration::from_millis(200);
-    loop {
+    // The worker met a lock (a backup): wait, then look again.
+    wait_out_locks(&mut Backoff::for_locks(deadline), || async move {
         let status = retry_idempotent(&patient(deadline), || qemu.status()).await?;
         if status.is_running() == running {
             return Ok(());
@@ -438,14 +447,8 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
         };
         let Some(upid) = upid else { return Ok(()) };
         match wait(vm.client, &upid).await {
-            Ok(_) => return Ok(()),
-            // The worker met a lock (a backup): wait, then look again.
-            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                let Some(pause) = next_lock_delay(&mut lock_delay, deadline) else {
-                    return Err(StepError::Pve(e));
-                };
-                tokio::time::sleep(pause).await;
-            }
+            Ok(_) => Ok(()),
+            Err(locked) if locked.lock().is_some() => Err(locked),
             Err(error) => {
                 // Another task brought it there first (`VM … already running`): the state
                 // we want is what counts.
@@ -458,10 +461,11 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
                     running,
                     "the power task failed, but the VM is already as wanted"
                 );
-                return Ok(());
+                Ok(())
             }
         }
-    }
+    })
+    .await
 }
 
 /// Applies pending changes with one PVE reboot task: PVE finishes it even if this process is
@@ -470,10 +474,9 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
 /// anything is sent again; a lock met by the task is waited out with a fresh ownership check
 /// before the next send.
 pub(super) async fn reboot(vm: &OwnedVm<'_>) -> Step<()> {
-    let qemu = vm.qemu();
-    let node = vm.client.node(&vm.node);
-    let mut lock_delay = Duration::from_millis(200);
-    loop {
+    let qemu = &vm.qemu();
+    let node = &vm.client.node(&vm.node);
+    wait_out_locks(&mut Backoff::for_locks(vm.deadline), || async move {
         // The reboot tasks PVE knows before this send: a new one afterwards is ours (task
         // ids, not clocks, so a node's clock skew cannot mislead the check).
         let known: Vec<String> = retry_idempotent(&patient(vm.deadline), || {
@@ -483,27 +486,21 @@ pub(super) async fn reboot(vm: &OwnedVm<'_>) -> Step<()> {
         .into_iter()
         .map(|t| t.upid)
         .collect();
+        let known = &known;
         let upid = vm
             .power_task(
                 || qemu.reboot(Some(60)),
-                || async {
+                || async move {
                     let tasks = node.tasks_of_vm(vm.vmid, "qmreboot").await?;
                     Ok(tasks.iter().any(|t| !known.contains(&t.upid)))
                 },
             )
             .await?;
         let Some(upid) = upid else { return Ok(()) };
-        match wait(vm.client, &upid).await {
-            Ok(_) => return Ok(()),
-            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Locked => {
-                let Some(pause) = next_lock_delay(&mut lock_delay, vm.deadline) else {
-                    return Err(StepError::Pve(e));
-                };
-                tokio::time::sleep(pause).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+        wait(vm.client, &upid).await?;
+        Ok(())
+    })
+    .await
 }
 
 /// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
@@ -534,12 +531,16 @@ pub(super) async fn wait_for_address(
             .is_err()
         {
             let hint = if agent_answered {
-                "The VM runs and its guest agent answers, but the guest got no IPv4 address: check DHCP on the bridge/VLAN, or give a static address with `network_config`; or set wait_for_address = false."
+                "The VM runs and its guest agent answers, but the guest got no IPv4 address: check \
+                DHCP on the bridge/VLAN, or give a static address with `network_config`; or set \
+                wait_for_address = false."
             } else {
-                "The VM runs; check that the image can install qemu-guest-agent (the seed's vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
+                "The VM runs; check that the image can install qemu-guest-agent (the seed's \
+                vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
             };
             return failed(format!(
-                "no IPv4 address from the guest agent within the create timeout (last answer: {last}). {hint}"
+                "no IPv4 address from the guest agent within the create timeout (last answer: \
+                {last}). {hint}"
             ));
         }
         match agent.network_get_interfaces().await {
@@ -561,7 +562,8 @@ pub(super) async fn wait_for_address(
                 if !agent_answered {
                     tracing::info!(
                         vmid,
-                        "the guest agent answers but reports no IPv4 address yet (waiting for DHCP or the network config)"
+                        "the guest agent answers but reports no IPv4 address yet (waiting for DHCP \
+                        or the network config)"
                     );
                 }
                 agent_answered = true;

@@ -10,7 +10,7 @@ use pve::retry_idempotent;
 
 use super::owned::OwnedVm;
 use super::read::Expected;
-use super::steps::{ensure_power, grow_disk, reboot, wait_for_address, write_config};
+use super::steps::{ensure_power, grow_disk, reboot, wait_for_address, write_config_if_still_ours};
 use super::{Step, patient};
 use crate::context::Configured;
 
@@ -44,7 +44,7 @@ pub async fn update(
     };
     // Checked before anything else, so a VM that is not ours is not even read for status.
     vm.read().await?;
-    write_config(&vm, desired).await?;
+    write_config_if_still_ours(&vm, desired).await?;
     if disk_changed {
         grow_disk(&vm, desired.disk_gib).await?;
     }

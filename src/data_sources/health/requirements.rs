@@ -1,0 +1,50 @@
+//! What the provider needs of PVE, as the health check judges it: the oldest release, the
+//! room a seed ISO needs, and the privileges on each ACL path.
+
+/// The oldest PVE major release the provider supports.
+pub const MIN_PVE_MAJOR: u32 = 9;
+
+/// Below this many free bytes the ISO storage cannot take a seed ISO.
+pub const MIN_ISO_FREE_BYTES: u64 = 1 << 20;
+
+/// Privileges on `/vms` (or any ancestor, propagated) for clone, config, power, destroy and
+/// agent reads: every VM call the provider makes.
+pub const VM_PRIVILEGES: &[&str] = &[
+    "VM.Allocate",
+    "VM.Audit",
+    "VM.Config.CDROM",
+    "VM.Config.CPU",
+    "VM.Config.Disk",
+    "VM.Config.Memory",
+    "VM.Config.Network",
+    "VM.Config.Options",
+    "VM.GuestAgent.Audit",
+    "VM.PowerMgmt",
+];
+
+/// Privilege on `/vms/{template}`: cloning reads the template.
+pub const TEMPLATE_PRIVILEGES: &[&str] = &["VM.Clone"];
+
+/// Privileges on `/storage/{iso_storage}`: upload (`AllocateTemplate`), delete
+/// (`Allocate`) and list/status (`Audit`) of seed ISOs.
+pub const ISO_STORAGE_PRIVILEGES: &[&str] = &[
+    "Datastore.Allocate",
+    "Datastore.AllocateTemplate",
+    "Datastore.Audit",
+];
+
+/// Privilege on every storage a cloned disk lands on (the template's disk storages, or
+/// the provider's `clone_storage`): clone and resize allocate space there.
+pub const DISK_STORAGE_PRIVILEGES: &[&str] = &["Datastore.AllocateSpace"];
+
+/// Privilege on `/nodes/{node}`: node status (version) for this check.
+pub const NODE_PRIVILEGES: &[&str] = &["Sys.Audit"];
+
+/// Privilege on `/sdn/zones/localnetwork/{bridge}` (`…/{bridge}/{tag}` with a VLAN tag) for
+/// every bridge named in `bridges` and every NIC of the templates: PVE checks it before it
+/// clones (`check_bridge_access`) and on every NIC a config write sets.
+pub const BRIDGE_PRIVILEGES: &[&str] = &["SDN.Use"];
+
+/// Privilege on `/pool/{pool}` for every pool named in `pools`: without it PVE leaves the
+/// `pool` out of `/cluster/resources`, so the provider cannot see which pool a VM is in.
+pub const POOL_PRIVILEGES: &[&str] = &["Pool.Audit"];
