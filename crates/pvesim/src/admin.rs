@@ -11,7 +11,8 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use crate::config::{Faults, Timings};
-use crate::server::{HttpResponse, Shared, json_response, plain_error, read_body};
+use crate::http::{HttpResponse, json_response, plain_error, read_body};
+use crate::shared::Shared;
 use crate::world::World;
 
 pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) -> HttpResponse {

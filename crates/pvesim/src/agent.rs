@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::api::{ApiError, ApiResult, Call, Reply, load_vm, require, subdirs};
+use crate::api::{load_vm, require, subdirs};
+use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::world::{Drive, Net, Vm, World, agent_enabled};
 
 pub fn index(world: &World, call: &Call) -> ApiResult {

@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::api::{ApiError, ApiResult, Call, Reply, require, subdirs};
+use crate::api::{require, subdirs};
+use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::tasks::decode_upid;
 use crate::world::{World, boot_disk_size, cpu_count, memory_mib};
 

@@ -7,11 +7,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use crate::api::{
-    ApiError, ApiResult, Call, Reply, TaskWait, check_lock, load_vm, require, require_any, subdirs,
-    value_as_string, vm_on_node,
-};
-use crate::server::Shared;
+use crate::api::{check_lock, load_vm, require, require_any, subdirs, vm_on_node};
+use crate::call::{ApiError, ApiResult, Call, Reply, TaskWait, value_as_string};
+use crate::shared::Shared;
 use crate::tasks::{
     TaskLocks, TaskLog, TaskPrologue, start_locked_task, start_task, start_task_with_prologue,
 };

@@ -1,14 +1,16 @@
 //! HTTPS transport, authentication, request parsing, faults, journal and dispatch.
 
+mod routes;
+
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
+use hyper::Request;
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::{Request, Response, StatusCode};
+use hyper::header::HeaderValue;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
@@ -16,34 +18,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-use crate::api::{ApiError, Call, Reply};
+use crate::call::{ApiError, Call, Reply};
+use crate::http::{HttpResponse, MAX_BODY, error_response, plain_error, reply_response};
+use crate::shared::Shared;
 use crate::world::{JournalEntry, World};
-
-/// State shared by connections and tasks.
-pub struct Shared {
-    pub world: Mutex<World>,
-    pub token_id: String,
-    pub token_secret: String,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("token_id", &self.token_id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, World> {
-        self.world.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// pveproxy closes idle keep-alive connections after 5 s.
 const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(5);
-/// Non-upload request bodies above this are refused (pve-http-server).
-const MAX_BODY: usize = 512 * 1024;
 /// Uploads are streamed to disk by PVE; we keep them in memory, so cap them.
 const MAX_UPLOAD: usize = 1 << 30;
 
@@ -58,8 +39,6 @@ impl std::fmt::Display for DropConnection {
 }
 
 impl std::error::Error for DropConnection {}
-
-pub type HttpResponse = Response<Full<Bytes>>;
 
 pub async fn serve(
     listener: TcpListener,
@@ -111,74 +90,6 @@ async fn serve_connection(
     if let Err(err) = result {
         tracing::debug!(%peer, %err, "connection ended");
     }
-}
-
-pub fn json_response(status: u16, reason: Option<&str>, body: &Value) -> HttpResponse {
-    bytes_response(
-        status,
-        reason,
-        "application/json;charset=UTF-8",
-        Bytes::from(body.to_string()),
-    )
-}
-
-fn bytes_response(
-    status: u16,
-    reason: Option<&str>,
-    content_type: &str,
-    body: Bytes,
-) -> HttpResponse {
-    let mut response = Response::new(Full::new(body));
-    *response.status_mut() =
-        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if let Some(reason) = reason
-        && let Ok(phrase) = hyper::ext::ReasonPhrase::try_from(reason.as_bytes().to_vec())
-    {
-        response.extensions_mut().insert(phrase);
-    }
-    let headers = response.headers_mut();
-    headers.insert("server", HeaderValue::from_static("pve-api-daemon/3.0"));
-    if let Ok(value) = HeaderValue::from_str(content_type) {
-        headers.insert(CONTENT_TYPE, value);
-    }
-    headers.insert("cache-control", HeaderValue::from_static("max-age=0"));
-    headers.insert("pragma", HeaderValue::from_static("no-cache"));
-    response
-}
-
-pub fn plain_error(status: u16, message: &str) -> HttpResponse {
-    let reason = message.lines().next().unwrap_or_default().to_string();
-    bytes_response(
-        status,
-        Some(&reason),
-        "text/plain;charset=UTF-8",
-        Bytes::from(message.to_string()),
-    )
-}
-
-pub fn error_response(error: &ApiError) -> HttpResponse {
-    let reason = error.message.lines().next().unwrap_or_default().to_string();
-    if error.empty_body {
-        return bytes_response(
-            error.status,
-            Some(&reason),
-            "text/plain;charset=UTF-8",
-            Bytes::new(),
-        );
-    }
-    let mut body = json!({ "data": null, "message": error.message });
-    if let Some(errors) = &error.errors {
-        body["errors"] = json!(errors);
-    }
-    json_response(error.status, Some(&reason), &body)
-}
-
-fn reply_response(reply: &Reply) -> HttpResponse {
-    let mut body = json!({ "data": reply.data });
-    if let Some(total) = reply.total {
-        body["total"] = json!(total);
-    }
-    json_response(200, Some("OK"), &body)
 }
 
 /// Token auth outcome.
@@ -652,6 +563,7 @@ async fn handle_api(
         user,
         token_name,
         now: Instant::now(),
+        upload: upload_data.as_ref(),
     };
     let lock_deadline = Instant::now() + crate::tasks::CONFIG_LOCK_TIMEOUT;
     let result = loop {
@@ -661,14 +573,7 @@ async fn handle_api(
                 now: Instant::now(),
                 ..call
             };
-            match &upload_data {
-                Some(data) => crate::storage::upload(shared, &mut world, &call, data.clone()),
-                None if is_upload => Err(ApiError::param(
-                    "filename",
-                    "property is missing and it is not optional",
-                )),
-                None => crate::api::dispatch(shared, &mut world, &call),
-            }
+            routes::dispatch(shared, &mut world, &call)
         };
         match result {
             // A synchronous writer waits for the config flock like `lock_config` does.
@@ -866,15 +771,6 @@ pub fn parse_multipart(
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Reads a full request body (admin PUTs).
-pub async fn read_body(req: Request<Incoming>) -> Result<Bytes, HttpResponse> {
-    Limited::new(req.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .map_err(|_| plain_error(413, "body too large"))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::world::{Task, World, unix_now};
 
 /// The body of a task, run once its time has passed. It receives the injected failure (if
