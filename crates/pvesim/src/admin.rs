@@ -145,7 +145,11 @@ pub fn state(world: &World) -> Value {
                 "node": vm.node,
                 "vmid": vm.vmid,
                 "name": vm.config.get("name"),
-                "status": if vm.running { if vm.paused { "paused" } else { "running" } } else { "stopped" },
+                "status": match (vm.running, vm.paused) {
+                    (false, _) => "stopped",
+                    (true, true) => "paused",
+                    (true, false) => "running",
+                },
                 "lock": vm.lock(),
                 "tags": vm.config.get("tags"),
                 "template": vm.is_template(),

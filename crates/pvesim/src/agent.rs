@@ -386,9 +386,17 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
                 if let Some(bridge) = net.bridge()
                     && let Some(ip) = world.lease_ipv4(bridge, net.tag(), &mac)
                 {
-                    addresses.push(json!({"ip-address": ip, "ip-address-type": "ipv4", "prefix": crate::world::LEASE_PREFIX}));
+                    addresses.push(json!({
+                        "ip-address": ip,
+                        "ip-address-type": "ipv4",
+                        "prefix": crate::world::LEASE_PREFIX,
+                    }));
                 }
-                addresses.push(json!({"ip-address": link_local(&mac), "ip-address-type": "ipv6", "prefix": 64}));
+                addresses.push(json!({
+                    "ip-address": link_local(&mac),
+                    "ip-address-type": "ipv6",
+                    "prefix": 64,
+                }));
                 interfaces.push(json!({
                     "name": format!("ens{}", 18 + index_from_key),
                     "hardware-address": mac,
@@ -420,16 +428,31 @@ mod tests {
 
     #[test]
     fn cloud_config_must_install_and_start_the_agent() {
-        let good = "#cloud-config\npackages:\n  - nginx\n  - qemu-guest-agent\nruncmd:\n  - systemctl enable --now qemu-guest-agent\n";
+        let good = "#cloud-config\npackages:\n  - nginx\n  - qemu-guest-agent\nruncmd:\n  - \
+            systemctl enable --now qemu-guest-agent\n";
         assert!(installs_and_starts_agent(good));
-        let inline = "#cloud-config\npackages: [qemu-guest-agent]\nbootcmd:\n  - [systemctl, start, qemu-guest-agent]\n";
+        let inline = "#cloud-config\npackages: [qemu-guest-agent]\nbootcmd:\n  - [systemctl, \
+            start, qemu-guest-agent]\n";
         assert!(installs_and_starts_agent(inline));
         let not_started = "#cloud-config\npackages:\n  - qemu-guest-agent\n";
-        let multipart = "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n--XYZ\nContent-Type: text/cloud-config\n\n#cloud-config\npackages:\n  - qemu-guest-agent\nruncmd:\n  - [systemctl, enable, --now, qemu-guest-agent]\n\n--XYZ--\n";
+        let multipart = concat!(
+            "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n",
+            "--XYZ\nContent-Type: text/cloud-config\n\n",
+            "#cloud-config\npackages:\n  - qemu-guest-agent\n",
+            "runcmd:\n  - [systemctl, enable, --now, qemu-guest-agent]\n\n--XYZ--\n",
+        );
         assert!(installs_and_starts_agent(multipart));
-        let multipart_script = "Content-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/plain\n\nhello\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\napt-get install -y qemu-guest-agent\nsystemctl start qemu-guest-agent\n--B--\n";
+        let multipart_script = concat!(
+            "Content-Type: multipart/mixed; boundary=\"B\"\n\n",
+            "--B\nContent-Type: text/plain\n\nhello\n",
+            "--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\n",
+            "apt-get install -y qemu-guest-agent\nsystemctl start qemu-guest-agent\n--B--\n",
+        );
         assert!(installs_and_starts_agent(multipart_script));
-        let multipart_unrelated = "Content-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho hi\n--B--\n";
+        let multipart_unrelated = concat!(
+            "Content-Type: multipart/mixed; boundary=\"B\"\n\n",
+            "--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho hi\n--B--\n",
+        );
         assert!(!installs_and_starts_agent(multipart_unrelated));
         assert!(user_data_disables_vendor_data(
             "#cloud-config\nvendor_data:\n  enabled: false\n"

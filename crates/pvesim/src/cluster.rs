@@ -26,7 +26,10 @@ fn node_row(world: &World, node: &crate::world::Node) -> Value {
         "type": "node",
         "id": format!("node/{}", node.name),
         "level": "",
-        "ssl_fingerprint": "5A:8B:2C:11:90:3F:4D:6E:7A:81:92:A3:B4:C5:D6:E7:F8:09:1A:2B:3C:4D:5E:6F:70:81:92:A3:B4:C5:D6:E7",
+        "ssl_fingerprint": concat!(
+            "5A:8B:2C:11:90:3F:4D:6E:7A:81:92:A3:B4:C5:D6:E7:",
+            "F8:09:1A:2B:3C:4D:5E:6F:70:81:92:A3:B4:C5:D6:E7",
+        ),
     });
     if online && world.has_privilege(&format!("/nodes/{}", node.name), "Sys.Audit") {
         let used: u64 = world
@@ -83,13 +86,37 @@ pub fn node_status(world: &World, call: &Call) -> ApiResult {
         "cpu": 0.03,
         "loadavg": ["0.12", "0.10", "0.08"],
         "kversion": "Linux 6.14.11-4-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4 (2025-10-10T08:04Z)",
-        "current-kernel": {"sysname": "Linux", "release": "6.14.11-4-pve", "version": "#1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4 (2025-10-10T08:04Z)", "machine": "x86_64"},
+        "current-kernel": {
+            "sysname": "Linux",
+            "release": "6.14.11-4-pve",
+            "version": "#1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4 (2025-10-10T08:04Z)",
+            "machine": "x86_64",
+        },
         "boot-info": {"mode": "efi", "secureboot": 0},
-        "cpuinfo": {"model": "pve-sim virtual CPU", "cpus": info.cpus, "sockets": 1, "cores": info.cpus, "hvm": "1", "flags": "", "mhz": "2400.000", "user_hz": 100},
-        "memory": {"total": info.memory_bytes, "used": used, "free": info.memory_bytes.saturating_sub(used), "available": info.memory_bytes.saturating_sub(used)},
+        "cpuinfo": {
+            "model": "pve-sim virtual CPU",
+            "cpus": info.cpus,
+            "sockets": 1,
+            "cores": info.cpus,
+            "hvm": "1",
+            "flags": "",
+            "mhz": "2400.000",
+            "user_hz": 100,
+        },
+        "memory": {
+            "total": info.memory_bytes,
+            "used": used,
+            "free": info.memory_bytes.saturating_sub(used),
+            "available": info.memory_bytes.saturating_sub(used),
+        },
         "ksm": {"shared": 0},
         "swap": {"total": 0, "used": 0, "free": 0},
-        "rootfs": {"total": 100u64 << 30, "used": 8u64 << 30, "avail": 92u64 << 30, "free": 92u64 << 30},
+        "rootfs": {
+            "total": 100u64 << 30,
+            "used": 8u64 << 30,
+            "avail": 92u64 << 30,
+            "free": 92u64 << 30,
+        },
         "pveversion": format!("pve-manager/{}/{}", world.version.version, world.version.repoid),
     })))
 }

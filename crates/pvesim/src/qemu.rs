@@ -429,7 +429,9 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
             } else {
                 // pmxcfs refuses a VMID owned by another node.
                 format!(
-                    "close (rename) atomic file '/etc/pve/nodes/{prologue_node}/qemu-server/{newid}.conf' failed: File exists"
+                    "close (rename) atomic file \
+                     '/etc/pve/nodes/{prologue_node}/qemu-server/{newid}.conf' \
+                     failed: File exists"
                 )
             });
         }

@@ -407,7 +407,8 @@ async fn handle_api(
         let world = shared.lock();
         if world.node(node).is_none() {
             Some(ApiError::die(format!(
-                "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
+                "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or \
+                    service not known"
             )))
         } else if !world.node_online(node) {
             Some(ApiError::bare(595, "No route to host"))
@@ -454,7 +455,8 @@ async fn handle_api(
         if query.iter().any(|(k, _)| k == "tmpfilename") {
             let error = ApiError::param(
                 "tmpfilename",
-                "property is not defined in schema and the schema does not allow additional properties",
+                "property is not defined in schema and the schema does not allow additional \
+                    properties",
             );
             return finish(shared, method, api_path, params, Err(error)).await;
         }
@@ -793,13 +795,17 @@ mod tests {
 
     #[test]
     fn multipart_fields_must_precede_the_file() {
-        let body = b"--XX\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--XX\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"seed.iso\"\r\nContent-Type: application/octet-stream\r\n\r\nDATA\r\n--XX--\r\n";
+        let body = b"--XX\r\nContent-Disposition: form-data; \
+            name=\"content\"\r\n\r\niso\r\n--XX\r\nContent-Disposition: form-data; \
+            name=\"filename\"; filename=\"seed.iso\"\r\nContent-Type: \
+            application/octet-stream\r\n\r\nDATA\r\n--XX--\r\n";
         let (fields, file) = parse_multipart(body, "XX").unwrap();
         assert_eq!(fields, vec![("content".to_string(), "iso".to_string())]);
         let (name, data) = file.unwrap();
         assert_eq!(name, "seed.iso");
         assert_eq!(&data[..], b"DATA");
-        let wrong = b"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.iso\"\r\n\r\nD\r\n--XX--\r\n";
+        let wrong = b"--XX\r\nContent-Disposition: form-data; name=\"file\"; \
+            filename=\"a.iso\"\r\n\r\nD\r\n--XX--\r\n";
         assert_eq!(
             parse_multipart(wrong, "XX").unwrap_err(),
             "wrong field name 'file' for file upload, expected 'filename'"

@@ -386,7 +386,8 @@ async fn pipelined(h: &Harness, first: &[u8]) -> Vec<String> {
     let mut tls = raw_connection(h).await;
     let address = h.sim.endpoint().trim_start_matches("https://").to_string();
     let second = format!(
-        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: close\r\n\r\n",
+        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: \
+            close\r\n\r\n",
         h.auth()
     );
     let mut both = first.to_vec();
@@ -424,7 +425,8 @@ async fn the_connection_closes_after_errors_and_uploads() {
     assert_eq!(lines, ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK"]);
 
     let missing = format!(
-        "GET /api2/json/nodes/pve1/qemu/4242/config HTTP/1.1\r\nHost: {address}\r\nAuthorization: {auth}\r\n\r\n"
+        "GET /api2/json/nodes/pve1/qemu/4242/config HTTP/1.1\r\nHost: {address}\r\nAuthorization: \
+            {auth}\r\n\r\n"
     );
     let lines = pipelined(&h, missing.as_bytes()).await;
     assert_eq!(lines.len(), 1, "{lines:?}");
@@ -436,11 +438,17 @@ async fn the_connection_closes_after_errors_and_uploads() {
 
     let file = seed("pipelined", GOOD_USER_DATA);
     let mut body = Vec::new();
-    body.extend_from_slice(b"--XyZ\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--XyZ\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"p.iso\"\r\nContent-Type: application/octet-stream\r\n\r\n");
+    body.extend_from_slice(
+        b"--XyZ\r\nContent-Disposition: form-data; \
+        name=\"content\"\r\n\r\niso\r\n--XyZ\r\nContent-Disposition: form-data; name=\"filename\"; \
+        filename=\"p.iso\"\r\nContent-Type: application/octet-stream\r\n\r\n",
+    );
     body.extend_from_slice(&file);
     body.extend_from_slice(b"\r\n--XyZ--\r\n");
     let mut upload = format!(
-        "POST /api2/json/nodes/pve1/storage/proxy-seeds/upload HTTP/1.1\r\nHost: {address}\r\nAuthorization: {auth}\r\nContent-Type: multipart/form-data; boundary=XyZ\r\nContent-Length: {}\r\n\r\n",
+        "POST /api2/json/nodes/pve1/storage/proxy-seeds/upload HTTP/1.1\r\n\
+         Host: {address}\r\nAuthorization: {auth}\r\n\
+         Content-Type: multipart/form-data; boundary=XyZ\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -669,7 +677,8 @@ async fn multipart_parts_must_open_with_their_content_disposition() {
             .send()
     };
     for headers in [
-        "Content-Type: application/octet-stream\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"a.iso\"",
+        "Content-Type: application/octet-stream\r\nContent-Disposition: form-data; \
+            name=\"filename\"; filename=\"a.iso\"",
         "content-disposition: form-data; name=\"filename\"; filename=\"a.iso\"",
         "Content-Disposition: form-data; filename=\"a.iso\"; name=\"filename\"",
     ] {
@@ -685,7 +694,8 @@ async fn multipart_parts_must_open_with_their_content_disposition() {
         "wrong Content-Disposition 'attachment' in multipart, expected 'form-data'"
     );
     let ok = send(
-        "Content-Disposition: form-data; name=\"filename\"; filename=\"a.iso\"\r\nContent-Type: application/octet-stream",
+        "Content-Disposition: form-data; name=\"filename\"; filename=\"a.iso\"\r\nContent-Type: \
+            application/octet-stream",
     )
     .await
     .unwrap();
@@ -884,22 +894,29 @@ async fn an_lvm_thin_linked_clone_has_a_bare_volume_name() {
 /// line ends as `$newline_re = qr/\015?\012/` (a bare LF does), and finds a form field's
 /// `Content-Disposition` after other part headers
 /// (`s/^${delim_re}.*?Content-Disposition: (.*?); name="$name"(.*?${delim_re})/$2/s`). Only
-/// the file part must open with it (see `multipart_parts_must_open_with_their_content_disposition`).
+/// the file part must open with it (see
+/// `multipart_parts_must_open_with_their_content_disposition`).
 #[tokio::test]
 async fn multipart_takes_bare_lf_and_field_headers_before_the_disposition() {
     let h = start(fast_config()).await;
     let bodies: [(&str, &[u8]); 3] = [
         (
             "bare LF",
-            b"--B1\nContent-Disposition: form-data; name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; filename=\"lf.iso\"\nContent-Type: application/octet-stream\n\nDATA\n--B1--\n",
+            b"--B1\nContent-Disposition: form-data; \
+                name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; \
+                filename=\"lf.iso\"\nContent-Type: application/octet-stream\n\nDATA\n--B1--\n",
         ),
         (
             "a header before the field's disposition",
-            b"--B1\r\nContent-Type: text/plain\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--B1\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"ct.iso\"\r\n\r\nDATA\r\n--B1--\r\n",
+            b"--B1\r\nContent-Type: text/plain\r\nContent-Disposition: form-data; \
+                name=\"content\"\r\n\r\niso\r\n--B1\r\nContent-Disposition: form-data; \
+                name=\"filename\"; filename=\"ct.iso\"\r\n\r\nDATA\r\n--B1--\r\n",
         ),
         (
             "both",
-            b"--B1\nContent-Type: text/plain\nContent-Disposition: form-data; name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; filename=\"both.iso\"\n\nDATA\n--B1--\n",
+            b"--B1\nContent-Type: text/plain\nContent-Disposition: form-data; \
+                name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; \
+                filename=\"both.iso\"\n\nDATA\n--B1--\n",
         ),
     ];
     for (label, body) in bodies {
@@ -940,8 +957,9 @@ async fn multipart_takes_bare_lf_and_field_headers_before_the_disposition() {
 
 /// Issue 24. qemu-server `src/PVE/API2/Qemu.pm`: `create_disks` allocates a drive given as
 /// `<storage>:cloudinit` as `vm-<vmid>-cloudinit` (with `.qcow2` on storages with a path),
-/// 4 MiB (`Cloudinit.pm` `CLOUDINIT_DISK_SIZE`), `media=cdrom`; a second one dies "<key> - cloud-init drive is already attached at
-/// '<other>'" (`QemuConfig.pm` `has_cloudinit`). Only the drive: its content is not built.
+/// 4 MiB (`Cloudinit.pm` `CLOUDINIT_DISK_SIZE`), `media=cdrom`; a second one dies
+/// "<key> - cloud-init drive is already attached at '<other>'" (`QemuConfig.pm`
+/// `has_cloudinit`). Only the drive: its content is not built.
 #[tokio::test]
 async fn a_cloudinit_drive_is_allocated_as_pve_does() {
     let h = start(fast_config()).await;

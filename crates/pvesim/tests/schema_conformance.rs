@@ -56,7 +56,8 @@ fn compare(ours: &ParamRule, theirs: &Map<String, Value>, at: &str, mismatches: 
     }
     let their_type = theirs.get("type").and_then(Value::as_str).unwrap_or("-");
     differ("type", ours.ty.as_str().into(), their_type.into());
-    // PVE treats a property-string key that is its format's default key as optional only if declared so.
+    // PVE treats a property-string key that is its format's default key as optional only if
+    // declared so.
     differ(
         "optional",
         ours.optional.to_string(),

@@ -36,7 +36,8 @@ async fn idle_keep_alive_connection_is_closed_by_the_server() {
         .await
         .unwrap();
     let request = format!(
-        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: keep-alive\r\n\r\n",
+        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: \
+            keep-alive\r\n\r\n",
         h.auth()
     );
     tls.write_all(request.as_bytes()).await.unwrap();

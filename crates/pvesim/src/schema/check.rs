@@ -100,7 +100,9 @@ pub(crate) fn validate_params(
             None => add_error(
                 &mut errors,
                 key,
-                "property is not defined in schema and the schema does not allow additional properties".into(),
+                "property is not defined in schema and the schema does not allow additional \
+                    properties"
+                    .into(),
             ),
         }
     }
@@ -420,14 +422,21 @@ pub fn parse_property_string(
                 if let Some(required) = rule.requires
                     && !parsed.contains_key(required)
                 {
-                    let required_path = if path.is_empty() { required.to_string() } else { format!("{path}.{required}") };
-                    add_error(&mut errors, &required_path, format!("missing property - '{sub_path}' requires this property"));
+                    let required_path = if path.is_empty() {
+                        required.to_string()
+                    } else {
+                        format!("{path}.{required}")
+                    };
+                    let message = format!("missing property - '{sub_path}' requires this property");
+                    add_error(&mut errors, &required_path, message);
                 }
             }
             None => add_error(
                 &mut errors,
                 &sub_path,
-                "property is not defined in schema and the schema does not allow additional properties".into(),
+                "property is not defined in schema and the schema does not allow additional \
+                    properties"
+                    .into(),
             ),
         }
     }

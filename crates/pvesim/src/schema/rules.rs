@@ -173,7 +173,13 @@ macro_rules! drive_keys {
             p("format", Str).opt().one_of(DRIVE_FORMATS),
             p("size", Str).opt().fmt("disk-size"),
             p("import-from", Str).opt().fmt("pve-volume-id-or-absolute-path"),
-            p("cache", Str).opt().one_of(&["none", "writethrough", "writeback", "unsafe", "directsync"]),
+            p("cache", Str).opt().one_of(&[
+                "none",
+                "writethrough",
+                "writeback",
+                "unsafe",
+                "directsync",
+            ]),
             p("aio", Str).opt().one_of(&["native", "threads", "io_uring"]),
             p("discard", Str).opt().one_of(&["ignore", "on"]),
             p("detect_zeroes", Boolean).opt(),
@@ -338,7 +344,11 @@ const MACHINE_KEYS: &[ParamRule] = &[
         .opt()
         .default_key()
         .max_len(40)
-        .pattern("(pc|pc(-i440fx)?-\\d+(\\.\\d+)+(\\+pve\\d+)?(\\.pxe)?|q35|pc-q35-\\d+(\\.\\d+)+(\\+pve\\d+)?(\\.pxe)?|virt(?:-\\d+(\\.\\d+)+)?(\\+pve\\d+)?)"),
+        .pattern(concat!(
+            "(pc|pc(-i440fx)?-\\d+(\\.\\d+)+(\\+pve\\d+)?(\\.pxe)?",
+            "|q35|pc-q35-\\d+(\\.\\d+)+(\\+pve\\d+)?(\\.pxe)?",
+            "|virt(?:-\\d+(\\.\\d+)+)?(\\+pve\\d+)?)",
+        )),
     p("aw-bits", Number).opt().min(32.0).max(64.0),
     p("enable-s3", Boolean).opt(),
     p("enable-s4", Boolean).opt(),
@@ -360,10 +370,10 @@ const SPICE_KEYS: &[ParamRule] = &[
         .default("off"),
 ];
 const USB_KEYS: &[ParamRule] = &[
-    p("host", Str)
-        .opt()
-        .default_key()
-        .pattern("(?^:(?:(?:(?^:(0x)?([0-9A-Fa-f]{4}):(0x)?([0-9A-Fa-f]{4})))|(?:(?^:(\\d+)\\-(\\d+(\\.\\d+)*)))|[Ss][Pp][Ii][Cc][Ee]))"),
+    p("host", Str).opt().default_key().pattern(concat!(
+        "(?^:(?:(?:(?^:(0x)?([0-9A-Fa-f]{4}):(0x)?([0-9A-Fa-f]{4})))",
+        "|(?:(?^:(\\d+)\\-(\\d+(\\.\\d+)*)))|[Ss][Pp][Ii][Cc][Ee]))",
+    )),
     p("mapping", Str).opt().fmt("pve-configid"),
     p("usb3", Boolean).opt().default("0"),
 ];
@@ -729,8 +739,19 @@ fn build() -> Vec<EndpointRules> {
             &[&[
                 NODE,
                 p("type", Str).opt().one_of(&[
-                    "bridge", "bond", "eth", "alias", "vlan", "fabric", "OVSBridge", "OVSBond",
-                    "OVSPort", "OVSIntPort", "vnet", "any_bridge", "any_local_bridge",
+                    "bridge",
+                    "bond",
+                    "eth",
+                    "alias",
+                    "vlan",
+                    "fabric",
+                    "OVSBridge",
+                    "OVSBond",
+                    "OVSPort",
+                    "OVSIntPort",
+                    "vnet",
+                    "any_bridge",
+                    "any_local_bridge",
                     "include_sdn",
                 ]),
             ]],
@@ -738,45 +759,63 @@ fn build() -> Vec<EndpointRules> {
         ep(
             "GET",
             "/cluster/resources",
-            &[&[p("type", Str).opt().one_of(&["vm", "storage", "node", "sdn"])]],
+            &[&[p("type", Str)
+                .opt()
+                .one_of(&["vm", "storage", "node", "sdn"])]],
         ),
         ep("GET", "/cluster/nextid", &[&[VMID_OPT]]),
         ep("GET", "/cluster/status", &[]),
-        ep("GET", "/nodes/{node}/qemu", &[&[NODE, p("full", Boolean).opt()]]),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu",
+            &[&[NODE, p("full", Boolean).opt()]],
+        ),
         ep("POST", "/nodes/{node}/qemu", &[CREATE_OPTIONS, VM_OPTIONS]),
         ep("GET", "/nodes/{node}/qemu/{vmid}", &[vm]),
         ep(
             "DELETE",
             "/nodes/{node}/qemu/{vmid}",
-            &[vm, &[
-                p("destroy-unreferenced-disks", Boolean).opt().default("0"),
-                p("purge", Boolean).opt(),
-                SKIPLOCK,
-            ]],
+            &[
+                vm,
+                &[
+                    p("destroy-unreferenced-disks", Boolean).opt().default("0"),
+                    p("purge", Boolean).opt(),
+                    SKIPLOCK,
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/clone",
-            &[vm, &[
-                p("bwlimit", Integer).opt().min(0.0),
-                p("description", Str).opt(),
-                p("format", Str).opt().one_of(&["raw", "qcow2", "vmdk"]),
-                p("full", Boolean).opt(),
-                p("name", Str).opt().fmt("dns-name"),
-                p("newid", Integer).fmt("pve-vmid").min(100.0).max(999_999_999.0),
-                p("pool", Str).opt().fmt("pve-poolid"),
-                p("snapname", Str).opt().fmt("pve-configid").max_len(40),
-                STORAGE.opt(),
-                p("target", Str).opt().fmt("pve-node"),
-            ]],
+            &[
+                vm,
+                &[
+                    p("bwlimit", Integer).opt().min(0.0),
+                    p("description", Str).opt(),
+                    p("format", Str).opt().one_of(&["raw", "qcow2", "vmdk"]),
+                    p("full", Boolean).opt(),
+                    p("name", Str).opt().fmt("dns-name"),
+                    p("newid", Integer)
+                        .fmt("pve-vmid")
+                        .min(100.0)
+                        .max(999_999_999.0),
+                    p("pool", Str).opt().fmt("pve-poolid"),
+                    p("snapname", Str).opt().fmt("pve-configid").max_len(40),
+                    STORAGE.opt(),
+                    p("target", Str).opt().fmt("pve-node"),
+                ],
+            ],
         ),
         ep(
             "GET",
             "/nodes/{node}/qemu/{vmid}/config",
-            &[vm, &[
-                p("current", Boolean).opt().default("0"),
-                p("snapshot", Str).opt().fmt("pve-configid").max_len(40),
-            ]],
+            &[
+                vm,
+                &[
+                    p("current", Boolean).opt().default("0"),
+                    p("snapshot", Str).opt().fmt("pve-configid").max_len(40),
+                ],
+            ],
         ),
         ep(
             "POST",
@@ -784,20 +823,30 @@ fn build() -> Vec<EndpointRules> {
             &[
                 UPDATE_OPTIONS,
                 VM_OPTIONS,
-                &[p("background_delay", Integer).opt().min(1.0).max(30.0), IMPORT_WORKING_STORAGE],
+                &[
+                    p("background_delay", Integer).opt().min(1.0).max(30.0),
+                    IMPORT_WORKING_STORAGE,
+                ],
             ],
         ),
-        ep("PUT", "/nodes/{node}/qemu/{vmid}/config", &[UPDATE_OPTIONS, VM_OPTIONS]),
+        ep(
+            "PUT",
+            "/nodes/{node}/qemu/{vmid}/config",
+            &[UPDATE_OPTIONS, VM_OPTIONS],
+        ),
         ep("GET", "/nodes/{node}/qemu/{vmid}/pending", &[vm]),
         ep(
             "PUT",
             "/nodes/{node}/qemu/{vmid}/resize",
-            &[vm, &[
-                p("digest", Str).opt().max_len(40),
-                p("disk", Str).one_of(DRIVE_NAMES),
-                p("size", Str).pattern("\\+?\\d+(\\.\\d+)?[KMGT]?"),
-                SKIPLOCK,
-            ]],
+            &[
+                vm,
+                &[
+                    p("digest", Str).opt().max_len(40),
+                    p("disk", Str).one_of(DRIVE_NAMES),
+                    p("size", Str).pattern("\\+?\\d+(\\.\\d+)?[KMGT]?"),
+                    SKIPLOCK,
+                ],
+            ],
         ),
         ep(
             "POST",
@@ -809,46 +858,78 @@ fn build() -> Vec<EndpointRules> {
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/start",
-            &[vm, &[
-                p("force-cpu", Str).opt(),
-                p("machine", Str).opt().keys(MACHINE_KEYS),
-                migratedfrom,
-                p("migration_network", Str).opt().fmt("CIDR"),
-                p("migration_type", Str).opt().one_of(&["secure", "insecure"]),
-                p("nets-host-mtu", Str).opt().pattern("net\\d+=\\d+(,net\\d+=\\d+)*"),
-                SKIPLOCK,
-                p("stateuri", Str).opt().max_len(128),
-                p("targetstorage", Str).opt().fmt("storage-pair-list"),
-                timeout,
-                p("with-conntrack-state", Boolean).opt().default("0"),
-            ]],
+            &[
+                vm,
+                &[
+                    p("force-cpu", Str).opt(),
+                    p("machine", Str).opt().keys(MACHINE_KEYS),
+                    migratedfrom,
+                    p("migration_network", Str).opt().fmt("CIDR"),
+                    p("migration_type", Str)
+                        .opt()
+                        .one_of(&["secure", "insecure"]),
+                    p("nets-host-mtu", Str)
+                        .opt()
+                        .pattern("net\\d+=\\d+(,net\\d+=\\d+)*"),
+                    SKIPLOCK,
+                    p("stateuri", Str).opt().max_len(128),
+                    p("targetstorage", Str).opt().fmt("storage-pair-list"),
+                    timeout,
+                    p("with-conntrack-state", Boolean).opt().default("0"),
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/stop",
-            &[vm, &[
-                keep_active,
-                migratedfrom,
-                p("overrule-shutdown", Boolean).opt().default("0"),
-                SKIPLOCK,
-                timeout,
-            ]],
+            &[
+                vm,
+                &[
+                    keep_active,
+                    migratedfrom,
+                    p("overrule-shutdown", Boolean).opt().default("0"),
+                    SKIPLOCK,
+                    timeout,
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/shutdown",
-            &[vm, &[p("forceStop", Boolean).opt().default("0"), keep_active, SKIPLOCK, timeout]],
+            &[
+                vm,
+                &[
+                    p("forceStop", Boolean).opt().default("0"),
+                    keep_active,
+                    SKIPLOCK,
+                    timeout,
+                ],
+            ],
         ),
-        ep("POST", "/nodes/{node}/qemu/{vmid}/status/reboot", &[vm, &[timeout]]),
-        ep("POST", "/nodes/{node}/qemu/{vmid}/status/reset", &[vm, &[SKIPLOCK]]),
+        ep(
+            "POST",
+            "/nodes/{node}/qemu/{vmid}/status/reboot",
+            &[vm, &[timeout]],
+        ),
+        ep(
+            "POST",
+            "/nodes/{node}/qemu/{vmid}/status/reset",
+            &[vm, &[SKIPLOCK]],
+        ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/suspend",
-            &[vm, &[
-                SKIPLOCK,
-                p("statestorage", Str).opt().fmt("pve-storage-id").requires("todisk"),
-                p("todisk", Boolean).opt().default("0"),
-            ]],
+            &[
+                vm,
+                &[
+                    SKIPLOCK,
+                    p("statestorage", Str)
+                        .opt()
+                        .fmt("pve-storage-id")
+                        .requires("todisk"),
+                    p("todisk", Boolean).opt().default("0"),
+                ],
+            ],
         ),
         ep(
             "POST",
@@ -861,11 +942,19 @@ fn build() -> Vec<EndpointRules> {
             "/nodes/{node}/qemu/{vmid}/agent",
             &[vm, &[p("command", Str).one_of(AGENT_COMMANDS)]],
         ),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces", &[vm]),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
+            &[vm],
+        ),
         ep("POST", "/nodes/{node}/qemu/{vmid}/agent/ping", &[vm]),
         ep("GET", "/nodes/{node}/qemu/{vmid}/agent/info", &[vm]),
         ep("GET", "/nodes/{node}/qemu/{vmid}/agent/get-osinfo", &[vm]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/get-host-name", &[vm]),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/agent/get-host-name",
+            &[vm],
+        ),
         ep(
             "GET",
             "/nodes/{node}/storage",
@@ -879,57 +968,98 @@ fn build() -> Vec<EndpointRules> {
             ]],
         ),
         ep("GET", "/nodes/{node}/storage/{storage}", &[storage_on_node]),
-        ep("GET", "/nodes/{node}/storage/{storage}/status", &[storage_on_node]),
+        ep(
+            "GET",
+            "/nodes/{node}/storage/{storage}/status",
+            &[storage_on_node],
+        ),
         ep(
             "GET",
             "/nodes/{node}/storage/{storage}/content",
-            &[storage_on_node, &[p("content", Str).opt().fmt("pve-storage-content"), VMID_OPT]],
+            &[
+                storage_on_node,
+                &[p("content", Str).opt().fmt("pve-storage-content"), VMID_OPT],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/storage/{storage}/content",
-            &[storage_on_node, &[
-                p("filename", Str),
-                p("format", Str).opt().one_of(&["raw", "qcow2", "subvol", "vmdk"]).requires("size"),
-                p("size", Str).pattern("\\d+[MG]?"),
-                VMID,
-            ]],
+            &[
+                storage_on_node,
+                &[
+                    p("filename", Str),
+                    p("format", Str)
+                        .opt()
+                        .one_of(&["raw", "qcow2", "subvol", "vmdk"])
+                        .requires("size"),
+                    p("size", Str).pattern("\\d+[MG]?"),
+                    VMID,
+                ],
+            ],
         ),
-        ep("GET", "/nodes/{node}/storage/{storage}/content/{volume}", &[volume_on_node]),
+        ep(
+            "GET",
+            "/nodes/{node}/storage/{storage}/content/{volume}",
+            &[volume_on_node],
+        ),
         ep(
             "PUT",
             "/nodes/{node}/storage/{storage}/content/{volume}",
-            &[volume_on_node, &[p("notes", Str).opt(), p("protected", Boolean).opt()]],
+            &[
+                volume_on_node,
+                &[p("notes", Str).opt(), p("protected", Boolean).opt()],
+            ],
         ),
         ep(
             "DELETE",
             "/nodes/{node}/storage/{storage}/content/{volume}",
-            &[volume_on_node, &[p("delay", Integer).opt().min(1.0).max(30.0)]],
+            &[
+                volume_on_node,
+                &[p("delay", Integer).opt().min(1.0).max(30.0)],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/storage/{storage}/upload",
-            &[storage_on_node, &[
-                p("checksum", Str).opt().requires("checksum-algorithm"),
-                p("checksum-algorithm", Str).opt().one_of(CHECKSUM_ALGORITHMS).requires("checksum"),
-                p("content", Str).fmt("pve-storage-content").one_of(UPLOAD_CONTENT),
-                p("filename", Str).max_len(255),
-                p("tmpfilename", Str).opt().pattern("/var/tmp/pveupload-[0-9a-f]+"),
-            ]],
+            &[
+                storage_on_node,
+                &[
+                    p("checksum", Str).opt().requires("checksum-algorithm"),
+                    p("checksum-algorithm", Str)
+                        .opt()
+                        .one_of(CHECKSUM_ALGORITHMS)
+                        .requires("checksum"),
+                    p("content", Str)
+                        .fmt("pve-storage-content")
+                        .one_of(UPLOAD_CONTENT),
+                    p("filename", Str).max_len(255),
+                    p("tmpfilename", Str)
+                        .opt()
+                        .pattern("/var/tmp/pveupload-[0-9a-f]+"),
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/storage/{storage}/download-url",
-            &[storage_on_node, &[
-                p("checksum", Str).opt().requires("checksum-algorithm"),
-                p("checksum-algorithm", Str).opt().one_of(CHECKSUM_ALGORITHMS).requires("checksum"),
-                // The schema declares `enum: null` here (the list is built at run time).
-                p("compression", Str).opt(),
-                p("content", Str).fmt("pve-storage-content").one_of(UPLOAD_CONTENT),
-                p("filename", Str).max_len(255),
-                p("url", Str).pattern("https?://.*"),
-                p("verify-certificates", Boolean).opt().default("1"),
-            ]],
+            &[
+                storage_on_node,
+                &[
+                    p("checksum", Str).opt().requires("checksum-algorithm"),
+                    p("checksum-algorithm", Str)
+                        .opt()
+                        .one_of(CHECKSUM_ALGORITHMS)
+                        .requires("checksum"),
+                    // The schema declares `enum: null` here (the list is built at run time).
+                    p("compression", Str).opt(),
+                    p("content", Str)
+                        .fmt("pve-storage-content")
+                        .one_of(UPLOAD_CONTENT),
+                    p("filename", Str).max_len(255),
+                    p("url", Str).pattern("https?://.*"),
+                    p("verify-certificates", Boolean).opt().default("1"),
+                ],
+            ],
         ),
         ep(
             "GET",
@@ -939,9 +1069,14 @@ fn build() -> Vec<EndpointRules> {
                 p("errors", Boolean).opt().default("0"),
                 p("limit", Integer).opt().min(0.0).default("50"),
                 p("since", Integer).opt(),
-                p("source", Str).opt().one_of(&["archive", "active", "all"]).default("archive"),
+                p("source", Str)
+                    .opt()
+                    .one_of(&["archive", "active", "all"])
+                    .default("archive"),
                 p("start", Integer).opt().min(0.0).default("0"),
-                p("statusfilter", Str).opt().fmt("pve-task-status-type-list"),
+                p("statusfilter", Str)
+                    .opt()
+                    .fmt("pve-task-status-type-list"),
                 p("typefilter", Str).opt(),
                 p("until", Integer).opt(),
                 p("userfilter", Str).opt(),
@@ -954,20 +1089,24 @@ fn build() -> Vec<EndpointRules> {
         ep(
             "GET",
             "/nodes/{node}/tasks/{upid}/log",
-            &[task, &[
-                p("download", Boolean).opt(),
-                p("limit", Integer).opt().min(0.0).default("50"),
-                p("start", Integer).opt().min(0.0).default("0"),
-            ]],
+            &[
+                task,
+                &[
+                    p("download", Boolean).opt(),
+                    p("limit", Integer).opt().min(0.0).default("50"),
+                    p("start", Integer).opt().min(0.0).default("0"),
+                ],
+            ],
         ),
         ep(
             "GET",
             "/access/permissions",
             &[&[
                 p("path", Str).opt(),
-                p("userid", Str).opt().pattern(
-                    "(?^:^(?^:[^\\s:/]+)\\@(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+)(?:!(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+))?$)",
-                ),
+                p("userid", Str).opt().pattern(concat!(
+                    "(?^:^(?^:[^\\s:/]+)\\@(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+)",
+                    "(?:!(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+))?$)",
+                )),
             ]],
         ),
         ep(
@@ -975,7 +1114,10 @@ fn build() -> Vec<EndpointRules> {
             "/pools",
             &[&[
                 POOLID.opt(),
-                p("type", Str).opt().one_of(&["qemu", "lxc", "storage"]).requires("poolid"),
+                p("type", Str)
+                    .opt()
+                    .one_of(&["qemu", "lxc", "storage"])
+                    .requires("poolid"),
             ]],
         ),
         ep("POST", "/pools", &[&[p("comment", Str).opt(), POOLID]]),
@@ -995,14 +1137,29 @@ fn build() -> Vec<EndpointRules> {
         ep(
             "GET",
             "/pools/{poolid}",
-            &[&[POOLID, p("type", Str).opt().one_of(&["qemu", "lxc", "storage"])]],
+            &[&[
+                POOLID,
+                p("type", Str).opt().one_of(&["qemu", "lxc", "storage"]),
+            ]],
         ),
         ep(
             "GET",
             "/storage",
             &[&[p("type", Str).opt().one_of(&[
-                "btrfs", "cephfs", "cifs", "dir", "esxi", "iscsi", "iscsidirect", "lvm",
-                "lvmthin", "nfs", "pbs", "rbd", "zfs", "zfspool",
+                "btrfs",
+                "cephfs",
+                "cifs",
+                "dir",
+                "esxi",
+                "iscsi",
+                "iscsidirect",
+                "lvm",
+                "lvmthin",
+                "nfs",
+                "pbs",
+                "rbd",
+                "zfs",
+                "zfspool",
             ])]],
         ),
         ep("GET", "/storage/{storage}", &[&[STORAGE]]),

@@ -290,7 +290,8 @@ pub fn joliet_iso(volume_id: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
     image
 }
 
-pub const GOOD_USER_DATA: &str = "#cloud-config\npackages:\n  - qemu-guest-agent\nruncmd:\n  - systemctl enable --now qemu-guest-agent\n";
+pub const GOOD_USER_DATA: &str = "#cloud-config\npackages:\n  - qemu-guest-agent\nruncmd:\n  - \
+    systemctl enable --now qemu-guest-agent\n";
 
 pub fn seed(hostname: &str, user_data: &str) -> Vec<u8> {
     let meta = format!("instance-id: iid-{hostname}\nlocal-hostname: {hostname}\n");
