@@ -720,14 +720,31 @@ pub(crate) fn all() -> &'static [EndpointRules] {
     ALL.get_or_init(build)
 }
 
+// Path parameters most endpoints share, and the power options several of them take.
+const VM_PATH: &[ParamRule] = &[NODE, VMID];
+const TASK_PATH: &[ParamRule] = &[NODE, UPID];
+const STORAGE_ON_NODE: &[ParamRule] = &[NODE, STORAGE];
+const VOLUME_ON_NODE: &[ParamRule] = &[NODE, STORAGE.opt(), VOLUME];
+const TIMEOUT: ParamRule = p("timeout", Integer).opt().min(0.0);
+const KEEP_ACTIVE: ParamRule = p("keepActive", Boolean).opt().default("0");
+const MIGRATEDFROM: ParamRule = p("migratedfrom", Str).opt().fmt("pve-node");
+
+/// Every endpoint, in the order `schema::route` tries them.
 fn build() -> Vec<EndpointRules> {
-    let vm = &[NODE, VMID][..];
-    let timeout = p("timeout", Integer).opt().min(0.0);
-    let keep_active = p("keepActive", Boolean).opt().default("0");
-    let migratedfrom = p("migratedfrom", Str).opt().fmt("pve-node");
-    let task = &[NODE, UPID][..];
-    let storage_on_node = &[NODE, STORAGE][..];
-    let volume_on_node = &[NODE, STORAGE.opt(), VOLUME][..];
+    [
+        node_and_cluster_endpoints(),
+        vm_endpoints(),
+        vm_power_endpoints(),
+        agent_endpoints(),
+        storage_endpoints(),
+        task_endpoints(),
+        access_pool_and_storage_endpoints(),
+    ]
+    .concat()
+}
+
+/// Nodes and the cluster-wide views.
+fn node_and_cluster_endpoints() -> Vec<EndpointRules> {
     vec![
         ep("GET", "/version", &[]),
         ep("GET", "/nodes", &[]),
@@ -765,18 +782,24 @@ fn build() -> Vec<EndpointRules> {
         ),
         ep("GET", "/cluster/nextid", &[&[VMID_OPT]]),
         ep("GET", "/cluster/status", &[]),
+    ]
+}
+
+/// VMs: create, clone, config, resize, template, destroy.
+fn vm_endpoints() -> Vec<EndpointRules> {
+    vec![
         ep(
             "GET",
             "/nodes/{node}/qemu",
             &[&[NODE, p("full", Boolean).opt()]],
         ),
         ep("POST", "/nodes/{node}/qemu", &[CREATE_OPTIONS, VM_OPTIONS]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}", &[vm]),
+        ep("GET", "/nodes/{node}/qemu/{vmid}", &[VM_PATH]),
         ep(
             "DELETE",
             "/nodes/{node}/qemu/{vmid}",
             &[
-                vm,
+                VM_PATH,
                 &[
                     p("destroy-unreferenced-disks", Boolean).opt().default("0"),
                     p("purge", Boolean).opt(),
@@ -788,7 +811,7 @@ fn build() -> Vec<EndpointRules> {
             "POST",
             "/nodes/{node}/qemu/{vmid}/clone",
             &[
-                vm,
+                VM_PATH,
                 &[
                     p("bwlimit", Integer).opt().min(0.0),
                     p("description", Str).opt(),
@@ -810,7 +833,7 @@ fn build() -> Vec<EndpointRules> {
             "GET",
             "/nodes/{node}/qemu/{vmid}/config",
             &[
-                vm,
+                VM_PATH,
                 &[
                     p("current", Boolean).opt().default("0"),
                     p("snapshot", Str).opt().fmt("pve-configid").max_len(40),
@@ -834,12 +857,12 @@ fn build() -> Vec<EndpointRules> {
             "/nodes/{node}/qemu/{vmid}/config",
             &[UPDATE_OPTIONS, VM_OPTIONS],
         ),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/pending", &[vm]),
+        ep("GET", "/nodes/{node}/qemu/{vmid}/pending", &[VM_PATH]),
         ep(
             "PUT",
             "/nodes/{node}/qemu/{vmid}/resize",
             &[
-                vm,
+                VM_PATH,
                 &[
                     p("digest", Str).opt().max_len(40),
                     p("disk", Str).one_of(DRIVE_NAMES),
@@ -851,19 +874,29 @@ fn build() -> Vec<EndpointRules> {
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/template",
-            &[vm, &[p("disk", Str).opt().one_of(DRIVE_NAMES)]],
+            &[VM_PATH, &[p("disk", Str).opt().one_of(DRIVE_NAMES)]],
         ),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/status", &[vm]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/status/current", &[vm]),
+    ]
+}
+
+/// VM power state: status, start, stop, shutdown, reboot, reset, suspend, resume.
+fn vm_power_endpoints() -> Vec<EndpointRules> {
+    vec![
+        ep("GET", "/nodes/{node}/qemu/{vmid}/status", &[VM_PATH]),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/status/current",
+            &[VM_PATH],
+        ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/start",
             &[
-                vm,
+                VM_PATH,
                 &[
                     p("force-cpu", Str).opt(),
                     p("machine", Str).opt().keys(MACHINE_KEYS),
-                    migratedfrom,
+                    MIGRATEDFROM,
                     p("migration_network", Str).opt().fmt("CIDR"),
                     p("migration_type", Str)
                         .opt()
@@ -874,7 +907,7 @@ fn build() -> Vec<EndpointRules> {
                     SKIPLOCK,
                     p("stateuri", Str).opt().max_len(128),
                     p("targetstorage", Str).opt().fmt("storage-pair-list"),
-                    timeout,
+                    TIMEOUT,
                     p("with-conntrack-state", Boolean).opt().default("0"),
                 ],
             ],
@@ -883,13 +916,13 @@ fn build() -> Vec<EndpointRules> {
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/stop",
             &[
-                vm,
+                VM_PATH,
                 &[
-                    keep_active,
-                    migratedfrom,
+                    KEEP_ACTIVE,
+                    MIGRATEDFROM,
                     p("overrule-shutdown", Boolean).opt().default("0"),
                     SKIPLOCK,
-                    timeout,
+                    TIMEOUT,
                 ],
             ],
         ),
@@ -897,30 +930,30 @@ fn build() -> Vec<EndpointRules> {
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/shutdown",
             &[
-                vm,
+                VM_PATH,
                 &[
                     p("forceStop", Boolean).opt().default("0"),
-                    keep_active,
+                    KEEP_ACTIVE,
                     SKIPLOCK,
-                    timeout,
+                    TIMEOUT,
                 ],
             ],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/reboot",
-            &[vm, &[timeout]],
+            &[VM_PATH, &[TIMEOUT]],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/reset",
-            &[vm, &[SKIPLOCK]],
+            &[VM_PATH, &[SKIPLOCK]],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/suspend",
             &[
-                vm,
+                VM_PATH,
                 &[
                     SKIPLOCK,
                     p("statestorage", Str)
@@ -934,27 +967,43 @@ fn build() -> Vec<EndpointRules> {
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/resume",
-            &[vm, &[p("nocheck", Boolean).opt(), SKIPLOCK]],
+            &[VM_PATH, &[p("nocheck", Boolean).opt(), SKIPLOCK]],
         ),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent", &[vm]),
+    ]
+}
+
+/// The guest agent.
+fn agent_endpoints() -> Vec<EndpointRules> {
+    vec![
+        ep("GET", "/nodes/{node}/qemu/{vmid}/agent", &[VM_PATH]),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/agent",
-            &[vm, &[p("command", Str).one_of(AGENT_COMMANDS)]],
+            &[VM_PATH, &[p("command", Str).one_of(AGENT_COMMANDS)]],
         ),
         ep(
             "GET",
             "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
-            &[vm],
+            &[VM_PATH],
         ),
-        ep("POST", "/nodes/{node}/qemu/{vmid}/agent/ping", &[vm]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/info", &[vm]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/get-osinfo", &[vm]),
+        ep("POST", "/nodes/{node}/qemu/{vmid}/agent/ping", &[VM_PATH]),
+        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/info", &[VM_PATH]),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/agent/get-osinfo",
+            &[VM_PATH],
+        ),
         ep(
             "GET",
             "/nodes/{node}/qemu/{vmid}/agent/get-host-name",
-            &[vm],
+            &[VM_PATH],
         ),
+    ]
+}
+
+/// Storage on a node: status, content, upload, download.
+fn storage_endpoints() -> Vec<EndpointRules> {
+    vec![
         ep(
             "GET",
             "/nodes/{node}/storage",
@@ -967,17 +1016,17 @@ fn build() -> Vec<EndpointRules> {
                 p("target", Str).opt().fmt("pve-node"),
             ]],
         ),
-        ep("GET", "/nodes/{node}/storage/{storage}", &[storage_on_node]),
+        ep("GET", "/nodes/{node}/storage/{storage}", &[STORAGE_ON_NODE]),
         ep(
             "GET",
             "/nodes/{node}/storage/{storage}/status",
-            &[storage_on_node],
+            &[STORAGE_ON_NODE],
         ),
         ep(
             "GET",
             "/nodes/{node}/storage/{storage}/content",
             &[
-                storage_on_node,
+                STORAGE_ON_NODE,
                 &[p("content", Str).opt().fmt("pve-storage-content"), VMID_OPT],
             ],
         ),
@@ -985,7 +1034,7 @@ fn build() -> Vec<EndpointRules> {
             "POST",
             "/nodes/{node}/storage/{storage}/content",
             &[
-                storage_on_node,
+                STORAGE_ON_NODE,
                 &[
                     p("filename", Str),
                     p("format", Str)
@@ -1000,13 +1049,13 @@ fn build() -> Vec<EndpointRules> {
         ep(
             "GET",
             "/nodes/{node}/storage/{storage}/content/{volume}",
-            &[volume_on_node],
+            &[VOLUME_ON_NODE],
         ),
         ep(
             "PUT",
             "/nodes/{node}/storage/{storage}/content/{volume}",
             &[
-                volume_on_node,
+                VOLUME_ON_NODE,
                 &[p("notes", Str).opt(), p("protected", Boolean).opt()],
             ],
         ),
@@ -1014,7 +1063,7 @@ fn build() -> Vec<EndpointRules> {
             "DELETE",
             "/nodes/{node}/storage/{storage}/content/{volume}",
             &[
-                volume_on_node,
+                VOLUME_ON_NODE,
                 &[p("delay", Integer).opt().min(1.0).max(30.0)],
             ],
         ),
@@ -1022,7 +1071,7 @@ fn build() -> Vec<EndpointRules> {
             "POST",
             "/nodes/{node}/storage/{storage}/upload",
             &[
-                storage_on_node,
+                STORAGE_ON_NODE,
                 &[
                     p("checksum", Str).opt().requires("checksum-algorithm"),
                     p("checksum-algorithm", Str)
@@ -1043,7 +1092,7 @@ fn build() -> Vec<EndpointRules> {
             "POST",
             "/nodes/{node}/storage/{storage}/download-url",
             &[
-                storage_on_node,
+                STORAGE_ON_NODE,
                 &[
                     p("checksum", Str).opt().requires("checksum-algorithm"),
                     p("checksum-algorithm", Str)
@@ -1061,6 +1110,12 @@ fn build() -> Vec<EndpointRules> {
                 ],
             ],
         ),
+    ]
+}
+
+/// Tasks of a node.
+fn task_endpoints() -> Vec<EndpointRules> {
+    vec![
         ep(
             "GET",
             "/nodes/{node}/tasks",
@@ -1083,14 +1138,14 @@ fn build() -> Vec<EndpointRules> {
                 VMID_OPT,
             ]],
         ),
-        ep("GET", "/nodes/{node}/tasks/{upid}", &[task]),
-        ep("DELETE", "/nodes/{node}/tasks/{upid}", &[task]),
-        ep("GET", "/nodes/{node}/tasks/{upid}/status", &[task]),
+        ep("GET", "/nodes/{node}/tasks/{upid}", &[TASK_PATH]),
+        ep("DELETE", "/nodes/{node}/tasks/{upid}", &[TASK_PATH]),
+        ep("GET", "/nodes/{node}/tasks/{upid}/status", &[TASK_PATH]),
         ep(
             "GET",
             "/nodes/{node}/tasks/{upid}/log",
             &[
-                task,
+                TASK_PATH,
                 &[
                     p("download", Boolean).opt(),
                     p("limit", Integer).opt().min(0.0).default("50"),
@@ -1098,6 +1153,12 @@ fn build() -> Vec<EndpointRules> {
                 ],
             ],
         ),
+    ]
+}
+
+/// Permissions, pools and the cluster storage configuration.
+fn access_pool_and_storage_endpoints() -> Vec<EndpointRules> {
+    vec![
         ep(
             "GET",
             "/access/permissions",
