@@ -345,212 +345,45 @@ async fn finish(
     }
 }
 
+/// Why a request is answered before its handler runs.
+enum Refusal {
+    /// Answered as PVE's API answers an error, and journalled.
+    Api(ApiError),
+    /// Answered as is: pve-http-server fails these before the API layer.
+    Plain(HttpResponse),
+}
+
+impl From<ApiError> for Refusal {
+    fn from(error: ApiError) -> Refusal {
+        Refusal::Api(error)
+    }
+}
+
+/// The parameters of a request, and the file of an upload.
+type Params = (Map<String, Value>, Option<Bytes>);
+
 async fn handle_api(
     shared: &Arc<Shared>,
     req: Request<Incoming>,
     method: &str,
     api_path: &str,
 ) -> HttpResponse {
-    let (auth_delay, revoked) = {
-        let world = shared.lock();
-        (
-            Duration::from_millis(world.timings.auth_fail_delay_ms),
-            world.faults.token_revoked,
-        )
-    };
-    let auth_error = match authenticate(shared, &req) {
-        Auth::Ok if !revoked => None,
-        Auth::Ok | Auth::Failed => Some("Authentication failed!"),
-        Auth::NoTicket => Some("No ticket"),
-    };
-    if let Some(reason) = auth_error {
-        let error = ApiError::bare(401, reason).after(auth_delay);
-        return finish(shared, method, api_path, Map::new(), Err(error)).await;
-    }
-
-    if !matches!(method, "GET" | "POST" | "PUT" | "DELETE") {
-        let error = ApiError::bare(501, &format!("method '{method}' not available"));
-        return finish(shared, method, api_path, Map::new(), Err(error)).await;
-    }
-    if header_str(&req, "transfer-encoding")
-        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"))
-    {
-        return finish(
-            shared,
-            method,
-            api_path,
-            Map::new(),
-            Err(ApiError::bare(
-                501,
-                "chunked transfer encoding not supported",
-            )),
-        )
-        .await;
-    }
-    let content_length: usize = header_str(&req, "content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    if matches!(method, "GET" | "DELETE") && content_length > 0 {
-        let error = ApiError::bare(501, &format!("Unexpected content for method '{method}'"));
-        return finish(shared, method, api_path, Map::new(), Err(error)).await;
-    }
-
-    let route = match crate::schema::route(method, api_path) {
+    let route = match admit(shared, &req, method, api_path) {
         Ok(route) => route,
-        Err(_) => {
-            let error = ApiError::not_implemented(method, api_path);
+        Err(error) => return finish(shared, method, api_path, Map::new(), Err(error)).await,
+    };
+    let (params, upload) = match read_params(shared, req, method, api_path, &route).await {
+        Ok(read) => read,
+        Err(Refusal::Api(error)) => {
             return finish(shared, method, api_path, Map::new(), Err(error)).await;
         }
+        Err(Refusal::Plain(response)) => return response,
     };
-
-    let node_error = route.path_params.get("node").and_then(|node| {
-        let world = shared.lock();
-        if world.node(node).is_none() {
-            Some(ApiError::die(format!(
-                "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or \
-                    service not known"
-            )))
-        } else if !world.node_online(node) {
-            Some(ApiError::bare(595, "No route to host"))
-        } else {
-            None
-        }
-    });
-    if let Some(error) = node_error {
-        return finish(shared, method, api_path, Map::new(), Err(error)).await;
-    }
-
-    let content_type = header_str(&req, "content-type")
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    let is_upload = route.template == "/nodes/{node}/storage/{storage}/upload";
-    let query = query_params(req.uri().query());
-    let mut params = Map::new();
-    let mut upload_data = None;
-
-    if is_upload {
-        // Permission is checked before the body is read.
-        let storage = route
-            .path_params
-            .get("storage")
-            .cloned()
-            .unwrap_or_default();
-        let permitted = shared
-            .lock()
-            .has_privilege(&format!("/storage/{storage}"), "Datastore.AllocateTemplate");
-        if !permitted {
-            let error = ApiError::perm(format!("/storage/{storage}, Datastore.AllocateTemplate"));
-            return finish(shared, method, api_path, params, Err(error)).await;
-        }
-        if header_str(&req, "content-length").is_none() {
-            return finish(
-                shared,
-                method,
-                api_path,
-                params,
-                Err(ApiError::bare(501, "missing Content-Length")),
-            )
-            .await;
-        }
-        if query.iter().any(|(k, _)| k == "tmpfilename") {
-            let error = ApiError::param(
-                "tmpfilename",
-                "property is not defined in schema and the schema does not allow additional \
-                    properties",
-            );
-            return finish(shared, method, api_path, params, Err(error)).await;
-        }
-        let Some(boundary) = multipart_boundary(
-            &content_type,
-            header_str(&req, "content-type").unwrap_or_default(),
-        ) else {
-            return plain_error(
-                500,
-                &format!("upload 'Content-Type '{content_type}' not implemented"),
-            );
-        };
-        let body = match Limited::new(req.into_body(), MAX_UPLOAD).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(_) => return plain_error(500, "upload failed: body too large or interrupted"),
-        };
-        match parse_multipart(&body, &boundary) {
-            Ok((fields, file)) => {
-                for (k, v) in fields {
-                    params.insert(k, json!(v));
-                }
-                if let Some((name, data)) = file {
-                    params.insert("filename".into(), json!(name));
-                    upload_data = Some(data);
-                }
-            }
-            Err(message) => {
-                journal(shared, method, api_path, params, 500);
-                return plain_error(500, &message);
-            }
-        }
-    } else if matches!(method, "POST" | "PUT") {
-        if content_length > MAX_BODY {
-            return finish(
-                shared,
-                method,
-                api_path,
-                params,
-                Err(ApiError::bare(501, "for data too large")),
-            )
-            .await;
-        }
-        let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(_) => {
-                return finish(
-                    shared,
-                    method,
-                    api_path,
-                    params,
-                    Err(ApiError::bare(501, "for data too large")),
-                )
-                .await;
-            }
-        };
-        if content_type.is_empty() || content_type.starts_with("application/x-www-form-urlencoded")
-        {
-            for (k, v) in url::form_urlencoded::parse(&body) {
-                params.insert(k.into_owned(), json!(v.into_owned()));
-            }
-        } else if content_type.starts_with("application/json") {
-            if !body.is_empty() {
-                match serde_json::from_slice::<Value>(&body) {
-                    Ok(Value::Object(map)) => params.extend(map),
-                    _ => {
-                        let error = ApiError::die("malformed JSON string");
-                        return finish(shared, method, api_path, params, Err(error)).await;
-                    }
-                }
-            }
-        } else {
-            let error = ApiError::bare(
-                506,
-                &format!("upload 'Content-Type '{content_type}' not implemented"),
-            );
-            return finish(shared, method, api_path, params, Err(error)).await;
-        }
-    }
-    // Query parameters override body parameters.
-    for (k, v) in query {
-        params.insert(k, json!(v));
-    }
-
     let validated = match crate::schema::validate(&route, &params) {
         Ok(validated) => validated,
         Err(errors) => {
-            return finish(
-                shared,
-                method,
-                api_path,
-                params,
-                Err(ApiError::params(errors)),
-            )
-            .await;
+            let error = ApiError::params(errors);
+            return finish(shared, method, api_path, params, Err(error)).await;
         }
     };
     let (user, token_name) = shared
@@ -565,20 +398,235 @@ async fn handle_api(
         user,
         token_name,
         now: Instant::now(),
-        upload: upload_data.as_ref(),
+        upload: upload.as_ref(),
     };
+    let result = match run_handler(shared, &call).await {
+        Ok(reply) if reply.wait.is_some() => wait_for_task(shared, reply).await,
+        other => other,
+    };
+    finish(shared, method, api_path, params, result).await
+}
+
+/// Everything checked before the body is read, in pve-http-server's order: the token, the
+/// request's shape, the route and the addressed node.
+fn admit(
+    shared: &Shared,
+    req: &Request<Incoming>,
+    method: &str,
+    api_path: &str,
+) -> Result<crate::schema::Route, ApiError> {
+    authorise(shared, req)?;
+    check_request_shape(req, method)?;
+    let route = crate::schema::route(method, api_path)
+        .map_err(|_| ApiError::not_implemented(method, api_path))?;
+    if let Some(node) = route.path_params.get("node") {
+        check_node(&shared.lock(), node)?;
+    }
+    Ok(route)
+}
+
+fn authorise(shared: &Shared, req: &Request<Incoming>) -> Result<(), ApiError> {
+    let (auth_delay, revoked) = {
+        let world = shared.lock();
+        (
+            Duration::from_millis(world.timings.auth_fail_delay_ms),
+            world.faults.token_revoked,
+        )
+    };
+    let auth_error = match authenticate(shared, req) {
+        Auth::Ok if !revoked => None,
+        Auth::Ok | Auth::Failed => Some("Authentication failed!"),
+        Auth::NoTicket => Some("No ticket"),
+    };
+    match auth_error {
+        Some(reason) => Err(ApiError::bare(401, reason).after(auth_delay)),
+        None => Ok(()),
+    }
+}
+
+/// The method, chunked bodies and bodies on `GET`/`DELETE`.
+fn check_request_shape(req: &Request<Incoming>, method: &str) -> Result<(), ApiError> {
+    if !matches!(method, "GET" | "POST" | "PUT" | "DELETE") {
+        return Err(ApiError::bare(
+            501,
+            &format!("method '{method}' not available"),
+        ));
+    }
+    if header_str(req, "transfer-encoding")
+        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"))
+    {
+        return Err(ApiError::bare(
+            501,
+            "chunked transfer encoding not supported",
+        ));
+    }
+    if matches!(method, "GET" | "DELETE") && content_length(req) > 0 {
+        return Err(ApiError::bare(
+            501,
+            &format!("Unexpected content for method '{method}'"),
+        ));
+    }
+    Ok(())
+}
+
+fn content_length(req: &Request<Incoming>) -> usize {
+    header_str(req, "content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The proxy resolves the node name, then needs the node up.
+fn check_node(world: &World, node: &str) -> Result<(), ApiError> {
+    if world.node(node).is_none() {
+        Err(ApiError::die(format!(
+            "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or \
+                service not known"
+        )))
+    } else if !world.node_online(node) {
+        Err(ApiError::bare(595, "No route to host"))
+    } else {
+        Ok(())
+    }
+}
+
+/// The body's and the query's parameters; query parameters override body parameters.
+async fn read_params(
+    shared: &Shared,
+    req: Request<Incoming>,
+    method: &str,
+    api_path: &str,
+    route: &crate::schema::Route,
+) -> Result<Params, Refusal> {
+    let query = query_params(req.uri().query());
+    let (mut params, upload) = if route.template == "/nodes/{node}/storage/{storage}/upload" {
+        read_upload(shared, req, method, api_path, route, &query).await?
+    } else if matches!(method, "POST" | "PUT") {
+        (read_form(req).await?, None)
+    } else {
+        (Map::new(), None)
+    };
+    for (k, v) in query {
+        params.insert(k, json!(v));
+    }
+    Ok((params, upload))
+}
+
+/// An upload's multipart body, after the checks PVE makes before reading it.
+async fn read_upload(
+    shared: &Shared,
+    req: Request<Incoming>,
+    method: &str,
+    api_path: &str,
+    route: &crate::schema::Route,
+    query: &[(String, String)],
+) -> Result<Params, Refusal> {
+    // Permission is checked before the body is read.
+    let storage = route
+        .path_params
+        .get("storage")
+        .cloned()
+        .unwrap_or_default();
+    let permitted = shared
+        .lock()
+        .has_privilege(&format!("/storage/{storage}"), "Datastore.AllocateTemplate");
+    if !permitted {
+        let what = format!("/storage/{storage}, Datastore.AllocateTemplate");
+        return Err(ApiError::perm(what).into());
+    }
+    if header_str(&req, "content-length").is_none() {
+        return Err(ApiError::bare(501, "missing Content-Length").into());
+    }
+    if query.iter().any(|(k, _)| k == "tmpfilename") {
+        return Err(ApiError::param(
+            "tmpfilename",
+            "property is not defined in schema and the schema does not allow additional \
+                properties",
+        )
+        .into());
+    }
+    let content_type = header_str(&req, "content-type")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let Some(boundary) = multipart_boundary(
+        &content_type,
+        header_str(&req, "content-type").unwrap_or_default(),
+    ) else {
+        return Err(Refusal::Plain(plain_error(
+            500,
+            &format!("upload 'Content-Type '{content_type}' not implemented"),
+        )));
+    };
+    let body = match Limited::new(req.into_body(), MAX_UPLOAD).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            let message = "upload failed: body too large or interrupted";
+            return Err(Refusal::Plain(plain_error(500, message)));
+        }
+    };
+    match parse_multipart(&body, &boundary) {
+        Ok((fields, file)) => {
+            let mut params: Map<String, Value> =
+                fields.into_iter().map(|(k, v)| (k, json!(v))).collect();
+            let upload = file.map(|(name, data)| {
+                params.insert("filename".into(), json!(name));
+                data
+            });
+            Ok((params, upload))
+        }
+        Err(message) => {
+            journal(shared, method, api_path, Map::new(), 500);
+            Err(Refusal::Plain(plain_error(500, &message)))
+        }
+    }
+}
+
+/// A `POST`/`PUT` body: form-encoded or JSON.
+async fn read_form(req: Request<Incoming>) -> Result<Map<String, Value>, ApiError> {
+    let content_type = header_str(&req, "content-type")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if content_length(&req) > MAX_BODY {
+        return Err(ApiError::bare(501, "for data too large"));
+    }
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => return Err(ApiError::bare(501, "for data too large")),
+    };
+    let mut params = Map::new();
+    if content_type.is_empty() || content_type.starts_with("application/x-www-form-urlencoded") {
+        for (k, v) in url::form_urlencoded::parse(&body) {
+            params.insert(k.into_owned(), json!(v.into_owned()));
+        }
+    } else if content_type.starts_with("application/json") {
+        if !body.is_empty() {
+            match serde_json::from_slice::<Value>(&body) {
+                Ok(Value::Object(map)) => params.extend(map),
+                _ => return Err(ApiError::die("malformed JSON string")),
+            }
+        }
+    } else {
+        return Err(ApiError::bare(
+            506,
+            &format!("upload 'Content-Type '{content_type}' not implemented"),
+        ));
+    }
+    Ok(params)
+}
+
+/// Runs the handler; a synchronous writer waits for the config flock like `lock_config`
+/// does, retrying until its timeout.
+async fn run_handler(shared: &Arc<Shared>, call: &Call<'_>) -> Result<Reply, ApiError> {
     let lock_deadline = Instant::now() + crate::tasks::CONFIG_LOCK_TIMEOUT;
-    let result = loop {
+    loop {
         let result = {
             let mut world = shared.lock();
             let call = Call {
                 now: Instant::now(),
-                ..call
+                ..*call
             };
             routes::dispatch(shared, &mut world, &call)
         };
         match result {
-            // A synchronous writer waits for the config flock like `lock_config` does.
             Err(ApiError {
                 flock_busy: Some(_),
                 ..
@@ -587,16 +635,11 @@ async fn handle_api(
             }
             Err(mut error) => {
                 error.flock_busy = None;
-                break Err(error);
+                return Err(error);
             }
-            ok => break ok,
+            ok => return ok,
         }
-    };
-    let result = match result {
-        Ok(reply) if reply.wait.is_some() => wait_for_task(shared, reply).await,
-        other => other,
-    };
-    finish(shared, method, api_path, params, result).await
+    }
 }
 
 /// `background_delay` / `delay`: answer `null` when the task finished OK in time.
