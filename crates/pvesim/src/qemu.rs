@@ -382,65 +382,31 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
     let node = call.node().to_string();
     let vmid = call.vmid();
     let newid = call.int("newid").unwrap_or(0) as u32;
-    // The method's permission schema: VM.Clone on the source, and VM.Allocate on the new
-    // VMID *or* on the pool it goes into (an 'or' failure names no path).
-    require(world, &format!("/vms/{vmid}"), "VM.Clone")?;
-    let pool = call.str("pool");
-    let may_allocate = world.has_privilege(&format!("/vms/{newid}"), "VM.Allocate")
-        || pool
-            .as_ref()
-            .is_some_and(|p| world.has_privilege(&format!("/pool/{p}"), "VM.Allocate"));
-    if !may_allocate {
-        return Err(ApiError::perm_unnamed());
-    }
+    check_clone_permission(world, call, vmid, newid)?;
     let plan = clone_load_and_check(world, call)?;
-    let full = plan.full;
     let source = load_vm(world, &node, vmid)?;
-    let source_config = source.config.clone();
     let source_running = source.running;
-    let source_pending = !source.pending.is_empty();
+    let job = CloneJob {
+        vmid,
+        newid,
+        node: node.clone(),
+        plan,
+        source_config: source.config.clone(),
+        source_pending: !source.pending.is_empty(),
+        target: call.str("target").filter(|t| *t != node),
+        storage: call.str("storage"),
+        format: call.str("format"),
+        name: call.str("name"),
+        description: call.str("description"),
+        pool: call.str("pool"),
+    };
     // Source shared when stopped (parallel clones of a template), exclusive when running;
     // newid exclusive; both with clone's 1 s timeout.
     let clone_locks = TaskLocks {
         vms: vec![(vmid, source_running), (newid, true)],
         timeout: Duration::from_secs(1),
     };
-    let target = call.str("target").filter(|t| *t != node);
-    let storage = call.str("storage");
-    let format = call.str("format");
-    let name = call.str("name");
-    let description = call.str("description");
-    let prologue_node = node.clone();
-    let body_node = node.clone();
     let prologue_delay = Duration::from_millis(world.timings.clone_config_ms);
-    // The worker, once it holds the locks: repeat the checks, announce itself, then write
-    // the temporary config. Until then the new VMID does not exist anywhere.
-    let prologue: TaskPrologue = Box::new(move |world, log| {
-        let vm = world.vms.get(&vmid).filter(|vm| vm.node == prologue_node);
-        let vm = vm.ok_or_else(|| {
-            format!(
-                "Configuration file 'nodes/{prologue_node}/qemu-server/{vmid}.conf' does not exist"
-            )
-        })?;
-        check_lock(vm)?;
-        if let Some(existing) = world.vms.get(&newid) {
-            return Err(if existing.node == prologue_node {
-                format!("unable to create VM {newid}: config file already exists")
-            } else {
-                // pmxcfs refuses a VMID owned by another node.
-                format!(
-                    "close (rename) atomic file \
-                     '/etc/pve/nodes/{prologue_node}/qemu-server/{newid}.conf' \
-                     failed: File exists"
-                )
-            });
-        }
-        log.info(format!("creating a clone of VM {vmid} with ID {newid}"));
-        let temp = BTreeMap::from([("lock".to_string(), "clone".to_string())]);
-        let vm = new_vm(world, newid, &prologue_node, temp, Instant::now());
-        world.vms.insert(newid, vm);
-        Ok(())
-    });
     let upid = start_task_with_prologue(
         shared,
         world,
@@ -449,113 +415,218 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         &vmid.to_string(),
         &call.token_user(),
         clone_locks,
-        (prologue_delay, prologue),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                world.vms.remove(&newid);
-                return Err(failure);
-            }
-            if source_pending {
-                log.info("found pending changes, discarding for clone");
-            }
-            let mut config = BTreeMap::new();
-            let mut taken = BTreeSet::new();
-            let mut new_volumes = Vec::new();
-            for (key, value) in &source_config {
-                if matches!(
-                    key.as_str(),
-                    "snapshots"
-                        | "parent"
-                        | "snaptime"
-                        | "vmstate"
-                        | "snapstate"
-                        | "template"
-                        | "lock"
-                ) || key.starts_with("unused")
-                {
-                    continue;
-                }
-                if is_net_key(key) {
-                    let mut net = Net::parse(value);
-                    net.mac = Some(world.random_mac());
-                    config.insert(key.clone(), net.print());
-                    continue;
-                }
-                let Some((_, drive)) = plan.disks.iter().find(|(k, _)| k == key) else {
-                    config.insert(key.clone(), value.clone());
-                    continue;
-                };
-                let mut drive = drive.clone();
-                let source_storage = drive
-                    .volid
-                    .split_once(':')
-                    .map(|x| x.0.to_string())
-                    .unwrap_or_default();
-                let dest_storage = storage.clone().unwrap_or(source_storage);
-                let size = drive.size().unwrap_or(0);
-                let volid = if full {
-                    log.info(format!(
-                        "create full clone of drive {key} ({})",
-                        drive.volid
-                    ));
-                    // The requested format, else the source's (qemu-server
-                    // `resolve_dst_disk_format`); block storages only hold raw.
-                    let wanted = format
-                        .clone()
-                        .unwrap_or_else(|| volume_format(&drive.volid).to_string());
-                    world.new_disk_volid(&dest_storage, &body_node, newid, Some(&wanted), &taken)
-                } else {
-                    log.info(format!(
-                        "create linked clone of drive {key} ({})",
-                        drive.volid
-                    ));
-                    world.linked_clone_volid(&drive.volid, &body_node, newid, &taken)
-                };
-                taken.insert(volid.clone());
-                new_volumes.push((dest_storage, volid.clone(), size));
-                drive.volid = volid;
-                config.insert(key.clone(), drive.print());
-                let gib = size as f64 / (1u64 << 30) as f64;
-                log.info(format!(
-                    "transferred {gib:.1} GiB of {gib:.1} GiB (100.00%)"
-                ));
-            }
-            config.insert("smbios1".into(), format!("uuid={}", random_uuid()));
-            if config.contains_key("vmgenid") {
-                config.insert("vmgenid".into(), random_uuid());
-            }
-            let source_name = source_config
-                .get("name")
-                .cloned()
-                .unwrap_or_else(|| vmid.to_string());
-            config.insert(
-                "name".into(),
-                name.unwrap_or(format!("Copy-of-VM-{source_name}")),
-            );
-            if let Some(description) = description.filter(|d| !d.is_empty()) {
-                config.insert("description".into(), description.trim_end().to_string());
-            }
-            for (storage, volid, size) in new_volumes {
-                let scope = world.scope_for(&storage, &body_node);
-                let format = volume_format(&volid);
-                world.put_volume(scope, &volid, size, "images", format, None, &body_node);
-            }
-            if let Some(pool) = &pool
-                && let Some(pool) = world.pools.get_mut(pool)
-            {
-                pool.vms.insert(newid);
-            }
-            let Some(vm) = world.vms.get_mut(&newid) else {
-                return Err(format!("clone failed: VM {newid} vanished"));
-            };
-            vm.config = config;
-            if let Some(target) = target {
-                vm.node = target;
-            }
-            Ok(())
-        }),
+        (prologue_delay, clone_prologue(vmid, newid, node.clone())),
+        Box::new(move |world, log, injected| job.run(world, log, injected)),
     );
     upid_reply(upid)
+}
+
+/// The method's permission schema: VM.Clone on the source, and VM.Allocate on the new
+/// VMID *or* on the pool it goes into (an 'or' failure names no path).
+fn check_clone_permission(
+    world: &World,
+    call: &Call,
+    vmid: u32,
+    newid: u32,
+) -> Result<(), ApiError> {
+    require(world, &format!("/vms/{vmid}"), "VM.Clone")?;
+    let may_allocate = world.has_privilege(&format!("/vms/{newid}"), "VM.Allocate")
+        || call
+            .str("pool")
+            .is_some_and(|p| world.has_privilege(&format!("/pool/{p}"), "VM.Allocate"));
+    if may_allocate {
+        Ok(())
+    } else {
+        Err(ApiError::perm_unnamed())
+    }
+}
+
+/// The worker, once it holds the locks: repeat the checks, announce itself, then write
+/// the temporary config. Until then the new VMID does not exist anywhere.
+fn clone_prologue(vmid: u32, newid: u32, node: String) -> TaskPrologue {
+    Box::new(move |world, log| {
+        let vm = world.vms.get(&vmid).filter(|vm| vm.node == node);
+        let vm = vm.ok_or_else(|| {
+            format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
+        })?;
+        check_lock(vm)?;
+        if let Some(existing) = world.vms.get(&newid) {
+            return Err(if existing.node == node {
+                format!("unable to create VM {newid}: config file already exists")
+            } else {
+                // pmxcfs refuses a VMID owned by another node.
+                format!(
+                    "close (rename) atomic file \
+                     '/etc/pve/nodes/{node}/qemu-server/{newid}.conf' \
+                     failed: File exists"
+                )
+            });
+        }
+        log.info(format!("creating a clone of VM {vmid} with ID {newid}"));
+        let temp = BTreeMap::from([("lock".to_string(), "clone".to_string())]);
+        let vm = new_vm(world, newid, &node, temp, Instant::now());
+        world.vms.insert(newid, vm);
+        Ok(())
+    })
+}
+
+/// What the clone worker needs, taken from the request and the source when it starts.
+struct CloneJob {
+    vmid: u32,
+    newid: u32,
+    node: String,
+    plan: ClonePlan,
+    source_config: BTreeMap<String, String>,
+    source_pending: bool,
+    target: Option<String>,
+    storage: Option<String>,
+    format: Option<String>,
+    name: Option<String>,
+    description: Option<String>,
+    pool: Option<String>,
+}
+
+/// A new volume: storage, volid, size in bytes.
+type NewVolume = (String, String, u64);
+
+impl CloneJob {
+    fn run(
+        self,
+        world: &mut World,
+        log: &mut TaskLog,
+        injected: Option<String>,
+    ) -> Result<(), String> {
+        if let Some(failure) = injected {
+            world.vms.remove(&self.newid);
+            return Err(failure);
+        }
+        if self.source_pending {
+            log.info("found pending changes, discarding for clone");
+        }
+        let (mut config, new_volumes) = self.copy_config(world, log);
+        self.name_and_identify(&mut config);
+        for (storage, volid, size) in new_volumes {
+            let scope = world.scope_for(&storage, &self.node);
+            let format = volume_format(&volid);
+            world.put_volume(scope, &volid, size, "images", format, None, &self.node);
+        }
+        if let Some(pool) = &self.pool
+            && let Some(pool) = world.pools.get_mut(pool)
+        {
+            pool.vms.insert(self.newid);
+        }
+        let newid = self.newid;
+        let Some(vm) = world.vms.get_mut(&newid) else {
+            return Err(format!("clone failed: VM {newid} vanished"));
+        };
+        vm.config = config;
+        if let Some(target) = self.target {
+            vm.node = target;
+        }
+        Ok(())
+    }
+
+    /// The source's config without its snapshot and template state: new MACs, and every
+    /// disk copied (full) or linked to its base (linked).
+    fn copy_config(
+        &self,
+        world: &mut World,
+        log: &mut TaskLog,
+    ) -> (BTreeMap<String, String>, Vec<NewVolume>) {
+        let mut config = BTreeMap::new();
+        let mut taken = BTreeSet::new();
+        let mut new_volumes = Vec::new();
+        for (key, value) in &self.source_config {
+            if matches!(
+                key.as_str(),
+                "snapshots" | "parent" | "snaptime" | "vmstate" | "snapstate" | "template" | "lock"
+            ) || key.starts_with("unused")
+            {
+                continue;
+            }
+            if is_net_key(key) {
+                let mut net = Net::parse(value);
+                net.mac = Some(world.random_mac());
+                config.insert(key.clone(), net.print());
+                continue;
+            }
+            let Some((_, drive)) = self.plan.disks.iter().find(|(k, _)| k == key) else {
+                config.insert(key.clone(), value.clone());
+                continue;
+            };
+            let mut drive = drive.clone();
+            let (dest_storage, volid, size) = self.copy_disk(world, log, key, &drive, &taken);
+            taken.insert(volid.clone());
+            new_volumes.push((dest_storage, volid.clone(), size));
+            drive.volid = volid;
+            config.insert(key.clone(), drive.print());
+            let gib = size as f64 / (1u64 << 30) as f64;
+            log.info(format!(
+                "transferred {gib:.1} GiB of {gib:.1} GiB (100.00%)"
+            ));
+        }
+        (config, new_volumes)
+    }
+
+    /// The new volume of one disk, not yet in its storage.
+    fn copy_disk(
+        &self,
+        world: &mut World,
+        log: &mut TaskLog,
+        key: &str,
+        drive: &Drive,
+        taken: &BTreeSet<String>,
+    ) -> NewVolume {
+        let source_storage = drive
+            .volid
+            .split_once(':')
+            .map(|x| x.0.to_string())
+            .unwrap_or_default();
+        let dest_storage = self.storage.clone().unwrap_or(source_storage);
+        let size = drive.size().unwrap_or(0);
+        let (node, newid) = (&self.node, self.newid);
+        let volid = if self.plan.full {
+            log.info(format!(
+                "create full clone of drive {key} ({})",
+                drive.volid
+            ));
+            // The requested format, else the source's (qemu-server
+            // `resolve_dst_disk_format`); block storages only hold raw.
+            let wanted = self
+                .format
+                .clone()
+                .unwrap_or_else(|| volume_format(&drive.volid).to_string());
+            world.new_disk_volid(&dest_storage, node, newid, Some(&wanted), taken)
+        } else {
+            log.info(format!(
+                "create linked clone of drive {key} ({})",
+                drive.volid
+            ));
+            world.linked_clone_volid(&drive.volid, node, newid, taken)
+        };
+        (dest_storage, volid, size)
+    }
+
+    /// A new SMBIOS UUID and VM generation ID; the name and description asked for.
+    fn name_and_identify(&self, config: &mut BTreeMap<String, String>) {
+        config.insert("smbios1".into(), format!("uuid={}", random_uuid()));
+        if config.contains_key("vmgenid") {
+            config.insert("vmgenid".into(), random_uuid());
+        }
+        let source_name = self
+            .source_config
+            .get("name")
+            .cloned()
+            .unwrap_or_else(|| self.vmid.to_string());
+        let name = self.name.clone();
+        config.insert(
+            "name".into(),
+            name.unwrap_or(format!("Copy-of-VM-{source_name}")),
+        );
+        if let Some(description) = self.description.as_ref().filter(|d| !d.is_empty()) {
+            config.insert("description".into(), description.trim_end().to_string());
+        }
+    }
 }
 
 pub fn config_get(world: &World, call: &Call) -> ApiResult {
