@@ -11,35 +11,12 @@ use serde_json::{Value, json};
 
 use crate::api::{load_vm, require, subdirs};
 use crate::call::{ApiError, ApiResult, Call, Reply};
+use crate::schema::AGENT_COMMANDS;
 use crate::world::{Drive, Net, Vm, World, agent_enabled};
 
 pub fn index(world: &World, call: &Call) -> ApiResult {
     load_vm(world, call.node(), call.vmid())?;
-    Ok(Reply::data(subdirs(
-        "name",
-        &[
-            "fsfreeze-freeze",
-            "fsfreeze-status",
-            "fsfreeze-thaw",
-            "fstrim",
-            "get-fsinfo",
-            "get-host-name",
-            "get-memory-block-info",
-            "get-memory-blocks",
-            "get-osinfo",
-            "get-time",
-            "get-timezone",
-            "get-users",
-            "get-vcpus",
-            "info",
-            "network-get-interfaces",
-            "ping",
-            "shutdown",
-            "suspend-disk",
-            "suspend-hybrid",
-            "suspend-ram",
-        ],
-    )))
+    Ok(Reply::data(subdirs("name", AGENT_COMMANDS)))
 }
 
 /// The hostname the guest will report, if this VM's boot would start the agent.

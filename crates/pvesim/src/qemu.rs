@@ -22,6 +22,31 @@ fn upid_reply(upid: String) -> ApiResult {
     Ok(Reply::data(json!(upid)))
 }
 
+/// A task on one VM holding its config lock, as most VM endpoints start one; a failure
+/// injected for the task ends it before `body` runs.
+fn start_vm_task(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    call: &Call,
+    task_type: &str,
+    body: impl FnOnce(&mut World, &mut TaskLog) -> Result<(), String> + Send + 'static,
+) -> String {
+    let vmid = call.vmid();
+    start_locked_task(
+        shared,
+        world,
+        call.node(),
+        task_type,
+        &vmid.to_string(),
+        &call.token_user(),
+        TaskLocks::exclusive(vmid),
+        Box::new(move |world, log, injected| match injected {
+            Some(failure) => Err(failure),
+            None => body(world, log),
+        }),
+    )
+}
+
 pub fn list(world: &World, call: &Call) -> ApiResult {
     let node = call.node();
     // `full=1` asks QMP too: `qmpstatus` (paused) and the running machine, but no `ha`/`agent`.
@@ -1087,34 +1112,22 @@ pub fn config_post(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiR
     // PVE checks the digest again inside the worker, under the config lock
     // (qemu-server Qemu.pm, update_vm_api's $updatefn): a write that raced ours loses there.
     let digest = call.str("digest");
-    let upid = start_locked_task(
-        shared,
-        world,
-        call.node(),
-        "qmconfig",
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
-            }
-            let vm = world
-                .vms
-                .get(&vmid)
-                .ok_or_else(|| format!("VM {vmid} does not exist"))?;
-            if let Some(digest) = &digest
-                && *digest != config_digest(&vm.config, &vm.pending)
-            {
-                return Err("checksum mismatch (file change by other user?)".into());
-            }
-            check_lock(vm)?;
-            let mut change = change;
-            finish_config_change(world, vm, &mut change).map_err(|e| e.message)?;
-            apply_config_change(world, vmid, change, log);
-            Ok(())
-        }),
-    );
+    let upid = start_vm_task(shared, world, call, "qmconfig", move |world, log| {
+        let vm = world
+            .vms
+            .get(&vmid)
+            .ok_or_else(|| format!("VM {vmid} does not exist"))?;
+        if let Some(digest) = &digest
+            && *digest != config_digest(&vm.config, &vm.pending)
+        {
+            return Err("checksum mismatch (file change by other user?)".into());
+        }
+        check_lock(vm)?;
+        let mut change = change;
+        finish_config_change(world, vm, &mut change).map_err(|e| e.message)?;
+        apply_config_change(world, vmid, change, log);
+        Ok(())
+    });
     let wait = call
         .int("background_delay")
         .filter(|d| *d > 0)
@@ -1159,74 +1172,62 @@ pub fn resize(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
     let disk = call.str("disk").unwrap_or_default();
     let size = call.str("size").unwrap_or_default();
     let digest = call.str("digest");
-    let upid = start_locked_task(
-        shared,
-        world,
-        call.node(),
-        "resize",
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
-            }
-            let vm = world.vms.get(&vmid).ok_or_else(|| {
-                format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
-            })?;
-            if let Some(digest) = &digest
-                && *digest != config_digest(&vm.config, &vm.pending)
-            {
-                return Err("checksum mismatch (file change by other user?)".into());
-            }
-            check_lock(vm)?;
-            let value = vm
-                .config
-                .get(&disk)
-                .ok_or_else(|| format!("disk '{disk}' does not exist"))?;
-            let mut drive = Drive::parse(value);
-            if drive.is_cdrom() {
-                return Err("you can't resize a cdrom".into());
-            }
-            // Checked by the worker, so a missing privilege is a task error.
-            let storage = drive.volid.split_once(':').map_or("", |x| x.0);
-            require(
-                world,
-                &format!("/storage/{storage}"),
-                "Datastore.AllocateSpace",
-            )
-            .map_err(|e| e.message)?;
-            let current = drive.size().unwrap_or(0);
-            let (relative, amount) = match size.strip_prefix('+') {
-                Some(rest) => (true, rest),
-                None => (false, size.as_str()),
-            };
-            let amount = parse_size(amount).ok_or_else(|| format!("invalid size '{size}'"))?;
-            let new_size = if relative { current + amount } else { amount };
-            if new_size < current {
-                return Err("shrinking disks is not supported".into());
-            }
-            if new_size == current {
-                return Ok(());
-            }
-            drive.set_option("size", format_size(new_size));
-            let volid = drive.volid.clone();
-            let vm_node = vm.node.clone();
-            let printed = drive.print();
-            if let Some(vm) = world.vms.get_mut(&vmid) {
-                vm.config.insert(disk.clone(), printed);
-            }
-            if let Some(volume) = world.volume_mut(&volid, &vm_node) {
-                volume.size = new_size;
-            }
-            log.info(format!(
-                "Image resized: {disk} from {} to {}",
-                format_size(current),
-                format_size(new_size)
-            ));
-            Ok(())
-        }),
-    );
+    let upid = start_vm_task(shared, world, call, "resize", move |world, log| {
+        let vm = world.vms.get(&vmid).ok_or_else(|| {
+            format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
+        })?;
+        if let Some(digest) = &digest
+            && *digest != config_digest(&vm.config, &vm.pending)
+        {
+            return Err("checksum mismatch (file change by other user?)".into());
+        }
+        check_lock(vm)?;
+        let value = vm
+            .config
+            .get(&disk)
+            .ok_or_else(|| format!("disk '{disk}' does not exist"))?;
+        let mut drive = Drive::parse(value);
+        if drive.is_cdrom() {
+            return Err("you can't resize a cdrom".into());
+        }
+        // Checked by the worker, so a missing privilege is a task error.
+        let storage = drive.volid.split_once(':').map_or("", |x| x.0);
+        require(
+            world,
+            &format!("/storage/{storage}"),
+            "Datastore.AllocateSpace",
+        )
+        .map_err(|e| e.message)?;
+        let current = drive.size().unwrap_or(0);
+        let (relative, amount) = match size.strip_prefix('+') {
+            Some(rest) => (true, rest),
+            None => (false, size.as_str()),
+        };
+        let amount = parse_size(amount).ok_or_else(|| format!("invalid size '{size}'"))?;
+        let new_size = if relative { current + amount } else { amount };
+        if new_size < current {
+            return Err("shrinking disks is not supported".into());
+        }
+        if new_size == current {
+            return Ok(());
+        }
+        drive.set_option("size", format_size(new_size));
+        let volid = drive.volid.clone();
+        let vm_node = vm.node.clone();
+        let printed = drive.print();
+        if let Some(vm) = world.vms.get_mut(&vmid) {
+            vm.config.insert(disk.clone(), printed);
+        }
+        if let Some(volume) = world.volume_mut(&volid, &vm_node) {
+            volume.size = new_size;
+        }
+        log.info(format!(
+            "Image resized: {disk} from {} to {}",
+            format_size(current),
+            format_size(new_size)
+        ));
+        Ok(())
+    });
     upid_reply(upid)
 }
 
@@ -1244,52 +1245,40 @@ pub fn template(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResu
             "you can't convert a VM to template if VM is running",
         ));
     }
-    let upid = start_locked_task(
-        shared,
-        world,
-        &node,
-        "qmtemplate",
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, _log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
+    let upid = start_vm_task(shared, world, call, "qmtemplate", move |world, _log| {
+        let vm = world.vms.get(&vmid).ok_or("VM vanished")?;
+        let vm_node = vm.node.clone();
+        let disks: Vec<(String, Drive)> = vm
+            .config
+            .iter()
+            .filter(|(k, _)| is_drive_key(k) && !k.starts_with("unused"))
+            .map(|(k, v)| (k.clone(), Drive::parse(v)))
+            .filter(|(_, d)| !d.is_cdrom() && d.volid.contains(&format!("vm-{vmid}-disk-")))
+            .collect();
+        let mut updates = Vec::new();
+        for (key, mut drive) in disks {
+            let base = drive
+                .volid
+                .replace(&format!("vm-{vmid}-disk-"), &format!("base-{vmid}-disk-"));
+            if let Some(mut volume) = world.remove_volume(&drive.volid, &vm_node) {
+                volume.volid = base.clone();
+                let (storage, _) = base.split_once(':').unwrap_or_default();
+                let scope = world.scope_for(storage, &vm_node);
+                world
+                    .volumes
+                    .entry(scope)
+                    .or_default()
+                    .insert(base.clone(), volume);
             }
-            let vm = world.vms.get(&vmid).ok_or("VM vanished")?;
-            let vm_node = vm.node.clone();
-            let disks: Vec<(String, Drive)> = vm
-                .config
-                .iter()
-                .filter(|(k, _)| is_drive_key(k) && !k.starts_with("unused"))
-                .map(|(k, v)| (k.clone(), Drive::parse(v)))
-                .filter(|(_, d)| !d.is_cdrom() && d.volid.contains(&format!("vm-{vmid}-disk-")))
-                .collect();
-            let mut updates = Vec::new();
-            for (key, mut drive) in disks {
-                let base = drive
-                    .volid
-                    .replace(&format!("vm-{vmid}-disk-"), &format!("base-{vmid}-disk-"));
-                if let Some(mut volume) = world.remove_volume(&drive.volid, &vm_node) {
-                    volume.volid = base.clone();
-                    let (storage, _) = base.split_once(':').unwrap_or_default();
-                    let scope = world.scope_for(storage, &vm_node);
-                    world
-                        .volumes
-                        .entry(scope)
-                        .or_default()
-                        .insert(base.clone(), volume);
-                }
-                drive.volid = base;
-                updates.push((key, drive.print()));
-            }
-            if let Some(vm) = world.vms.get_mut(&vmid) {
-                vm.config.extend(updates);
-                vm.config.insert("template".into(), "1".into());
-            }
-            Ok(())
-        }),
-    );
+            drive.volid = base;
+            updates.push((key, drive.print()));
+        }
+        if let Some(vm) = world.vms.get_mut(&vmid) {
+            vm.config.extend(updates);
+            vm.config.insert("template".into(), "1".into());
+        }
+        Ok(())
+    });
     upid_reply(upid)
 }
 
@@ -1317,24 +1306,12 @@ fn power_task(
     body: impl FnOnce(&mut World, &mut TaskLog, u32) -> Result<(), String> + Send + 'static,
 ) -> ApiResult {
     let vmid = call.vmid();
-    let upid = start_locked_task(
-        shared,
-        world,
-        call.node(),
-        task_type,
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
-            }
-            if !world.vms.contains_key(&vmid) {
-                return Err(format!("VM {vmid} does not exist"));
-            }
-            body(world, log, vmid)
-        }),
-    );
+    let upid = start_vm_task(shared, world, call, task_type, move |world, log| {
+        if !world.vms.contains_key(&vmid) {
+            return Err(format!("VM {vmid} does not exist"));
+        }
+        body(world, log, vmid)
+    });
     upid_reply(upid)
 }
 
@@ -1595,95 +1572,82 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
         )));
     }
     let unreferenced = call.bool("destroy-unreferenced-disks").unwrap_or(false);
-    let upid = start_locked_task(
-        shared,
-        world,
-        call.node(),
-        "qmdestroy",
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
-            }
-            let vm = world.vms.get(&vmid).ok_or_else(|| {
-                format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
-            })?;
-            if vm.lock().is_some_and(|l| l != "suspended") {
-                check_lock(vm)?;
-            }
-            let vm_node = vm.node.clone();
-            let owned: Vec<String> = vm
-                .config
-                .iter()
-                .filter(|(k, _)| is_drive_key(k) || k.as_str() == "vmstate")
-                .map(|(k, v)| {
-                    if k == "vmstate" {
-                        v.clone()
-                    } else {
-                        Drive::parse(v).volid
-                    }
-                })
-                .filter(|volid| !volid.contains(":iso/") && volid != "none")
-                .filter(|volid| {
-                    volid.contains(&format!("vm-{vmid}-"))
-                        || volid.contains(&format!("base-{vmid}-"))
-                })
-                .collect();
-            // A template's base volume may still back linked clones.
-            for volid in &owned {
-                let base = volid.split_once(':').map(|x| x.1).unwrap_or_default();
-                let in_use = world.vms.values().any(|other| {
-                    other.vmid != vmid
-                        && other
-                            .config
-                            .values()
-                            .any(|v| v.contains(&format!("{base}/")))
-                });
-                let is_base = crate::world::volume_file_name(volid).starts_with("base-");
-                if is_base && in_use {
-                    return Err(format!(
-                        "base volume '{volid}' is still in use by linked cloned"
-                    ));
-                }
-            }
-            if let Some(vm) = world.vms.get_mut(&vmid) {
-                vm.config = BTreeMap::from([("lock".to_string(), "destroyed".to_string())]);
-            }
-            for volid in owned {
-                if world.remove_volume(&volid, &vm_node).is_some() {
-                    log.info(format!("Removed volume '{volid}'"));
+    let upid = start_vm_task(shared, world, call, "qmdestroy", move |world, log| {
+        let vm = world.vms.get(&vmid).ok_or_else(|| {
+            format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
+        })?;
+        if vm.lock().is_some_and(|l| l != "suspended") {
+            check_lock(vm)?;
+        }
+        let vm_node = vm.node.clone();
+        let owned: Vec<String> = vm
+            .config
+            .iter()
+            .filter(|(k, _)| is_drive_key(k) || k.as_str() == "vmstate")
+            .map(|(k, v)| {
+                if k == "vmstate" {
+                    v.clone()
                 } else {
-                    log.warn(format!(
-                        "Could not remove disk '{volid}', check manually: no such volume"
-                    ));
+                    Drive::parse(v).volid
                 }
+            })
+            .filter(|volid| !volid.contains(":iso/") && volid != "none")
+            .filter(|volid| {
+                volid.contains(&format!("vm-{vmid}-")) || volid.contains(&format!("base-{vmid}-"))
+            })
+            .collect();
+        // A template's base volume may still back linked clones.
+        for volid in &owned {
+            let base = volid.split_once(':').map(|x| x.1).unwrap_or_default();
+            let in_use = world.vms.values().any(|other| {
+                other.vmid != vmid
+                    && other
+                        .config
+                        .values()
+                        .any(|v| v.contains(&format!("{base}/")))
+            });
+            let is_base = crate::world::volume_file_name(volid).starts_with("base-");
+            if is_base && in_use {
+                return Err(format!(
+                    "base volume '{volid}' is still in use by linked cloned"
+                ));
             }
-            if unreferenced {
-                let mut orphans = Vec::new();
-                for (scope, vols) in &world.volumes {
-                    let visible = scope.node.as_ref().is_none_or(|n| *n == vm_node);
-                    if !visible {
-                        continue;
+        }
+        if let Some(vm) = world.vms.get_mut(&vmid) {
+            vm.config = BTreeMap::from([("lock".to_string(), "destroyed".to_string())]);
+        }
+        for volid in owned {
+            if world.remove_volume(&volid, &vm_node).is_some() {
+                log.info(format!("Removed volume '{volid}'"));
+            } else {
+                log.warn(format!(
+                    "Could not remove disk '{volid}', check manually: no such volume"
+                ));
+            }
+        }
+        if unreferenced {
+            let mut orphans = Vec::new();
+            for (scope, vols) in &world.volumes {
+                let visible = scope.node.as_ref().is_none_or(|n| *n == vm_node);
+                if !visible {
+                    continue;
+                }
+                for (volid, volume) in vols {
+                    if volume.content != "iso" && volume_owner(volid) == Some(vmid) {
+                        orphans.push(volid.clone());
                     }
-                    for (volid, volume) in vols {
-                        if volume.content != "iso" && volume_owner(volid) == Some(vmid) {
-                            orphans.push(volid.clone());
-                        }
-                    }
-                }
-                for volid in orphans {
-                    world.remove_volume(&volid, &vm_node);
-                    log.info(format!("Removed unreferenced volume '{volid}'"));
                 }
             }
-            world.vms.remove(&vmid);
-            for pool in world.pools.values_mut() {
-                pool.vms.remove(&vmid);
+            for volid in orphans {
+                world.remove_volume(&volid, &vm_node);
+                log.info(format!("Removed unreferenced volume '{volid}'"));
             }
-            Ok(())
-        }),
-    );
+        }
+        world.vms.remove(&vmid);
+        for pool in world.pools.values_mut() {
+            pool.vms.remove(&vmid);
+        }
+        Ok(())
+    });
     upid_reply(upid)
 }

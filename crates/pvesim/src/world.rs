@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use crate::config::{Faults, PoolConfig, SimConfig, StorageConfig, Timings, VersionInfo};
+use crate::schema::NIC_MODELS;
 
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -744,23 +745,6 @@ pub fn format_size(bytes: u64) -> String {
     }
     bytes.to_string()
 }
-
-pub const NIC_MODELS: &[&str] = &[
-    "e1000",
-    "e1000-82540em",
-    "e1000-82544gc",
-    "e1000-82545em",
-    "e1000e",
-    "i82551",
-    "i82557b",
-    "i82559er",
-    "ne2k_isa",
-    "ne2k_pci",
-    "pcnet",
-    "rtl8139",
-    "virtio",
-    "vmxnet3",
-];
 
 /// A parsed `netX` value.
 #[derive(Debug, Clone, Default)]

@@ -240,7 +240,9 @@ const SCSI_KEYS: &[ParamRule] = drive_keys![
 const VIRTIO_KEYS: &[ParamRule] =
     drive_keys![p("iothread", Boolean).opt(), p("ro", Boolean).opt(),];
 
-const NIC_MODELS: &[&str] = &[
+/// The NIC models of `netX` (`model=` or the model as the first key), which the world
+/// reads `netX` values with too.
+pub(crate) const NIC_MODELS: &[&str] = &[
     "e1000",
     "e1000-82540em",
     "e1000-82544gc",
@@ -684,7 +686,9 @@ const UPDATE_OPTIONS: &[ParamRule] = &[
     SKIPLOCK,
 ];
 
-const AGENT_COMMANDS: &[&str] = &[
+/// The commands `POST .../agent` accepts, which its index (`GET .../agent`) also lists
+/// (qemu-server `API2/Qemu/Agent.pm`).
+pub(crate) const AGENT_COMMANDS: &[&str] = &[
     "fsfreeze-freeze",
     "fsfreeze-status",
     "fsfreeze-thaw",
