@@ -116,13 +116,13 @@ async fn whole_proxy_vm_lifecycle() {
     clean_up_seed_and_vm(c, vm, storage, vmid).await;
 
     // The destroy went out with its options in the query string.
-    let journal = env.journal().await;
+    let journal = env.admin.journal().await;
     let destroy = journal
         .iter()
-        .find(|e| e["method"] == "DELETE" && e["path"] == format!("/nodes/pve1/qemu/{vmid}"))
+        .find(|e| e.method == "DELETE" && e.path == format!("/nodes/pve1/qemu/{vmid}"))
         .expect("destroy journaled");
-    assert_eq!(destroy["params"]["purge"], "1", "{destroy}");
-    assert_eq!(destroy["params"]["destroy-unreferenced-disks"], "1");
+    assert_eq!(destroy.params["purge"], "1", "{destroy:?}");
+    assert_eq!(destroy.params["destroy-unreferenced-disks"], "1");
     env.shutdown().await;
 }
 

@@ -3,8 +3,11 @@
 //! [`Sim::start`] runs one in-process (tests); the `pve-sim` binary wraps it. See the crate
 //! README for the default world, the admin API under `/_sim/` and fault injection.
 
+pub mod inspect;
 pub mod iso;
 pub mod schema;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 mod admin;
 mod agent;

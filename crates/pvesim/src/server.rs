@@ -20,8 +20,9 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::call::{ApiError, Call, Reply};
 use crate::http::{HttpResponse, MAX_BODY, error_response, plain_error, reply_response};
+use crate::inspect::JournalEntry;
 use crate::shared::Shared;
-use crate::world::{JournalEntry, World};
+use crate::world::World;
 
 /// pveproxy closes idle keep-alive connections after 5 s.
 const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(5);

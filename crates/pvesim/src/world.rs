@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use crate::config::{Faults, PoolConfig, SimConfig, StorageConfig, Timings, VersionInfo};
+use crate::inspect::JournalEntry;
 use crate::schema::NIC_MODELS;
 
 #[derive(Debug, Clone)]
@@ -112,14 +113,6 @@ pub struct Task {
     /// `None` while running.
     pub exitstatus: Option<String>,
     pub endtime: Option<u64>,
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct JournalEntry {
-    pub method: String,
-    pub path: String,
-    pub params: serde_json::Map<String, Value>,
-    pub status: u16,
 }
 
 /// The addresses of one bridge/VLAN pair.

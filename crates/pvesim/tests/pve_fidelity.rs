@@ -7,9 +7,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{GOOD_USER_DATA, Harness, fast_config, seed, start};
+use common::{GOOD_USER_DATA, Harness, seed, start};
 use pvesim::SimConfig;
 use pvesim::config::DEFAULT_PRIVILEGES;
+use pvesim::testing::fast_config;
 use reqwest::StatusCode;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -245,13 +246,9 @@ async fn clone_prechecks_storage_space_and_bridges() {
         assert_eq!(refused.message(), message);
         let tasks = h.get("/nodes/pve1/tasks").await.data();
         assert_eq!(tasks.as_array().unwrap().len(), 0, "{tasks}");
-        let state = h.admin_get("state").await;
+        let state = h.admin.state().await;
         assert!(
-            !state["vms"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|v| v["vmid"] == 150),
+            !state.vms.iter().any(|v| v.vmid == 150),
             "a refused clone left VM 150"
         );
         h.sim.shutdown().await;
@@ -644,12 +641,11 @@ async fn volumes_are_named_the_way_each_storage_plugin_names_them() {
             .data();
         assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
     }
-    let state = h.admin_get("state").await;
-    let left: Vec<&Value> = state["volumes"]
-        .as_array()
-        .unwrap()
+    let state = h.admin.state().await;
+    let left: Vec<_> = state
+        .volumes
         .iter()
-        .filter(|v| v["volid"].as_str().unwrap().contains("-15"))
+        .filter(|v| v.volid.contains("-15"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
     h.sim.shutdown().await;
@@ -727,10 +723,10 @@ async fn a_lost_clone_answer_still_clones_after_the_window() {
         .send()
         .await;
     assert!(lost.is_err(), "the answer arrived: {lost:?}");
-    let journal = h.admin_get("journal").await;
-    let last = journal.as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["path"], "/nodes/pve1/qemu/9000/clone");
-    assert_eq!(last["status"], 200, "{last}");
+    let journal = h.admin.journal().await;
+    let last = journal.last().unwrap().clone();
+    assert_eq!(last.path, "/nodes/pve1/qemu/9000/clone");
+    assert_eq!(last.status, 200, "{last:?}");
     h.poll_until("/nodes/pve1/qemu/150/status/current", |a| {
         a.status == StatusCode::OK && a.data().get("lock").is_none()
     })
@@ -1021,14 +1017,13 @@ async fn a_cloudinit_drive_is_allocated_as_pve_does() {
         .await
         .data();
     assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
-    let state = h.admin_get("state").await;
+    let state = h.admin.state().await;
     assert!(
-        !state["volumes"]
-            .as_array()
-            .unwrap()
+        !state
+            .volumes
             .iter()
-            .any(|v| v["volid"] == "local-lvm:vm-189-cloudinit"),
-        "{state}"
+            .any(|v| v.volid == "local-lvm:vm-189-cloudinit"),
+        "{state:?}"
     );
     h.sim.shutdown().await;
 }

@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// request, the server ends the connection on its own.
 #[tokio::test]
 async fn idle_keep_alive_connection_is_closed_by_the_server() {
-    let h = common::start(common::fast_config()).await;
+    let h = common::start(pvesim::testing::fast_config()).await;
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(CertificateDer::from_pem_slice(h.sim.ca_pem().as_bytes()).unwrap())

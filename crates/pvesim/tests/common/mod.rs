@@ -3,39 +3,33 @@
 
 use std::time::Duration;
 
-use pvesim::{Sim, SimConfig};
+use pvesim::testing::Admin;
+use pvesim::{Faults, Sim, SimConfig};
 use reqwest::StatusCode;
 use serde_json::Value;
 
 pub struct Harness {
     pub sim: Sim,
     pub client: reqwest::Client,
+    pub admin: Admin,
 }
 
-/// Fast task timings so tests run quickly; tests that need to observe a running task
-/// raise the one they watch.
-pub fn fast_config() -> SimConfig {
-    let mut config = SimConfig::default();
-    for ms in config.timings.task_ms.values_mut() {
-        *ms = 5;
-    }
-    config.timings.agent_boot_ms = 50;
-    config.timings.agent_ping_timeout_ms = 1;
-    config.timings.cluster_resources_lag_ms = 0;
-    config
-}
-
+/// A simulator for one test, and an HTTP/1.1 client that trusts it.
 pub async fn start(config: SimConfig) -> Harness {
-    let sim = Sim::start(config, "127.0.0.1:0".parse().unwrap(), None)
-        .await
-        .expect("sim starts");
+    let sim = pvesim::testing::start(config).await;
     let ca = reqwest::Certificate::from_pem(sim.ca_pem().as_bytes()).expect("CA parses");
     let client = reqwest::Client::builder()
         .tls_certs_only([ca])
         .http1_only()
         .build()
         .expect("client builds");
-    Harness { sim, client }
+    let admin = Admin::new(&sim);
+    Harness { sim, client, admin }
+}
+
+/// Faults written as the JSON `PUT /_sim/faults` takes.
+pub fn faults(json: Value) -> Faults {
+    serde_json::from_value(json).expect("faults as /_sim/faults takes them")
 }
 
 pub struct Answer {
@@ -94,38 +88,6 @@ impl Harness {
 
     pub async fn delete(&self, path: &str) -> Answer {
         self.send(self.client.delete(self.url(path))).await
-    }
-
-    pub async fn admin_get(&self, path: &str) -> Value {
-        let response = self
-            .client
-            .get(format!("{}/_sim/{path}", self.sim.endpoint()))
-            .header("Authorization", self.auth())
-            .send()
-            .await
-            .expect("admin request");
-        assert!(
-            response.status().is_success(),
-            "admin {path}: {}",
-            response.status()
-        );
-        response.json().await.expect("admin JSON")
-    }
-
-    pub async fn admin_put(&self, path: &str, body: Value) {
-        let response = self
-            .client
-            .put(format!("{}/_sim/{path}", self.sim.endpoint()))
-            .header("Authorization", self.auth())
-            .json(&body)
-            .send()
-            .await
-            .expect("admin request");
-        assert!(
-            response.status().is_success(),
-            "admin PUT {path}: {}",
-            response.status()
-        );
     }
 
     /// Polls a task until it stops (deadline 10 s) and returns its exitstatus.
