@@ -2,11 +2,11 @@
 //! invisible UPIDs, 5xx, connection resets, timeouts, held locks, revoked tokens, offline
 //! nodes, and the retry helpers' promise never to re-send a non-idempotent call blindly.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::faults;
+use crate::common::faults;
 use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions};
 use pve::{ErrorKind, RetryPolicy, TaskExit, TaskWait, Upid, retry_idempotent, retry_with_check};
 use serde_json::json;

@@ -1,9 +1,7 @@
 //! Conformance suite: each test pins one behaviour of PVE 9 from `shared/pve/facts.md`
 //! (section named in the test's doc comment), driven over HTTPS by a plain client.
 
-mod common;
-
-use common::{GOOD_USER_DATA, encode, faults, seed, start};
+use crate::common::{GOOD_USER_DATA, encode, faults, seed, start};
 use pvesim::testing::fast_config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -1,5 +1,4 @@
 //! Helpers for the conformance suite: a simulator per test and a plain HTTPS client.
-#![allow(dead_code)]
 
 use std::time::Duration;
 

@@ -2,12 +2,12 @@
 //! behaviour read in PVE 9's Perl source, and its doc comment names the file and function
 //! (repository: `src/...` path: `function`). The numbers are those of issue 14.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{GOOD_USER_DATA, Harness, seed, start};
+use crate::common::{GOOD_USER_DATA, Harness, seed, start};
 use pvesim::SimConfig;
 use pvesim::config::DEFAULT_PRIVILEGES;
 use pvesim::testing::fast_config;

@@ -2,7 +2,7 @@
 //! system roots and a foreign CA reject it (a permanent, recognisable error), and no
 //! verification happens only when `Insecure` is asked for.
 
-mod common;
+use crate::common;
 
 use pve::{ApiToken, Client, ClientConfig, ErrorKind, RetryPolicy, TlsTrust, retry_idempotent};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};

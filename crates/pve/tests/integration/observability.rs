@@ -2,13 +2,13 @@
 //! attempt) and one info line per waited task (type, node, outcome, duration) — and never a
 //! query string, a body or the token.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::faults;
+use crate::common::faults;
 use pve::qemu::ConfigUpdate;
 use pve::{RetryPolicy, retry_idempotent};
 use serde_json::json;

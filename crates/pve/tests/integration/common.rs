@@ -1,7 +1,5 @@
 //! Shared helpers for the integration tests against `pvesim`.
 
-#![allow(dead_code)]
-
 use std::time::Duration;
 
 use pve::{ApiToken, Client, ClientConfig, TlsTrust};

@@ -2,7 +2,7 @@
 //! keep-alive idle close; the binary's start-up contract (state files, one stdout line,
 //! clean stop on SIGTERM).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -1,11 +1,11 @@
 //! Every typed call against the simulator: reads of the default world, then a whole proxy-VM
 //! lifecycle (clone, seed upload, config, resize, start, agent, stop, cleanup, destroy).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{agent_seed, poll_until};
+use crate::common::{agent_seed, poll_until};
 use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions, Qemu, VmConfig};
 use pve::storage::{Storage, Upload};
 use pve::wire::{ByteSize, CdromDrive, NetConfig};
