@@ -281,21 +281,7 @@ fn link_local(mac: &str) -> String {
 
 pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
     let vmid = call.vmid();
-    let vm_path = format!("/vms/{vmid}");
-    if matches!(
-        command,
-        "network-get-interfaces" | "ping" | "get-osinfo" | "get-host-name" | "info"
-    ) {
-        if !world.has_privilege(&vm_path, "VM.GuestAgent.Audit")
-            && !world.has_privilege(&vm_path, "VM.GuestAgent.Unrestricted")
-        {
-            return Err(ApiError::perm(format!(
-                "{vm_path}, VM.GuestAgent.Audit|VM.GuestAgent.Unrestricted"
-            )));
-        }
-    } else {
-        require(world, &vm_path, "VM.GuestAgent.Unrestricted")?;
-    }
+    check_agent_permission(world, vmid, command)?;
     let vm = load_vm(world, call.node(), vmid)?;
     if !vm.config.contains_key("agent") {
         return Err(ApiError::die("No QEMU guest agent configured"));
@@ -332,57 +318,8 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
             "kernel-version": "#1 SMP PREEMPT_DYNAMIC Debian 6.12.43-1 (2025-08-27)",
             "machine": "x86_64",
         }),
-        "info" => {
-            let commands: Vec<Value> = [
-                "guest-ping",
-                "guest-info",
-                "guest-get-host-name",
-                "guest-get-osinfo",
-                "guest-network-get-interfaces",
-                "guest-shutdown",
-            ]
-            .iter()
-            .map(|name| json!({"name": name, "enabled": true, "success-response": true}))
-            .collect();
-            json!({"version": "9.2.0", "supported_commands": commands})
-        }
-        "network-get-interfaces" => {
-            let mut interfaces = vec![json!({
-                "name": "lo",
-                "hardware-address": "00:00:00:00:00:00",
-                "ip-addresses": [
-                    {"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
-                    {"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
-                ],
-                "statistics": statistics(),
-            })];
-            for (index, (key, net)) in nets.into_iter().enumerate() {
-                let index_from_key: usize = key.trim_start_matches("net").parse().unwrap_or(index);
-                let mac = net.mac.clone().unwrap_or_default().to_lowercase();
-                let mut addresses = Vec::new();
-                if let Some(bridge) = net.bridge()
-                    && let Some(ip) = world.lease_ipv4(bridge, net.tag(), &mac)
-                {
-                    addresses.push(json!({
-                        "ip-address": ip,
-                        "ip-address-type": "ipv4",
-                        "prefix": crate::world::LEASE_PREFIX,
-                    }));
-                }
-                addresses.push(json!({
-                    "ip-address": link_local(&mac),
-                    "ip-address-type": "ipv6",
-                    "prefix": 64,
-                }));
-                interfaces.push(json!({
-                    "name": format!("ens{}", 18 + index_from_key),
-                    "hardware-address": mac,
-                    "ip-addresses": addresses,
-                    "statistics": statistics(),
-                }));
-            }
-            Value::Array(interfaces)
-        }
+        "info" => agent_info(),
+        "network-get-interfaces" => network_interfaces(world, nets),
         other => {
             return Err(ApiError::die(format!(
                 "VM {vmid} qga command 'guest-{other}' failed - unsupported by pve-sim"
@@ -390,6 +327,83 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
         }
     };
     Ok(Reply::data(json!({ "result": result })))
+}
+
+/// Read-only commands need `VM.GuestAgent.Audit` or `VM.GuestAgent.Unrestricted`, the
+/// rest `VM.GuestAgent.Unrestricted`.
+fn check_agent_permission(world: &World, vmid: u32, command: &str) -> Result<(), ApiError> {
+    let vm_path = format!("/vms/{vmid}");
+    if matches!(
+        command,
+        "network-get-interfaces" | "ping" | "get-osinfo" | "get-host-name" | "info"
+    ) {
+        if !world.has_privilege(&vm_path, "VM.GuestAgent.Audit")
+            && !world.has_privilege(&vm_path, "VM.GuestAgent.Unrestricted")
+        {
+            return Err(ApiError::perm(format!(
+                "{vm_path}, VM.GuestAgent.Audit|VM.GuestAgent.Unrestricted"
+            )));
+        }
+    } else {
+        require(world, &vm_path, "VM.GuestAgent.Unrestricted")?;
+    }
+    Ok(())
+}
+
+/// `guest-info`: the agent's version and the commands pve-sim answers.
+fn agent_info() -> Value {
+    let commands: Vec<Value> = [
+        "guest-ping",
+        "guest-info",
+        "guest-get-host-name",
+        "guest-get-osinfo",
+        "guest-network-get-interfaces",
+        "guest-shutdown",
+    ]
+    .iter()
+    .map(|name| json!({"name": name, "enabled": true, "success-response": true}))
+    .collect();
+    json!({"version": "9.2.0", "supported_commands": commands})
+}
+
+/// `guest-network-get-interfaces`: loopback, then one interface per NIC with its DHCP
+/// lease (if its bridge hands one out) and its link-local IPv6 address.
+fn network_interfaces(world: &mut World, nets: Vec<(String, Net)>) -> Value {
+    let mut interfaces = vec![json!({
+        "name": "lo",
+        "hardware-address": "00:00:00:00:00:00",
+        "ip-addresses": [
+            {"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
+            {"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
+        ],
+        "statistics": statistics(),
+    })];
+    for (index, (key, net)) in nets.into_iter().enumerate() {
+        let index_from_key: usize = key.trim_start_matches("net").parse().unwrap_or(index);
+        let mac = net.mac.clone().unwrap_or_default().to_lowercase();
+        let mut addresses = Vec::new();
+        if let Some(bridge) = net.bridge()
+            && let Some(ip) = world.lease_ipv4(bridge, net.tag(), &mac)
+        {
+            addresses.push(json!({
+                "ip-address": ip,
+                "ip-address-type": "ipv4",
+                "prefix": crate::world::LEASE_PREFIX,
+            }));
+        }
+        addresses.push(json!({
+            "ip-address": link_local(&mac),
+            "ip-address-type": "ipv6",
+            "prefix": 64,
+        }));
+        interfaces.push(json!({
+            "name": format!("ens{}", 18 + index_from_key),
+            "hardware-address": mac,
+            "ip-addresses": addresses,
+            "statistics": statistics(),
+        }));
+    }
+    Value::Array(interfaces)
 }
 
 fn statistics() -> Value {

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use crate::api::{require, subdirs};
 use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::tasks::decode_upid;
-use crate::world::{World, boot_disk_size, cpu_count, memory_mib};
+use crate::world::{Vm, World, boot_disk_size, cpu_count, memory_mib};
 
 pub fn version(world: &World) -> ApiResult {
     Ok(Reply::data(json!({
@@ -167,68 +167,10 @@ pub fn resources(world: &World, call: &Call) -> ApiResult {
         }
     }
     if want("vm") {
-        let pool_of = |vmid: u32| {
-            world
-                .pools
-                .iter()
-                .find(|(_, p)| p.vms.contains(&vmid))
-                .map(|(id, _)| id.clone())
-        };
         for vm in world.vms.values() {
-            if !world.has_privilege(&format!("/vms/{}", vm.vmid), "VM.Audit") {
-                continue;
+            if world.has_privilege(&format!("/vms/{}", vm.vmid), "VM.Audit") {
+                rows.push(vm_resource(world, call, vm));
             }
-            let mut row = Map::new();
-            row.insert("id".into(), json!(format!("qemu/{}", vm.vmid)));
-            row.insert("vmid".into(), json!(vm.vmid));
-            row.insert("node".into(), json!(vm.node));
-            row.insert("type".into(), json!("qemu"));
-            // Name, status and sizes come from pvestatd's RRD data: absent until its cycle
-            // has seen the VM, and absent for VMs on offline nodes.
-            let has_stats = call.now >= vm.stats_from && world.node_online(&vm.node);
-            if has_stats {
-                let maxmem = memory_mib(&vm.config) << 20;
-                let uptime = vm
-                    .started_at
-                    .filter(|_| vm.running)
-                    .map(|t| call.now.saturating_duration_since(t).as_secs())
-                    .unwrap_or(0);
-                row.insert(
-                    "status".into(),
-                    json!(if vm.running { "running" } else { "stopped" }),
-                );
-                row.insert("name".into(), json!(vm.name()));
-                row.insert("template".into(), json!(i32::from(vm.is_template())));
-                row.insert("maxcpu".into(), json!(cpu_count(&vm.config)));
-                row.insert("cpu".into(), json!(if vm.running { 0.01 } else { 0.0 }));
-                row.insert("maxmem".into(), json!(maxmem));
-                row.insert("mem".into(), json!(if vm.running { maxmem / 4 } else { 0 }));
-                row.insert(
-                    "memhost".into(),
-                    json!(if vm.running { maxmem / 4 } else { 0 }),
-                );
-                row.insert("maxdisk".into(), json!(boot_disk_size(&vm.config)));
-                row.insert("disk".into(), json!(0));
-                row.insert("uptime".into(), json!(uptime));
-                for key in ["netin", "netout", "diskread", "diskwrite"] {
-                    row.insert(key.into(), json!(0));
-                }
-            } else {
-                row.insert("status".into(), json!("unknown"));
-            }
-            if let Some(lock) = vm.lock() {
-                row.insert("lock".into(), json!(lock));
-            }
-            if let Some(tags) = vm.config.get("tags") {
-                row.insert("tags".into(), json!(tags));
-            }
-            // pve-manager `API2/Cluster.pm` `resources`: the pool only with Pool.Audit on it.
-            if let Some(pool) = pool_of(vm.vmid)
-                && world.has_privilege(&format!("/pool/{pool}"), "Pool.Audit")
-            {
-                row.insert("pool".into(), json!(pool));
-            }
-            rows.push(Value::Object(row));
         }
     }
     if want("node") {
@@ -276,6 +218,66 @@ pub fn resources(world: &World, call: &Call) -> ApiResult {
         }
     }
     Ok(Reply::data(Value::Array(rows)))
+}
+
+/// One `qemu` row of `/cluster/resources`.
+fn vm_resource(world: &World, call: &Call, vm: &Vm) -> Value {
+    let mut row = Map::new();
+    row.insert("id".into(), json!(format!("qemu/{}", vm.vmid)));
+    row.insert("vmid".into(), json!(vm.vmid));
+    row.insert("node".into(), json!(vm.node));
+    row.insert("type".into(), json!("qemu"));
+    // Name, status and sizes come from pvestatd's RRD data: absent until its cycle
+    // has seen the VM, and absent for VMs on offline nodes.
+    let has_stats = call.now >= vm.stats_from && world.node_online(&vm.node);
+    if has_stats {
+        let maxmem = memory_mib(&vm.config) << 20;
+        let uptime = vm
+            .started_at
+            .filter(|_| vm.running)
+            .map(|t| call.now.saturating_duration_since(t).as_secs())
+            .unwrap_or(0);
+        row.insert(
+            "status".into(),
+            json!(if vm.running { "running" } else { "stopped" }),
+        );
+        row.insert("name".into(), json!(vm.name()));
+        row.insert("template".into(), json!(i32::from(vm.is_template())));
+        row.insert("maxcpu".into(), json!(cpu_count(&vm.config)));
+        row.insert("cpu".into(), json!(if vm.running { 0.01 } else { 0.0 }));
+        row.insert("maxmem".into(), json!(maxmem));
+        row.insert("mem".into(), json!(if vm.running { maxmem / 4 } else { 0 }));
+        row.insert(
+            "memhost".into(),
+            json!(if vm.running { maxmem / 4 } else { 0 }),
+        );
+        row.insert("maxdisk".into(), json!(boot_disk_size(&vm.config)));
+        row.insert("disk".into(), json!(0));
+        row.insert("uptime".into(), json!(uptime));
+        for key in ["netin", "netout", "diskread", "diskwrite"] {
+            row.insert(key.into(), json!(0));
+        }
+    } else {
+        row.insert("status".into(), json!("unknown"));
+    }
+    if let Some(lock) = vm.lock() {
+        row.insert("lock".into(), json!(lock));
+    }
+    if let Some(tags) = vm.config.get("tags") {
+        row.insert("tags".into(), json!(tags));
+    }
+    // pve-manager `API2/Cluster.pm` `resources`: the pool only with Pool.Audit on it.
+    let pool_of = world
+        .pools
+        .iter()
+        .find(|(_, p)| p.vms.contains(&vm.vmid))
+        .map(|(id, _)| id.clone());
+    if let Some(pool) = pool_of
+        && world.has_privilege(&format!("/pool/{pool}"), "Pool.Audit")
+    {
+        row.insert("pool".into(), json!(pool));
+    }
+    Value::Object(row)
 }
 
 pub fn nextid(world: &World, call: &Call) -> ApiResult {

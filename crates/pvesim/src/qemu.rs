@@ -273,6 +273,62 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
     let node = call.node();
     let vmid = call.vmid();
     let newid = call.int("newid").unwrap_or(0) as u32;
+    let (target, storage) = check_clone_destination(world, call)?;
+    check_quorum(world)?;
+    let source = load_vm(world, node, vmid)?;
+    check_lock(source).map_err(ApiError::die)?;
+    if let Some(snapshot) = call.str("snapname") {
+        // pve-sim models no snapshots.
+        return Err(ApiError::die(format!(
+            "snapshot '{snapshot}' does not exist"
+        )));
+    }
+    let full = call.bool("full").unwrap_or(!source.is_template());
+    for param in ["storage", "format"] {
+        if !full && call.params.contains_key(param) {
+            return Err(ApiError::die(format!(
+                "parameter '{param}' not allowed for linked clones"
+            )));
+        }
+    }
+    let (disks, shared_vm) = clone_disks(world, source, storage.as_deref())?;
+    for (key, value) in &source.config {
+        if is_net_key(key) {
+            check_bridge_access(world, &Net::parse(value))?;
+        }
+    }
+    if let Some(target) = &target
+        && !shared_vm
+    {
+        return Err(ApiError::die(format!(
+            "can't clone VM to node '{target}' (VM uses local storage)"
+        )));
+    }
+    if world.vms.get(&newid).is_some_and(|vm| vm.node == node) {
+        return Err(ApiError::die(format!(
+            "unable to create VM {newid}: config file already exists"
+        )));
+    }
+    if !full
+        && !source.is_template()
+        && let Some((key, drive)) = disks.first()
+    {
+        // Only base volumes of a template have the 'clone' feature.
+        return Err(ApiError::die(format!(
+            "Linked clone feature is not supported for '{}' ({key})",
+            drive.volid
+        )));
+    }
+    Ok(ClonePlan { full, disks })
+}
+
+/// The pool, the target node and the target storage exist, and the storage can take the
+/// clone there; returns the target (`None` = this node) and the storage.
+fn check_clone_destination(
+    world: &World,
+    call: &Call,
+) -> Result<(Option<String>, Option<String>), ApiError> {
+    let node = call.node();
     if let Some(pool) = call.str("pool")
         && !world.pools.contains_key(&pool)
     {
@@ -312,6 +368,11 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
             }
         }
     }
+    Ok((target, storage))
+}
+
+/// pmxcfs is writable only with quorum: more than half of the nodes online.
+fn check_quorum(world: &World) -> Result<(), ApiError> {
     let online = world
         .nodes
         .iter()
@@ -320,22 +381,16 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
     if online * 2 <= world.nodes.len() {
         return Err(ApiError::die("cluster not ready - no quorum?"));
     }
-    let source = load_vm(world, node, vmid)?;
-    check_lock(source).map_err(ApiError::die)?;
-    if let Some(snapshot) = call.str("snapname") {
-        // pve-sim models no snapshots.
-        return Err(ApiError::die(format!(
-            "snapshot '{snapshot}' does not exist"
-        )));
-    }
-    let full = call.bool("full").unwrap_or(!source.is_template());
-    for param in ["storage", "format"] {
-        if !full && call.params.contains_key(param) {
-            return Err(ApiError::die(format!(
-                "parameter '{param}' not allowed for linked clones"
-            )));
-        }
-    }
+    Ok(())
+}
+
+/// The disks to copy (cdroms are copied verbatim), each after `Datastore.AllocateSpace`
+/// on the storage it goes to, and whether every disk is on shared storage.
+fn clone_disks(
+    world: &World,
+    source: &Vm,
+    storage: Option<&str>,
+) -> Result<(Vec<(String, Drive)>, bool), ApiError> {
     let mut shared_vm = true;
     let mut disks = Vec::new();
     for (key, value) in &source.config {
@@ -352,7 +407,7 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
         if drive.is_cdrom() {
             continue;
         }
-        let space_on = storage.as_deref().unwrap_or(sid);
+        let space_on = storage.unwrap_or(sid);
         require(
             world,
             &format!("/storage/{space_on}"),
@@ -360,34 +415,7 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
         )?;
         disks.push((key.clone(), drive));
     }
-    for (key, value) in &source.config {
-        if is_net_key(key) {
-            check_bridge_access(world, &Net::parse(value))?;
-        }
-    }
-    if let Some(target) = &target
-        && !shared_vm
-    {
-        return Err(ApiError::die(format!(
-            "can't clone VM to node '{target}' (VM uses local storage)"
-        )));
-    }
-    if world.vms.get(&newid).is_some_and(|vm| vm.node == node) {
-        return Err(ApiError::die(format!(
-            "unable to create VM {newid}: config file already exists"
-        )));
-    }
-    if !full
-        && !source.is_template()
-        && let Some((key, drive)) = disks.first()
-    {
-        // Only base volumes of a template have the 'clone' feature.
-        return Err(ApiError::die(format!(
-            "Linked clone feature is not supported for '{}' ({key})",
-            drive.volid
-        )));
-    }
-    Ok(ClonePlan { full, disks })
+    Ok((disks, shared_vm))
 }
 
 /// `SDN.Use` on `/sdn/zones/localnetwork/<bridge>[/<tag>]` (pve-guest-common
