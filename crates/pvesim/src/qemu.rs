@@ -886,51 +886,13 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
                 continue;
             }
             if let Some(storage) = cloudinit_storage(&drive.volid) {
-                // qemu-server `create_disks`: one cloud-init drive per VM, allocated as
-                // `vm-<vmid>-cloudinit` (qcow2 where the storage has a path), 4 MiB.
-                let attached = vm
-                    .config
-                    .iter()
-                    .chain(&vm.pending)
-                    .chain(change.set.iter().map(|(k, v)| (k, v)))
-                    .find(|(other, value)| {
-                        *other != key && is_drive_key(other) && is_cloudinit_drive(value)
-                    });
-                if let Some((other, _)) = attached {
-                    return Err(ApiError::die(format!(
-                        "{key} - cloud-init drive is already attached at '{other}'"
-                    )));
-                }
-                let Some(config) = world.storage(&storage) else {
-                    return Err(ApiError::die(format!("storage '{storage}' does not exist")));
-                };
-                let volid = if config.is_file_based() {
-                    let format = drive.option("format").unwrap_or("qcow2");
-                    format!("{storage}:{vmid}/vm-{vmid}-cloudinit.{format}")
-                } else {
-                    format!("{storage}:vm-{vmid}-cloudinit")
-                };
-                drive.volid = volid.clone();
-                drive.set_option("media", "cdrom".into());
-                drive.options.retain(|(k, _)| k != "format");
-                change
-                    .new_volumes
-                    .push((storage, volid, CLOUDINIT_DISK_SIZE));
+                let volume = cloudinit_drive(world, vm, &change, key, &mut drive, storage)?;
+                change.new_volumes.push(volume);
                 text = drive.print();
             } else if let Some((storage, size)) = new_disk_spec(&drive) {
-                require(
-                    world,
-                    &format!("/storage/{storage}"),
-                    "Datastore.AllocateSpace",
-                )?;
-                let volid =
-                    world.new_disk_volid(&storage, &vm.node, vmid, drive.option("format"), &taken);
-                taken.insert(volid.clone());
-                drive.volid = volid.clone();
-                drive.set_option("size", format_size(size));
-                drive.options.retain(|(k, _)| k != "format");
-                drive.options.sort();
-                change.new_volumes.push((storage, volid, size));
+                let volume = new_disk(world, vm, &mut drive, storage, size, &taken)?;
+                taken.insert(volume.1.clone());
+                change.new_volumes.push(volume);
                 text = drive.print();
             } else {
                 check_volume_access(world, vmid, &drive.volid)?;
@@ -954,6 +916,67 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
         return Err(ApiError::die("no options specified"));
     }
     Ok(change)
+}
+
+/// qemu-server `create_disks`: one cloud-init drive per VM, allocated as
+/// `vm-<vmid>-cloudinit` (qcow2 where the storage has a path), 4 MiB. Points `drive` at
+/// it and returns the volume to create.
+fn cloudinit_drive(
+    world: &World,
+    vm: &Vm,
+    change: &ConfigChange,
+    key: &str,
+    drive: &mut Drive,
+    storage: String,
+) -> Result<(String, String, u64), ApiError> {
+    let vmid = vm.vmid;
+    let attached = vm
+        .config
+        .iter()
+        .chain(&vm.pending)
+        .chain(change.set.iter().map(|(k, v)| (k, v)))
+        .find(|(other, value)| *other != key && is_drive_key(other) && is_cloudinit_drive(value));
+    if let Some((other, _)) = attached {
+        return Err(ApiError::die(format!(
+            "{key} - cloud-init drive is already attached at '{other}'"
+        )));
+    }
+    let Some(config) = world.storage(&storage) else {
+        return Err(ApiError::die(format!("storage '{storage}' does not exist")));
+    };
+    let volid = if config.is_file_based() {
+        let format = drive.option("format").unwrap_or("qcow2");
+        format!("{storage}:{vmid}/vm-{vmid}-cloudinit.{format}")
+    } else {
+        format!("{storage}:vm-{vmid}-cloudinit")
+    };
+    drive.volid = volid.clone();
+    drive.set_option("media", "cdrom".into());
+    drive.options.retain(|(k, _)| k != "format");
+    Ok((storage, volid, CLOUDINIT_DISK_SIZE))
+}
+
+/// A disk given as `<storage>:<GiB>`: allocated under a free name after
+/// `Datastore.AllocateSpace` on its storage. Points `drive` at it and returns the volume.
+fn new_disk(
+    world: &World,
+    vm: &Vm,
+    drive: &mut Drive,
+    storage: String,
+    size: u64,
+    taken: &BTreeSet<String>,
+) -> Result<(String, String, u64), ApiError> {
+    require(
+        world,
+        &format!("/storage/{storage}"),
+        "Datastore.AllocateSpace",
+    )?;
+    let volid = world.new_disk_volid(&storage, &vm.node, vm.vmid, drive.option("format"), taken);
+    drive.volid = volid.clone();
+    drive.set_option("size", format_size(size));
+    drive.options.retain(|(k, _)| k != "format");
+    drive.options.sort();
+    Ok((storage, volid, size))
 }
 
 /// pve-storage `Storage.pm` `check_volume_access` for an existing volume in a drive:
