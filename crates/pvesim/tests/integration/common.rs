@@ -1,10 +1,13 @@
 //! Helpers for the conformance suite: a simulator per test and a plain HTTPS client.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use pvesim::testing::Admin;
 use pvesim::{Faults, Sim, SimConfig};
 use reqwest::StatusCode;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 
 pub struct Harness {
@@ -263,4 +266,43 @@ pub fn seed(hostname: &str, user_data: &str) -> Vec<u8> {
             ("user-data", user_data.as_bytes()),
         ],
     )
+}
+
+/// A raw TLS connection to the simulator, to see what the server does with bytes no
+/// HTTP client would send.
+pub async fn raw_tls(sim: &Sim) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(sim.ca_pem().as_bytes()).unwrap())
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let address = sim.endpoint().trim_start_matches("https://").to_string();
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+/// Reports the running test skipped the way the workspace's tests do (`tests/support/mod.rs`
+/// `skip`): a `SKIPPED: <test> (<reason>)` line, also appended to the file
+/// `PROXMOX_VE_TEST_SKIP_LOG` names, which `scripts/test.sh` counts as skipped, not passed.
+pub fn skipped(reason: &str) {
+    let thread = std::thread::current();
+    let line = format!("SKIPPED: {} ({reason})", thread.name().unwrap_or("?"));
+    println!("{line}");
+    if let Some(path) = std::env::var_os("PROXMOX_VE_TEST_SKIP_LOG").filter(|p| !p.is_empty()) {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+            .expect("cannot record the skip in PROXMOX_VE_TEST_SKIP_LOG");
+    }
 }

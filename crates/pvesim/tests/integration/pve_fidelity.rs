@@ -2,18 +2,13 @@
 //! behaviour read in PVE 9's Perl source, and its doc comment names the file and function
 //! (repository: `src/...` path: `function`). The numbers are those of issue 14.
 
-use crate::common;
-
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use crate::common::{GOOD_USER_DATA, Harness, seed, start};
+use crate::common::{self, GOOD_USER_DATA, Harness, seed, start};
 use pvesim::SimConfig;
 use pvesim::config::DEFAULT_PRIVILEGES;
 use pvesim::testing::fast_config;
 use reqwest::StatusCode;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -357,30 +352,10 @@ async fn resize_needs_allocate_space_in_the_task() {
     h.sim.shutdown().await;
 }
 
-/// A raw TLS connection to the simulator, to see what the server does with it.
-async fn raw_connection(h: &Harness) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(h.sim.ca_pem().as_bytes()).unwrap())
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let address = h.sim.endpoint().trim_start_matches("https://").to_string();
-    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
-        .await
-        .unwrap()
-}
-
 /// Writes `first` and a `GET /version` back to back (pipelined) and reads until the server
 /// closes: returns the status lines received, in order.
 async fn pipelined(h: &Harness, first: &[u8]) -> Vec<String> {
-    let mut tls = raw_connection(h).await;
+    let mut tls = common::raw_tls(&h.sim).await;
     let address = h.sim.endpoint().trim_start_matches("https://").to_string();
     let second = format!(
         "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: \
