@@ -24,7 +24,7 @@ pub fn json_response(status: u16, reason: Option<&str>, body: &Value) -> HttpRes
     )
 }
 
-pub fn bytes_response(
+fn bytes_response(
     status: u16,
     reason: Option<&str>,
     content_type: &str,
