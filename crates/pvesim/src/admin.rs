@@ -8,10 +8,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::Request;
 use hyper::body::Incoming;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::config::{Faults, Timings};
-use crate::server::{HttpResponse, Shared, json_response, plain_error, read_body};
+use crate::http::{HttpResponse, json_response, plain_error, read_body};
+use crate::inspect::{NodeState, SimState, VmState, VolumeState};
+use crate::shared::Shared;
 use crate::world::World;
 
 pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) -> HttpResponse {
@@ -29,7 +31,7 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
     }
     let method = req.method().as_str().to_string();
     match (method.as_str(), path) {
-        ("GET", "state") => json_response(200, None, &state(&shared.lock())),
+        ("GET", "state") => json_response(200, None, &json!(state(&shared.lock()))),
         ("GET", "journal") => json_response(200, None, &json!(shared.lock().journal)),
         ("GET", "faults") => json_response(200, None, &json!(shared.lock().faults)),
         ("PUT", "faults") => {
@@ -130,45 +132,53 @@ fn volume(shared: &Shared, rest: &str) -> HttpResponse {
     }
 }
 
-pub fn state(world: &World) -> Value {
-    let nodes: Vec<Value> = world
+pub fn state(world: &World) -> SimState {
+    let nodes = world
         .nodes
         .iter()
-        .map(|n| json!({"name": n.name, "online": world.node_online(&n.name)}))
-        .collect();
-    let vms: Vec<Value> = world
-        .vms
-        .values()
-        .map(|vm| {
-            json!({
-                "node": vm.node,
-                "vmid": vm.vmid,
-                "name": vm.config.get("name"),
-                "status": if vm.running { if vm.paused { "paused" } else { "running" } } else { "stopped" },
-                "lock": vm.lock(),
-                "tags": vm.config.get("tags"),
-                "template": vm.is_template(),
-                "config": vm.config,
-                "pending": vm.pending,
-                "agent_ready": vm.agent.is_some(),
-            })
+        .map(|n| NodeState {
+            name: n.name.clone(),
+            online: world.node_online(&n.name),
         })
         .collect();
-    let volumes: Vec<Value> = world
+    let vms = world
+        .vms
+        .values()
+        .map(|vm| VmState {
+            node: vm.node.clone(),
+            vmid: vm.vmid,
+            name: vm.config.get("name").cloned(),
+            status: match (vm.running, vm.paused) {
+                (false, _) => "stopped",
+                (true, true) => "paused",
+                (true, false) => "running",
+            }
+            .to_string(),
+            lock: vm.lock().map(str::to_string),
+            tags: vm.config.get("tags").cloned(),
+            template: vm.is_template(),
+            config: vm.config.clone(),
+            pending: vm.pending.clone(),
+            agent_ready: vm.agent.is_some(),
+        })
+        .collect();
+    let volumes = world
         .volumes
         .iter()
         .flat_map(|(scope, vols)| {
-            vols.values().map(move |v| {
-                json!({
-                    "node": scope.node.clone().unwrap_or_else(|| v.origin_node.clone()),
-                    "storage": scope.storage,
-                    "shared": scope.node.is_none(),
-                    "volid": v.volid,
-                    "size": v.size,
-                    "content": v.content,
-                })
+            vols.values().map(move |v| VolumeState {
+                node: scope.node.clone().unwrap_or_else(|| v.origin_node.clone()),
+                storage: scope.storage.clone(),
+                shared: scope.node.is_none(),
+                volid: v.volid.clone(),
+                size: v.size,
+                content: v.content.clone(),
             })
         })
         .collect();
-    json!({"nodes": nodes, "vms": vms, "volumes": volumes})
+    SimState {
+        nodes,
+        vms,
+        volumes,
+    }
 }

@@ -9,36 +9,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::api::{ApiError, ApiResult, Call, Reply, load_vm, require, subdirs};
+use crate::api::{load_vm, require, subdirs};
+use crate::call::{ApiError, ApiResult, Call, Reply};
+use crate::schema::AGENT_COMMANDS;
 use crate::world::{Drive, Net, Vm, World, agent_enabled};
 
 pub fn index(world: &World, call: &Call) -> ApiResult {
     load_vm(world, call.node(), call.vmid())?;
-    Ok(Reply::data(subdirs(
-        "name",
-        &[
-            "fsfreeze-freeze",
-            "fsfreeze-status",
-            "fsfreeze-thaw",
-            "fstrim",
-            "get-fsinfo",
-            "get-host-name",
-            "get-memory-block-info",
-            "get-memory-blocks",
-            "get-osinfo",
-            "get-time",
-            "get-timezone",
-            "get-users",
-            "get-vcpus",
-            "info",
-            "network-get-interfaces",
-            "ping",
-            "shutdown",
-            "suspend-disk",
-            "suspend-hybrid",
-            "suspend-ram",
-        ],
-    )))
+    Ok(Reply::data(subdirs("name", AGENT_COMMANDS)))
 }
 
 /// The hostname the guest will report, if this VM's boot would start the agent.
@@ -303,21 +281,7 @@ fn link_local(mac: &str) -> String {
 
 pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
     let vmid = call.vmid();
-    let vm_path = format!("/vms/{vmid}");
-    if matches!(
-        command,
-        "network-get-interfaces" | "ping" | "get-osinfo" | "get-host-name" | "info"
-    ) {
-        if !world.has_privilege(&vm_path, "VM.GuestAgent.Audit")
-            && !world.has_privilege(&vm_path, "VM.GuestAgent.Unrestricted")
-        {
-            return Err(ApiError::perm(format!(
-                "{vm_path}, VM.GuestAgent.Audit|VM.GuestAgent.Unrestricted"
-            )));
-        }
-    } else {
-        require(world, &vm_path, "VM.GuestAgent.Unrestricted")?;
-    }
+    check_agent_permission(world, vmid, command)?;
     let vm = load_vm(world, call.node(), vmid)?;
     if !vm.config.contains_key("agent") {
         return Err(ApiError::die("No QEMU guest agent configured"));
@@ -354,49 +318,8 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
             "kernel-version": "#1 SMP PREEMPT_DYNAMIC Debian 6.12.43-1 (2025-08-27)",
             "machine": "x86_64",
         }),
-        "info" => {
-            let commands: Vec<Value> = [
-                "guest-ping",
-                "guest-info",
-                "guest-get-host-name",
-                "guest-get-osinfo",
-                "guest-network-get-interfaces",
-                "guest-shutdown",
-            ]
-            .iter()
-            .map(|name| json!({"name": name, "enabled": true, "success-response": true}))
-            .collect();
-            json!({"version": "9.2.0", "supported_commands": commands})
-        }
-        "network-get-interfaces" => {
-            let mut interfaces = vec![json!({
-                "name": "lo",
-                "hardware-address": "00:00:00:00:00:00",
-                "ip-addresses": [
-                    {"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
-                    {"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
-                ],
-                "statistics": statistics(),
-            })];
-            for (index, (key, net)) in nets.into_iter().enumerate() {
-                let index_from_key: usize = key.trim_start_matches("net").parse().unwrap_or(index);
-                let mac = net.mac.clone().unwrap_or_default().to_lowercase();
-                let mut addresses = Vec::new();
-                if let Some(bridge) = net.bridge()
-                    && let Some(ip) = world.lease_ipv4(bridge, net.tag(), &mac)
-                {
-                    addresses.push(json!({"ip-address": ip, "ip-address-type": "ipv4", "prefix": crate::world::LEASE_PREFIX}));
-                }
-                addresses.push(json!({"ip-address": link_local(&mac), "ip-address-type": "ipv6", "prefix": 64}));
-                interfaces.push(json!({
-                    "name": format!("ens{}", 18 + index_from_key),
-                    "hardware-address": mac,
-                    "ip-addresses": addresses,
-                    "statistics": statistics(),
-                }));
-            }
-            Value::Array(interfaces)
-        }
+        "info" => agent_info(),
+        "network-get-interfaces" => network_interfaces(world, nets),
         other => {
             return Err(ApiError::die(format!(
                 "VM {vmid} qga command 'guest-{other}' failed - unsupported by pve-sim"
@@ -404,6 +327,83 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
         }
     };
     Ok(Reply::data(json!({ "result": result })))
+}
+
+/// Read-only commands need `VM.GuestAgent.Audit` or `VM.GuestAgent.Unrestricted`, the
+/// rest `VM.GuestAgent.Unrestricted`.
+fn check_agent_permission(world: &World, vmid: u32, command: &str) -> Result<(), ApiError> {
+    let vm_path = format!("/vms/{vmid}");
+    if matches!(
+        command,
+        "network-get-interfaces" | "ping" | "get-osinfo" | "get-host-name" | "info"
+    ) {
+        if !world.has_privilege(&vm_path, "VM.GuestAgent.Audit")
+            && !world.has_privilege(&vm_path, "VM.GuestAgent.Unrestricted")
+        {
+            return Err(ApiError::perm(format!(
+                "{vm_path}, VM.GuestAgent.Audit|VM.GuestAgent.Unrestricted"
+            )));
+        }
+    } else {
+        require(world, &vm_path, "VM.GuestAgent.Unrestricted")?;
+    }
+    Ok(())
+}
+
+/// `guest-info`: the agent's version and the commands pve-sim answers.
+fn agent_info() -> Value {
+    let commands: Vec<Value> = [
+        "guest-ping",
+        "guest-info",
+        "guest-get-host-name",
+        "guest-get-osinfo",
+        "guest-network-get-interfaces",
+        "guest-shutdown",
+    ]
+    .iter()
+    .map(|name| json!({"name": name, "enabled": true, "success-response": true}))
+    .collect();
+    json!({"version": "9.2.0", "supported_commands": commands})
+}
+
+/// `guest-network-get-interfaces`: loopback, then one interface per NIC with its DHCP
+/// lease (if its bridge hands one out) and its link-local IPv6 address.
+fn network_interfaces(world: &mut World, nets: Vec<(String, Net)>) -> Value {
+    let mut interfaces = vec![json!({
+        "name": "lo",
+        "hardware-address": "00:00:00:00:00:00",
+        "ip-addresses": [
+            {"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
+            {"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
+        ],
+        "statistics": statistics(),
+    })];
+    for (index, (key, net)) in nets.into_iter().enumerate() {
+        let index_from_key: usize = key.trim_start_matches("net").parse().unwrap_or(index);
+        let mac = net.mac.clone().unwrap_or_default().to_lowercase();
+        let mut addresses = Vec::new();
+        if let Some(bridge) = net.bridge()
+            && let Some(ip) = world.lease_ipv4(bridge, net.tag(), &mac)
+        {
+            addresses.push(json!({
+                "ip-address": ip,
+                "ip-address-type": "ipv4",
+                "prefix": crate::world::LEASE_PREFIX,
+            }));
+        }
+        addresses.push(json!({
+            "ip-address": link_local(&mac),
+            "ip-address-type": "ipv6",
+            "prefix": 64,
+        }));
+        interfaces.push(json!({
+            "name": format!("ens{}", 18 + index_from_key),
+            "hardware-address": mac,
+            "ip-addresses": addresses,
+            "statistics": statistics(),
+        }));
+    }
+    Value::Array(interfaces)
 }
 
 fn statistics() -> Value {
@@ -419,16 +419,31 @@ mod tests {
 
     #[test]
     fn cloud_config_must_install_and_start_the_agent() {
-        let good = "#cloud-config\npackages:\n  - nginx\n  - qemu-guest-agent\nruncmd:\n  - systemctl enable --now qemu-guest-agent\n";
+        let good = "#cloud-config\npackages:\n  - nginx\n  - qemu-guest-agent\nruncmd:\n  - \
+            systemctl enable --now qemu-guest-agent\n";
         assert!(installs_and_starts_agent(good));
-        let inline = "#cloud-config\npackages: [qemu-guest-agent]\nbootcmd:\n  - [systemctl, start, qemu-guest-agent]\n";
+        let inline = "#cloud-config\npackages: [qemu-guest-agent]\nbootcmd:\n  - [systemctl, \
+            start, qemu-guest-agent]\n";
         assert!(installs_and_starts_agent(inline));
         let not_started = "#cloud-config\npackages:\n  - qemu-guest-agent\n";
-        let multipart = "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n--XYZ\nContent-Type: text/cloud-config\n\n#cloud-config\npackages:\n  - qemu-guest-agent\nruncmd:\n  - [systemctl, enable, --now, qemu-guest-agent]\n\n--XYZ--\n";
+        let multipart = concat!(
+            "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n",
+            "--XYZ\nContent-Type: text/cloud-config\n\n",
+            "#cloud-config\npackages:\n  - qemu-guest-agent\n",
+            "runcmd:\n  - [systemctl, enable, --now, qemu-guest-agent]\n\n--XYZ--\n",
+        );
         assert!(installs_and_starts_agent(multipart));
-        let multipart_script = "Content-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/plain\n\nhello\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\napt-get install -y qemu-guest-agent\nsystemctl start qemu-guest-agent\n--B--\n";
+        let multipart_script = concat!(
+            "Content-Type: multipart/mixed; boundary=\"B\"\n\n",
+            "--B\nContent-Type: text/plain\n\nhello\n",
+            "--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\n",
+            "apt-get install -y qemu-guest-agent\nsystemctl start qemu-guest-agent\n--B--\n",
+        );
         assert!(installs_and_starts_agent(multipart_script));
-        let multipart_unrelated = "Content-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho hi\n--B--\n";
+        let multipart_unrelated = concat!(
+            "Content-Type: multipart/mixed; boundary=\"B\"\n\n",
+            "--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho hi\n--B--\n",
+        );
         assert!(!installs_and_starts_agent(multipart_unrelated));
         assert!(user_data_disables_vendor_data(
             "#cloud-config\nvendor_data:\n  enabled: false\n"

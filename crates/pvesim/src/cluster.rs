@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::api::{ApiError, ApiResult, Call, Reply, require, subdirs};
+use crate::api::{require, subdirs};
+use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::tasks::decode_upid;
-use crate::world::{World, boot_disk_size, cpu_count, memory_mib};
+use crate::world::{Vm, World, boot_disk_size, cpu_count, memory_mib};
 
 pub fn version(world: &World) -> ApiResult {
     Ok(Reply::data(json!({
@@ -25,7 +26,10 @@ fn node_row(world: &World, node: &crate::world::Node) -> Value {
         "type": "node",
         "id": format!("node/{}", node.name),
         "level": "",
-        "ssl_fingerprint": "5A:8B:2C:11:90:3F:4D:6E:7A:81:92:A3:B4:C5:D6:E7:F8:09:1A:2B:3C:4D:5E:6F:70:81:92:A3:B4:C5:D6:E7",
+        "ssl_fingerprint": concat!(
+            "5A:8B:2C:11:90:3F:4D:6E:7A:81:92:A3:B4:C5:D6:E7:",
+            "F8:09:1A:2B:3C:4D:5E:6F:70:81:92:A3:B4:C5:D6:E7",
+        ),
     });
     if online && world.has_privilege(&format!("/nodes/{}", node.name), "Sys.Audit") {
         let used: u64 = world
@@ -82,13 +86,37 @@ pub fn node_status(world: &World, call: &Call) -> ApiResult {
         "cpu": 0.03,
         "loadavg": ["0.12", "0.10", "0.08"],
         "kversion": "Linux 6.14.11-4-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4 (2025-10-10T08:04Z)",
-        "current-kernel": {"sysname": "Linux", "release": "6.14.11-4-pve", "version": "#1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4 (2025-10-10T08:04Z)", "machine": "x86_64"},
+        "current-kernel": {
+            "sysname": "Linux",
+            "release": "6.14.11-4-pve",
+            "version": "#1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4 (2025-10-10T08:04Z)",
+            "machine": "x86_64",
+        },
         "boot-info": {"mode": "efi", "secureboot": 0},
-        "cpuinfo": {"model": "pve-sim virtual CPU", "cpus": info.cpus, "sockets": 1, "cores": info.cpus, "hvm": "1", "flags": "", "mhz": "2400.000", "user_hz": 100},
-        "memory": {"total": info.memory_bytes, "used": used, "free": info.memory_bytes.saturating_sub(used), "available": info.memory_bytes.saturating_sub(used)},
+        "cpuinfo": {
+            "model": "pve-sim virtual CPU",
+            "cpus": info.cpus,
+            "sockets": 1,
+            "cores": info.cpus,
+            "hvm": "1",
+            "flags": "",
+            "mhz": "2400.000",
+            "user_hz": 100,
+        },
+        "memory": {
+            "total": info.memory_bytes,
+            "used": used,
+            "free": info.memory_bytes.saturating_sub(used),
+            "available": info.memory_bytes.saturating_sub(used),
+        },
         "ksm": {"shared": 0},
         "swap": {"total": 0, "used": 0, "free": 0},
-        "rootfs": {"total": 100u64 << 30, "used": 8u64 << 30, "avail": 92u64 << 30, "free": 92u64 << 30},
+        "rootfs": {
+            "total": 100u64 << 30,
+            "used": 8u64 << 30,
+            "avail": 92u64 << 30,
+            "free": 92u64 << 30,
+        },
         "pveversion": format!("pve-manager/{}/{}", world.version.version, world.version.repoid),
     })))
 }
@@ -139,68 +167,10 @@ pub fn resources(world: &World, call: &Call) -> ApiResult {
         }
     }
     if want("vm") {
-        let pool_of = |vmid: u32| {
-            world
-                .pools
-                .iter()
-                .find(|(_, p)| p.vms.contains(&vmid))
-                .map(|(id, _)| id.clone())
-        };
         for vm in world.vms.values() {
-            if !world.has_privilege(&format!("/vms/{}", vm.vmid), "VM.Audit") {
-                continue;
+            if world.has_privilege(&format!("/vms/{}", vm.vmid), "VM.Audit") {
+                rows.push(vm_resource(world, call, vm));
             }
-            let mut row = Map::new();
-            row.insert("id".into(), json!(format!("qemu/{}", vm.vmid)));
-            row.insert("vmid".into(), json!(vm.vmid));
-            row.insert("node".into(), json!(vm.node));
-            row.insert("type".into(), json!("qemu"));
-            // Name, status and sizes come from pvestatd's RRD data: absent until its cycle
-            // has seen the VM, and absent for VMs on offline nodes.
-            let has_stats = call.now >= vm.stats_from && world.node_online(&vm.node);
-            if has_stats {
-                let maxmem = memory_mib(&vm.config) << 20;
-                let uptime = vm
-                    .started_at
-                    .filter(|_| vm.running)
-                    .map(|t| call.now.saturating_duration_since(t).as_secs())
-                    .unwrap_or(0);
-                row.insert(
-                    "status".into(),
-                    json!(if vm.running { "running" } else { "stopped" }),
-                );
-                row.insert("name".into(), json!(vm.name()));
-                row.insert("template".into(), json!(i32::from(vm.is_template())));
-                row.insert("maxcpu".into(), json!(cpu_count(&vm.config)));
-                row.insert("cpu".into(), json!(if vm.running { 0.01 } else { 0.0 }));
-                row.insert("maxmem".into(), json!(maxmem));
-                row.insert("mem".into(), json!(if vm.running { maxmem / 4 } else { 0 }));
-                row.insert(
-                    "memhost".into(),
-                    json!(if vm.running { maxmem / 4 } else { 0 }),
-                );
-                row.insert("maxdisk".into(), json!(boot_disk_size(&vm.config)));
-                row.insert("disk".into(), json!(0));
-                row.insert("uptime".into(), json!(uptime));
-                for key in ["netin", "netout", "diskread", "diskwrite"] {
-                    row.insert(key.into(), json!(0));
-                }
-            } else {
-                row.insert("status".into(), json!("unknown"));
-            }
-            if let Some(lock) = vm.lock() {
-                row.insert("lock".into(), json!(lock));
-            }
-            if let Some(tags) = vm.config.get("tags") {
-                row.insert("tags".into(), json!(tags));
-            }
-            // pve-manager `API2/Cluster.pm` `resources`: the pool only with Pool.Audit on it.
-            if let Some(pool) = pool_of(vm.vmid)
-                && world.has_privilege(&format!("/pool/{pool}"), "Pool.Audit")
-            {
-                row.insert("pool".into(), json!(pool));
-            }
-            rows.push(Value::Object(row));
         }
     }
     if want("node") {
@@ -248,6 +218,66 @@ pub fn resources(world: &World, call: &Call) -> ApiResult {
         }
     }
     Ok(Reply::data(Value::Array(rows)))
+}
+
+/// One `qemu` row of `/cluster/resources`.
+fn vm_resource(world: &World, call: &Call, vm: &Vm) -> Value {
+    let mut row = Map::new();
+    row.insert("id".into(), json!(format!("qemu/{}", vm.vmid)));
+    row.insert("vmid".into(), json!(vm.vmid));
+    row.insert("node".into(), json!(vm.node));
+    row.insert("type".into(), json!("qemu"));
+    // Name, status and sizes come from pvestatd's RRD data: absent until its cycle
+    // has seen the VM, and absent for VMs on offline nodes.
+    let has_stats = call.now >= vm.stats_from && world.node_online(&vm.node);
+    if has_stats {
+        let maxmem = memory_mib(&vm.config) << 20;
+        let uptime = vm
+            .started_at
+            .filter(|_| vm.running)
+            .map(|t| call.now.saturating_duration_since(t).as_secs())
+            .unwrap_or(0);
+        row.insert(
+            "status".into(),
+            json!(if vm.running { "running" } else { "stopped" }),
+        );
+        row.insert("name".into(), json!(vm.name()));
+        row.insert("template".into(), json!(i32::from(vm.is_template())));
+        row.insert("maxcpu".into(), json!(cpu_count(&vm.config)));
+        row.insert("cpu".into(), json!(if vm.running { 0.01 } else { 0.0 }));
+        row.insert("maxmem".into(), json!(maxmem));
+        row.insert("mem".into(), json!(if vm.running { maxmem / 4 } else { 0 }));
+        row.insert(
+            "memhost".into(),
+            json!(if vm.running { maxmem / 4 } else { 0 }),
+        );
+        row.insert("maxdisk".into(), json!(boot_disk_size(&vm.config)));
+        row.insert("disk".into(), json!(0));
+        row.insert("uptime".into(), json!(uptime));
+        for key in ["netin", "netout", "diskread", "diskwrite"] {
+            row.insert(key.into(), json!(0));
+        }
+    } else {
+        row.insert("status".into(), json!("unknown"));
+    }
+    if let Some(lock) = vm.lock() {
+        row.insert("lock".into(), json!(lock));
+    }
+    if let Some(tags) = vm.config.get("tags") {
+        row.insert("tags".into(), json!(tags));
+    }
+    // pve-manager `API2/Cluster.pm` `resources`: the pool only with Pool.Audit on it.
+    let pool_of = world
+        .pools
+        .iter()
+        .find(|(_, p)| p.vms.contains(&vm.vmid))
+        .map(|(id, _)| id.clone());
+    if let Some(pool) = pool_of
+        && world.has_privilege(&format!("/pool/{pool}"), "Pool.Audit")
+    {
+        row.insert("pool".into(), json!(pool));
+    }
+    Value::Object(row)
 }
 
 pub fn nextid(world: &World, call: &Call) -> ApiResult {

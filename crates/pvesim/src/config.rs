@@ -363,134 +363,8 @@ impl Default for SimConfig {
                 ..NodeConfig::default()
             })
             .collect();
-        // One storage of each common kind, so volume names come in every shape PVE uses:
-        // block (`local-lvm:vm-100-disk-0`) and file-based (`vmdata:101/vm-101-disk-0.qcow2`).
-        let storages = vec![
-            StorageConfig {
-                id: "proxy-seeds".into(),
-                plugin_type: "dir".into(),
-                content: vec!["iso".into()],
-                shared: false,
-                total_bytes: 50 << 30,
-                ..StorageConfig::default()
-            },
-            StorageConfig {
-                id: "vmdata".into(),
-                plugin_type: "nfs".into(),
-                content: vec!["images".into(), "rootdir".into()],
-                shared: true,
-                total_bytes: 2 << 40,
-                ..StorageConfig::default()
-            },
-            StorageConfig {
-                id: "local".into(),
-                plugin_type: "dir".into(),
-                content: vec![
-                    "iso".into(),
-                    "vztmpl".into(),
-                    "backup".into(),
-                    "images".into(),
-                ],
-                shared: false,
-                total_bytes: 100 << 30,
-                ..StorageConfig::default()
-            },
-            StorageConfig {
-                id: "local-lvm".into(),
-                plugin_type: "lvmthin".into(),
-                content: vec!["images".into(), "rootdir".into()],
-                shared: false,
-                total_bytes: 400 << 30,
-                has_path: false,
-                ..StorageConfig::default()
-            },
-        ];
-        let template = VmSeed {
-            vmid: 9000,
-            node: "pve1".into(),
-            running: false,
-            config: cfg(&[
-                ("name", "debian-13-proxy"),
-                ("template", "1"),
-                (
-                    "description",
-                    "Debian 13 cloud image, cloud-init ready (NoCloud seed on ide2)",
-                ),
-                ("cores", "1"),
-                ("sockets", "1"),
-                ("memory", "1024"),
-                ("ostype", "l26"),
-                ("scsihw", "virtio-scsi-single"),
-                (
-                    "scsi0",
-                    "vmdata:9000/base-9000-disk-0.qcow2,iothread=1,size=4G",
-                ),
-                ("boot", "order=scsi0"),
-                ("net0", "virtio=BC:24:11:9A:00:01,bridge=vmbr0,firewall=1"),
-                ("serial0", "socket"),
-                ("vga", "serial0"),
-                ("smbios1", "uuid=6f1c2a9e-3c1b-4f7e-9a0d-2b9f0c1d9000"),
-                ("vmgenid", "0b6f3f2e-8d8c-4a43-9d4f-5f3a1e2c9000"),
-            ]),
-        };
-        let foreign =
-            |vmid: u32, node: &str, name: &str, disk: &str, running: bool, tags: Option<&str>| {
-                let mut config = cfg(&[
-                    ("name", name),
-                    ("cores", "2"),
-                    ("sockets", "1"),
-                    ("memory", "4096"),
-                    ("ostype", "l26"),
-                    ("scsihw", "virtio-scsi-single"),
-                    ("boot", "order=scsi0"),
-                    ("agent", "1"),
-                ]);
-                config.insert("scsi0".into(), format!("{disk},iothread=1,size=32G"));
-                config.insert(
-                    "net0".into(),
-                    format!(
-                        "virtio=BC:24:11:5E:{:02X}:{:02X},bridge=vmbr0",
-                        vmid / 256 % 256,
-                        vmid % 256
-                    ),
-                );
-                if let Some(tags) = tags {
-                    config.insert("tags".into(), tags.into());
-                }
-                VmSeed {
-                    vmid,
-                    node: node.into(),
-                    running,
-                    config,
-                }
-            };
-        let vms = vec![
-            template,
-            foreign(
-                100,
-                "pve1",
-                "dns1",
-                "local-lvm:vm-100-disk-0",
-                true,
-                Some("infra"),
-            ),
-            foreign(
-                101,
-                "pve2",
-                "gitlab",
-                "vmdata:101/vm-101-disk-0.qcow2",
-                true,
-                None,
-            ),
-            foreign(
-                102,
-                "pve3",
-                "backup-old",
-                "local:102/vm-102-disk-0.raw",
-                false,
-                Some("legacy;storage"),
-            ),
-        ];
+        let storages = default_storages();
+        let vms = default_vms();
         SimConfig {
             version: VersionInfo::default(),
             nodes,
@@ -512,5 +386,152 @@ impl Default for SimConfig {
             next_id_lower: 100,
             next_id_upper: 1_000_000,
         }
+    }
+}
+
+fn default_storages() -> Vec<StorageConfig> {
+    // One storage of each common kind, so volume names come in every shape PVE uses:
+    // block (`local-lvm:vm-100-disk-0`) and file-based (`vmdata:101/vm-101-disk-0.qcow2`).
+    vec![
+        StorageConfig {
+            id: "proxy-seeds".into(),
+            plugin_type: "dir".into(),
+            content: vec!["iso".into()],
+            shared: false,
+            total_bytes: 50 << 30,
+            ..StorageConfig::default()
+        },
+        StorageConfig {
+            id: "vmdata".into(),
+            plugin_type: "nfs".into(),
+            content: vec!["images".into(), "rootdir".into()],
+            shared: true,
+            total_bytes: 2 << 40,
+            ..StorageConfig::default()
+        },
+        StorageConfig {
+            id: "local".into(),
+            plugin_type: "dir".into(),
+            content: vec![
+                "iso".into(),
+                "vztmpl".into(),
+                "backup".into(),
+                "images".into(),
+            ],
+            shared: false,
+            total_bytes: 100 << 30,
+            ..StorageConfig::default()
+        },
+        StorageConfig {
+            id: "local-lvm".into(),
+            plugin_type: "lvmthin".into(),
+            content: vec!["images".into(), "rootdir".into()],
+            shared: false,
+            total_bytes: 400 << 30,
+            has_path: false,
+            ..StorageConfig::default()
+        },
+    ]
+}
+
+/// The template the provider's examples clone.
+fn default_template() -> VmSeed {
+    VmSeed {
+        vmid: 9000,
+        node: "pve1".into(),
+        running: false,
+        config: cfg(&[
+            ("name", "debian-13-proxy"),
+            ("template", "1"),
+            (
+                "description",
+                "Debian 13 cloud image, cloud-init ready (NoCloud seed on ide2)",
+            ),
+            ("cores", "1"),
+            ("sockets", "1"),
+            ("memory", "1024"),
+            ("ostype", "l26"),
+            ("scsihw", "virtio-scsi-single"),
+            (
+                "scsi0",
+                "vmdata:9000/base-9000-disk-0.qcow2,iothread=1,size=4G",
+            ),
+            ("boot", "order=scsi0"),
+            ("net0", "virtio=BC:24:11:9A:00:01,bridge=vmbr0,firewall=1"),
+            ("serial0", "socket"),
+            ("vga", "serial0"),
+            ("smbios1", "uuid=6f1c2a9e-3c1b-4f7e-9a0d-2b9f0c1d9000"),
+            ("vmgenid", "0b6f3f2e-8d8c-4a43-9d4f-5f3a1e2c9000"),
+        ]),
+    }
+}
+
+/// A template and three VMs that are not the provider's, one on each node.
+fn default_vms() -> Vec<VmSeed> {
+    vec![
+        default_template(),
+        foreign_vm(
+            100,
+            "pve1",
+            "dns1",
+            "local-lvm:vm-100-disk-0",
+            true,
+            Some("infra"),
+        ),
+        foreign_vm(
+            101,
+            "pve2",
+            "gitlab",
+            "vmdata:101/vm-101-disk-0.qcow2",
+            true,
+            None,
+        ),
+        foreign_vm(
+            102,
+            "pve3",
+            "backup-old",
+            "local:102/vm-102-disk-0.raw",
+            false,
+            Some("legacy;storage"),
+        ),
+    ]
+}
+
+/// A VM someone else made: the provider must leave it alone.
+fn foreign_vm(
+    vmid: u32,
+    node: &str,
+    name: &str,
+    disk: &str,
+    running: bool,
+    tags: Option<&str>,
+) -> VmSeed {
+    let mut config = cfg(&[
+        ("name", name),
+        ("cores", "2"),
+        ("sockets", "1"),
+        ("memory", "4096"),
+        ("ostype", "l26"),
+        ("scsihw", "virtio-scsi-single"),
+        ("boot", "order=scsi0"),
+        ("agent", "1"),
+    ]);
+    config.insert("scsi0".into(), format!("{disk},iothread=1,size=32G"));
+    config.insert(
+        "net0".into(),
+        format!(
+            "virtio=BC:24:11:5E:{:02X}:{:02X},bridge=vmbr0",
+            vmid / 256 % 256,
+            vmid % 256
+        ),
+    );
+    if let Some(tags) = tags {
+        config.insert("tags".into(), tags.into());
+    }
+    VmSeed {
+        vmid,
+        node: node.into(),
+        running,
+        config,
     }
 }

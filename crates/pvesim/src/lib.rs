@@ -3,16 +3,22 @@
 //! [`Sim::start`] runs one in-process (tests); the `pve-sim` binary wraps it. See the crate
 //! README for the default world, the admin API under `/_sim/` and fault injection.
 
+pub mod inspect;
 pub mod iso;
 pub mod schema;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 mod admin;
 mod agent;
 mod api;
+mod call;
 mod cluster;
 pub mod config;
+mod http;
 mod qemu;
 mod server;
+mod shared;
 mod storage;
 mod tasks;
 mod tls;
@@ -66,7 +72,7 @@ impl Sim {
         let token_secret = config.token_secret.clone().unwrap_or_else(random_uuid);
         let token = format!("{}={token_secret}", config.token_id);
         let faults = config.faults.clone();
-        let shared = Arc::new(server::Shared {
+        let shared = Arc::new(shared::Shared {
             world: Mutex::new(world::World::new(&config)),
             token_id: config.token_id.clone(),
             token_secret,

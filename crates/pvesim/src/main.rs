@@ -1,5 +1,6 @@
 //! `pve-sim`: the Proxmox VE API simulator as a command.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -72,7 +73,6 @@ fn help_text() -> String {
 /// `--print-world`: everything a module's tests can rely on, in the words of the provider's
 /// arguments where there is one.
 fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
-    use std::fmt::Write as _;
     let mut out = String::new();
     // One column for every name, wide enough for the longest.
     let w = world
@@ -91,6 +91,15 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
         "PVE version {} (release {})",
         world.version.version, world.version.release
     );
+    write_nodes(&mut out, world, w);
+    write_storages(&mut out, world, w);
+    write_vms(&mut out, world, w);
+    write_pools_token_and_faults(&mut out, world, w);
+    let _ = write!(out, "\n{FILES}");
+    out
+}
+
+fn write_nodes(out: &mut String, world: &pvesim::SimConfig, w: usize) {
     let _ = writeln!(out, "\nNodes:");
     for node in &world.nodes {
         let _ = writeln!(
@@ -103,6 +112,9 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
             node.bridges.join(", ")
         );
     }
+}
+
+fn write_storages(out: &mut String, world: &pvesim::SimConfig, w: usize) {
     let _ = writeln!(out, "\nStorages:");
     for storage in &world.storages {
         let _ = writeln!(
@@ -125,6 +137,10 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
             },
         );
     }
+}
+
+/// Templates first (what the provider clones), then everyone else's VMs.
+fn write_vms(out: &mut String, world: &pvesim::SimConfig, w: usize) {
     let _ = writeln!(
         out,
         "\nTemplates (proxmox_proxy_vm `template`, by name or VMID):"
@@ -176,6 +192,9 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
     if !any {
         let _ = writeln!(out, "  (none)");
     }
+}
+
+fn write_pools_token_and_faults(out: &mut String, world: &pvesim::SimConfig, w: usize) {
     let pools: Vec<&str> = world.pools.iter().map(|p| p.poolid.as_str()).collect();
     let _ = writeln!(
         out,
@@ -220,8 +239,6 @@ fn describe_world(world: &pvesim::SimConfig, source: &str) -> String {
             format!("{faults:?}")
         }
     );
-    let _ = write!(out, "\n{FILES}");
-    out
 }
 
 /// A config that replaces `nodes` but keeps the default `vms` leaves them on nodes that are

@@ -7,11 +7,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use crate::api::{
-    ApiError, ApiResult, Call, Reply, TaskWait, check_lock, load_vm, require, require_any, subdirs,
-    value_as_string, vm_on_node,
-};
-use crate::server::Shared;
+use crate::api::{check_lock, load_vm, require, require_any, subdirs, vm_on_node};
+use crate::call::{ApiError, ApiResult, Call, Reply, TaskWait, value_as_string};
+use crate::shared::Shared;
 use crate::tasks::{
     TaskLocks, TaskLog, TaskPrologue, start_locked_task, start_task, start_task_with_prologue,
 };
@@ -22,6 +20,31 @@ use crate::world::{
 
 fn upid_reply(upid: String) -> ApiResult {
     Ok(Reply::data(json!(upid)))
+}
+
+/// A task on one VM holding its config lock, as most VM endpoints start one; a failure
+/// injected for the task ends it before `body` runs.
+fn start_vm_task(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    call: &Call,
+    task_type: &str,
+    body: impl FnOnce(&mut World, &mut TaskLog) -> Result<(), String> + Send + 'static,
+) -> String {
+    let vmid = call.vmid();
+    start_locked_task(
+        shared,
+        world,
+        call.node(),
+        task_type,
+        &vmid.to_string(),
+        &call.token_user(),
+        TaskLocks::exclusive(vmid),
+        Box::new(move |world, log, injected| match injected {
+            Some(failure) => Err(failure),
+            None => body(world, log),
+        }),
+    )
 }
 
 pub fn list(world: &World, call: &Call) -> ApiResult {
@@ -250,6 +273,62 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
     let node = call.node();
     let vmid = call.vmid();
     let newid = call.int("newid").unwrap_or(0) as u32;
+    let (target, storage) = check_clone_destination(world, call)?;
+    check_quorum(world)?;
+    let source = load_vm(world, node, vmid)?;
+    check_lock(source).map_err(ApiError::die)?;
+    if let Some(snapshot) = call.str("snapname") {
+        // pve-sim models no snapshots.
+        return Err(ApiError::die(format!(
+            "snapshot '{snapshot}' does not exist"
+        )));
+    }
+    let full = call.bool("full").unwrap_or(!source.is_template());
+    for param in ["storage", "format"] {
+        if !full && call.params.contains_key(param) {
+            return Err(ApiError::die(format!(
+                "parameter '{param}' not allowed for linked clones"
+            )));
+        }
+    }
+    let (disks, shared_vm) = clone_disks(world, source, storage.as_deref())?;
+    for (key, value) in &source.config {
+        if is_net_key(key) {
+            check_bridge_access(world, &Net::parse(value))?;
+        }
+    }
+    if let Some(target) = &target
+        && !shared_vm
+    {
+        return Err(ApiError::die(format!(
+            "can't clone VM to node '{target}' (VM uses local storage)"
+        )));
+    }
+    if world.vms.get(&newid).is_some_and(|vm| vm.node == node) {
+        return Err(ApiError::die(format!(
+            "unable to create VM {newid}: config file already exists"
+        )));
+    }
+    if !full
+        && !source.is_template()
+        && let Some((key, drive)) = disks.first()
+    {
+        // Only base volumes of a template have the 'clone' feature.
+        return Err(ApiError::die(format!(
+            "Linked clone feature is not supported for '{}' ({key})",
+            drive.volid
+        )));
+    }
+    Ok(ClonePlan { full, disks })
+}
+
+/// The pool, the target node and the target storage exist, and the storage can take the
+/// clone there; returns the target (`None` = this node) and the storage.
+fn check_clone_destination(
+    world: &World,
+    call: &Call,
+) -> Result<(Option<String>, Option<String>), ApiError> {
+    let node = call.node();
     if let Some(pool) = call.str("pool")
         && !world.pools.contains_key(&pool)
     {
@@ -289,6 +368,11 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
             }
         }
     }
+    Ok((target, storage))
+}
+
+/// pmxcfs is writable only with quorum: more than half of the nodes online.
+fn check_quorum(world: &World) -> Result<(), ApiError> {
     let online = world
         .nodes
         .iter()
@@ -297,22 +381,16 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
     if online * 2 <= world.nodes.len() {
         return Err(ApiError::die("cluster not ready - no quorum?"));
     }
-    let source = load_vm(world, node, vmid)?;
-    check_lock(source).map_err(ApiError::die)?;
-    if let Some(snapshot) = call.str("snapname") {
-        // pve-sim models no snapshots.
-        return Err(ApiError::die(format!(
-            "snapshot '{snapshot}' does not exist"
-        )));
-    }
-    let full = call.bool("full").unwrap_or(!source.is_template());
-    for param in ["storage", "format"] {
-        if !full && call.params.contains_key(param) {
-            return Err(ApiError::die(format!(
-                "parameter '{param}' not allowed for linked clones"
-            )));
-        }
-    }
+    Ok(())
+}
+
+/// The disks to copy (cdroms are copied verbatim), each after `Datastore.AllocateSpace`
+/// on the storage it goes to, and whether every disk is on shared storage.
+fn clone_disks(
+    world: &World,
+    source: &Vm,
+    storage: Option<&str>,
+) -> Result<(Vec<(String, Drive)>, bool), ApiError> {
     let mut shared_vm = true;
     let mut disks = Vec::new();
     for (key, value) in &source.config {
@@ -329,7 +407,7 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
         if drive.is_cdrom() {
             continue;
         }
-        let space_on = storage.as_deref().unwrap_or(sid);
+        let space_on = storage.unwrap_or(sid);
         require(
             world,
             &format!("/storage/{space_on}"),
@@ -337,34 +415,7 @@ fn clone_load_and_check(world: &World, call: &Call) -> Result<ClonePlan, ApiErro
         )?;
         disks.push((key.clone(), drive));
     }
-    for (key, value) in &source.config {
-        if is_net_key(key) {
-            check_bridge_access(world, &Net::parse(value))?;
-        }
-    }
-    if let Some(target) = &target
-        && !shared_vm
-    {
-        return Err(ApiError::die(format!(
-            "can't clone VM to node '{target}' (VM uses local storage)"
-        )));
-    }
-    if world.vms.get(&newid).is_some_and(|vm| vm.node == node) {
-        return Err(ApiError::die(format!(
-            "unable to create VM {newid}: config file already exists"
-        )));
-    }
-    if !full
-        && !source.is_template()
-        && let Some((key, drive)) = disks.first()
-    {
-        // Only base volumes of a template have the 'clone' feature.
-        return Err(ApiError::die(format!(
-            "Linked clone feature is not supported for '{}' ({key})",
-            drive.volid
-        )));
-    }
-    Ok(ClonePlan { full, disks })
+    Ok((disks, shared_vm))
 }
 
 /// `SDN.Use` on `/sdn/zones/localnetwork/<bridge>[/<tag>]` (pve-guest-common
@@ -384,63 +435,31 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
     let node = call.node().to_string();
     let vmid = call.vmid();
     let newid = call.int("newid").unwrap_or(0) as u32;
-    // The method's permission schema: VM.Clone on the source, and VM.Allocate on the new
-    // VMID *or* on the pool it goes into (an 'or' failure names no path).
-    require(world, &format!("/vms/{vmid}"), "VM.Clone")?;
-    let pool = call.str("pool");
-    let may_allocate = world.has_privilege(&format!("/vms/{newid}"), "VM.Allocate")
-        || pool
-            .as_ref()
-            .is_some_and(|p| world.has_privilege(&format!("/pool/{p}"), "VM.Allocate"));
-    if !may_allocate {
-        return Err(ApiError::perm_unnamed());
-    }
+    check_clone_permission(world, call, vmid, newid)?;
     let plan = clone_load_and_check(world, call)?;
-    let full = plan.full;
     let source = load_vm(world, &node, vmid)?;
-    let source_config = source.config.clone();
     let source_running = source.running;
-    let source_pending = !source.pending.is_empty();
+    let job = CloneJob {
+        vmid,
+        newid,
+        node: node.clone(),
+        plan,
+        source_config: source.config.clone(),
+        source_pending: !source.pending.is_empty(),
+        target: call.str("target").filter(|t| *t != node),
+        storage: call.str("storage"),
+        format: call.str("format"),
+        name: call.str("name"),
+        description: call.str("description"),
+        pool: call.str("pool"),
+    };
     // Source shared when stopped (parallel clones of a template), exclusive when running;
     // newid exclusive; both with clone's 1 s timeout.
     let clone_locks = TaskLocks {
         vms: vec![(vmid, source_running), (newid, true)],
         timeout: Duration::from_secs(1),
     };
-    let target = call.str("target").filter(|t| *t != node);
-    let storage = call.str("storage");
-    let format = call.str("format");
-    let name = call.str("name");
-    let description = call.str("description");
-    let prologue_node = node.clone();
-    let body_node = node.clone();
     let prologue_delay = Duration::from_millis(world.timings.clone_config_ms);
-    // The worker, once it holds the locks: repeat the checks, announce itself, then write
-    // the temporary config. Until then the new VMID does not exist anywhere.
-    let prologue: TaskPrologue = Box::new(move |world, log| {
-        let vm = world.vms.get(&vmid).filter(|vm| vm.node == prologue_node);
-        let vm = vm.ok_or_else(|| {
-            format!(
-                "Configuration file 'nodes/{prologue_node}/qemu-server/{vmid}.conf' does not exist"
-            )
-        })?;
-        check_lock(vm)?;
-        if let Some(existing) = world.vms.get(&newid) {
-            return Err(if existing.node == prologue_node {
-                format!("unable to create VM {newid}: config file already exists")
-            } else {
-                // pmxcfs refuses a VMID owned by another node.
-                format!(
-                    "close (rename) atomic file '/etc/pve/nodes/{prologue_node}/qemu-server/{newid}.conf' failed: File exists"
-                )
-            });
-        }
-        log.info(format!("creating a clone of VM {vmid} with ID {newid}"));
-        let temp = BTreeMap::from([("lock".to_string(), "clone".to_string())]);
-        let vm = new_vm(world, newid, &prologue_node, temp, Instant::now());
-        world.vms.insert(newid, vm);
-        Ok(())
-    });
     let upid = start_task_with_prologue(
         shared,
         world,
@@ -449,113 +468,218 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         &vmid.to_string(),
         &call.token_user(),
         clone_locks,
-        (prologue_delay, prologue),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                world.vms.remove(&newid);
-                return Err(failure);
-            }
-            if source_pending {
-                log.info("found pending changes, discarding for clone");
-            }
-            let mut config = BTreeMap::new();
-            let mut taken = BTreeSet::new();
-            let mut new_volumes = Vec::new();
-            for (key, value) in &source_config {
-                if matches!(
-                    key.as_str(),
-                    "snapshots"
-                        | "parent"
-                        | "snaptime"
-                        | "vmstate"
-                        | "snapstate"
-                        | "template"
-                        | "lock"
-                ) || key.starts_with("unused")
-                {
-                    continue;
-                }
-                if is_net_key(key) {
-                    let mut net = Net::parse(value);
-                    net.mac = Some(world.random_mac());
-                    config.insert(key.clone(), net.print());
-                    continue;
-                }
-                let Some((_, drive)) = plan.disks.iter().find(|(k, _)| k == key) else {
-                    config.insert(key.clone(), value.clone());
-                    continue;
-                };
-                let mut drive = drive.clone();
-                let source_storage = drive
-                    .volid
-                    .split_once(':')
-                    .map(|x| x.0.to_string())
-                    .unwrap_or_default();
-                let dest_storage = storage.clone().unwrap_or(source_storage);
-                let size = drive.size().unwrap_or(0);
-                let volid = if full {
-                    log.info(format!(
-                        "create full clone of drive {key} ({})",
-                        drive.volid
-                    ));
-                    // The requested format, else the source's (qemu-server
-                    // `resolve_dst_disk_format`); block storages only hold raw.
-                    let wanted = format
-                        .clone()
-                        .unwrap_or_else(|| volume_format(&drive.volid).to_string());
-                    world.new_disk_volid(&dest_storage, &body_node, newid, Some(&wanted), &taken)
-                } else {
-                    log.info(format!(
-                        "create linked clone of drive {key} ({})",
-                        drive.volid
-                    ));
-                    world.linked_clone_volid(&drive.volid, &body_node, newid, &taken)
-                };
-                taken.insert(volid.clone());
-                new_volumes.push((dest_storage, volid.clone(), size));
-                drive.volid = volid;
-                config.insert(key.clone(), drive.print());
-                let gib = size as f64 / (1u64 << 30) as f64;
-                log.info(format!(
-                    "transferred {gib:.1} GiB of {gib:.1} GiB (100.00%)"
-                ));
-            }
-            config.insert("smbios1".into(), format!("uuid={}", random_uuid()));
-            if config.contains_key("vmgenid") {
-                config.insert("vmgenid".into(), random_uuid());
-            }
-            let source_name = source_config
-                .get("name")
-                .cloned()
-                .unwrap_or_else(|| vmid.to_string());
-            config.insert(
-                "name".into(),
-                name.unwrap_or(format!("Copy-of-VM-{source_name}")),
-            );
-            if let Some(description) = description.filter(|d| !d.is_empty()) {
-                config.insert("description".into(), description.trim_end().to_string());
-            }
-            for (storage, volid, size) in new_volumes {
-                let scope = world.scope_for(&storage, &body_node);
-                let format = volume_format(&volid);
-                world.put_volume(scope, &volid, size, "images", format, None, &body_node);
-            }
-            if let Some(pool) = &pool
-                && let Some(pool) = world.pools.get_mut(pool)
-            {
-                pool.vms.insert(newid);
-            }
-            let Some(vm) = world.vms.get_mut(&newid) else {
-                return Err(format!("clone failed: VM {newid} vanished"));
-            };
-            vm.config = config;
-            if let Some(target) = target {
-                vm.node = target;
-            }
-            Ok(())
-        }),
+        (prologue_delay, clone_prologue(vmid, newid, node.clone())),
+        Box::new(move |world, log, injected| job.run(world, log, injected)),
     );
     upid_reply(upid)
+}
+
+/// The method's permission schema: VM.Clone on the source, and VM.Allocate on the new
+/// VMID *or* on the pool it goes into (an 'or' failure names no path).
+fn check_clone_permission(
+    world: &World,
+    call: &Call,
+    vmid: u32,
+    newid: u32,
+) -> Result<(), ApiError> {
+    require(world, &format!("/vms/{vmid}"), "VM.Clone")?;
+    let may_allocate = world.has_privilege(&format!("/vms/{newid}"), "VM.Allocate")
+        || call
+            .str("pool")
+            .is_some_and(|p| world.has_privilege(&format!("/pool/{p}"), "VM.Allocate"));
+    if may_allocate {
+        Ok(())
+    } else {
+        Err(ApiError::perm_unnamed())
+    }
+}
+
+/// The worker, once it holds the locks: repeat the checks, announce itself, then write
+/// the temporary config. Until then the new VMID does not exist anywhere.
+fn clone_prologue(vmid: u32, newid: u32, node: String) -> TaskPrologue {
+    Box::new(move |world, log| {
+        let vm = world.vms.get(&vmid).filter(|vm| vm.node == node);
+        let vm = vm.ok_or_else(|| {
+            format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
+        })?;
+        check_lock(vm)?;
+        if let Some(existing) = world.vms.get(&newid) {
+            return Err(if existing.node == node {
+                format!("unable to create VM {newid}: config file already exists")
+            } else {
+                // pmxcfs refuses a VMID owned by another node.
+                format!(
+                    "close (rename) atomic file \
+                     '/etc/pve/nodes/{node}/qemu-server/{newid}.conf' \
+                     failed: File exists"
+                )
+            });
+        }
+        log.info(format!("creating a clone of VM {vmid} with ID {newid}"));
+        let temp = BTreeMap::from([("lock".to_string(), "clone".to_string())]);
+        let vm = new_vm(world, newid, &node, temp, Instant::now());
+        world.vms.insert(newid, vm);
+        Ok(())
+    })
+}
+
+/// What the clone worker needs, taken from the request and the source when it starts.
+struct CloneJob {
+    vmid: u32,
+    newid: u32,
+    node: String,
+    plan: ClonePlan,
+    source_config: BTreeMap<String, String>,
+    source_pending: bool,
+    target: Option<String>,
+    storage: Option<String>,
+    format: Option<String>,
+    name: Option<String>,
+    description: Option<String>,
+    pool: Option<String>,
+}
+
+/// A new volume: storage, volid, size in bytes.
+type NewVolume = (String, String, u64);
+
+impl CloneJob {
+    fn run(
+        self,
+        world: &mut World,
+        log: &mut TaskLog,
+        injected: Option<String>,
+    ) -> Result<(), String> {
+        if let Some(failure) = injected {
+            world.vms.remove(&self.newid);
+            return Err(failure);
+        }
+        if self.source_pending {
+            log.info("found pending changes, discarding for clone");
+        }
+        let (mut config, new_volumes) = self.copy_config(world, log);
+        self.name_and_identify(&mut config);
+        for (storage, volid, size) in new_volumes {
+            let scope = world.scope_for(&storage, &self.node);
+            let format = volume_format(&volid);
+            world.put_volume(scope, &volid, size, "images", format, None, &self.node);
+        }
+        if let Some(pool) = &self.pool
+            && let Some(pool) = world.pools.get_mut(pool)
+        {
+            pool.vms.insert(self.newid);
+        }
+        let newid = self.newid;
+        let Some(vm) = world.vms.get_mut(&newid) else {
+            return Err(format!("clone failed: VM {newid} vanished"));
+        };
+        vm.config = config;
+        if let Some(target) = self.target {
+            vm.node = target;
+        }
+        Ok(())
+    }
+
+    /// The source's config without its snapshot and template state: new MACs, and every
+    /// disk copied (full) or linked to its base (linked).
+    fn copy_config(
+        &self,
+        world: &mut World,
+        log: &mut TaskLog,
+    ) -> (BTreeMap<String, String>, Vec<NewVolume>) {
+        let mut config = BTreeMap::new();
+        let mut taken = BTreeSet::new();
+        let mut new_volumes = Vec::new();
+        for (key, value) in &self.source_config {
+            if matches!(
+                key.as_str(),
+                "snapshots" | "parent" | "snaptime" | "vmstate" | "snapstate" | "template" | "lock"
+            ) || key.starts_with("unused")
+            {
+                continue;
+            }
+            if is_net_key(key) {
+                let mut net = Net::parse(value);
+                net.mac = Some(world.random_mac());
+                config.insert(key.clone(), net.print());
+                continue;
+            }
+            let Some((_, drive)) = self.plan.disks.iter().find(|(k, _)| k == key) else {
+                config.insert(key.clone(), value.clone());
+                continue;
+            };
+            let mut drive = drive.clone();
+            let (dest_storage, volid, size) = self.copy_disk(world, log, key, &drive, &taken);
+            taken.insert(volid.clone());
+            new_volumes.push((dest_storage, volid.clone(), size));
+            drive.volid = volid;
+            config.insert(key.clone(), drive.print());
+            let gib = size as f64 / (1u64 << 30) as f64;
+            log.info(format!(
+                "transferred {gib:.1} GiB of {gib:.1} GiB (100.00%)"
+            ));
+        }
+        (config, new_volumes)
+    }
+
+    /// The new volume of one disk, not yet in its storage.
+    fn copy_disk(
+        &self,
+        world: &mut World,
+        log: &mut TaskLog,
+        key: &str,
+        drive: &Drive,
+        taken: &BTreeSet<String>,
+    ) -> NewVolume {
+        let source_storage = drive
+            .volid
+            .split_once(':')
+            .map(|x| x.0.to_string())
+            .unwrap_or_default();
+        let dest_storage = self.storage.clone().unwrap_or(source_storage);
+        let size = drive.size().unwrap_or(0);
+        let (node, newid) = (&self.node, self.newid);
+        let volid = if self.plan.full {
+            log.info(format!(
+                "create full clone of drive {key} ({})",
+                drive.volid
+            ));
+            // The requested format, else the source's (qemu-server
+            // `resolve_dst_disk_format`); block storages only hold raw.
+            let wanted = self
+                .format
+                .clone()
+                .unwrap_or_else(|| volume_format(&drive.volid).to_string());
+            world.new_disk_volid(&dest_storage, node, newid, Some(&wanted), taken)
+        } else {
+            log.info(format!(
+                "create linked clone of drive {key} ({})",
+                drive.volid
+            ));
+            world.linked_clone_volid(&drive.volid, node, newid, taken)
+        };
+        (dest_storage, volid, size)
+    }
+
+    /// A new SMBIOS UUID and VM generation ID; the name and description asked for.
+    fn name_and_identify(&self, config: &mut BTreeMap<String, String>) {
+        config.insert("smbios1".into(), format!("uuid={}", random_uuid()));
+        if config.contains_key("vmgenid") {
+            config.insert("vmgenid".into(), random_uuid());
+        }
+        let source_name = self
+            .source_config
+            .get("name")
+            .cloned()
+            .unwrap_or_else(|| self.vmid.to_string());
+        let name = self.name.clone();
+        config.insert(
+            "name".into(),
+            name.unwrap_or(format!("Copy-of-VM-{source_name}")),
+        );
+        if let Some(description) = self.description.as_ref().filter(|d| !d.is_empty()) {
+            config.insert("description".into(), description.trim_end().to_string());
+        }
+    }
 }
 
 pub fn config_get(world: &World, call: &Call) -> ApiResult {
@@ -762,51 +886,13 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
                 continue;
             }
             if let Some(storage) = cloudinit_storage(&drive.volid) {
-                // qemu-server `create_disks`: one cloud-init drive per VM, allocated as
-                // `vm-<vmid>-cloudinit` (qcow2 where the storage has a path), 4 MiB.
-                let attached = vm
-                    .config
-                    .iter()
-                    .chain(&vm.pending)
-                    .chain(change.set.iter().map(|(k, v)| (k, v)))
-                    .find(|(other, value)| {
-                        *other != key && is_drive_key(other) && is_cloudinit_drive(value)
-                    });
-                if let Some((other, _)) = attached {
-                    return Err(ApiError::die(format!(
-                        "{key} - cloud-init drive is already attached at '{other}'"
-                    )));
-                }
-                let Some(config) = world.storage(&storage) else {
-                    return Err(ApiError::die(format!("storage '{storage}' does not exist")));
-                };
-                let volid = if config.is_file_based() {
-                    let format = drive.option("format").unwrap_or("qcow2");
-                    format!("{storage}:{vmid}/vm-{vmid}-cloudinit.{format}")
-                } else {
-                    format!("{storage}:vm-{vmid}-cloudinit")
-                };
-                drive.volid = volid.clone();
-                drive.set_option("media", "cdrom".into());
-                drive.options.retain(|(k, _)| k != "format");
-                change
-                    .new_volumes
-                    .push((storage, volid, CLOUDINIT_DISK_SIZE));
+                let volume = cloudinit_drive(world, vm, &change, key, &mut drive, storage)?;
+                change.new_volumes.push(volume);
                 text = drive.print();
             } else if let Some((storage, size)) = new_disk_spec(&drive) {
-                require(
-                    world,
-                    &format!("/storage/{storage}"),
-                    "Datastore.AllocateSpace",
-                )?;
-                let volid =
-                    world.new_disk_volid(&storage, &vm.node, vmid, drive.option("format"), &taken);
-                taken.insert(volid.clone());
-                drive.volid = volid.clone();
-                drive.set_option("size", format_size(size));
-                drive.options.retain(|(k, _)| k != "format");
-                drive.options.sort();
-                change.new_volumes.push((storage, volid, size));
+                let volume = new_disk(world, vm, &mut drive, storage, size, &taken)?;
+                taken.insert(volume.1.clone());
+                change.new_volumes.push(volume);
                 text = drive.print();
             } else {
                 check_volume_access(world, vmid, &drive.volid)?;
@@ -830,6 +916,67 @@ fn prepare_config_change(world: &World, vm: &Vm, call: &Call) -> Result<ConfigCh
         return Err(ApiError::die("no options specified"));
     }
     Ok(change)
+}
+
+/// qemu-server `create_disks`: one cloud-init drive per VM, allocated as
+/// `vm-<vmid>-cloudinit` (qcow2 where the storage has a path), 4 MiB. Points `drive` at
+/// it and returns the volume to create.
+fn cloudinit_drive(
+    world: &World,
+    vm: &Vm,
+    change: &ConfigChange,
+    key: &str,
+    drive: &mut Drive,
+    storage: String,
+) -> Result<(String, String, u64), ApiError> {
+    let vmid = vm.vmid;
+    let attached = vm
+        .config
+        .iter()
+        .chain(&vm.pending)
+        .chain(change.set.iter().map(|(k, v)| (k, v)))
+        .find(|(other, value)| *other != key && is_drive_key(other) && is_cloudinit_drive(value));
+    if let Some((other, _)) = attached {
+        return Err(ApiError::die(format!(
+            "{key} - cloud-init drive is already attached at '{other}'"
+        )));
+    }
+    let Some(config) = world.storage(&storage) else {
+        return Err(ApiError::die(format!("storage '{storage}' does not exist")));
+    };
+    let volid = if config.is_file_based() {
+        let format = drive.option("format").unwrap_or("qcow2");
+        format!("{storage}:{vmid}/vm-{vmid}-cloudinit.{format}")
+    } else {
+        format!("{storage}:vm-{vmid}-cloudinit")
+    };
+    drive.volid = volid.clone();
+    drive.set_option("media", "cdrom".into());
+    drive.options.retain(|(k, _)| k != "format");
+    Ok((storage, volid, CLOUDINIT_DISK_SIZE))
+}
+
+/// A disk given as `<storage>:<GiB>`: allocated under a free name after
+/// `Datastore.AllocateSpace` on its storage. Points `drive` at it and returns the volume.
+fn new_disk(
+    world: &World,
+    vm: &Vm,
+    drive: &mut Drive,
+    storage: String,
+    size: u64,
+    taken: &BTreeSet<String>,
+) -> Result<(String, String, u64), ApiError> {
+    require(
+        world,
+        &format!("/storage/{storage}"),
+        "Datastore.AllocateSpace",
+    )?;
+    let volid = world.new_disk_volid(&storage, &vm.node, vm.vmid, drive.option("format"), taken);
+    drive.volid = volid.clone();
+    drive.set_option("size", format_size(size));
+    drive.options.retain(|(k, _)| k != "format");
+    drive.options.sort();
+    Ok((storage, volid, size))
 }
 
 /// pve-storage `Storage.pm` `check_volume_access` for an existing volume in a drive:
@@ -1016,34 +1163,22 @@ pub fn config_post(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiR
     // PVE checks the digest again inside the worker, under the config lock
     // (qemu-server Qemu.pm, update_vm_api's $updatefn): a write that raced ours loses there.
     let digest = call.str("digest");
-    let upid = start_locked_task(
-        shared,
-        world,
-        call.node(),
-        "qmconfig",
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
-            }
-            let vm = world
-                .vms
-                .get(&vmid)
-                .ok_or_else(|| format!("VM {vmid} does not exist"))?;
-            if let Some(digest) = &digest
-                && *digest != config_digest(&vm.config, &vm.pending)
-            {
-                return Err("checksum mismatch (file change by other user?)".into());
-            }
-            check_lock(vm)?;
-            let mut change = change;
-            finish_config_change(world, vm, &mut change).map_err(|e| e.message)?;
-            apply_config_change(world, vmid, change, log);
-            Ok(())
-        }),
-    );
+    let upid = start_vm_task(shared, world, call, "qmconfig", move |world, log| {
+        let vm = world
+            .vms
+            .get(&vmid)
+            .ok_or_else(|| format!("VM {vmid} does not exist"))?;
+        if let Some(digest) = &digest
+            && *digest != config_digest(&vm.config, &vm.pending)
+        {
+            return Err("checksum mismatch (file change by other user?)".into());
+        }
+        check_lock(vm)?;
+        let mut change = change;
+        finish_config_change(world, vm, &mut change).map_err(|e| e.message)?;
+        apply_config_change(world, vmid, change, log);
+        Ok(())
+    });
     let wait = call
         .int("background_delay")
         .filter(|d| *d > 0)
@@ -1088,74 +1223,62 @@ pub fn resize(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
     let disk = call.str("disk").unwrap_or_default();
     let size = call.str("size").unwrap_or_default();
     let digest = call.str("digest");
-    let upid = start_locked_task(
-        shared,
-        world,
-        call.node(),
-        "resize",
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
-            }
-            let vm = world.vms.get(&vmid).ok_or_else(|| {
-                format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
-            })?;
-            if let Some(digest) = &digest
-                && *digest != config_digest(&vm.config, &vm.pending)
-            {
-                return Err("checksum mismatch (file change by other user?)".into());
-            }
-            check_lock(vm)?;
-            let value = vm
-                .config
-                .get(&disk)
-                .ok_or_else(|| format!("disk '{disk}' does not exist"))?;
-            let mut drive = Drive::parse(value);
-            if drive.is_cdrom() {
-                return Err("you can't resize a cdrom".into());
-            }
-            // Checked by the worker, so a missing privilege is a task error.
-            let storage = drive.volid.split_once(':').map_or("", |x| x.0);
-            require(
-                world,
-                &format!("/storage/{storage}"),
-                "Datastore.AllocateSpace",
-            )
-            .map_err(|e| e.message)?;
-            let current = drive.size().unwrap_or(0);
-            let (relative, amount) = match size.strip_prefix('+') {
-                Some(rest) => (true, rest),
-                None => (false, size.as_str()),
-            };
-            let amount = parse_size(amount).ok_or_else(|| format!("invalid size '{size}'"))?;
-            let new_size = if relative { current + amount } else { amount };
-            if new_size < current {
-                return Err("shrinking disks is not supported".into());
-            }
-            if new_size == current {
-                return Ok(());
-            }
-            drive.set_option("size", format_size(new_size));
-            let volid = drive.volid.clone();
-            let vm_node = vm.node.clone();
-            let printed = drive.print();
-            if let Some(vm) = world.vms.get_mut(&vmid) {
-                vm.config.insert(disk.clone(), printed);
-            }
-            if let Some(volume) = world.volume_mut(&volid, &vm_node) {
-                volume.size = new_size;
-            }
-            log.info(format!(
-                "Image resized: {disk} from {} to {}",
-                format_size(current),
-                format_size(new_size)
-            ));
-            Ok(())
-        }),
-    );
+    let upid = start_vm_task(shared, world, call, "resize", move |world, log| {
+        let vm = world.vms.get(&vmid).ok_or_else(|| {
+            format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
+        })?;
+        if let Some(digest) = &digest
+            && *digest != config_digest(&vm.config, &vm.pending)
+        {
+            return Err("checksum mismatch (file change by other user?)".into());
+        }
+        check_lock(vm)?;
+        let value = vm
+            .config
+            .get(&disk)
+            .ok_or_else(|| format!("disk '{disk}' does not exist"))?;
+        let mut drive = Drive::parse(value);
+        if drive.is_cdrom() {
+            return Err("you can't resize a cdrom".into());
+        }
+        // Checked by the worker, so a missing privilege is a task error.
+        let storage = drive.volid.split_once(':').map_or("", |x| x.0);
+        require(
+            world,
+            &format!("/storage/{storage}"),
+            "Datastore.AllocateSpace",
+        )
+        .map_err(|e| e.message)?;
+        let current = drive.size().unwrap_or(0);
+        let (relative, amount) = match size.strip_prefix('+') {
+            Some(rest) => (true, rest),
+            None => (false, size.as_str()),
+        };
+        let amount = parse_size(amount).ok_or_else(|| format!("invalid size '{size}'"))?;
+        let new_size = if relative { current + amount } else { amount };
+        if new_size < current {
+            return Err("shrinking disks is not supported".into());
+        }
+        if new_size == current {
+            return Ok(());
+        }
+        drive.set_option("size", format_size(new_size));
+        let volid = drive.volid.clone();
+        let vm_node = vm.node.clone();
+        let printed = drive.print();
+        if let Some(vm) = world.vms.get_mut(&vmid) {
+            vm.config.insert(disk.clone(), printed);
+        }
+        if let Some(volume) = world.volume_mut(&volid, &vm_node) {
+            volume.size = new_size;
+        }
+        log.info(format!(
+            "Image resized: {disk} from {} to {}",
+            format_size(current),
+            format_size(new_size)
+        ));
+        Ok(())
+    });
     upid_reply(upid)
 }
 
@@ -1173,52 +1296,40 @@ pub fn template(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResu
             "you can't convert a VM to template if VM is running",
         ));
     }
-    let upid = start_locked_task(
-        shared,
-        world,
-        &node,
-        "qmtemplate",
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, _log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
+    let upid = start_vm_task(shared, world, call, "qmtemplate", move |world, _log| {
+        let vm = world.vms.get(&vmid).ok_or("VM vanished")?;
+        let vm_node = vm.node.clone();
+        let disks: Vec<(String, Drive)> = vm
+            .config
+            .iter()
+            .filter(|(k, _)| is_drive_key(k) && !k.starts_with("unused"))
+            .map(|(k, v)| (k.clone(), Drive::parse(v)))
+            .filter(|(_, d)| !d.is_cdrom() && d.volid.contains(&format!("vm-{vmid}-disk-")))
+            .collect();
+        let mut updates = Vec::new();
+        for (key, mut drive) in disks {
+            let base = drive
+                .volid
+                .replace(&format!("vm-{vmid}-disk-"), &format!("base-{vmid}-disk-"));
+            if let Some(mut volume) = world.remove_volume(&drive.volid, &vm_node) {
+                volume.volid = base.clone();
+                let (storage, _) = base.split_once(':').unwrap_or_default();
+                let scope = world.scope_for(storage, &vm_node);
+                world
+                    .volumes
+                    .entry(scope)
+                    .or_default()
+                    .insert(base.clone(), volume);
             }
-            let vm = world.vms.get(&vmid).ok_or("VM vanished")?;
-            let vm_node = vm.node.clone();
-            let disks: Vec<(String, Drive)> = vm
-                .config
-                .iter()
-                .filter(|(k, _)| is_drive_key(k) && !k.starts_with("unused"))
-                .map(|(k, v)| (k.clone(), Drive::parse(v)))
-                .filter(|(_, d)| !d.is_cdrom() && d.volid.contains(&format!("vm-{vmid}-disk-")))
-                .collect();
-            let mut updates = Vec::new();
-            for (key, mut drive) in disks {
-                let base = drive
-                    .volid
-                    .replace(&format!("vm-{vmid}-disk-"), &format!("base-{vmid}-disk-"));
-                if let Some(mut volume) = world.remove_volume(&drive.volid, &vm_node) {
-                    volume.volid = base.clone();
-                    let (storage, _) = base.split_once(':').unwrap_or_default();
-                    let scope = world.scope_for(storage, &vm_node);
-                    world
-                        .volumes
-                        .entry(scope)
-                        .or_default()
-                        .insert(base.clone(), volume);
-                }
-                drive.volid = base;
-                updates.push((key, drive.print()));
-            }
-            if let Some(vm) = world.vms.get_mut(&vmid) {
-                vm.config.extend(updates);
-                vm.config.insert("template".into(), "1".into());
-            }
-            Ok(())
-        }),
-    );
+            drive.volid = base;
+            updates.push((key, drive.print()));
+        }
+        if let Some(vm) = world.vms.get_mut(&vmid) {
+            vm.config.extend(updates);
+            vm.config.insert("template".into(), "1".into());
+        }
+        Ok(())
+    });
     upid_reply(upid)
 }
 
@@ -1246,24 +1357,12 @@ fn power_task(
     body: impl FnOnce(&mut World, &mut TaskLog, u32) -> Result<(), String> + Send + 'static,
 ) -> ApiResult {
     let vmid = call.vmid();
-    let upid = start_locked_task(
-        shared,
-        world,
-        call.node(),
-        task_type,
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
-            }
-            if !world.vms.contains_key(&vmid) {
-                return Err(format!("VM {vmid} does not exist"));
-            }
-            body(world, log, vmid)
-        }),
-    );
+    let upid = start_vm_task(shared, world, call, task_type, move |world, log| {
+        if !world.vms.contains_key(&vmid) {
+            return Err(format!("VM {vmid} does not exist"));
+        }
+        body(world, log, vmid)
+    });
     upid_reply(upid)
 }
 
@@ -1524,95 +1623,82 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
         )));
     }
     let unreferenced = call.bool("destroy-unreferenced-disks").unwrap_or(false);
-    let upid = start_locked_task(
-        shared,
-        world,
-        call.node(),
-        "qmdestroy",
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
-            }
-            let vm = world.vms.get(&vmid).ok_or_else(|| {
-                format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
-            })?;
-            if vm.lock().is_some_and(|l| l != "suspended") {
-                check_lock(vm)?;
-            }
-            let vm_node = vm.node.clone();
-            let owned: Vec<String> = vm
-                .config
-                .iter()
-                .filter(|(k, _)| is_drive_key(k) || k.as_str() == "vmstate")
-                .map(|(k, v)| {
-                    if k == "vmstate" {
-                        v.clone()
-                    } else {
-                        Drive::parse(v).volid
-                    }
-                })
-                .filter(|volid| !volid.contains(":iso/") && volid != "none")
-                .filter(|volid| {
-                    volid.contains(&format!("vm-{vmid}-"))
-                        || volid.contains(&format!("base-{vmid}-"))
-                })
-                .collect();
-            // A template's base volume may still back linked clones.
-            for volid in &owned {
-                let base = volid.split_once(':').map(|x| x.1).unwrap_or_default();
-                let in_use = world.vms.values().any(|other| {
-                    other.vmid != vmid
-                        && other
-                            .config
-                            .values()
-                            .any(|v| v.contains(&format!("{base}/")))
-                });
-                let is_base = crate::world::volume_file_name(volid).starts_with("base-");
-                if is_base && in_use {
-                    return Err(format!(
-                        "base volume '{volid}' is still in use by linked cloned"
-                    ));
-                }
-            }
-            if let Some(vm) = world.vms.get_mut(&vmid) {
-                vm.config = BTreeMap::from([("lock".to_string(), "destroyed".to_string())]);
-            }
-            for volid in owned {
-                if world.remove_volume(&volid, &vm_node).is_some() {
-                    log.info(format!("Removed volume '{volid}'"));
+    let upid = start_vm_task(shared, world, call, "qmdestroy", move |world, log| {
+        let vm = world.vms.get(&vmid).ok_or_else(|| {
+            format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
+        })?;
+        if vm.lock().is_some_and(|l| l != "suspended") {
+            check_lock(vm)?;
+        }
+        let vm_node = vm.node.clone();
+        let owned: Vec<String> = vm
+            .config
+            .iter()
+            .filter(|(k, _)| is_drive_key(k) || k.as_str() == "vmstate")
+            .map(|(k, v)| {
+                if k == "vmstate" {
+                    v.clone()
                 } else {
-                    log.warn(format!(
-                        "Could not remove disk '{volid}', check manually: no such volume"
-                    ));
+                    Drive::parse(v).volid
                 }
+            })
+            .filter(|volid| !volid.contains(":iso/") && volid != "none")
+            .filter(|volid| {
+                volid.contains(&format!("vm-{vmid}-")) || volid.contains(&format!("base-{vmid}-"))
+            })
+            .collect();
+        // A template's base volume may still back linked clones.
+        for volid in &owned {
+            let base = volid.split_once(':').map(|x| x.1).unwrap_or_default();
+            let in_use = world.vms.values().any(|other| {
+                other.vmid != vmid
+                    && other
+                        .config
+                        .values()
+                        .any(|v| v.contains(&format!("{base}/")))
+            });
+            let is_base = crate::world::volume_file_name(volid).starts_with("base-");
+            if is_base && in_use {
+                return Err(format!(
+                    "base volume '{volid}' is still in use by linked cloned"
+                ));
             }
-            if unreferenced {
-                let mut orphans = Vec::new();
-                for (scope, vols) in &world.volumes {
-                    let visible = scope.node.as_ref().is_none_or(|n| *n == vm_node);
-                    if !visible {
-                        continue;
+        }
+        if let Some(vm) = world.vms.get_mut(&vmid) {
+            vm.config = BTreeMap::from([("lock".to_string(), "destroyed".to_string())]);
+        }
+        for volid in owned {
+            if world.remove_volume(&volid, &vm_node).is_some() {
+                log.info(format!("Removed volume '{volid}'"));
+            } else {
+                log.warn(format!(
+                    "Could not remove disk '{volid}', check manually: no such volume"
+                ));
+            }
+        }
+        if unreferenced {
+            let mut orphans = Vec::new();
+            for (scope, vols) in &world.volumes {
+                let visible = scope.node.as_ref().is_none_or(|n| *n == vm_node);
+                if !visible {
+                    continue;
+                }
+                for (volid, volume) in vols {
+                    if volume.content != "iso" && volume_owner(volid) == Some(vmid) {
+                        orphans.push(volid.clone());
                     }
-                    for (volid, volume) in vols {
-                        if volume.content != "iso" && volume_owner(volid) == Some(vmid) {
-                            orphans.push(volid.clone());
-                        }
-                    }
-                }
-                for volid in orphans {
-                    world.remove_volume(&volid, &vm_node);
-                    log.info(format!("Removed unreferenced volume '{volid}'"));
                 }
             }
-            world.vms.remove(&vmid);
-            for pool in world.pools.values_mut() {
-                pool.vms.remove(&vmid);
+            for volid in orphans {
+                world.remove_volume(&volid, &vm_node);
+                log.info(format!("Removed unreferenced volume '{volid}'"));
             }
-            Ok(())
-        }),
-    );
+        }
+        world.vms.remove(&vmid);
+        for pool in world.pools.values_mut() {
+            pool.vms.remove(&vmid);
+        }
+        Ok(())
+    });
     upid_reply(upid)
 }

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 pub use check::parse_property_string;
 pub use formats::{CHECKED_FORMATS, property_format, split_list};
+pub(crate) use rules::{AGENT_COMMANDS, NIC_MODELS};
 
 /// A matched API path: which endpoint it is and the values of its `{…}` segments.
 #[derive(Debug, Clone, PartialEq, Eq)]

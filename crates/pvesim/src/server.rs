@@ -1,14 +1,17 @@
 //! HTTPS transport, authentication, request parsing, faults, journal and dispatch.
 
+mod multipart;
+mod routes;
+
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
+use hyper::Request;
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::{Request, Response, StatusCode};
+use hyper::header::HeaderValue;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
@@ -16,34 +19,15 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-use crate::api::{ApiError, Call, Reply};
-use crate::world::{JournalEntry, World};
-
-/// State shared by connections and tasks.
-pub struct Shared {
-    pub world: Mutex<World>,
-    pub token_id: String,
-    pub token_secret: String,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("token_id", &self.token_id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, World> {
-        self.world.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
+use crate::call::{ApiError, Call, Reply};
+use crate::http::{HttpResponse, MAX_BODY, error_response, plain_error, reply_response};
+use crate::inspect::JournalEntry;
+use crate::shared::Shared;
+use crate::world::World;
+use multipart::{multipart_boundary, parse_multipart};
 
 /// pveproxy closes idle keep-alive connections after 5 s.
 const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(5);
-/// Non-upload request bodies above this are refused (pve-http-server).
-const MAX_BODY: usize = 512 * 1024;
 /// Uploads are streamed to disk by PVE; we keep them in memory, so cap them.
 const MAX_UPLOAD: usize = 1 << 30;
 
@@ -58,8 +42,6 @@ impl std::fmt::Display for DropConnection {
 }
 
 impl std::error::Error for DropConnection {}
-
-pub type HttpResponse = Response<Full<Bytes>>;
 
 pub async fn serve(
     listener: TcpListener,
@@ -111,74 +93,6 @@ async fn serve_connection(
     if let Err(err) = result {
         tracing::debug!(%peer, %err, "connection ended");
     }
-}
-
-pub fn json_response(status: u16, reason: Option<&str>, body: &Value) -> HttpResponse {
-    bytes_response(
-        status,
-        reason,
-        "application/json;charset=UTF-8",
-        Bytes::from(body.to_string()),
-    )
-}
-
-fn bytes_response(
-    status: u16,
-    reason: Option<&str>,
-    content_type: &str,
-    body: Bytes,
-) -> HttpResponse {
-    let mut response = Response::new(Full::new(body));
-    *response.status_mut() =
-        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if let Some(reason) = reason
-        && let Ok(phrase) = hyper::ext::ReasonPhrase::try_from(reason.as_bytes().to_vec())
-    {
-        response.extensions_mut().insert(phrase);
-    }
-    let headers = response.headers_mut();
-    headers.insert("server", HeaderValue::from_static("pve-api-daemon/3.0"));
-    if let Ok(value) = HeaderValue::from_str(content_type) {
-        headers.insert(CONTENT_TYPE, value);
-    }
-    headers.insert("cache-control", HeaderValue::from_static("max-age=0"));
-    headers.insert("pragma", HeaderValue::from_static("no-cache"));
-    response
-}
-
-pub fn plain_error(status: u16, message: &str) -> HttpResponse {
-    let reason = message.lines().next().unwrap_or_default().to_string();
-    bytes_response(
-        status,
-        Some(&reason),
-        "text/plain;charset=UTF-8",
-        Bytes::from(message.to_string()),
-    )
-}
-
-pub fn error_response(error: &ApiError) -> HttpResponse {
-    let reason = error.message.lines().next().unwrap_or_default().to_string();
-    if error.empty_body {
-        return bytes_response(
-            error.status,
-            Some(&reason),
-            "text/plain;charset=UTF-8",
-            Bytes::new(),
-        );
-    }
-    let mut body = json!({ "data": null, "message": error.message });
-    if let Some(errors) = &error.errors {
-        body["errors"] = json!(errors);
-    }
-    json_response(error.status, Some(&reason), &body)
-}
-
-fn reply_response(reply: &Reply) -> HttpResponse {
-    let mut body = json!({ "data": reply.data });
-    if let Some(total) = reply.total {
-        body["total"] = json!(total);
-    }
-    json_response(200, Some("OK"), &body)
 }
 
 /// Token auth outcome.
@@ -434,210 +348,45 @@ async fn finish(
     }
 }
 
+/// Why a request is answered before its handler runs.
+enum Refusal {
+    /// Answered as PVE's API answers an error, and journalled.
+    Api(ApiError),
+    /// Answered as is: pve-http-server fails these before the API layer.
+    Plain(HttpResponse),
+}
+
+impl From<ApiError> for Refusal {
+    fn from(error: ApiError) -> Refusal {
+        Refusal::Api(error)
+    }
+}
+
+/// The parameters of a request, and the file of an upload.
+type Params = (Map<String, Value>, Option<Bytes>);
+
 async fn handle_api(
     shared: &Arc<Shared>,
     req: Request<Incoming>,
     method: &str,
     api_path: &str,
 ) -> HttpResponse {
-    let (auth_delay, revoked) = {
-        let world = shared.lock();
-        (
-            Duration::from_millis(world.timings.auth_fail_delay_ms),
-            world.faults.token_revoked,
-        )
-    };
-    let auth_error = match authenticate(shared, &req) {
-        Auth::Ok if !revoked => None,
-        Auth::Ok | Auth::Failed => Some("Authentication failed!"),
-        Auth::NoTicket => Some("No ticket"),
-    };
-    if let Some(reason) = auth_error {
-        let error = ApiError::bare(401, reason).after(auth_delay);
-        return finish(shared, method, api_path, Map::new(), Err(error)).await;
-    }
-
-    if !matches!(method, "GET" | "POST" | "PUT" | "DELETE") {
-        let error = ApiError::bare(501, &format!("method '{method}' not available"));
-        return finish(shared, method, api_path, Map::new(), Err(error)).await;
-    }
-    if header_str(&req, "transfer-encoding")
-        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"))
-    {
-        return finish(
-            shared,
-            method,
-            api_path,
-            Map::new(),
-            Err(ApiError::bare(
-                501,
-                "chunked transfer encoding not supported",
-            )),
-        )
-        .await;
-    }
-    let content_length: usize = header_str(&req, "content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    if matches!(method, "GET" | "DELETE") && content_length > 0 {
-        let error = ApiError::bare(501, &format!("Unexpected content for method '{method}'"));
-        return finish(shared, method, api_path, Map::new(), Err(error)).await;
-    }
-
-    let route = match crate::schema::route(method, api_path) {
+    let route = match admit(shared, &req, method, api_path) {
         Ok(route) => route,
-        Err(_) => {
-            let error = ApiError::not_implemented(method, api_path);
+        Err(error) => return finish(shared, method, api_path, Map::new(), Err(error)).await,
+    };
+    let (params, upload) = match read_params(shared, req, method, api_path, &route).await {
+        Ok(read) => read,
+        Err(Refusal::Api(error)) => {
             return finish(shared, method, api_path, Map::new(), Err(error)).await;
         }
+        Err(Refusal::Plain(response)) => return response,
     };
-
-    let node_error = route.path_params.get("node").and_then(|node| {
-        let world = shared.lock();
-        if world.node(node).is_none() {
-            Some(ApiError::die(format!(
-                "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
-            )))
-        } else if !world.node_online(node) {
-            Some(ApiError::bare(595, "No route to host"))
-        } else {
-            None
-        }
-    });
-    if let Some(error) = node_error {
-        return finish(shared, method, api_path, Map::new(), Err(error)).await;
-    }
-
-    let content_type = header_str(&req, "content-type")
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    let is_upload = route.template == "/nodes/{node}/storage/{storage}/upload";
-    let query = query_params(req.uri().query());
-    let mut params = Map::new();
-    let mut upload_data = None;
-
-    if is_upload {
-        // Permission is checked before the body is read.
-        let storage = route
-            .path_params
-            .get("storage")
-            .cloned()
-            .unwrap_or_default();
-        let permitted = shared
-            .lock()
-            .has_privilege(&format!("/storage/{storage}"), "Datastore.AllocateTemplate");
-        if !permitted {
-            let error = ApiError::perm(format!("/storage/{storage}, Datastore.AllocateTemplate"));
-            return finish(shared, method, api_path, params, Err(error)).await;
-        }
-        if header_str(&req, "content-length").is_none() {
-            return finish(
-                shared,
-                method,
-                api_path,
-                params,
-                Err(ApiError::bare(501, "missing Content-Length")),
-            )
-            .await;
-        }
-        if query.iter().any(|(k, _)| k == "tmpfilename") {
-            let error = ApiError::param(
-                "tmpfilename",
-                "property is not defined in schema and the schema does not allow additional properties",
-            );
-            return finish(shared, method, api_path, params, Err(error)).await;
-        }
-        let Some(boundary) = multipart_boundary(
-            &content_type,
-            header_str(&req, "content-type").unwrap_or_default(),
-        ) else {
-            return plain_error(
-                500,
-                &format!("upload 'Content-Type '{content_type}' not implemented"),
-            );
-        };
-        let body = match Limited::new(req.into_body(), MAX_UPLOAD).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(_) => return plain_error(500, "upload failed: body too large or interrupted"),
-        };
-        match parse_multipart(&body, &boundary) {
-            Ok((fields, file)) => {
-                for (k, v) in fields {
-                    params.insert(k, json!(v));
-                }
-                if let Some((name, data)) = file {
-                    params.insert("filename".into(), json!(name));
-                    upload_data = Some(data);
-                }
-            }
-            Err(message) => {
-                journal(shared, method, api_path, params, 500);
-                return plain_error(500, &message);
-            }
-        }
-    } else if matches!(method, "POST" | "PUT") {
-        if content_length > MAX_BODY {
-            return finish(
-                shared,
-                method,
-                api_path,
-                params,
-                Err(ApiError::bare(501, "for data too large")),
-            )
-            .await;
-        }
-        let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(_) => {
-                return finish(
-                    shared,
-                    method,
-                    api_path,
-                    params,
-                    Err(ApiError::bare(501, "for data too large")),
-                )
-                .await;
-            }
-        };
-        if content_type.is_empty() || content_type.starts_with("application/x-www-form-urlencoded")
-        {
-            for (k, v) in url::form_urlencoded::parse(&body) {
-                params.insert(k.into_owned(), json!(v.into_owned()));
-            }
-        } else if content_type.starts_with("application/json") {
-            if !body.is_empty() {
-                match serde_json::from_slice::<Value>(&body) {
-                    Ok(Value::Object(map)) => params.extend(map),
-                    _ => {
-                        let error = ApiError::die("malformed JSON string");
-                        return finish(shared, method, api_path, params, Err(error)).await;
-                    }
-                }
-            }
-        } else {
-            let error = ApiError::bare(
-                506,
-                &format!("upload 'Content-Type '{content_type}' not implemented"),
-            );
-            return finish(shared, method, api_path, params, Err(error)).await;
-        }
-    }
-    // Query parameters override body parameters.
-    for (k, v) in query {
-        params.insert(k, json!(v));
-    }
-
     let validated = match crate::schema::validate(&route, &params) {
         Ok(validated) => validated,
         Err(errors) => {
-            return finish(
-                shared,
-                method,
-                api_path,
-                params,
-                Err(ApiError::params(errors)),
-            )
-            .await;
+            let error = ApiError::params(errors);
+            return finish(shared, method, api_path, params, Err(error)).await;
         }
     };
     let (user, token_name) = shared
@@ -652,26 +401,235 @@ async fn handle_api(
         user,
         token_name,
         now: Instant::now(),
+        upload: upload.as_ref(),
     };
+    let result = match run_handler(shared, &call).await {
+        Ok(reply) if reply.wait.is_some() => wait_for_task(shared, reply).await,
+        other => other,
+    };
+    finish(shared, method, api_path, params, result).await
+}
+
+/// Everything checked before the body is read, in pve-http-server's order: the token, the
+/// request's shape, the route and the addressed node.
+fn admit(
+    shared: &Shared,
+    req: &Request<Incoming>,
+    method: &str,
+    api_path: &str,
+) -> Result<crate::schema::Route, ApiError> {
+    authorise(shared, req)?;
+    check_request_shape(req, method)?;
+    let route = crate::schema::route(method, api_path)
+        .map_err(|_| ApiError::not_implemented(method, api_path))?;
+    if let Some(node) = route.path_params.get("node") {
+        check_node(&shared.lock(), node)?;
+    }
+    Ok(route)
+}
+
+fn authorise(shared: &Shared, req: &Request<Incoming>) -> Result<(), ApiError> {
+    let (auth_delay, revoked) = {
+        let world = shared.lock();
+        (
+            Duration::from_millis(world.timings.auth_fail_delay_ms),
+            world.faults.token_revoked,
+        )
+    };
+    let auth_error = match authenticate(shared, req) {
+        Auth::Ok if !revoked => None,
+        Auth::Ok | Auth::Failed => Some("Authentication failed!"),
+        Auth::NoTicket => Some("No ticket"),
+    };
+    match auth_error {
+        Some(reason) => Err(ApiError::bare(401, reason).after(auth_delay)),
+        None => Ok(()),
+    }
+}
+
+/// The method, chunked bodies and bodies on `GET`/`DELETE`.
+fn check_request_shape(req: &Request<Incoming>, method: &str) -> Result<(), ApiError> {
+    if !matches!(method, "GET" | "POST" | "PUT" | "DELETE") {
+        return Err(ApiError::bare(
+            501,
+            &format!("method '{method}' not available"),
+        ));
+    }
+    if header_str(req, "transfer-encoding")
+        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"))
+    {
+        return Err(ApiError::bare(
+            501,
+            "chunked transfer encoding not supported",
+        ));
+    }
+    if matches!(method, "GET" | "DELETE") && content_length(req) > 0 {
+        return Err(ApiError::bare(
+            501,
+            &format!("Unexpected content for method '{method}'"),
+        ));
+    }
+    Ok(())
+}
+
+fn content_length(req: &Request<Incoming>) -> usize {
+    header_str(req, "content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The proxy resolves the node name, then needs the node up.
+fn check_node(world: &World, node: &str) -> Result<(), ApiError> {
+    if world.node(node).is_none() {
+        Err(ApiError::die(format!(
+            "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or \
+                service not known"
+        )))
+    } else if !world.node_online(node) {
+        Err(ApiError::bare(595, "No route to host"))
+    } else {
+        Ok(())
+    }
+}
+
+/// The body's and the query's parameters; query parameters override body parameters.
+async fn read_params(
+    shared: &Shared,
+    req: Request<Incoming>,
+    method: &str,
+    api_path: &str,
+    route: &crate::schema::Route,
+) -> Result<Params, Refusal> {
+    let query = query_params(req.uri().query());
+    let (mut params, upload) = if route.template == "/nodes/{node}/storage/{storage}/upload" {
+        read_upload(shared, req, method, api_path, route, &query).await?
+    } else if matches!(method, "POST" | "PUT") {
+        (read_form(req).await?, None)
+    } else {
+        (Map::new(), None)
+    };
+    for (k, v) in query {
+        params.insert(k, json!(v));
+    }
+    Ok((params, upload))
+}
+
+/// An upload's multipart body, after the checks PVE makes before reading it.
+async fn read_upload(
+    shared: &Shared,
+    req: Request<Incoming>,
+    method: &str,
+    api_path: &str,
+    route: &crate::schema::Route,
+    query: &[(String, String)],
+) -> Result<Params, Refusal> {
+    // Permission is checked before the body is read.
+    let storage = route
+        .path_params
+        .get("storage")
+        .cloned()
+        .unwrap_or_default();
+    let permitted = shared
+        .lock()
+        .has_privilege(&format!("/storage/{storage}"), "Datastore.AllocateTemplate");
+    if !permitted {
+        let what = format!("/storage/{storage}, Datastore.AllocateTemplate");
+        return Err(ApiError::perm(what).into());
+    }
+    if header_str(&req, "content-length").is_none() {
+        return Err(ApiError::bare(501, "missing Content-Length").into());
+    }
+    if query.iter().any(|(k, _)| k == "tmpfilename") {
+        return Err(ApiError::param(
+            "tmpfilename",
+            "property is not defined in schema and the schema does not allow additional \
+                properties",
+        )
+        .into());
+    }
+    let content_type = header_str(&req, "content-type")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let Some(boundary) = multipart_boundary(
+        &content_type,
+        header_str(&req, "content-type").unwrap_or_default(),
+    ) else {
+        return Err(Refusal::Plain(plain_error(
+            500,
+            &format!("upload 'Content-Type '{content_type}' not implemented"),
+        )));
+    };
+    let body = match Limited::new(req.into_body(), MAX_UPLOAD).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            let message = "upload failed: body too large or interrupted";
+            return Err(Refusal::Plain(plain_error(500, message)));
+        }
+    };
+    match parse_multipart(&body, &boundary) {
+        Ok((fields, file)) => {
+            let mut params: Map<String, Value> =
+                fields.into_iter().map(|(k, v)| (k, json!(v))).collect();
+            let upload = file.map(|(name, data)| {
+                params.insert("filename".into(), json!(name));
+                data
+            });
+            Ok((params, upload))
+        }
+        Err(message) => {
+            journal(shared, method, api_path, Map::new(), 500);
+            Err(Refusal::Plain(plain_error(500, &message)))
+        }
+    }
+}
+
+/// A `POST`/`PUT` body: form-encoded or JSON.
+async fn read_form(req: Request<Incoming>) -> Result<Map<String, Value>, ApiError> {
+    let content_type = header_str(&req, "content-type")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if content_length(&req) > MAX_BODY {
+        return Err(ApiError::bare(501, "for data too large"));
+    }
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => return Err(ApiError::bare(501, "for data too large")),
+    };
+    let mut params = Map::new();
+    if content_type.is_empty() || content_type.starts_with("application/x-www-form-urlencoded") {
+        for (k, v) in url::form_urlencoded::parse(&body) {
+            params.insert(k.into_owned(), json!(v.into_owned()));
+        }
+    } else if content_type.starts_with("application/json") {
+        if !body.is_empty() {
+            match serde_json::from_slice::<Value>(&body) {
+                Ok(Value::Object(map)) => params.extend(map),
+                _ => return Err(ApiError::die("malformed JSON string")),
+            }
+        }
+    } else {
+        return Err(ApiError::bare(
+            506,
+            &format!("upload 'Content-Type '{content_type}' not implemented"),
+        ));
+    }
+    Ok(params)
+}
+
+/// Runs the handler; a synchronous writer waits for the config flock like `lock_config`
+/// does, retrying until its timeout.
+async fn run_handler(shared: &Arc<Shared>, call: &Call<'_>) -> Result<Reply, ApiError> {
     let lock_deadline = Instant::now() + crate::tasks::CONFIG_LOCK_TIMEOUT;
-    let result = loop {
+    loop {
         let result = {
             let mut world = shared.lock();
             let call = Call {
                 now: Instant::now(),
-                ..call
+                ..*call
             };
-            match &upload_data {
-                Some(data) => crate::storage::upload(shared, &mut world, &call, data.clone()),
-                None if is_upload => Err(ApiError::param(
-                    "filename",
-                    "property is missing and it is not optional",
-                )),
-                None => crate::api::dispatch(shared, &mut world, &call),
-            }
+            routes::dispatch(shared, &mut world, &call)
         };
         match result {
-            // A synchronous writer waits for the config flock like `lock_config` does.
             Err(ApiError {
                 flock_busy: Some(_),
                 ..
@@ -680,16 +638,11 @@ async fn handle_api(
             }
             Err(mut error) => {
                 error.flock_busy = None;
-                break Err(error);
+                return Err(error);
             }
-            ok => break ok,
+            ok => return ok,
         }
-    };
-    let result = match result {
-        Ok(reply) if reply.wait.is_some() => wait_for_task(shared, reply).await,
-        other => other,
-    };
-    finish(shared, method, api_path, params, result).await
+    }
 }
 
 /// `background_delay` / `delay`: answer `null` when the task finished OK in time.
@@ -718,165 +671,6 @@ async fn wait_for_task(shared: &Shared, reply: Reply) -> Result<Reply, ApiError>
     }
 }
 
-fn multipart_boundary(lower: &str, original: &str) -> Option<String> {
-    if !lower.starts_with("multipart/form-data") {
-        return None;
-    }
-    let at = lower.find("boundary=")?;
-    let value = &original[at + "boundary=".len()..];
-    let value = value.split(';').next()?.trim().trim_matches('"');
-    (!value.is_empty()).then(|| value.to_string())
-}
-
-/// One part of a multipart body: its header block and its content.
-struct Part<'b> {
-    headers: String,
-    content: &'b [u8],
-}
-
-impl Part<'_> {
-    /// `Content-Disposition: <type>; name="<name>"[; filename="<file>"]` when it is the
-    /// part's first header line, spelled as PVE's regexes spell it (the file part's rule).
-    fn disposition(&self) -> Option<(String, String, Option<String>)> {
-        parse_disposition(self.headers.lines().next()?)
-    }
-
-    /// The `Content-Disposition` line wherever it is among the part's headers (a form
-    /// field's rule: PVE's `.*?Content-Disposition`).
-    fn field_disposition(&self) -> Option<(String, String, Option<String>)> {
-        self.headers.lines().find_map(parse_disposition)
-    }
-}
-
-fn parse_disposition(line: &str) -> Option<(String, String, Option<String>)> {
-    let rest = line.strip_prefix("Content-Disposition: ")?;
-    let (kind, rest) = rest.split_once("; name=\"")?;
-    let (name, rest) = rest.split_once('"')?;
-    let filename = rest
-        .strip_prefix("; filename=\"")
-        .and_then(|f| f.split_once('"'))
-        .map(|(f, _)| f.to_string())
-        .filter(|f| !f.is_empty());
-    Some((kind.to_string(), name.to_string(), filename))
-}
-
-/// A line end as PVE's `$newline_re` (`\015?\012`): CRLF or a bare LF.
-fn strip_newline(bytes: &[u8]) -> Option<&[u8]> {
-    bytes
-        .strip_prefix(b"\r\n")
-        .or_else(|| bytes.strip_prefix(b"\n"))
-}
-
-/// Where a part's header block ends (`${newline_re}{2}`): the offset of its first line end
-/// and the offset of the content after the empty line.
-fn header_block_end(bytes: &[u8]) -> Option<(usize, usize)> {
-    (0..bytes.len()).find_map(|at| {
-        let after = strip_newline(&bytes[at..])?;
-        let content = strip_newline(after)?;
-        Some((at, bytes.len() - content.len()))
-    })
-}
-
-fn split_parts<'b>(body: &'b [u8], boundary: &str) -> Result<Vec<Part<'b>>, String> {
-    let delimiter = format!("--{boundary}");
-    let mut parts = Vec::new();
-    let start = find(body, delimiter.as_bytes()).ok_or("upload failed")?;
-    let mut rest = &body[start + delimiter.len()..];
-    loop {
-        if rest.starts_with(b"--") {
-            return Ok(parts);
-        }
-        rest = strip_newline(rest).ok_or("upload failed")?;
-        let (header_end, content_start) = header_block_end(rest).ok_or("upload failed")?;
-        let headers = String::from_utf8_lossy(&rest[..header_end]).to_string();
-        rest = &rest[content_start..];
-        // The content ends at the line end before the next delimiter.
-        let closing = format!("\n{delimiter}");
-        let part_end = find(rest, closing.as_bytes()).ok_or("upload failed")?;
-        let content = &rest[..part_end];
-        parts.push(Part {
-            headers,
-            content: content.strip_suffix(b"\r").unwrap_or(content),
-        });
-        rest = &rest[part_end + closing.len()..];
-    }
-}
-
-/// pve-http-server `APIServer/AnyEvent.pm` `file_upload_multipart`: line ends are CRLF or
-/// bare LF (`$newline_re`); the fields `content`, `checksum-algorithm` and `checksum` are
-/// taken from the front of the body in that order, each only when it is the next part (a
-/// wanted field behind another part makes PVE's regex swallow that part and fail the
-/// `form-data` assertion), its `Content-Disposition` anywhere among its headers
-/// (`.*?Content-Disposition`); then the next part must be the file, its
-/// `Content-Disposition` the first header line and its name `filename`.
-/// Anything else never reaches the file phase: "upload failed". Content after the file
-/// part is ignored.
-#[allow(clippy::type_complexity)]
-pub fn parse_multipart(
-    body: &[u8],
-    boundary: &str,
-) -> Result<(Vec<(String, String)>, Option<(String, Bytes)>), String> {
-    let parts = split_parts(body, boundary)?;
-    let mut next = 0;
-    let mut fields = Vec::new();
-    for wanted in ["content", "checksum-algorithm", "checksum"] {
-        let Some(found) = parts[next..].iter().position(|p| {
-            p.field_disposition()
-                .is_some_and(|(_, name, _)| name == wanted)
-        }) else {
-            continue;
-        };
-        let part = &parts[next];
-        let kind = part.field_disposition().map(|(kind, _, _)| kind);
-        if found != 0 || kind.as_deref() != Some("form-data") {
-            let kind = kind.unwrap_or_else(|| part.headers.clone());
-            return Err(format!(
-                "wrong Content-Disposition '{kind}' in multipart, expected 'form-data'"
-            ));
-        }
-        fields.push((
-            wanted.to_string(),
-            String::from_utf8_lossy(part.content).trim().to_string(),
-        ));
-        next += 1;
-    }
-    let Some(file) = parts.get(next) else {
-        return Err("upload failed".into());
-    };
-    match file.disposition() {
-        Some((kind, name, Some(filename))) => {
-            if kind != "form-data" {
-                return Err(format!(
-                    "wrong Content-Disposition '{kind}' in multipart, expected 'form-data'"
-                ));
-            }
-            if name != "filename" {
-                return Err(format!(
-                    "wrong field name '{name}' for file upload, expected 'filename'"
-                ));
-            }
-            Ok((
-                fields,
-                Some((filename, Bytes::copy_from_slice(file.content))),
-            ))
-        }
-        _ => Err("upload failed".into()),
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Reads a full request body (admin PUTs).
-pub async fn read_body(req: Request<Incoming>) -> Result<Bytes, HttpResponse> {
-    Limited::new(req.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .map_err(|_| plain_error(413, "body too large"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -893,20 +687,5 @@ mod tests {
         );
         assert_eq!(extract_token("Bearer x"), None);
         assert_eq!(extract_token("xPVEAPIToken=a"), None);
-    }
-
-    #[test]
-    fn multipart_fields_must_precede_the_file() {
-        let body = b"--XX\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--XX\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"seed.iso\"\r\nContent-Type: application/octet-stream\r\n\r\nDATA\r\n--XX--\r\n";
-        let (fields, file) = parse_multipart(body, "XX").unwrap();
-        assert_eq!(fields, vec![("content".to_string(), "iso".to_string())]);
-        let (name, data) = file.unwrap();
-        assert_eq!(name, "seed.iso");
-        assert_eq!(&data[..], b"DATA");
-        let wrong = b"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.iso\"\r\n\r\nD\r\n--XX--\r\n";
-        assert_eq!(
-            parse_multipart(wrong, "XX").unwrap_err(),
-            "wrong field name 'file' for file upload, expected 'filename'"
-        );
     }
 }

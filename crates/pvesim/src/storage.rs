@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::api::{ApiError, ApiResult, Call, Reply, TaskWait, require, require_any, subdirs};
+use crate::api::{require, require_any, subdirs};
+use crate::call::{ApiError, ApiResult, Call, Reply, TaskWait};
 use crate::config::StorageConfig;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::tasks::start_task;
 use crate::world::{World, format_size};
 
@@ -390,13 +391,14 @@ pub fn normalise_filename(name: &str) -> String {
 }
 
 /// `POST .../upload` after the multipart body was parsed (`content`, `checksum*` and
-/// `filename` are in `call.params`).
-pub fn upload(
-    shared: &Arc<Shared>,
-    world: &mut World,
-    call: &Call,
-    data: bytes::Bytes,
-) -> ApiResult {
+/// `filename` are in `call.params`, the file in `call.upload`).
+pub fn upload(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    let Some(data) = call.upload.cloned() else {
+        return Err(ApiError::param(
+            "filename",
+            "property is missing and it is not optional",
+        ));
+    };
     let storage = storage_for(world, call)?.clone();
     let content = call.str("content").unwrap_or_default();
     let filename = normalise_filename(&call.str("filename").unwrap_or_default());

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::world::{Task, World, unix_now};
 
 /// The body of a task, run once its time has passed. It receives the injected failure (if
@@ -198,6 +198,26 @@ fn schedule(
     prologue: Option<(Duration, TaskPrologue)>,
     body: TaskBody,
 ) -> String {
+    let upid = register_task(world, node, task_type, id, token_user);
+    let injected = injected_failure(world, task_type);
+    let run_time = Duration::from_millis(world.timings.task(task_type));
+    let worker = Worker {
+        shared: Arc::clone(shared),
+        upid: upid.clone(),
+        locks,
+    };
+    tokio::spawn(worker.run(prologue, run_time, body, injected));
+    upid
+}
+
+/// A new running task in the task list; returns its UPID.
+fn register_task(
+    world: &mut World,
+    node: &str,
+    task_type: &str,
+    id: &str,
+    token_user: &str,
+) -> String {
     let (user, tokenid) = match token_user.split_once('!') {
         Some((user, token)) => (user.to_string(), Some(token.to_string())),
         None => (token_user.to_string(), None),
@@ -226,79 +246,112 @@ fn schedule(
         },
     );
     world.task_order.push(upid.clone());
+    upid
+}
 
+/// The exit status a `task_failures` fault sets for this task: counted per task type from
+/// when the faults were installed.
+fn injected_failure(world: &mut World, task_type: &str) -> Option<String> {
     let count = world
         .task_counters
         .entry(task_type.to_string())
         .or_insert(0);
     *count += 1;
     let nth = *count;
-    let injected = world
+    world
         .faults
         .task_failures
         .iter()
         .find(|f| f.task_type == task_type && f.nth == nth)
-        .map(|f| f.exitstatus.clone());
+        .map(|f| f.exitstatus.clone())
+}
 
-    let run_time = Duration::from_millis(world.timings.task(task_type));
-    let shared = Arc::clone(shared);
-    let task_upid = upid.clone();
-    tokio::spawn(async move {
-        let deadline = tokio::time::Instant::now() + locks.timeout;
-        loop {
-            let busy = shared.lock().try_flock_all(&locks.vms);
-            let Some(busy) = busy else { break };
-            if tokio::time::Instant::now() >= deadline {
-                let message = lock_timeout_message(busy);
-                let mut world = shared.lock();
-                finish_task(
-                    &mut world,
-                    &task_upid,
-                    Box::new(move |_, _, _| Err(message)),
-                    None,
-                );
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+/// The forked worker of one task.
+struct Worker {
+    shared: Arc<Shared>,
+    upid: String,
+    locks: TaskLocks,
+}
+
+impl Worker {
+    async fn run(
+        self,
+        prologue: Option<(Duration, TaskPrologue)>,
+        run_time: Duration,
+        body: TaskBody,
+        injected: Option<String>,
+    ) {
+        if !self.acquire_flocks().await {
+            return;
         }
-        if let Some((delay, prologue)) = prologue {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            let mut world = shared.lock();
-            // A task stopped through DELETE .../tasks/{upid} does nothing more.
-            if world
-                .tasks
-                .get(&task_upid)
-                .is_none_or(|t| t.exitstatus.is_some())
-            {
-                world.release_flocks(&locks.vms);
-                return;
-            }
-            let mut log = TaskLog::default();
-            let outcome = prologue(&mut world, &mut log);
-            if let Some(task) = world.tasks.get_mut(&task_upid) {
-                task.log.append(&mut log.lines);
-            }
-            if let Err(message) = outcome {
-                finish_task(
-                    &mut world,
-                    &task_upid,
-                    Box::new(move |_, _, _| Err(message)),
-                    None,
-                );
-                world.release_flocks(&locks.vms);
-                return;
-            }
+        if let Some((delay, prologue)) = prologue
+            && !self.run_prologue(delay, prologue).await
+        {
+            return;
         }
         if !run_time.is_zero() {
             tokio::time::sleep(run_time).await;
         }
-        let mut world = shared.lock();
-        finish_task(&mut world, &task_upid, body, injected);
-        world.release_flocks(&locks.vms);
-    });
-    upid
+        let mut world = self.shared.lock();
+        finish_task(&mut world, &self.upid, body, injected);
+        world.release_flocks(&self.locks.vms);
+    }
+
+    /// Waits for the VMs' config flocks; past the lock timeout the task fails as
+    /// `lock_config` does. Whether it holds them.
+    async fn acquire_flocks(&self) -> bool {
+        let deadline = tokio::time::Instant::now() + self.locks.timeout;
+        loop {
+            let busy = self.shared.lock().try_flock_all(&self.locks.vms);
+            let Some(busy) = busy else { return true };
+            if tokio::time::Instant::now() >= deadline {
+                let message = lock_timeout_message(busy);
+                let mut world = self.shared.lock();
+                finish_task(
+                    &mut world,
+                    &self.upid,
+                    Box::new(move |_, _, _| Err(message)),
+                    None,
+                );
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Runs the prologue after its delay. Whether the task goes on: not when it was
+    /// stopped meanwhile or the prologue failed (then its locks are released).
+    async fn run_prologue(&self, delay: Duration, prologue: TaskPrologue) -> bool {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let mut world = self.shared.lock();
+        // A task stopped through DELETE .../tasks/{upid} does nothing more.
+        if world
+            .tasks
+            .get(&self.upid)
+            .is_none_or(|t| t.exitstatus.is_some())
+        {
+            world.release_flocks(&self.locks.vms);
+            return false;
+        }
+        let mut log = TaskLog::default();
+        let outcome = prologue(&mut world, &mut log);
+        if let Some(task) = world.tasks.get_mut(&self.upid) {
+            task.log.append(&mut log.lines);
+        }
+        if let Err(message) = outcome {
+            finish_task(
+                &mut world,
+                &self.upid,
+                Box::new(move |_, _, _| Err(message)),
+                None,
+            );
+            world.release_flocks(&self.locks.vms);
+            return false;
+        }
+        true
+    }
 }
 
 fn finish_task(world: &mut World, upid: &str, body: TaskBody, injected: Option<String>) {

@@ -9,6 +9,8 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use crate::config::{Faults, PoolConfig, SimConfig, StorageConfig, Timings, VersionInfo};
+use crate::inspect::JournalEntry;
+use crate::schema::NIC_MODELS;
 
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -111,14 +113,6 @@ pub struct Task {
     /// `None` while running.
     pub exitstatus: Option<String>,
     pub endtime: Option<u64>,
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct JournalEntry {
-    pub method: String,
-    pub path: String,
-    pub params: serde_json::Map<String, Value>,
-    pub status: u16,
 }
 
 /// The addresses of one bridge/VLAN pair.
@@ -744,23 +738,6 @@ pub fn format_size(bytes: u64) -> String {
     }
     bytes.to_string()
 }
-
-pub const NIC_MODELS: &[&str] = &[
-    "e1000",
-    "e1000-82540em",
-    "e1000-82544gc",
-    "e1000-82545em",
-    "e1000e",
-    "i82551",
-    "i82557b",
-    "i82559er",
-    "ne2k_isa",
-    "ne2k_pci",
-    "pcnet",
-    "rtl8139",
-    "virtio",
-    "vmxnet3",
-];
 
 /// A parsed `netX` value.
 #[derive(Debug, Clone, Default)]

@@ -100,7 +100,9 @@ pub(crate) fn validate_params(
             None => add_error(
                 &mut errors,
                 key,
-                "property is not defined in schema and the schema does not allow additional properties".into(),
+                "property is not defined in schema and the schema does not allow additional \
+                    properties"
+                    .into(),
             ),
         }
     }
@@ -189,24 +191,23 @@ fn check_prop(
         // under an alias name.
         return;
     }
+    if let Err(message) = check_value(value, rule, path) {
+        add_error(errors, path, message);
+    }
+}
+
+/// PVE's checks of one value in its order; the first that fails is the error.
+fn check_value(value: &Scalar, rule: &ParamRule, path: &str) -> Result<(), String> {
     let ty = rule.ty.as_str();
     let text = match value {
         Scalar::Reference(kind) => {
-            add_error(
-                errors,
-                path,
-                format!("type check ('{ty}') failed - got {kind}"),
-            );
-            return;
+            return Err(format!("type check ('{ty}') failed - got {kind}"));
         }
-        Scalar::JsonBool(_) if rule.ty == ParamType::Boolean => return,
+        Scalar::JsonBool(_) if rule.ty == ParamType::Boolean => return Ok(()),
         Scalar::JsonBool(_) => {
-            add_error(
-                errors,
-                path,
-                format!("type check ('{ty}') failed - got JSON::PP::Boolean"),
-            );
-            return;
+            return Err(format!(
+                "type check ('{ty}') failed - got JSON::PP::Boolean"
+            ));
         }
         Scalar::Text(text) => text.as_str(),
     };
@@ -217,89 +218,69 @@ fn check_prop(
         ParamType::Number => is_number(text),
     };
     if !type_ok {
-        add_error(
-            errors,
-            path,
-            format!("type check ('{ty}') failed - got '{text}'"),
-        );
-        return;
+        return Err(format!("type check ('{ty}') failed - got '{text}'"));
     }
-    if let Some(format) = rule.format
-        && let Err(message) = check_format(format, text, path)
-    {
-        add_error(errors, path, format!("invalid format - {message}"));
-        return;
+    if let Some(format) = rule.format {
+        check_format(format, text, path)
+            .map_err(|message| format!("invalid format - {message}"))?;
     }
     if let Some(pattern) = rule.pattern
         && !perl_anchored_match(pattern, text)
     {
-        add_error(
-            errors,
-            path,
-            "value does not match the regex pattern".into(),
-        );
-        return;
+        return Err("value does not match the regex pattern".into());
     }
+    check_length(rule, text)?;
+    if is_number(text) {
+        check_range(rule, text)?;
+    }
+    match rule.enumeration {
+        Some(allowed) if !allowed.contains(&text) => Err(format!(
+            "value '{text}' does not have a value in the enumeration '{}'",
+            allowed.join(", ")
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_length(rule: &ParamRule, text: &str) -> Result<(), String> {
     let length = text.chars().count();
     if let Some(max) = rule.max_length
         && length > max
     {
-        add_error(
-            errors,
-            path,
-            format!("value may only be {max} characters long"),
-        );
-        return;
+        return Err(format!("value may only be {max} characters long"));
     }
     if let Some(min) = rule.min_length
         && length < min
     {
-        add_error(
-            errors,
-            path,
-            format!("value must be at least {min} characters long"),
-        );
-        return;
+        return Err(format!("value must be at least {min} characters long"));
     }
-    if is_number(text) {
-        let number: f64 = text
-            .trim_end_matches('\n')
-            .trim_start_matches('+')
-            .parse()
-            .unwrap_or(f64::NAN);
-        if let Some(max) = rule.maximum
-            && number > max
-        {
-            add_error(
-                errors,
-                path,
-                format!("value must have a maximum value of {}", perl_number(max)),
-            );
-            return;
-        }
-        if let Some(min) = rule.minimum
-            && number < min
-        {
-            add_error(
-                errors,
-                path,
-                format!("value must have a minimum value of {}", perl_number(min)),
-            );
-            return;
-        }
-    }
-    if let Some(allowed) = rule.enumeration
-        && !allowed.contains(&text)
+    Ok(())
+}
+
+/// `minimum`/`maximum` of a value that looks like a number.
+fn check_range(rule: &ParamRule, text: &str) -> Result<(), String> {
+    let number: f64 = text
+        .trim_end_matches('\n')
+        .trim_start_matches('+')
+        .parse()
+        .unwrap_or(f64::NAN);
+    if let Some(max) = rule.maximum
+        && number > max
     {
-        add_error(
-            errors,
-            path,
-            format!(
-                "value '{text}' does not have a value in the enumeration '{}'",
-                allowed.join(", ")
-            ),
-        );
+        return Err(format!(
+            "value must have a maximum value of {}",
+            perl_number(max)
+        ));
     }
+    if let Some(min) = rule.minimum
+        && number < min
+    {
+        return Err(format!(
+            "value must have a minimum value of {}",
+            perl_number(min)
+        ));
+    }
+    Ok(())
 }
 
 /// How Perl prints a number from a schema (`100`, `0.1`, `999999999`).
@@ -420,14 +401,21 @@ pub fn parse_property_string(
                 if let Some(required) = rule.requires
                     && !parsed.contains_key(required)
                 {
-                    let required_path = if path.is_empty() { required.to_string() } else { format!("{path}.{required}") };
-                    add_error(&mut errors, &required_path, format!("missing property - '{sub_path}' requires this property"));
+                    let required_path = if path.is_empty() {
+                        required.to_string()
+                    } else {
+                        format!("{path}.{required}")
+                    };
+                    let message = format!("missing property - '{sub_path}' requires this property");
+                    add_error(&mut errors, &required_path, message);
                 }
             }
             None => add_error(
                 &mut errors,
                 &sub_path,
-                "property is not defined in schema and the schema does not allow additional properties".into(),
+                "property is not defined in schema and the schema does not allow additional \
+                    properties"
+                    .into(),
             ),
         }
     }

@@ -237,7 +237,10 @@ fn is_volume_id(value: &str) -> bool {
 
 fn is_dns_name(value: &str) -> bool {
     perl_anchored_match(
-        "(([a-zA-Z0-9]([a-zA-Z0-9\\-]*[a-zA-Z0-9])?)\\.)*([a-zA-Z0-9]([a-zA-Z0-9\\-]*[a-zA-Z0-9])?)",
+        concat!(
+            "(([a-zA-Z0-9]([a-zA-Z0-9\\-]*[a-zA-Z0-9])?)\\.)*",
+            "([a-zA-Z0-9]([a-zA-Z0-9\\-]*[a-zA-Z0-9])?)",
+        ),
         value,
     )
 }
@@ -345,7 +348,8 @@ fn check_storage_pair(value: &str) -> Result<(), String> {
     match ids.iter().find(|id| !is_pve_id(id)) {
         None => Ok(()),
         Some(bad) => Err(format!(
-            "entry '{value}' contains invalid ID - storage ID '{bad}' contains illegal characters\n\n\n"
+            "entry '{value}' contains invalid ID - storage ID '{bad}' contains illegal \
+                characters\n\n\n"
         )),
     }
 }

@@ -107,7 +107,10 @@ mod tests {
         // Perl's `$` accepts one trailing newline.
         assert!(perl_anchored_match("\\d+", "12\n"));
         assert!(!perl_anchored_match("\\d+", "12\n\n"));
-        let userid = "(?^:^(?^:[^\\s:/]+)\\@(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+)(?:!(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+))?$)";
+        let userid = concat!(
+            "(?^:^(?^:[^\\s:/]+)\\@(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+)",
+            "(?:!(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+))?$)",
+        );
         assert!(perl_anchored_match(userid, "terraform@pve!prov"));
         assert!(!perl_anchored_match(userid, "terraform"));
         assert!(perl_anchored_match(

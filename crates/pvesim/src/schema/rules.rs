@@ -173,7 +173,13 @@ macro_rules! drive_keys {
             p("format", Str).opt().one_of(DRIVE_FORMATS),
             p("size", Str).opt().fmt("disk-size"),
             p("import-from", Str).opt().fmt("pve-volume-id-or-absolute-path"),
-            p("cache", Str).opt().one_of(&["none", "writethrough", "writeback", "unsafe", "directsync"]),
+            p("cache", Str).opt().one_of(&[
+                "none",
+                "writethrough",
+                "writeback",
+                "unsafe",
+                "directsync",
+            ]),
             p("aio", Str).opt().one_of(&["native", "threads", "io_uring"]),
             p("discard", Str).opt().one_of(&["ignore", "on"]),
             p("detect_zeroes", Boolean).opt(),
@@ -234,7 +240,9 @@ const SCSI_KEYS: &[ParamRule] = drive_keys![
 const VIRTIO_KEYS: &[ParamRule] =
     drive_keys![p("iothread", Boolean).opt(), p("ro", Boolean).opt(),];
 
-const NIC_MODELS: &[&str] = &[
+/// The NIC models of `netX` (`model=` or the model as the first key), which the world
+/// reads `netX` values with too.
+pub(crate) const NIC_MODELS: &[&str] = &[
     "e1000",
     "e1000-82540em",
     "e1000-82544gc",
@@ -338,7 +346,11 @@ const MACHINE_KEYS: &[ParamRule] = &[
         .opt()
         .default_key()
         .max_len(40)
-        .pattern("(pc|pc(-i440fx)?-\\d+(\\.\\d+)+(\\+pve\\d+)?(\\.pxe)?|q35|pc-q35-\\d+(\\.\\d+)+(\\+pve\\d+)?(\\.pxe)?|virt(?:-\\d+(\\.\\d+)+)?(\\+pve\\d+)?)"),
+        .pattern(concat!(
+            "(pc|pc(-i440fx)?-\\d+(\\.\\d+)+(\\+pve\\d+)?(\\.pxe)?",
+            "|q35|pc-q35-\\d+(\\.\\d+)+(\\+pve\\d+)?(\\.pxe)?",
+            "|virt(?:-\\d+(\\.\\d+)+)?(\\+pve\\d+)?)",
+        )),
     p("aw-bits", Number).opt().min(32.0).max(64.0),
     p("enable-s3", Boolean).opt(),
     p("enable-s4", Boolean).opt(),
@@ -360,10 +372,10 @@ const SPICE_KEYS: &[ParamRule] = &[
         .default("off"),
 ];
 const USB_KEYS: &[ParamRule] = &[
-    p("host", Str)
-        .opt()
-        .default_key()
-        .pattern("(?^:(?:(?:(?^:(0x)?([0-9A-Fa-f]{4}):(0x)?([0-9A-Fa-f]{4})))|(?:(?^:(\\d+)\\-(\\d+(\\.\\d+)*)))|[Ss][Pp][Ii][Cc][Ee]))"),
+    p("host", Str).opt().default_key().pattern(concat!(
+        "(?^:(?:(?:(?^:(0x)?([0-9A-Fa-f]{4}):(0x)?([0-9A-Fa-f]{4})))",
+        "|(?:(?^:(\\d+)\\-(\\d+(\\.\\d+)*)))|[Ss][Pp][Ii][Cc][Ee]))",
+    )),
     p("mapping", Str).opt().fmt("pve-configid"),
     p("usb3", Boolean).opt().default("0"),
 ];
@@ -674,7 +686,9 @@ const UPDATE_OPTIONS: &[ParamRule] = &[
     SKIPLOCK,
 ];
 
-const AGENT_COMMANDS: &[&str] = &[
+/// The commands `POST .../agent` accepts, which its index (`GET .../agent`) also lists
+/// (qemu-server `API2/Qemu/Agent.pm`).
+pub(crate) const AGENT_COMMANDS: &[&str] = &[
     "fsfreeze-freeze",
     "fsfreeze-status",
     "fsfreeze-thaw",
@@ -710,14 +724,31 @@ pub(crate) fn all() -> &'static [EndpointRules] {
     ALL.get_or_init(build)
 }
 
+// Path parameters most endpoints share, and the power options several of them take.
+const VM_PATH: &[ParamRule] = &[NODE, VMID];
+const TASK_PATH: &[ParamRule] = &[NODE, UPID];
+const STORAGE_ON_NODE: &[ParamRule] = &[NODE, STORAGE];
+const VOLUME_ON_NODE: &[ParamRule] = &[NODE, STORAGE.opt(), VOLUME];
+const TIMEOUT: ParamRule = p("timeout", Integer).opt().min(0.0);
+const KEEP_ACTIVE: ParamRule = p("keepActive", Boolean).opt().default("0");
+const MIGRATEDFROM: ParamRule = p("migratedfrom", Str).opt().fmt("pve-node");
+
+/// Every endpoint, in the order `schema::route` tries them.
 fn build() -> Vec<EndpointRules> {
-    let vm = &[NODE, VMID][..];
-    let timeout = p("timeout", Integer).opt().min(0.0);
-    let keep_active = p("keepActive", Boolean).opt().default("0");
-    let migratedfrom = p("migratedfrom", Str).opt().fmt("pve-node");
-    let task = &[NODE, UPID][..];
-    let storage_on_node = &[NODE, STORAGE][..];
-    let volume_on_node = &[NODE, STORAGE.opt(), VOLUME][..];
+    [
+        node_and_cluster_endpoints(),
+        vm_endpoints(),
+        vm_power_endpoints(),
+        agent_endpoints(),
+        storage_endpoints(),
+        task_endpoints(),
+        access_pool_and_storage_endpoints(),
+    ]
+    .concat()
+}
+
+/// Nodes and the cluster-wide views.
+fn node_and_cluster_endpoints() -> Vec<EndpointRules> {
     vec![
         ep("GET", "/version", &[]),
         ep("GET", "/nodes", &[]),
@@ -729,8 +760,19 @@ fn build() -> Vec<EndpointRules> {
             &[&[
                 NODE,
                 p("type", Str).opt().one_of(&[
-                    "bridge", "bond", "eth", "alias", "vlan", "fabric", "OVSBridge", "OVSBond",
-                    "OVSPort", "OVSIntPort", "vnet", "any_bridge", "any_local_bridge",
+                    "bridge",
+                    "bond",
+                    "eth",
+                    "alias",
+                    "vlan",
+                    "fabric",
+                    "OVSBridge",
+                    "OVSBond",
+                    "OVSPort",
+                    "OVSIntPort",
+                    "vnet",
+                    "any_bridge",
+                    "any_local_bridge",
                     "include_sdn",
                 ]),
             ]],
@@ -738,45 +780,69 @@ fn build() -> Vec<EndpointRules> {
         ep(
             "GET",
             "/cluster/resources",
-            &[&[p("type", Str).opt().one_of(&["vm", "storage", "node", "sdn"])]],
+            &[&[p("type", Str)
+                .opt()
+                .one_of(&["vm", "storage", "node", "sdn"])]],
         ),
         ep("GET", "/cluster/nextid", &[&[VMID_OPT]]),
         ep("GET", "/cluster/status", &[]),
-        ep("GET", "/nodes/{node}/qemu", &[&[NODE, p("full", Boolean).opt()]]),
+    ]
+}
+
+/// VMs: create, clone, config, resize, template, destroy.
+fn vm_endpoints() -> Vec<EndpointRules> {
+    vec![
+        ep(
+            "GET",
+            "/nodes/{node}/qemu",
+            &[&[NODE, p("full", Boolean).opt()]],
+        ),
         ep("POST", "/nodes/{node}/qemu", &[CREATE_OPTIONS, VM_OPTIONS]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}", &[vm]),
+        ep("GET", "/nodes/{node}/qemu/{vmid}", &[VM_PATH]),
         ep(
             "DELETE",
             "/nodes/{node}/qemu/{vmid}",
-            &[vm, &[
-                p("destroy-unreferenced-disks", Boolean).opt().default("0"),
-                p("purge", Boolean).opt(),
-                SKIPLOCK,
-            ]],
+            &[
+                VM_PATH,
+                &[
+                    p("destroy-unreferenced-disks", Boolean).opt().default("0"),
+                    p("purge", Boolean).opt(),
+                    SKIPLOCK,
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/clone",
-            &[vm, &[
-                p("bwlimit", Integer).opt().min(0.0),
-                p("description", Str).opt(),
-                p("format", Str).opt().one_of(&["raw", "qcow2", "vmdk"]),
-                p("full", Boolean).opt(),
-                p("name", Str).opt().fmt("dns-name"),
-                p("newid", Integer).fmt("pve-vmid").min(100.0).max(999_999_999.0),
-                p("pool", Str).opt().fmt("pve-poolid"),
-                p("snapname", Str).opt().fmt("pve-configid").max_len(40),
-                STORAGE.opt(),
-                p("target", Str).opt().fmt("pve-node"),
-            ]],
+            &[
+                VM_PATH,
+                &[
+                    p("bwlimit", Integer).opt().min(0.0),
+                    p("description", Str).opt(),
+                    p("format", Str).opt().one_of(&["raw", "qcow2", "vmdk"]),
+                    p("full", Boolean).opt(),
+                    p("name", Str).opt().fmt("dns-name"),
+                    p("newid", Integer)
+                        .fmt("pve-vmid")
+                        .min(100.0)
+                        .max(999_999_999.0),
+                    p("pool", Str).opt().fmt("pve-poolid"),
+                    p("snapname", Str).opt().fmt("pve-configid").max_len(40),
+                    STORAGE.opt(),
+                    p("target", Str).opt().fmt("pve-node"),
+                ],
+            ],
         ),
         ep(
             "GET",
             "/nodes/{node}/qemu/{vmid}/config",
-            &[vm, &[
-                p("current", Boolean).opt().default("0"),
-                p("snapshot", Str).opt().fmt("pve-configid").max_len(40),
-            ]],
+            &[
+                VM_PATH,
+                &[
+                    p("current", Boolean).opt().default("0"),
+                    p("snapshot", Str).opt().fmt("pve-configid").max_len(40),
+                ],
+            ],
         ),
         ep(
             "POST",
@@ -784,88 +850,164 @@ fn build() -> Vec<EndpointRules> {
             &[
                 UPDATE_OPTIONS,
                 VM_OPTIONS,
-                &[p("background_delay", Integer).opt().min(1.0).max(30.0), IMPORT_WORKING_STORAGE],
+                &[
+                    p("background_delay", Integer).opt().min(1.0).max(30.0),
+                    IMPORT_WORKING_STORAGE,
+                ],
             ],
         ),
-        ep("PUT", "/nodes/{node}/qemu/{vmid}/config", &[UPDATE_OPTIONS, VM_OPTIONS]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/pending", &[vm]),
+        ep(
+            "PUT",
+            "/nodes/{node}/qemu/{vmid}/config",
+            &[UPDATE_OPTIONS, VM_OPTIONS],
+        ),
+        ep("GET", "/nodes/{node}/qemu/{vmid}/pending", &[VM_PATH]),
         ep(
             "PUT",
             "/nodes/{node}/qemu/{vmid}/resize",
-            &[vm, &[
-                p("digest", Str).opt().max_len(40),
-                p("disk", Str).one_of(DRIVE_NAMES),
-                p("size", Str).pattern("\\+?\\d+(\\.\\d+)?[KMGT]?"),
-                SKIPLOCK,
-            ]],
+            &[
+                VM_PATH,
+                &[
+                    p("digest", Str).opt().max_len(40),
+                    p("disk", Str).one_of(DRIVE_NAMES),
+                    p("size", Str).pattern("\\+?\\d+(\\.\\d+)?[KMGT]?"),
+                    SKIPLOCK,
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/template",
-            &[vm, &[p("disk", Str).opt().one_of(DRIVE_NAMES)]],
+            &[VM_PATH, &[p("disk", Str).opt().one_of(DRIVE_NAMES)]],
         ),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/status", &[vm]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/status/current", &[vm]),
+    ]
+}
+
+/// VM power state: status, start, stop, shutdown, reboot, reset, suspend, resume.
+fn vm_power_endpoints() -> Vec<EndpointRules> {
+    vec![
+        ep("GET", "/nodes/{node}/qemu/{vmid}/status", &[VM_PATH]),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/status/current",
+            &[VM_PATH],
+        ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/start",
-            &[vm, &[
-                p("force-cpu", Str).opt(),
-                p("machine", Str).opt().keys(MACHINE_KEYS),
-                migratedfrom,
-                p("migration_network", Str).opt().fmt("CIDR"),
-                p("migration_type", Str).opt().one_of(&["secure", "insecure"]),
-                p("nets-host-mtu", Str).opt().pattern("net\\d+=\\d+(,net\\d+=\\d+)*"),
-                SKIPLOCK,
-                p("stateuri", Str).opt().max_len(128),
-                p("targetstorage", Str).opt().fmt("storage-pair-list"),
-                timeout,
-                p("with-conntrack-state", Boolean).opt().default("0"),
-            ]],
+            &[
+                VM_PATH,
+                &[
+                    p("force-cpu", Str).opt(),
+                    p("machine", Str).opt().keys(MACHINE_KEYS),
+                    MIGRATEDFROM,
+                    p("migration_network", Str).opt().fmt("CIDR"),
+                    p("migration_type", Str)
+                        .opt()
+                        .one_of(&["secure", "insecure"]),
+                    p("nets-host-mtu", Str)
+                        .opt()
+                        .pattern("net\\d+=\\d+(,net\\d+=\\d+)*"),
+                    SKIPLOCK,
+                    p("stateuri", Str).opt().max_len(128),
+                    p("targetstorage", Str).opt().fmt("storage-pair-list"),
+                    TIMEOUT,
+                    p("with-conntrack-state", Boolean).opt().default("0"),
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/stop",
-            &[vm, &[
-                keep_active,
-                migratedfrom,
-                p("overrule-shutdown", Boolean).opt().default("0"),
-                SKIPLOCK,
-                timeout,
-            ]],
+            &[
+                VM_PATH,
+                &[
+                    KEEP_ACTIVE,
+                    MIGRATEDFROM,
+                    p("overrule-shutdown", Boolean).opt().default("0"),
+                    SKIPLOCK,
+                    TIMEOUT,
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/shutdown",
-            &[vm, &[p("forceStop", Boolean).opt().default("0"), keep_active, SKIPLOCK, timeout]],
+            &[
+                VM_PATH,
+                &[
+                    p("forceStop", Boolean).opt().default("0"),
+                    KEEP_ACTIVE,
+                    SKIPLOCK,
+                    TIMEOUT,
+                ],
+            ],
         ),
-        ep("POST", "/nodes/{node}/qemu/{vmid}/status/reboot", &[vm, &[timeout]]),
-        ep("POST", "/nodes/{node}/qemu/{vmid}/status/reset", &[vm, &[SKIPLOCK]]),
+        ep(
+            "POST",
+            "/nodes/{node}/qemu/{vmid}/status/reboot",
+            &[VM_PATH, &[TIMEOUT]],
+        ),
+        ep(
+            "POST",
+            "/nodes/{node}/qemu/{vmid}/status/reset",
+            &[VM_PATH, &[SKIPLOCK]],
+        ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/suspend",
-            &[vm, &[
-                SKIPLOCK,
-                p("statestorage", Str).opt().fmt("pve-storage-id").requires("todisk"),
-                p("todisk", Boolean).opt().default("0"),
-            ]],
+            &[
+                VM_PATH,
+                &[
+                    SKIPLOCK,
+                    p("statestorage", Str)
+                        .opt()
+                        .fmt("pve-storage-id")
+                        .requires("todisk"),
+                    p("todisk", Boolean).opt().default("0"),
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/status/resume",
-            &[vm, &[p("nocheck", Boolean).opt(), SKIPLOCK]],
+            &[VM_PATH, &[p("nocheck", Boolean).opt(), SKIPLOCK]],
         ),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent", &[vm]),
+    ]
+}
+
+/// The guest agent.
+fn agent_endpoints() -> Vec<EndpointRules> {
+    vec![
+        ep("GET", "/nodes/{node}/qemu/{vmid}/agent", &[VM_PATH]),
         ep(
             "POST",
             "/nodes/{node}/qemu/{vmid}/agent",
-            &[vm, &[p("command", Str).one_of(AGENT_COMMANDS)]],
+            &[VM_PATH, &[p("command", Str).one_of(AGENT_COMMANDS)]],
         ),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces", &[vm]),
-        ep("POST", "/nodes/{node}/qemu/{vmid}/agent/ping", &[vm]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/info", &[vm]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/get-osinfo", &[vm]),
-        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/get-host-name", &[vm]),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
+            &[VM_PATH],
+        ),
+        ep("POST", "/nodes/{node}/qemu/{vmid}/agent/ping", &[VM_PATH]),
+        ep("GET", "/nodes/{node}/qemu/{vmid}/agent/info", &[VM_PATH]),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/agent/get-osinfo",
+            &[VM_PATH],
+        ),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/agent/get-host-name",
+            &[VM_PATH],
+        ),
+    ]
+}
+
+/// Storage on a node: status, content, upload, download.
+fn storage_endpoints() -> Vec<EndpointRules> {
+    vec![
         ep(
             "GET",
             "/nodes/{node}/storage",
@@ -878,59 +1020,106 @@ fn build() -> Vec<EndpointRules> {
                 p("target", Str).opt().fmt("pve-node"),
             ]],
         ),
-        ep("GET", "/nodes/{node}/storage/{storage}", &[storage_on_node]),
-        ep("GET", "/nodes/{node}/storage/{storage}/status", &[storage_on_node]),
+        ep("GET", "/nodes/{node}/storage/{storage}", &[STORAGE_ON_NODE]),
+        ep(
+            "GET",
+            "/nodes/{node}/storage/{storage}/status",
+            &[STORAGE_ON_NODE],
+        ),
         ep(
             "GET",
             "/nodes/{node}/storage/{storage}/content",
-            &[storage_on_node, &[p("content", Str).opt().fmt("pve-storage-content"), VMID_OPT]],
+            &[
+                STORAGE_ON_NODE,
+                &[p("content", Str).opt().fmt("pve-storage-content"), VMID_OPT],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/storage/{storage}/content",
-            &[storage_on_node, &[
-                p("filename", Str),
-                p("format", Str).opt().one_of(&["raw", "qcow2", "subvol", "vmdk"]).requires("size"),
-                p("size", Str).pattern("\\d+[MG]?"),
-                VMID,
-            ]],
+            &[
+                STORAGE_ON_NODE,
+                &[
+                    p("filename", Str),
+                    p("format", Str)
+                        .opt()
+                        .one_of(&["raw", "qcow2", "subvol", "vmdk"])
+                        .requires("size"),
+                    p("size", Str).pattern("\\d+[MG]?"),
+                    VMID,
+                ],
+            ],
         ),
-        ep("GET", "/nodes/{node}/storage/{storage}/content/{volume}", &[volume_on_node]),
+        ep(
+            "GET",
+            "/nodes/{node}/storage/{storage}/content/{volume}",
+            &[VOLUME_ON_NODE],
+        ),
         ep(
             "PUT",
             "/nodes/{node}/storage/{storage}/content/{volume}",
-            &[volume_on_node, &[p("notes", Str).opt(), p("protected", Boolean).opt()]],
+            &[
+                VOLUME_ON_NODE,
+                &[p("notes", Str).opt(), p("protected", Boolean).opt()],
+            ],
         ),
         ep(
             "DELETE",
             "/nodes/{node}/storage/{storage}/content/{volume}",
-            &[volume_on_node, &[p("delay", Integer).opt().min(1.0).max(30.0)]],
+            &[
+                VOLUME_ON_NODE,
+                &[p("delay", Integer).opt().min(1.0).max(30.0)],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/storage/{storage}/upload",
-            &[storage_on_node, &[
-                p("checksum", Str).opt().requires("checksum-algorithm"),
-                p("checksum-algorithm", Str).opt().one_of(CHECKSUM_ALGORITHMS).requires("checksum"),
-                p("content", Str).fmt("pve-storage-content").one_of(UPLOAD_CONTENT),
-                p("filename", Str).max_len(255),
-                p("tmpfilename", Str).opt().pattern("/var/tmp/pveupload-[0-9a-f]+"),
-            ]],
+            &[
+                STORAGE_ON_NODE,
+                &[
+                    p("checksum", Str).opt().requires("checksum-algorithm"),
+                    p("checksum-algorithm", Str)
+                        .opt()
+                        .one_of(CHECKSUM_ALGORITHMS)
+                        .requires("checksum"),
+                    p("content", Str)
+                        .fmt("pve-storage-content")
+                        .one_of(UPLOAD_CONTENT),
+                    p("filename", Str).max_len(255),
+                    p("tmpfilename", Str)
+                        .opt()
+                        .pattern("/var/tmp/pveupload-[0-9a-f]+"),
+                ],
+            ],
         ),
         ep(
             "POST",
             "/nodes/{node}/storage/{storage}/download-url",
-            &[storage_on_node, &[
-                p("checksum", Str).opt().requires("checksum-algorithm"),
-                p("checksum-algorithm", Str).opt().one_of(CHECKSUM_ALGORITHMS).requires("checksum"),
-                // The schema declares `enum: null` here (the list is built at run time).
-                p("compression", Str).opt(),
-                p("content", Str).fmt("pve-storage-content").one_of(UPLOAD_CONTENT),
-                p("filename", Str).max_len(255),
-                p("url", Str).pattern("https?://.*"),
-                p("verify-certificates", Boolean).opt().default("1"),
-            ]],
+            &[
+                STORAGE_ON_NODE,
+                &[
+                    p("checksum", Str).opt().requires("checksum-algorithm"),
+                    p("checksum-algorithm", Str)
+                        .opt()
+                        .one_of(CHECKSUM_ALGORITHMS)
+                        .requires("checksum"),
+                    // The schema declares `enum: null` here (the list is built at run time).
+                    p("compression", Str).opt(),
+                    p("content", Str)
+                        .fmt("pve-storage-content")
+                        .one_of(UPLOAD_CONTENT),
+                    p("filename", Str).max_len(255),
+                    p("url", Str).pattern("https?://.*"),
+                    p("verify-certificates", Boolean).opt().default("1"),
+                ],
+            ],
         ),
+    ]
+}
+
+/// Tasks of a node.
+fn task_endpoints() -> Vec<EndpointRules> {
+    vec![
         ep(
             "GET",
             "/nodes/{node}/tasks",
@@ -939,35 +1128,50 @@ fn build() -> Vec<EndpointRules> {
                 p("errors", Boolean).opt().default("0"),
                 p("limit", Integer).opt().min(0.0).default("50"),
                 p("since", Integer).opt(),
-                p("source", Str).opt().one_of(&["archive", "active", "all"]).default("archive"),
+                p("source", Str)
+                    .opt()
+                    .one_of(&["archive", "active", "all"])
+                    .default("archive"),
                 p("start", Integer).opt().min(0.0).default("0"),
-                p("statusfilter", Str).opt().fmt("pve-task-status-type-list"),
+                p("statusfilter", Str)
+                    .opt()
+                    .fmt("pve-task-status-type-list"),
                 p("typefilter", Str).opt(),
                 p("until", Integer).opt(),
                 p("userfilter", Str).opt(),
                 VMID_OPT,
             ]],
         ),
-        ep("GET", "/nodes/{node}/tasks/{upid}", &[task]),
-        ep("DELETE", "/nodes/{node}/tasks/{upid}", &[task]),
-        ep("GET", "/nodes/{node}/tasks/{upid}/status", &[task]),
+        ep("GET", "/nodes/{node}/tasks/{upid}", &[TASK_PATH]),
+        ep("DELETE", "/nodes/{node}/tasks/{upid}", &[TASK_PATH]),
+        ep("GET", "/nodes/{node}/tasks/{upid}/status", &[TASK_PATH]),
         ep(
             "GET",
             "/nodes/{node}/tasks/{upid}/log",
-            &[task, &[
-                p("download", Boolean).opt(),
-                p("limit", Integer).opt().min(0.0).default("50"),
-                p("start", Integer).opt().min(0.0).default("0"),
-            ]],
+            &[
+                TASK_PATH,
+                &[
+                    p("download", Boolean).opt(),
+                    p("limit", Integer).opt().min(0.0).default("50"),
+                    p("start", Integer).opt().min(0.0).default("0"),
+                ],
+            ],
         ),
+    ]
+}
+
+/// Permissions, pools and the cluster storage configuration.
+fn access_pool_and_storage_endpoints() -> Vec<EndpointRules> {
+    vec![
         ep(
             "GET",
             "/access/permissions",
             &[&[
                 p("path", Str).opt(),
-                p("userid", Str).opt().pattern(
-                    "(?^:^(?^:[^\\s:/]+)\\@(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+)(?:!(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+))?$)",
-                ),
+                p("userid", Str).opt().pattern(concat!(
+                    "(?^:^(?^:[^\\s:/]+)\\@(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+)",
+                    "(?:!(?^:[A-Za-z][A-Za-z0-9\\.\\-_]+))?$)",
+                )),
             ]],
         ),
         ep(
@@ -975,7 +1179,10 @@ fn build() -> Vec<EndpointRules> {
             "/pools",
             &[&[
                 POOLID.opt(),
-                p("type", Str).opt().one_of(&["qemu", "lxc", "storage"]).requires("poolid"),
+                p("type", Str)
+                    .opt()
+                    .one_of(&["qemu", "lxc", "storage"])
+                    .requires("poolid"),
             ]],
         ),
         ep("POST", "/pools", &[&[p("comment", Str).opt(), POOLID]]),
@@ -995,14 +1202,29 @@ fn build() -> Vec<EndpointRules> {
         ep(
             "GET",
             "/pools/{poolid}",
-            &[&[POOLID, p("type", Str).opt().one_of(&["qemu", "lxc", "storage"])]],
+            &[&[
+                POOLID,
+                p("type", Str).opt().one_of(&["qemu", "lxc", "storage"]),
+            ]],
         ),
         ep(
             "GET",
             "/storage",
             &[&[p("type", Str).opt().one_of(&[
-                "btrfs", "cephfs", "cifs", "dir", "esxi", "iscsi", "iscsidirect", "lvm",
-                "lvmthin", "nfs", "pbs", "rbd", "zfs", "zfspool",
+                "btrfs",
+                "cephfs",
+                "cifs",
+                "dir",
+                "esxi",
+                "iscsi",
+                "iscsidirect",
+                "lvm",
+                "lvmthin",
+                "nfs",
+                "pbs",
+                "rbd",
+                "zfs",
+                "zfspool",
             ])]],
         ),
         ep("GET", "/storage/{storage}", &[&[STORAGE]]),

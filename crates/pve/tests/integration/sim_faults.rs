@@ -2,10 +2,11 @@
 //! invisible UPIDs, 5xx, connection resets, timeouts, held locks, revoked tokens, offline
 //! nodes, and the retry helpers' promise never to re-send a non-idempotent call blindly.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
+use crate::common::faults;
 use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions};
 use pve::{ErrorKind, RetryPolicy, TaskExit, TaskWait, Upid, retry_idempotent, retry_with_check};
 use serde_json::json;
@@ -36,7 +37,7 @@ async fn clone_template(env: &common::Env, vmid: u32, name: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_task_is_polled_on_a_ladder_then_near_its_learned_length() {
     let env = common::start().await;
-    env.set_task_ms("qmclone", 1500).await;
+    env.admin.set_task_ms("qmclone", 1500).await;
     let mut polls = Vec::new();
     for vmid in [300, 302] {
         let upid = env
@@ -49,10 +50,11 @@ async fn slow_task_is_polled_on_a_ladder_then_near_its_learned_length() {
         let outcome = env.client.wait_for_task(&upid).await.unwrap();
         assert_eq!(outcome.exit, TaskExit::Ok);
         let status_polls = env
+            .admin
             .journal()
             .await
             .iter()
-            .filter(|e| e["path"] == format!("/nodes/pve1/tasks/{upid}/status"))
+            .filter(|e| e.path == format!("/nodes/pve1/tasks/{upid}/status"))
             .count();
         assert_eq!(status_polls as u32, outcome.polls);
         polls.push(outcome.polls);
@@ -68,7 +70,7 @@ async fn slow_task_is_polled_on_a_ladder_then_near_its_learned_length() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caller_owns_the_deadline() {
     let env = common::start().await;
-    env.set_task_ms("qmclone", 60_000).await;
+    env.admin.set_task_ms("qmclone", 60_000).await;
     let upid = env
         .client
         .node("pve1")
@@ -91,12 +93,12 @@ async fn caller_owns_the_deadline() {
 async fn failing_tasks_carry_exit_status_log_tail_and_kind() {
     let env = common::start().await;
     clone_template(&env, 310, "edge-310").await;
-    env.set_faults(json!({"task_failures": [
+    env.admin.set_faults(&faults(json!({"task_failures": [
         {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"},
         {"task_type": "qmstart", "nth": 2, "exitstatus":
             "can't lock file '/var/lock/qemu-server/lock-310.conf' - got timeout"},
         {"task_type": "qmstart", "nth": 3, "exitstatus": "start failed: QEMU exited with code 1"}
-    ]}))
+    ]})))
     .await;
     let vm = env.client.node("pve1").qemu(310);
     let expectations = [ErrorKind::Locked, ErrorKind::Locked, ErrorKind::Permanent];
@@ -124,11 +126,12 @@ async fn failing_tasks_carry_exit_status_log_tail_and_kind() {
 async fn run_task_sends_a_task_that_met_a_lock_again_until_its_deadline() {
     let env = common::start().await;
     clone_template(&env, 315, "edge-315").await;
-    env.set_faults(json!({"task_failures": [
-        {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"},
-        {"task_type": "qmstart", "nth": 2, "exitstatus": "VM is locked (backup)"}
-    ]}))
-    .await;
+    env.admin
+        .set_faults(&faults(json!({"task_failures": [
+            {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"},
+            {"task_type": "qmstart", "nth": 2, "exitstatus": "VM is locked (backup)"}
+        ]})))
+        .await;
     let vm = env.client.node("pve1").qemu(315);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let outcome = env
@@ -138,16 +141,18 @@ async fn run_task_sends_a_task_that_met_a_lock_again_until_its_deadline() {
         .unwrap();
     assert_eq!(outcome.exit, TaskExit::Ok);
     let starts = env
+        .admin
         .journal_count("POST", "/nodes/pve1/qemu/315/status/start")
         .await;
     assert_eq!(starts, 3, "two starts met the lock, the third ran");
     // A deadline too near for any pause: the lock error comes back after one send.
     let stopped = vm.stop().await.unwrap();
     env.client.wait_for_task(&stopped).await.unwrap();
-    env.set_faults(json!({"task_failures": [
-        {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"}
-    ]}))
-    .await;
+    env.admin
+        .set_faults(&faults(json!({"task_failures": [
+            {"task_type": "qmstart", "nth": 1, "exitstatus": "VM is locked (backup)"}
+        ]})))
+        .await;
     let err = env
         .client
         .run_task(&quick_policy(), tokio::time::Instant::now(), || vm.start())
@@ -229,10 +234,11 @@ async fn invisible_upid_is_retried_then_reported() {
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     assert!(err.message().contains("not visible"), "{err}");
     let polls = env
+        .admin
         .journal()
         .await
         .iter()
-        .filter(|e| e["path"] == format!("/nodes/pve2/tasks/{ghost}/status"))
+        .filter(|e| e.path == format!("/nodes/pve2/tasks/{ghost}/status"))
         .count();
     assert!(polls >= 3, "retried while invisible ({polls} polls)");
 
@@ -251,28 +257,30 @@ async fn invisible_upid_is_retried_then_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_5xx_and_resets_are_retried_for_idempotent_calls() {
     let env = common::start().await;
-    env.set_faults(json!({"http": [
-        {"method": "GET", "path_regex": "^/version$", "status": 503, "count": 2},
-        {"method": "GET", "path_regex": "^/nodes$", "reset": true, "count": 2}
-    ]}))
-    .await;
+    env.admin
+        .set_faults(&faults(json!({"http": [
+            {"method": "GET", "path_regex": "^/version$", "status": 503, "count": 2},
+            {"method": "GET", "path_regex": "^/nodes$", "reset": true, "count": 2}
+        ]})))
+        .await;
     let version = retry_idempotent(&quick_policy(), || env.client.version())
         .await
         .unwrap();
     assert_eq!(version.major(), Some(9));
-    assert_eq!(env.journal_count("GET", "/version").await, 3);
+    assert_eq!(env.admin.journal_count("GET", "/version").await, 3);
     let nodes = retry_idempotent(&quick_policy(), || env.client.nodes())
         .await
         .unwrap();
     assert_eq!(nodes.len(), 3);
 
     // Without the helper, each fault surfaces once, classified.
-    env.set_faults(json!({"http": [
-        {"method": "GET", "path_regex": "^/version$", "status": 503, "count": 1},
-        {"method": "GET", "path_regex": "^/nodes$", "reset": true, "count": 1},
-        {"method": "GET", "path_regex": "^/pools$", "status": 596, "count": 1}
-    ]}))
-    .await;
+    env.admin
+        .set_faults(&faults(json!({"http": [
+            {"method": "GET", "path_regex": "^/version$", "status": 503, "count": 1},
+            {"method": "GET", "path_regex": "^/nodes$", "reset": true, "count": 1},
+            {"method": "GET", "path_regex": "^/pools$", "status": 596, "count": 1}
+        ]})))
+        .await;
     let e = env.client.version().await.unwrap_err();
     assert_eq!((e.kind(), e.status()), (ErrorKind::Transient, Some(503)));
     let e = env.client.nodes().await.unwrap_err();
@@ -288,8 +296,9 @@ async fn transient_5xx_and_resets_are_retried_for_idempotent_calls() {
     );
 
     // A permanent error is not retried.
-    env.clear_faults().await;
+    env.admin.clear_faults().await;
     let before = env
+        .admin
         .journal_count("GET", "/nodes/pve1/qemu/4321/config")
         .await;
     let e = retry_idempotent(&quick_policy(), || {
@@ -299,7 +308,8 @@ async fn transient_5xx_and_resets_are_retried_for_idempotent_calls() {
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound);
     assert_eq!(
-        env.journal_count("GET", "/nodes/pve1/qemu/4321/config")
+        env.admin
+            .journal_count("GET", "/nodes/pve1/qemu/4321/config")
             .await,
         before + 1
     );
@@ -316,10 +326,11 @@ async fn non_idempotent_clone_checks_state_before_resending() {
 
     // The connection resets after the request went out: outcome unknown. The check finds
     // no VM 340, so the clone is sent again.
-    env.set_faults(json!({"http": [
-        {"method": "POST", "path_regex": "/qemu/9000/clone$", "reset": true, "count": 1}
-    ]}))
-    .await;
+    env.admin
+        .set_faults(&faults(json!({"http": [
+            {"method": "POST", "path_regex": "/qemu/9000/clone$", "reset": true, "count": 1}
+        ]})))
+        .await;
     let check = |vmid: u32| {
         let client = env.client.clone();
         move || {
@@ -348,13 +359,14 @@ async fn non_idempotent_clone_checks_state_before_resending() {
     .unwrap()
     .expect("sent again, so a task id");
     env.client.wait_for_task(&upid).await.unwrap();
-    assert_eq!(env.journal_count("POST", clone_path).await, 2);
+    assert_eq!(env.admin.journal_count("POST", clone_path).await, 2);
 
     // Now VM 340 exists: a reset clone attempt is resolved by the check, not re-sent.
-    env.set_faults(json!({"http": [
-        {"method": "POST", "path_regex": "/qemu/9000/clone$", "reset": true, "count": 1}
-    ]}))
-    .await;
+    env.admin
+        .set_faults(&faults(json!({"http": [
+            {"method": "POST", "path_regex": "/qemu/9000/clone$", "reset": true, "count": 1}
+        ]})))
+        .await;
     let resolved = retry_with_check(
         &quick_policy(),
         || async { node.qemu(9000).clone_to(&req).await.map(Some) },
@@ -367,16 +379,17 @@ async fn non_idempotent_clone_checks_state_before_resending() {
         "the state check answered: already cloned"
     );
     assert_eq!(
-        env.journal_count("POST", clone_path).await,
+        env.admin.journal_count("POST", clone_path).await,
         3,
         "no second send"
     );
 
     // An answer PVE gave clearly (node unreachable, 595) is retried without a check.
-    env.set_faults(json!({"http": [
-        {"method": "POST", "path_regex": "/qemu/9000/clone$", "status": 595, "count": 1}
-    ]}))
-    .await;
+    env.admin
+        .set_faults(&faults(json!({"http": [
+            {"method": "POST", "path_regex": "/qemu/9000/clone$", "status": 595, "count": 1}
+        ]})))
+        .await;
     let mut req2 = CloneRequest::full(341);
     req2.name = Some("edge-341".into());
     let upid = retry_with_check(
@@ -397,7 +410,9 @@ async fn request_timeout_is_transient_with_unknown_outcome() {
         c.request_timeout = Duration::from_millis(300);
     })
     .await;
-    env.set_faults(json!({"latency_ms": 5000})).await;
+    env.admin
+        .set_faults(&faults(json!({"latency_ms": 5000})))
+        .await;
     let e = env.client.version().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Transient, "{e}");
     assert!(
@@ -405,7 +420,7 @@ async fn request_timeout_is_transient_with_unknown_outcome() {
         "{e:?}"
     );
     assert!(e.outcome_unknown());
-    env.clear_faults().await;
+    env.admin.clear_faults().await;
     env.shutdown().await;
 }
 
@@ -413,7 +428,10 @@ async fn request_timeout_is_transient_with_unknown_outcome() {
 async fn held_locks_are_locked_and_retried_only_when_asked() {
     let env = common::start().await;
     clone_template(&env, 350, "edge-350").await;
-    env.set_faults(json!({"held_locks": [{"vmid": 350, "lock": "backup", "seconds": 1.5}]}))
+    env.admin
+        .set_faults(&faults(
+            json!({"held_locks": [{"vmid": 350, "lock": "backup", "seconds": 1.5}]}),
+        ))
         .await;
     let vm = env.client.node("pve1").qemu(350);
     let update = ConfigUpdate::new().cores(2);
@@ -445,7 +463,9 @@ async fn held_locks_are_locked_and_retried_only_when_asked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_token_offline_node_and_missing_privilege() {
     let env = common::start().await;
-    env.set_faults(json!({"token_revoked": true})).await;
+    env.admin
+        .set_faults(&faults(json!({"token_revoked": true})))
+        .await;
     let e = env.client.version().await.unwrap_err();
     assert_eq!((e.kind(), e.status()), (ErrorKind::Auth, Some(401)));
     let e = retry_idempotent(&quick_policy(), || env.client.version())
@@ -453,7 +473,9 @@ async fn revoked_token_offline_node_and_missing_privilege() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Auth, "auth errors are not retried");
 
-    env.set_faults(json!({"offline_nodes": ["pve2"]})).await;
+    env.admin
+        .set_faults(&faults(json!({"offline_nodes": ["pve2"]})))
+        .await;
     let e = env.client.node("pve2").status().await.unwrap_err();
     assert_eq!(
         (e.kind(), e.status()),

@@ -231,7 +231,8 @@ fn bad_types_patterns_enums_and_ranges() {
     assert_eq!(e["cpulimit"], "value must have a maximum value of 128");
     assert_eq!(
         e["ostype"],
-        "value 'win12' does not have a value in the enumeration 'other, wxp, w2k, w2k3, w2k8, wvista, win7, win8, win10, win11, l24, l26, solaris'"
+        "value 'win12' does not have a value in the enumeration 'other, wxp, w2k, w2k3, w2k8, \
+            wvista, win7, win8, win10, win11, l24, l26, solaris'"
     );
     assert_eq!(e["serial0"], "value does not match the regex pattern");
     assert_eq!(e["description"], "value may only be 8192 characters long");
@@ -320,7 +321,8 @@ fn property_string_errors_name_the_inner_key() {
     );
     assert_eq!(
         e["net2"],
-        "invalid format - format error\nnet2.macaddr: invalid format - value does not look like a valid unicast MAC address\n\n"
+        "invalid format - format error\nnet2.macaddr: invalid format - value does not look like a \
+            valid unicast MAC address\n\n"
     );
     assert_eq!(
         e["net3"],
@@ -328,11 +330,13 @@ fn property_string_errors_name_the_inner_key() {
     );
     assert_eq!(
         e["scsi0"],
-        "invalid format - format error\nscsi0.size: invalid format - value does not look like a valid disk size: lots\n\n"
+        "invalid format - format error\nscsi0.size: invalid format - value does not look like a \
+            valid disk size: lots\n\n"
     );
     assert_eq!(
         e["agent"],
-        "invalid format - format error\nagent.enabled: type check ('boolean') failed - got 'maybe'\n"
+        "invalid format - format error\nagent.enabled: type check ('boolean') failed - got \
+            'maybe'\n"
     );
 }
 

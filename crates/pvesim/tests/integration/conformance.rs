@@ -1,9 +1,8 @@
 //! Conformance suite: each test pins one behaviour of PVE 9 from `shared/pve/facts.md`
 //! (section named in the test's doc comment), driven over HTTPS by a plain client.
 
-mod common;
-
-use common::{GOOD_USER_DATA, encode, fast_config, seed, start};
+use crate::common::{GOOD_USER_DATA, encode, faults, seed, start};
+use pvesim::testing::fast_config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -750,20 +749,14 @@ async fn destroy_frees_disks_not_isos() {
         .data();
     assert!(upid.as_str().unwrap().contains(":qmdestroy:176:"));
     assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
-    let state = h.admin_get("state").await;
-    assert!(
-        state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|v| v["vmid"] != 176)
-    );
-    let volumes = state["volumes"].as_array().unwrap();
-    assert!(volumes.iter().all(|v| v["volid"] != "vmdata:vm-176-disk-0"));
+    let state = h.admin.state().await;
+    assert!(state.vms.iter().all(|v| v.vmid != 176));
+    let volumes = &state.volumes;
+    assert!(volumes.iter().all(|v| v.volid != "vmdata:vm-176-disk-0"));
     assert!(
         volumes
             .iter()
-            .any(|v| v["volid"] == "proxy-seeds:iso/gone.iso")
+            .any(|v| v.volid == "proxy-seeds:iso/gone.iso")
     );
     h.sim.shutdown().await;
 }
@@ -876,9 +869,8 @@ async fn missing_privilege_is_403_naming_path_and_privilege() {
 #[tokio::test]
 async fn faults_are_injected_and_cleared() {
     let h = start(fast_config()).await;
-    h.admin_put(
-        "faults",
-        json!({
+    h.admin
+        .set_faults(&faults(json!({
             "http": [
                 {"method": "GET", "path_regex": "^/cluster/resources", "status": 503, "count": 1},
                 {"path_regex": "^/nodes/pve1/qemu/102", "reset": true}
@@ -886,9 +878,8 @@ async fn faults_are_injected_and_cleared() {
             "task_failures": [{"task_type": "qmstop", "nth": 1, "exitstatus": "stuck"}],
             "held_locks": [{"vmid": 101, "lock": "backup", "seconds": 60}],
             "offline_nodes": ["pve3"]
-        }),
-    )
-    .await;
+        })))
+        .await;
     assert_eq!(h.get("/cluster/resources").await.status.as_u16(), 503);
     assert_eq!(h.get("/cluster/resources").await.status, StatusCode::OK);
     let reset = h
@@ -908,18 +899,14 @@ async fn faults_are_injected_and_cleared() {
         .await;
     assert_eq!(locked.message(), "VM is locked (backup)\n");
 
-    h.admin_put("faults", json!({"token_revoked": true})).await;
+    h.admin
+        .set_faults(&faults(json!({"token_revoked": true})))
+        .await;
     assert_eq!(h.get("/version").await.status, StatusCode::UNAUTHORIZED);
-    h.admin_put("faults", json!({})).await;
+    h.admin.clear_faults().await;
     assert_eq!(h.get("/version").await.status, StatusCode::OK);
-    let journal = h.admin_get("journal").await;
-    assert!(
-        journal
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["status"] == 595)
-    );
+    let journal = h.admin.journal().await;
+    assert!(journal.iter().any(|e| e.status == 595));
     h.sim.shutdown().await;
 }
 
@@ -1065,19 +1052,17 @@ async fn journal_records_requests_with_secrets_redacted() {
         &[("cipassword", "hunter2"), ("ciuser", "ops")],
     )
     .await;
-    let journal = h.admin_get("journal").await;
-    let text = journal.to_string();
+    let journal = h.admin.journal().await;
+    let text = serde_json::to_string(&journal).unwrap();
     assert!(!text.contains("hunter2"), "secret leaked into the journal");
     assert!(!text.contains(h.sim.token().split_once('=').unwrap().1));
     let entry = journal
-        .as_array()
-        .unwrap()
         .iter()
-        .find(|e| e["method"] == "PUT" && e["path"] == "/nodes/pve1/qemu/185/config")
+        .find(|e| e.method == "PUT" && e.path == "/nodes/pve1/qemu/185/config")
         .unwrap();
-    assert_eq!(entry["params"]["cipassword"], "<redacted>");
-    assert_eq!(entry["params"]["ciuser"], "ops");
-    assert_eq!(entry["status"], 200);
+    assert_eq!(entry.params["cipassword"], "<redacted>");
+    assert_eq!(entry.params["ciuser"], "ops");
+    assert_eq!(entry.status, 200);
     assert!(!format!("{:?}", h.sim).contains(h.sim.token()));
     h.sim.shutdown().await;
 }
@@ -1132,23 +1117,18 @@ async fn admin_api_requires_the_token_and_round_trips() {
         .await
         .unwrap();
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
-    let faults = json!({"latency_ms": 3, "offline_nodes": ["pve2"]});
-    h.admin_put("faults", faults).await;
-    let back = h.admin_get("faults").await;
-    assert_eq!(back["latency_ms"], 3);
-    assert_eq!(back["offline_nodes"], json!(["pve2"]));
-    let state = h.admin_get("state").await;
-    let pve2 = state["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == "pve2")
-        .unwrap();
-    assert_eq!(pve2["online"], false);
-    let mut timings = h.admin_get("timings").await;
-    timings["task_ms"]["qmstart"] = json!(7);
-    h.admin_put("timings", timings).await;
-    assert_eq!(h.admin_get("timings").await["task_ms"]["qmstart"], 7);
+    let faults = faults(json!({"latency_ms": 3, "offline_nodes": ["pve2"]}));
+    h.admin.set_faults(&faults).await;
+    let back = h.admin.faults().await;
+    assert_eq!(back.latency_ms, 3);
+    assert_eq!(back.offline_nodes, ["pve2"]);
+    let state = h.admin.state().await;
+    let pve2 = state.nodes.iter().find(|n| n.name == "pve2").unwrap();
+    assert!(!pve2.online);
+    let mut timings = h.admin.timings().await;
+    timings.task_ms.insert("qmstart".into(), 7);
+    h.admin.set_timings(&timings).await;
+    assert_eq!(h.admin.timings().await.task_ms["qmstart"], 7);
     h.sim.shutdown().await;
 }
 
@@ -1199,13 +1179,8 @@ async fn hibernated_vm_can_be_destroyed() {
     assert_eq!(status["lock"], "suspended");
     let destroy = h.delete("/nodes/pve1/qemu/188?purge=1").await.data();
     assert_eq!(h.wait_task(destroy.as_str().unwrap()).await, "OK");
-    let state = h.admin_get("state").await;
-    let volumes = state["volumes"].as_array().unwrap();
-    assert!(
-        volumes
-            .iter()
-            .all(|v| !v["volid"].as_str().unwrap().contains("vm-188-"))
-    );
+    let state = h.admin.state().await;
+    assert!(state.volumes.iter().all(|v| !v.volid.contains("vm-188-")));
     h.sim.shutdown().await;
 }
 

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Crates (relative to the workspace root) in which a broken rule fails the test.
-const ENFORCED: &[&str] = &["crates/pve", "crates/tfplugin"];
+const ENFORCED: &[&str] = &["crates/pve", "crates/pvesim", "crates/tfplugin"];
 
 /// Every crate's `src/` in the workspace: the root package and the members.
 fn crates(root: &Path) -> Vec<String> {

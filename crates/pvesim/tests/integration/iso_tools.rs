@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::skipped;
 use pvesim::iso::{IsoImage, read_iso};
 
 fn on_path(tool: &str) -> Option<PathBuf> {
@@ -59,24 +60,6 @@ fn make_image(tool: &Path, args: &[&str], files: &BTreeMap<String, Vec<u8>>) -> 
         String::from_utf8_lossy(&output.stderr)
     );
     std::fs::read(&image).expect("read image")
-}
-
-/// Reports the running test skipped the way the workspace's tests do (`tests/support/mod.rs`
-/// `skip`): a `SKIPPED: <test> (<reason>)` line, also appended to the file
-/// `PROXMOX_VE_TEST_SKIP_LOG` names, which `scripts/test.sh` counts as skipped, not passed.
-fn skipped(reason: &str) {
-    let thread = std::thread::current();
-    let line = format!("SKIPPED: {} ({reason})", thread.name().unwrap_or("?"));
-    println!("{line}");
-    if let Some(path) = std::env::var_os("PROXMOX_VE_TEST_SKIP_LOG").filter(|p| !p.is_empty()) {
-        use std::io::Write;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
-            .expect("cannot record the skip in PROXMOX_VE_TEST_SKIP_LOG");
-    }
 }
 
 fn genisoimage() -> Option<PathBuf> {

@@ -2,17 +2,13 @@
 //! behaviour read in PVE 9's Perl source, and its doc comment names the file and function
 //! (repository: `src/...` path: `function`). The numbers are those of issue 14.
 
-mod common;
-
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use common::{GOOD_USER_DATA, Harness, fast_config, seed, start};
+use crate::common::{self, GOOD_USER_DATA, Harness, seed, start};
 use pvesim::SimConfig;
 use pvesim::config::DEFAULT_PRIVILEGES;
+use pvesim::testing::fast_config;
 use reqwest::StatusCode;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -245,13 +241,9 @@ async fn clone_prechecks_storage_space_and_bridges() {
         assert_eq!(refused.message(), message);
         let tasks = h.get("/nodes/pve1/tasks").await.data();
         assert_eq!(tasks.as_array().unwrap().len(), 0, "{tasks}");
-        let state = h.admin_get("state").await;
+        let state = h.admin.state().await;
         assert!(
-            !state["vms"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|v| v["vmid"] == 150),
+            !state.vms.iter().any(|v| v.vmid == 150),
             "a refused clone left VM 150"
         );
         h.sim.shutdown().await;
@@ -360,33 +352,14 @@ async fn resize_needs_allocate_space_in_the_task() {
     h.sim.shutdown().await;
 }
 
-/// A raw TLS connection to the simulator, to see what the server does with it.
-async fn raw_connection(h: &Harness) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(h.sim.ca_pem().as_bytes()).unwrap())
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let address = h.sim.endpoint().trim_start_matches("https://").to_string();
-    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
-        .await
-        .unwrap()
-}
-
 /// Writes `first` and a `GET /version` back to back (pipelined) and reads until the server
 /// closes: returns the status lines received, in order.
 async fn pipelined(h: &Harness, first: &[u8]) -> Vec<String> {
-    let mut tls = raw_connection(h).await;
+    let mut tls = common::raw_tls(&h.sim).await;
     let address = h.sim.endpoint().trim_start_matches("https://").to_string();
     let second = format!(
-        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: close\r\n\r\n",
+        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: \
+            close\r\n\r\n",
         h.auth()
     );
     let mut both = first.to_vec();
@@ -424,7 +397,8 @@ async fn the_connection_closes_after_errors_and_uploads() {
     assert_eq!(lines, ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK"]);
 
     let missing = format!(
-        "GET /api2/json/nodes/pve1/qemu/4242/config HTTP/1.1\r\nHost: {address}\r\nAuthorization: {auth}\r\n\r\n"
+        "GET /api2/json/nodes/pve1/qemu/4242/config HTTP/1.1\r\nHost: {address}\r\nAuthorization: \
+            {auth}\r\n\r\n"
     );
     let lines = pipelined(&h, missing.as_bytes()).await;
     assert_eq!(lines.len(), 1, "{lines:?}");
@@ -436,11 +410,17 @@ async fn the_connection_closes_after_errors_and_uploads() {
 
     let file = seed("pipelined", GOOD_USER_DATA);
     let mut body = Vec::new();
-    body.extend_from_slice(b"--XyZ\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--XyZ\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"p.iso\"\r\nContent-Type: application/octet-stream\r\n\r\n");
+    body.extend_from_slice(
+        b"--XyZ\r\nContent-Disposition: form-data; \
+        name=\"content\"\r\n\r\niso\r\n--XyZ\r\nContent-Disposition: form-data; name=\"filename\"; \
+        filename=\"p.iso\"\r\nContent-Type: application/octet-stream\r\n\r\n",
+    );
     body.extend_from_slice(&file);
     body.extend_from_slice(b"\r\n--XyZ--\r\n");
     let mut upload = format!(
-        "POST /api2/json/nodes/pve1/storage/proxy-seeds/upload HTTP/1.1\r\nHost: {address}\r\nAuthorization: {auth}\r\nContent-Type: multipart/form-data; boundary=XyZ\r\nContent-Length: {}\r\n\r\n",
+        "POST /api2/json/nodes/pve1/storage/proxy-seeds/upload HTTP/1.1\r\n\
+         Host: {address}\r\nAuthorization: {auth}\r\n\
+         Content-Type: multipart/form-data; boundary=XyZ\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -636,12 +616,11 @@ async fn volumes_are_named_the_way_each_storage_plugin_names_them() {
             .data();
         assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
     }
-    let state = h.admin_get("state").await;
-    let left: Vec<&Value> = state["volumes"]
-        .as_array()
-        .unwrap()
+    let state = h.admin.state().await;
+    let left: Vec<_> = state
+        .volumes
         .iter()
-        .filter(|v| v["volid"].as_str().unwrap().contains("-15"))
+        .filter(|v| v.volid.contains("-15"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
     h.sim.shutdown().await;
@@ -669,7 +648,8 @@ async fn multipart_parts_must_open_with_their_content_disposition() {
             .send()
     };
     for headers in [
-        "Content-Type: application/octet-stream\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"a.iso\"",
+        "Content-Type: application/octet-stream\r\nContent-Disposition: form-data; \
+            name=\"filename\"; filename=\"a.iso\"",
         "content-disposition: form-data; name=\"filename\"; filename=\"a.iso\"",
         "Content-Disposition: form-data; filename=\"a.iso\"; name=\"filename\"",
     ] {
@@ -685,7 +665,8 @@ async fn multipart_parts_must_open_with_their_content_disposition() {
         "wrong Content-Disposition 'attachment' in multipart, expected 'form-data'"
     );
     let ok = send(
-        "Content-Disposition: form-data; name=\"filename\"; filename=\"a.iso\"\r\nContent-Type: application/octet-stream",
+        "Content-Disposition: form-data; name=\"filename\"; filename=\"a.iso\"\r\nContent-Type: \
+            application/octet-stream",
     )
     .await
     .unwrap();
@@ -717,10 +698,10 @@ async fn a_lost_clone_answer_still_clones_after_the_window() {
         .send()
         .await;
     assert!(lost.is_err(), "the answer arrived: {lost:?}");
-    let journal = h.admin_get("journal").await;
-    let last = journal.as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["path"], "/nodes/pve1/qemu/9000/clone");
-    assert_eq!(last["status"], 200, "{last}");
+    let journal = h.admin.journal().await;
+    let last = journal.last().unwrap().clone();
+    assert_eq!(last.path, "/nodes/pve1/qemu/9000/clone");
+    assert_eq!(last.status, 200, "{last:?}");
     h.poll_until("/nodes/pve1/qemu/150/status/current", |a| {
         a.status == StatusCode::OK && a.data().get("lock").is_none()
     })
@@ -884,22 +865,29 @@ async fn an_lvm_thin_linked_clone_has_a_bare_volume_name() {
 /// line ends as `$newline_re = qr/\015?\012/` (a bare LF does), and finds a form field's
 /// `Content-Disposition` after other part headers
 /// (`s/^${delim_re}.*?Content-Disposition: (.*?); name="$name"(.*?${delim_re})/$2/s`). Only
-/// the file part must open with it (see `multipart_parts_must_open_with_their_content_disposition`).
+/// the file part must open with it (see
+/// `multipart_parts_must_open_with_their_content_disposition`).
 #[tokio::test]
 async fn multipart_takes_bare_lf_and_field_headers_before_the_disposition() {
     let h = start(fast_config()).await;
     let bodies: [(&str, &[u8]); 3] = [
         (
             "bare LF",
-            b"--B1\nContent-Disposition: form-data; name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; filename=\"lf.iso\"\nContent-Type: application/octet-stream\n\nDATA\n--B1--\n",
+            b"--B1\nContent-Disposition: form-data; \
+                name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; \
+                filename=\"lf.iso\"\nContent-Type: application/octet-stream\n\nDATA\n--B1--\n",
         ),
         (
             "a header before the field's disposition",
-            b"--B1\r\nContent-Type: text/plain\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--B1\r\nContent-Disposition: form-data; name=\"filename\"; filename=\"ct.iso\"\r\n\r\nDATA\r\n--B1--\r\n",
+            b"--B1\r\nContent-Type: text/plain\r\nContent-Disposition: form-data; \
+                name=\"content\"\r\n\r\niso\r\n--B1\r\nContent-Disposition: form-data; \
+                name=\"filename\"; filename=\"ct.iso\"\r\n\r\nDATA\r\n--B1--\r\n",
         ),
         (
             "both",
-            b"--B1\nContent-Type: text/plain\nContent-Disposition: form-data; name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; filename=\"both.iso\"\n\nDATA\n--B1--\n",
+            b"--B1\nContent-Type: text/plain\nContent-Disposition: form-data; \
+                name=\"content\"\n\niso\n--B1\nContent-Disposition: form-data; name=\"filename\"; \
+                filename=\"both.iso\"\n\nDATA\n--B1--\n",
         ),
     ];
     for (label, body) in bodies {
@@ -940,8 +928,9 @@ async fn multipart_takes_bare_lf_and_field_headers_before_the_disposition() {
 
 /// Issue 24. qemu-server `src/PVE/API2/Qemu.pm`: `create_disks` allocates a drive given as
 /// `<storage>:cloudinit` as `vm-<vmid>-cloudinit` (with `.qcow2` on storages with a path),
-/// 4 MiB (`Cloudinit.pm` `CLOUDINIT_DISK_SIZE`), `media=cdrom`; a second one dies "<key> - cloud-init drive is already attached at
-/// '<other>'" (`QemuConfig.pm` `has_cloudinit`). Only the drive: its content is not built.
+/// 4 MiB (`Cloudinit.pm` `CLOUDINIT_DISK_SIZE`), `media=cdrom`; a second one dies
+/// "<key> - cloud-init drive is already attached at '<other>'" (`QemuConfig.pm`
+/// `has_cloudinit`). Only the drive: its content is not built.
 #[tokio::test]
 async fn a_cloudinit_drive_is_allocated_as_pve_does() {
     let h = start(fast_config()).await;
@@ -1003,14 +992,13 @@ async fn a_cloudinit_drive_is_allocated_as_pve_does() {
         .await
         .data();
     assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
-    let state = h.admin_get("state").await;
+    let state = h.admin.state().await;
     assert!(
-        !state["volumes"]
-            .as_array()
-            .unwrap()
+        !state
+            .volumes
             .iter()
-            .any(|v| v["volid"] == "local-lvm:vm-189-cloudinit"),
-        "{state}"
+            .any(|v| v.volid == "local-lvm:vm-189-cloudinit"),
+        "{state:?}"
     );
     h.sim.shutdown().await;
 }

@@ -2,7 +2,7 @@
 //! system roots and a foreign CA reject it (a permanent, recognisable error), and no
 //! verification happens only when `Insecure` is asked for.
 
-mod common;
+use crate::common;
 
 use pve::{ApiToken, Client, ClientConfig, ErrorKind, RetryPolicy, TlsTrust, retry_idempotent};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -40,13 +40,13 @@ async fn only_the_configured_ca_or_an_explicit_insecure_is_accepted() {
             .unwrap_err();
         assert!(e.is_certificate_error());
     }
-    let before = env.journal_count("GET", "/version").await;
+    let before = env.admin.journal_count("GET", "/version").await;
     assert_eq!(before, 0, "no request got past the TLS handshake");
 
     let insecure = client_for(&env, TlsTrust::Insecure);
     assert_eq!(insecure.version().await.unwrap().major(), Some(9));
     let trusted = client_for(&env, TlsTrust::CaPem(env.sim.ca_pem().to_owned()));
     assert_eq!(trusted.version().await.unwrap().major(), Some(9));
-    assert_eq!(env.journal_count("GET", "/version").await, 2);
+    assert_eq!(env.admin.journal_count("GET", "/version").await, 2);
     env.shutdown().await;
 }

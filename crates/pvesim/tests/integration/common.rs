@@ -1,41 +1,37 @@
 //! Helpers for the conformance suite: a simulator per test and a plain HTTPS client.
-#![allow(dead_code)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use pvesim::{Sim, SimConfig};
+use pvesim::testing::Admin;
+use pvesim::{Faults, Sim, SimConfig};
 use reqwest::StatusCode;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 
 pub struct Harness {
     pub sim: Sim,
     pub client: reqwest::Client,
+    pub admin: Admin,
 }
 
-/// Fast task timings so tests run quickly; tests that need to observe a running task
-/// raise the one they watch.
-pub fn fast_config() -> SimConfig {
-    let mut config = SimConfig::default();
-    for ms in config.timings.task_ms.values_mut() {
-        *ms = 5;
-    }
-    config.timings.agent_boot_ms = 50;
-    config.timings.agent_ping_timeout_ms = 1;
-    config.timings.cluster_resources_lag_ms = 0;
-    config
-}
-
+/// A simulator for one test, and an HTTP/1.1 client that trusts it.
 pub async fn start(config: SimConfig) -> Harness {
-    let sim = Sim::start(config, "127.0.0.1:0".parse().unwrap(), None)
-        .await
-        .expect("sim starts");
+    let sim = pvesim::testing::start(config).await;
     let ca = reqwest::Certificate::from_pem(sim.ca_pem().as_bytes()).expect("CA parses");
     let client = reqwest::Client::builder()
         .tls_certs_only([ca])
         .http1_only()
         .build()
         .expect("client builds");
-    Harness { sim, client }
+    let admin = Admin::new(&sim);
+    Harness { sim, client, admin }
+}
+
+/// Faults written as the JSON `PUT /_sim/faults` takes.
+pub fn faults(json: Value) -> Faults {
+    serde_json::from_value(json).expect("faults as /_sim/faults takes them")
 }
 
 pub struct Answer {
@@ -94,38 +90,6 @@ impl Harness {
 
     pub async fn delete(&self, path: &str) -> Answer {
         self.send(self.client.delete(self.url(path))).await
-    }
-
-    pub async fn admin_get(&self, path: &str) -> Value {
-        let response = self
-            .client
-            .get(format!("{}/_sim/{path}", self.sim.endpoint()))
-            .header("Authorization", self.auth())
-            .send()
-            .await
-            .expect("admin request");
-        assert!(
-            response.status().is_success(),
-            "admin {path}: {}",
-            response.status()
-        );
-        response.json().await.expect("admin JSON")
-    }
-
-    pub async fn admin_put(&self, path: &str, body: Value) {
-        let response = self
-            .client
-            .put(format!("{}/_sim/{path}", self.sim.endpoint()))
-            .header("Authorization", self.auth())
-            .json(&body)
-            .send()
-            .await
-            .expect("admin request");
-        assert!(
-            response.status().is_success(),
-            "admin PUT {path}: {}",
-            response.status()
-        );
     }
 
     /// Polls a task until it stops (deadline 10 s) and returns its exitstatus.
@@ -290,7 +254,8 @@ pub fn joliet_iso(volume_id: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
     image
 }
 
-pub const GOOD_USER_DATA: &str = "#cloud-config\npackages:\n  - qemu-guest-agent\nruncmd:\n  - systemctl enable --now qemu-guest-agent\n";
+pub const GOOD_USER_DATA: &str = "#cloud-config\npackages:\n  - qemu-guest-agent\nruncmd:\n  - \
+    systemctl enable --now qemu-guest-agent\n";
 
 pub fn seed(hostname: &str, user_data: &str) -> Vec<u8> {
     let meta = format!("instance-id: iid-{hostname}\nlocal-hostname: {hostname}\n");
@@ -301,4 +266,43 @@ pub fn seed(hostname: &str, user_data: &str) -> Vec<u8> {
             ("user-data", user_data.as_bytes()),
         ],
     )
+}
+
+/// A raw TLS connection to the simulator, to see what the server does with bytes no
+/// HTTP client would send.
+pub async fn raw_tls(sim: &Sim) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(sim.ca_pem().as_bytes()).unwrap())
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let address = sim.endpoint().trim_start_matches("https://").to_string();
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+/// Reports the running test skipped the way the workspace's tests do (`tests/support/mod.rs`
+/// `skip`): a `SKIPPED: <test> (<reason>)` line, also appended to the file
+/// `PROXMOX_VE_TEST_SKIP_LOG` names, which `scripts/test.sh` counts as skipped, not passed.
+pub fn skipped(reason: &str) {
+    let thread = std::thread::current();
+    let line = format!("SKIPPED: {} ({reason})", thread.name().unwrap_or("?"));
+    println!("{line}");
+    if let Some(path) = std::env::var_os("PROXMOX_VE_TEST_SKIP_LOG").filter(|p| !p.is_empty()) {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+            .expect("cannot record the skip in PROXMOX_VE_TEST_SKIP_LOG");
+    }
 }

@@ -2,12 +2,13 @@
 //! attempt) and one info line per waited task (type, node, outcome, duration) — and never a
 //! query string, a body or the token.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::faults;
 use pve::qemu::ConfigUpdate;
 use pve::{RetryPolicy, retry_idempotent};
 use serde_json::json;
@@ -48,10 +49,11 @@ async fn one_debug_line_per_call_and_one_info_line_per_task() {
 
     let env = common::start().await;
     let secret = env.sim.token().rsplit_once('=').unwrap().1.to_owned();
-    env.set_faults(json!({"http": [
-        {"method": "GET", "path_regex": "^/version$", "status": 503, "count": 2}
-    ]}))
-    .await;
+    env.admin
+        .set_faults(&faults(json!({"http": [
+            {"method": "GET", "path_regex": "^/version$", "status": 503, "count": 2}
+        ]})))
+        .await;
     let policy = RetryPolicy {
         base_delay: Duration::from_millis(10),
         ..RetryPolicy::default()

@@ -1,28 +1,26 @@
 //! Shared helpers for the integration tests against `pvesim`.
 
-#![allow(dead_code)]
-
 use std::time::Duration;
 
 use pve::{ApiToken, Client, ClientConfig, TlsTrust};
-use pvesim::{Sim, SimConfig};
+use pvesim::testing::Admin;
+use pvesim::{Faults, Sim, SimConfig};
 use serde_json::Value;
 
-/// A running simulator plus a client for it and a raw HTTPS client for `/_sim/`.
+/// A running simulator, a `pve` client for it and its admin API.
 pub struct Env {
     pub sim: Sim,
     pub client: Client,
-    admin: reqwest::Client,
+    pub admin: Admin,
 }
 
 pub async fn start() -> Env {
     start_with(SimConfig::default(), |_| {}).await
 }
 
+/// A simulator with `config`, and a client configured as the provider would, then `tweak`ed.
 pub async fn start_with(config: SimConfig, tweak: impl FnOnce(&mut ClientConfig)) -> Env {
-    let sim = Sim::start(config, "127.0.0.1:0".parse().unwrap(), None)
-        .await
-        .expect("pvesim starts");
+    let sim = pvesim::testing::start(config).await;
     let mut client_config = ClientConfig::new(
         sim.endpoint(),
         ApiToken::parse(sim.token()).unwrap(),
@@ -30,65 +28,19 @@ pub async fn start_with(config: SimConfig, tweak: impl FnOnce(&mut ClientConfig)
     );
     tweak(&mut client_config);
     let client = Client::new(client_config).unwrap();
-    let admin = reqwest::Client::builder()
-        .tls_certs_only(reqwest::Certificate::from_pem_bundle(sim.ca_pem().as_bytes()).unwrap())
-        .build()
-        .unwrap();
+    let admin = Admin::new(&sim);
     Env { sim, client, admin }
 }
 
 impl Env {
-    async fn admin(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut req = self
-            .admin
-            .request(method, format!("{}/_sim/{path}", self.sim.endpoint()))
-            .header("Authorization", format!("PVEAPIToken={}", self.sim.token()));
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req.send().await.expect("admin API answers");
-        let status = resp.status();
-        let text = resp.text().await.unwrap();
-        assert!(status.is_success(), "admin {path}: {status} {text}");
-        serde_json::from_str(&text).unwrap()
-    }
-
-    pub async fn set_faults(&self, faults: Value) {
-        self.admin(reqwest::Method::PUT, "faults", Some(faults))
-            .await;
-    }
-
-    pub async fn clear_faults(&self) {
-        self.set_faults(serde_json::json!({})).await;
-    }
-
-    /// Sets task run times (other timings keep their current values).
-    pub async fn set_task_ms(&self, task_type: &str, ms: u64) {
-        let mut timings = self.admin(reqwest::Method::GET, "timings", None).await;
-        timings["task_ms"][task_type] = ms.into();
-        self.admin(reqwest::Method::PUT, "timings", Some(timings))
-            .await;
-    }
-
-    pub async fn journal(&self) -> Vec<Value> {
-        match self.admin(reqwest::Method::GET, "journal", None).await {
-            Value::Array(entries) => entries,
-            other => panic!("journal is not a list: {other}"),
-        }
-    }
-
-    /// Journal entries for `method` whose path matches exactly.
-    pub async fn journal_count(&self, method: &str, path: &str) -> usize {
-        self.journal()
-            .await
-            .iter()
-            .filter(|e| e["method"] == method && e["path"] == path)
-            .count()
-    }
-
     pub async fn shutdown(self) {
         self.sim.shutdown().await;
     }
+}
+
+/// Faults written as the JSON `PUT /_sim/faults` takes.
+pub fn faults(json: Value) -> Faults {
+    serde_json::from_value(json).expect("faults as /_sim/faults takes them")
 }
 
 /// Polls `probe` until it yields `Some`, failing after `deadline`. The probe's own requests

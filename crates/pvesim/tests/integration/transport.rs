@@ -2,41 +2,24 @@
 //! keep-alive idle close; the binary's start-up contract (state files, one stdout line,
 //! clean stop on SIGTERM).
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common;
 
 /// pveproxy closes a keep-alive connection that stays idle for 5 s: after one answered
 /// request, the server ends the connection on its own.
 #[tokio::test]
 async fn idle_keep_alive_connection_is_closed_by_the_server() {
-    let h = common::start(common::fast_config()).await;
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(h.sim.ca_pem().as_bytes()).unwrap())
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let h = common::start(pvesim::testing::fast_config()).await;
     let address = h.sim.endpoint().trim_start_matches("https://").to_string();
-    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let mut tls = connector
-        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
-        .await
-        .unwrap();
+    let mut tls = common::raw_tls(&h.sim).await;
     let request = format!(
-        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: keep-alive\r\n\r\n",
+        "GET /api2/json/version HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nConnection: \
+            keep-alive\r\n\r\n",
         h.auth()
     );
     tls.write_all(request.as_bytes()).await.unwrap();

@@ -1,11 +1,11 @@
 //! Every typed call against the simulator: reads of the default world, then a whole proxy-VM
 //! lifecycle (clone, seed upload, config, resize, start, agent, stop, cleanup, destroy).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{agent_seed, poll_until};
+use crate::common::{agent_seed, poll_until};
 use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions, Qemu, VmConfig};
 use pve::storage::{Storage, Upload};
 use pve::wire::{ByteSize, CdromDrive, NetConfig};
@@ -116,13 +116,13 @@ async fn whole_proxy_vm_lifecycle() {
     clean_up_seed_and_vm(c, vm, storage, vmid).await;
 
     // The destroy went out with its options in the query string.
-    let journal = env.journal().await;
+    let journal = env.admin.journal().await;
     let destroy = journal
         .iter()
-        .find(|e| e["method"] == "DELETE" && e["path"] == format!("/nodes/pve1/qemu/{vmid}"))
+        .find(|e| e.method == "DELETE" && e.path == format!("/nodes/pve1/qemu/{vmid}"))
         .expect("destroy journaled");
-    assert_eq!(destroy["params"]["purge"], "1", "{destroy}");
-    assert_eq!(destroy["params"]["destroy-unreferenced-disks"], "1");
+    assert_eq!(destroy.params["purge"], "1", "{destroy:?}");
+    assert_eq!(destroy.params["destroy-unreferenced-disks"], "1");
     env.shutdown().await;
 }
 

@@ -1,6 +1,7 @@
 //! Our parameter rules against PVE's official API schema dump (`../shared/pve/api-schema.json`,
 //! pve-docs 9.1.3). Skips with a message where that file is absent, as on a user's machine.
 
+use crate::common::skipped;
 use pvesim::schema::{self, Format, ParamRule, ParamType};
 use serde_json::{Map, Value};
 
@@ -56,7 +57,8 @@ fn compare(ours: &ParamRule, theirs: &Map<String, Value>, at: &str, mismatches: 
     }
     let their_type = theirs.get("type").and_then(Value::as_str).unwrap_or("-");
     differ("type", ours.ty.as_str().into(), their_type.into());
-    // PVE treats a property-string key that is its format's default key as optional only if declared so.
+    // PVE treats a property-string key that is its format's default key as optional only if
+    // declared so.
     differ(
         "optional",
         ours.optional.to_string(),
@@ -197,24 +199,6 @@ fn check_index_range(
         ));
     }
     true
-}
-
-/// Reports the running test skipped the way the workspace's tests do (`tests/support/mod.rs`
-/// `skip`): a `SKIPPED: <test> (<reason>)` line, also appended to the file
-/// `PROXMOX_VE_TEST_SKIP_LOG` names, which `scripts/test.sh` counts as skipped, not passed.
-fn skipped(reason: &str) {
-    let thread = std::thread::current();
-    let line = format!("SKIPPED: {} ({reason})", thread.name().unwrap_or("?"));
-    println!("{line}");
-    if let Some(path) = std::env::var_os("PROXMOX_VE_TEST_SKIP_LOG").filter(|p| !p.is_empty()) {
-        use std::io::Write;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
-            .expect("cannot record the skip in PROXMOX_VE_TEST_SKIP_LOG");
-    }
 }
 
 #[test]

@@ -1,0 +1,10 @@
+//! pve's integration tests, one binary (`cargo test -p pve --test integration`): one
+//! link step instead of one per file, and one copy of the shared helpers in `common`.
+
+mod common;
+mod observability;
+mod redaction;
+mod sim_api;
+mod sim_faults;
+mod source_rules;
+mod tls;

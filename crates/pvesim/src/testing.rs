@@ -1,0 +1,176 @@
+//! Test support (cargo feature `testing`): a simulator started for one test with fast
+//! timings, and [`Admin`], a typed client for the admin API under `/_sim/`.
+//!
+//! ```no_run
+//! # async fn example() {
+//! use pvesim::testing::{Admin, fast_config, start};
+//!
+//! let sim = start(fast_config()).await;
+//! let admin = Admin::new(&sim);
+//! admin.set_task_ms("qmclone", 200).await;
+//! // ... drive the PVE API at sim.endpoint() with sim.token() ...
+//! assert_eq!(admin.journal_count("POST", "/nodes/pve1/qemu/9000/clone").await, 0);
+//! sim.shutdown().await;
+//! # }
+//! ```
+//!
+//! The helpers are for tests: a failed request or an answer other than 2xx panics with
+//! what the simulator said.
+
+use std::net::SocketAddr;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::inspect::{JournalEntry, SimState};
+use crate::{Faults, Sim, SimConfig, Timings};
+
+/// The default world with every task taking 5 ms, the agent up 50 ms after boot, its
+/// ping timing out after 1 ms and `/cluster/resources` current at once. A test that must
+/// see a task running raises that task's time ([`Admin::set_task_ms`]).
+pub fn fast_config() -> SimConfig {
+    let mut config = SimConfig::default();
+    for ms in config.timings.task_ms.values_mut() {
+        *ms = 5;
+    }
+    config.timings.agent_boot_ms = 50;
+    config.timings.agent_ping_timeout_ms = 1;
+    config.timings.cluster_resources_lag_ms = 0;
+    config
+}
+
+/// Starts a simulator on a free loopback port; panics when it cannot.
+pub async fn start(config: SimConfig) -> Sim {
+    let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
+    Sim::start(config, loopback, None)
+        .await
+        .expect("pve-sim starts")
+}
+
+/// A client for one simulator's admin API (`/_sim/…`), authenticated with its token.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    http: reqwest::Client,
+    endpoint: String,
+    authorization: String,
+}
+
+impl Admin {
+    /// For a simulator this process started.
+    pub fn new(sim: &Sim) -> Admin {
+        Admin::connect(sim.endpoint(), sim.token(), sim.ca_pem())
+    }
+
+    /// For any simulator: its `endpoint` (`https://127.0.0.1:PORT`), its token
+    /// (`USER@REALM!TOKENID=SECRET`) and the CA that signed its certificate (PEM), as a
+    /// `pve-sim --state-dir` writes them.
+    pub fn connect(endpoint: &str, token: &str, ca_pem: &str) -> Admin {
+        let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA parses");
+        let http = reqwest::Client::builder()
+            .tls_certs_only([ca])
+            .build()
+            .expect("client builds");
+        Admin {
+            http,
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            authorization: format!("PVEAPIToken={token}"),
+        }
+    }
+
+    /// `GET /_sim/state`: nodes, VMs and volumes as they are now.
+    pub async fn state(&self) -> SimState {
+        self.get("state").await
+    }
+
+    /// `GET /_sim/journal`: every PVE API request answered so far, oldest first.
+    pub async fn journal(&self) -> Vec<JournalEntry> {
+        self.get("journal").await
+    }
+
+    /// How many journal entries are `method` on exactly `path` (after `/api2/json`).
+    pub async fn journal_count(&self, method: &str, path: &str) -> usize {
+        self.journal()
+            .await
+            .iter()
+            .filter(|e| e.method == method && e.path == path)
+            .count()
+    }
+
+    /// `GET /_sim/faults`: the faults in force.
+    pub async fn faults(&self) -> Faults {
+        self.get("faults").await
+    }
+
+    /// `PUT /_sim/faults`: replaces every fault (counts start again); returns them as
+    /// installed.
+    pub async fn set_faults(&self, faults: &Faults) -> Faults {
+        self.put("faults", faults).await
+    }
+
+    /// Removes every fault.
+    pub async fn clear_faults(&self) {
+        self.set_faults(&Faults::default()).await;
+    }
+
+    /// `GET /_sim/timings`.
+    pub async fn timings(&self) -> Timings {
+        self.get("timings").await
+    }
+
+    /// `PUT /_sim/timings`: replaces every timing; returns them as installed.
+    pub async fn set_timings(&self, timings: &Timings) -> Timings {
+        self.put("timings", timings).await
+    }
+
+    /// Sets one task type's run time (`qmclone`, `qmstart`, …); other timings keep their
+    /// values.
+    pub async fn set_task_ms(&self, task_type: &str, ms: u64) {
+        let mut timings = self.timings().await;
+        timings.task_ms.insert(task_type.to_owned(), ms);
+        self.set_timings(&timings).await;
+    }
+
+    /// `GET /_sim/volume/{node}/{storage}/{volume}`: the bytes uploaded into a volume
+    /// (`volume` with or without its `storage:` prefix), `None` when there are none.
+    pub async fn volume(&self, node: &str, storage: &str, volume: &str) -> Option<Vec<u8>> {
+        let response = self
+            .request(
+                reqwest::Method::GET,
+                &format!("volume/{node}/{storage}/{volume}"),
+            )
+            .send()
+            .await
+            .expect("the admin API answers");
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return None;
+        }
+        assert!(
+            response.status().is_success(),
+            "admin volume: {}",
+            response.status()
+        );
+        Some(response.bytes().await.expect("volume read").to_vec())
+    }
+
+    fn request(&self, method: reqwest::Method, leaf: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}/_sim/{leaf}", self.endpoint))
+            .header("Authorization", &self.authorization)
+    }
+
+    async fn get<T: DeserializeOwned>(&self, leaf: &str) -> T {
+        answer(leaf, self.request(reqwest::Method::GET, leaf)).await
+    }
+
+    async fn put<T: DeserializeOwned>(&self, leaf: &str, body: &impl Serialize) -> T {
+        answer(leaf, self.request(reqwest::Method::PUT, leaf).json(body)).await
+    }
+}
+
+async fn answer<T: DeserializeOwned>(leaf: &str, request: reqwest::RequestBuilder) -> T {
+    let response = request.send().await.expect("the admin API answers");
+    let status = response.status();
+    let text = response.text().await.expect("admin answer read");
+    assert!(status.is_success(), "admin {leaf}: {status} {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("admin {leaf} ({e}): {text}"))
+}
