@@ -339,8 +339,8 @@ fn parse_single_document(text: &str) -> Result<Root, UserDataError> {
     Ok(root)
 }
 
-pub(crate) const UNSAFE_TAG: &str = "a YAML tag that cloud-init's YAML loader (yaml.safe_load) cannot construct; only the \
-     standard !! tags are allowed";
+pub(crate) const UNSAFE_TAG: &str = "a YAML tag that cloud-init's YAML loader \
+    (yaml.safe_load) cannot construct; only the standard !! tags are allowed";
 
 /// The tags `yaml.safe_load` constructs (PyYAML's SafeConstructor).
 const SAFE_TAGS: &[&str] = &[
@@ -388,8 +388,8 @@ fn is_safe_tag(tag: &Tag) -> bool {
     }
 }
 
-pub(crate) const MISPLACED_TAB: &str = "a tab outside quotes, block scalars and comments, which cloud-init's YAML parser rejects; \
-     use spaces";
+pub(crate) const MISPLACED_TAB: &str = "a tab outside quotes, block scalars and comments, \
+    which cloud-init's YAML parser rejects; use spaces";
 
 /// Where PyYAML would stop at a tab: the first tab that is not inside one of
 /// `tab_friendly` (character ranges of quoted and block scalars) nor in a

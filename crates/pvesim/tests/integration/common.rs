@@ -289,9 +289,9 @@ pub async fn raw_tls(sim: &Sim) -> tokio_rustls::client::TlsStream<tokio::net::T
         .unwrap()
 }
 
-/// Reports the running test skipped the way the workspace's tests do (`tests/support/mod.rs`
-/// `skip`): a `SKIPPED: <test> (<reason>)` line, also appended to the file
-/// `PROXMOX_VE_TEST_SKIP_LOG` names, which `scripts/test.sh` counts as skipped, not passed.
+/// Reports the running test skipped the way the workspace's tests do (`skip` in
+/// `tests/provider/support/mod.rs`): a `SKIPPED: <test> (<reason>)` line, also appended to
+/// the file `PROXMOX_VE_TEST_SKIP_LOG` names, which `scripts/test.sh` counts as skipped.
 pub fn skipped(reason: &str) {
     let thread = std::thread::current();
     let line = format!("SKIPPED: {} ({reason})", thread.name().unwrap_or("?"));
