@@ -125,6 +125,52 @@ pub fn vm_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A node name as the configuration gives it: not empty.
+pub fn node_name(node: &str) -> Result<(), String> {
+    if node.trim().is_empty() {
+        return Err(
+            "the node name is empty: name the cluster node to create the VM on, e.g. \"pve1\""
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// A template as the configuration names it (by name or VMID): not empty.
+pub fn template_ref(template: &str) -> Result<(), String> {
+    if template.trim().is_empty() {
+        return Err("the template name or VMID is empty".into());
+    }
+    Ok(())
+}
+
+/// A bridge name as PVE accepts it for a NIC: a letter, then letters, digits, `_ . -`, at
+/// most 15 characters (the kernel's interface name limit).
+pub fn bridge(bridge: &str) -> Result<(), String> {
+    let mut chars = bridge.chars();
+    let ok = bridge.len() <= 15
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "`{bridge}` is not a bridge name (e.g. vmbr0): a letter, then letters, digits, _ . -, \
+         at most 15 characters"
+    ))
+}
+
+/// A positive duration (see [`duration`]): an operation's time limit.
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    let limit = duration(text)?;
+    if limit.is_zero() {
+        return Err(format!(
+            "`{text}` leaves no time at all; give the operation a positive duration like \"15m\""
+        ));
+    }
+    Ok(limit)
+}
+
 /// Durations as Terraform users write them: `90s`, `15m`, `1h30m`.
 pub fn duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("`{text}` is not a duration; write it like \"90s\", \"15m\" or \"1h30m\"");

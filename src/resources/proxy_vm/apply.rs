@@ -3,6 +3,7 @@
 
 use tfplugin::{ApplyRequest, ApplyResponse, Context, Diagnostic, Value, plan};
 
+use super::attr;
 use super::lifecycle::{self, Expected, ExpectedToken, ProgressCell, StepError};
 use super::model::{self, Desired, Private, fleet_of, vmid_of};
 use super::plan_checks;
@@ -127,7 +128,7 @@ async fn partial_state(
     node: &str,
     seed_volume: Option<&str>,
 ) -> Value {
-    let pool = planned.get_attr("pool").as_str().map(str::to_owned);
+    let pool = planned.get_attr(attr::POOL).as_str().map(str::to_owned);
     let mut state = match lifecycle::observe(&configured.client, node, vmid, pool).await {
         Ok(Some(observed)) => observed.to_state(planned),
         _ => {
@@ -139,31 +140,37 @@ async fn partial_state(
                     }
                 }
             }
-            state.set_attr("id", Value::string(vmid.to_string()));
-            state.set_attr("vmid", Value::number(i64::from(vmid)));
-            state.set_attr("current_node", Value::string(node));
+            state.set_attr(attr::ID, Value::string(vmid.to_string()));
+            state.set_attr(attr::VMID, Value::number(i64::from(vmid)));
+            state.set_attr(attr::CURRENT_NODE, Value::string(node));
             state
         }
     };
     // The configuration's identity, not a half-made VM's (a clone has no name yet).
-    for name in ["name", "node", "template", "seed_storage", "fleet"] {
+    for name in [
+        attr::NAME,
+        attr::NODE,
+        attr::TEMPLATE,
+        attr::SEED_STORAGE,
+        attr::FLEET,
+    ] {
         let wanted = planned.get_attr(name);
         if wanted.is_wholly_known() && !wanted.is_null() {
             state.set_attr(name, wanted.clone());
         }
     }
     // A placed VM's node is known only from what the create recorded.
-    if state.get_attr("node").is_null() {
-        state.set_attr("node", Value::string(node));
+    if state.get_attr(attr::NODE).is_null() {
+        state.set_attr(attr::NODE, Value::string(node));
     }
     // The seed may be uploaded but not attached yet: destroy must still find it.
     if let Some(volume) = seed_volume
         && state
-            .get_attr("seed_volume")
+            .get_attr(attr::SEED_VOLUME)
             .as_str()
             .is_none_or(str::is_empty)
     {
-        state.set_attr("seed_volume", Value::string(volume));
+        state.set_attr(attr::SEED_VOLUME, Value::string(volume));
     }
     state
 }
@@ -194,13 +201,19 @@ pub(super) async fn update(
         return response;
     };
     let node = prior
-        .get_attr("current_node")
+        .get_attr(attr::CURRENT_NODE)
         .as_str()
-        .or_else(|| prior.get_attr("node").as_str())
+        .or_else(|| prior.get_attr(attr::NODE).as_str())
         .unwrap_or_default()
         .to_owned();
     let vm_touching = [
-        "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started",
+        attr::CORES,
+        attr::MEMORY,
+        attr::DISK_GIB,
+        attr::BRIDGE,
+        attr::VLAN_TAG,
+        attr::TAGS,
+        attr::STARTED,
     ];
     let changed = plan::changed_attributes(prior, planned);
     // A change PVE holds until the next boot is applied by the reboot this apply allows,
@@ -209,22 +222,22 @@ pub(super) async fn update(
     // differ from the plan (#26).
     let reboot_for_pending = desired.reboot_if_needed
         && desired.started
-        && (!private.pending.is_empty() || changed.iter().any(|c| c == "reboot_if_needed"));
+        && (!private.pending.is_empty() || changed.iter().any(|c| c == attr::REBOOT_IF_NEEDED));
     let mut interfaces = None;
     if reboot_for_pending
         || changed
             .iter()
             .any(|name| vm_touching.contains(&name.as_str()))
     {
-        let disk_changed = changed.iter().any(|n| n == "disk_gib");
+        let disk_changed = changed.iter().any(|n| n == attr::DISK_GIB);
         let deadline = tokio::time::Instant::now() + desired.timeouts.update;
         let fleet = fleet_of(prior);
         let expected = Expected {
-            name: prior.get_attr("name").as_str(),
+            name: prior.get_attr(attr::NAME).as_str(),
             fleet: &fleet,
             token: ExpectedToken::of_state(
                 private.create_token.as_deref(),
-                prior.get_attr("seed_hash").as_str(),
+                prior.get_attr(attr::SEED_HASH).as_str(),
             ),
         };
         let work = lifecycle::update(
@@ -245,7 +258,9 @@ pub(super) async fn update(
                     .iter()
                     .filter(|key| match key.as_str() {
                         "cores" | "memory" => changed.iter().any(|c| c == *key),
-                        "net0" => changed.iter().any(|c| c == "bridge" || c == "vlan_tag"),
+                        "net0" => changed
+                            .iter()
+                            .any(|c| c == attr::BRIDGE || c == attr::VLAN_TAG),
                         _ => false,
                     })
                     .collect();
@@ -281,7 +296,11 @@ pub(super) async fn update(
             response.new_state = observed.to_state(planned);
             // The plan kept the addresses (nothing here could move them): an agent that
             // missed this one query must not make the result differ from the plan.
-            for name in ["ipv4_address", "ipv4_addresses", "ipv6_addresses"] {
+            for name in [
+                attr::IPV4_ADDRESS,
+                attr::IPV4_ADDRESSES,
+                attr::IPV6_ADDRESSES,
+            ] {
                 let kept = planned.get_attr(name);
                 if kept.is_wholly_known() && response.new_state.get_attr(name) != kept {
                     response.new_state.set_attr(name, kept.clone());
@@ -313,7 +332,7 @@ pub(super) async fn delete(
 ) -> ApplyResponse {
     let prior = &request.prior_state;
     let name = prior
-        .get_attr("name")
+        .get_attr(attr::NAME)
         .as_str()
         .unwrap_or_default()
         .to_owned();
@@ -322,16 +341,16 @@ pub(super) async fn delete(
         return response;
     };
     let seed_volume = prior
-        .get_attr("seed_volume")
+        .get_attr(attr::SEED_VOLUME)
         .as_str()
         .filter(|v| !v.is_empty())
         .map(str::to_owned);
     let seed_node = prior
-        .get_attr("node")
+        .get_attr(attr::NODE)
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    let limit = model::Timeouts::from_value(prior.get_attr("timeouts")).delete;
+    let limit = model::Timeouts::from_value(prior.get_attr(attr::TIMEOUTS)).delete;
     let fleet = fleet_of(prior);
     let private = Private::decode(&request.planned_private);
     let expected = Expected {
@@ -339,12 +358,12 @@ pub(super) async fn delete(
         fleet: &fleet,
         token: ExpectedToken::of_state(
             private.create_token.as_deref(),
-            prior.get_attr("seed_hash").as_str(),
+            prior.get_attr(attr::SEED_HASH).as_str(),
         ),
     };
     let deadline = tokio::time::Instant::now() + limit;
     let current_node = prior
-        .get_attr("current_node")
+        .get_attr(attr::CURRENT_NODE)
         .as_str()
         .unwrap_or(seed_node.as_str())
         .to_owned();

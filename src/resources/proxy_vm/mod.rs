@@ -1,6 +1,8 @@
 //! `proxmox_proxy_vm`: plan, apply, read and import over the lifecycle functions.
 
 mod apply;
+mod attr;
+mod checks;
 mod lifecycle;
 mod model;
 mod plan;
@@ -33,7 +35,7 @@ fn note_replacement(configured: &Configured, request: &PlanRequest, response: &P
         return;
     };
     let prior = &request.prior_state;
-    let Some(name) = prior.get_attr("name").as_str() else {
+    let Some(name) = prior.get_attr(attr::NAME).as_str() else {
         return;
     };
     let fleet = fleet_of(prior);
@@ -169,7 +171,7 @@ impl Resource for ProxyVm {
             response.new_state = prior;
             return response;
         };
-        let name = prior.get_attr("name").as_str().map(str::to_owned);
+        let name = prior.get_attr(attr::NAME).as_str().map(str::to_owned);
         let fleet = fleet_of(&prior);
         let mut private = Private::decode(&response.private);
         let expected = Expected {
@@ -177,7 +179,7 @@ impl Resource for ProxyVm {
             fleet: &fleet,
             token: ExpectedToken::of_state(
                 private.create_token.as_deref(),
-                prior.get_attr("seed_hash").as_str(),
+                prior.get_attr(attr::SEED_HASH).as_str(),
             ),
         };
         match lifecycle::read(&configured, vmid, expected).await {
@@ -197,7 +199,7 @@ impl Resource for ProxyVm {
                         format!("{why}: it may run another user-data than this configuration's. The plan replaces it."),
                     );
                 }
-                if let (None, Some(pool)) = (&observed.pool, prior.get_attr("pool").as_str()) {
+                if let (None, Some(pool)) = (&observed.pool, prior.get_attr(attr::POOL).as_str()) {
                     // PVE lists a VM's pool only to a token with Pool.Audit on it: a VM
                     // missing from its pool is drift only when the token could have seen it.
                     if let Ok(true) = configured
@@ -206,7 +208,7 @@ impl Resource for ProxyVm {
                         .await
                         .as_deref()
                     {
-                        response.new_state.set_attr("pool", Value::Null);
+                        response.new_state.set_attr(attr::POOL, Value::Null);
                     }
                 }
                 private.pending = observed
@@ -229,14 +231,14 @@ impl Resource for ProxyVm {
                     name,
                     &fleet,
                     "",
-                    prior.get_attr("template").as_str().unwrap_or_default(),
+                    prior.get_attr(attr::TEMPLATE).as_str().unwrap_or_default(),
                 )
                 .with_phase(ownership::Phase::Done);
                 // Restored without this state's create token (tokens stay out of messages):
                 // the seed hash, keyed with the token, proves it is this state's VM.
                 mark.create_token = None;
                 if let Some(hash) = prior
-                    .get_attr("seed_hash")
+                    .get_attr(attr::SEED_HASH)
                     .as_str()
                     .filter(|h| !h.is_empty())
                 {
@@ -325,7 +327,7 @@ impl Resource for ProxyVm {
                         );
                         return response;
                     }
-                    seed.set_attr("node", Value::string(node));
+                    seed.set_attr(attr::NODE, Value::string(node));
                 }
                 let state = observed.to_state(&seed);
                 let private = Private {

@@ -8,6 +8,7 @@
 use pve::ErrorKind;
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Severity, Value};
 
+use super::attr;
 use super::lifecycle::placement;
 use super::lifecycle::prechecks::{Template, check_disk_size, choose_template, judge_template};
 use super::model::Desired;
@@ -125,7 +126,7 @@ async fn check_create_at(
     };
     let client = &configured.client;
     let facts = &configured.facts;
-    let node = known(planned, "node");
+    let node = known(planned, attr::NODE);
 
     // The node: a member, and online. Node-bound checks need a good one.
     let mut node_ok = false;
@@ -133,7 +134,7 @@ async fn check_create_at(
         match facts.nodes(client).await {
             Ok(nodes) => match nodes.iter().find(|n| n.node == node) {
                 None => findings.error(
-                    "node",
+                    attr::NODE,
                     "Node not in the cluster",
                     format!(
                         "node `{node}` is not in the cluster (nodes: {}).",
@@ -141,7 +142,7 @@ async fn check_create_at(
                     ),
                 ),
                 Some(n) if !n.is_online() => findings.error(
-                    "node",
+                    attr::NODE,
                     "Node offline",
                     format!(
                         "node `{node}` is {} in the cluster; a VM cannot be created there now (online nodes: {}).",
@@ -157,16 +158,16 @@ async fn check_create_at(
 
     // The template, from the listing every resource of this plan shares.
     let mut template: Option<Template> = None;
-    if let Some(wanted) = known(planned, "template")
+    if let Some(wanted) = known(planned, attr::TEMPLATE)
         && !findings.unreachable
     {
         match configured.runtime.template_listing(client, false).await {
             Ok(listing) => match choose_template(&listing, wanted, node.unwrap_or_default()) {
-                Err(why) => findings.error("template", "Template not found", why),
+                Err(why) => findings.error(attr::TEMPLATE, "Template not found", why),
                 Ok(vm) => match facts.config(client, &vm.node, vm.vmid).await {
                     Ok(config) => match judge_template(vm, &config, wanted) {
                         Ok(found) => template = Some(found),
-                        Err(why) => findings.error("template", "Not a template", why),
+                        Err(why) => findings.error(attr::TEMPLATE, "Not a template", why),
                     },
                     Err(e) => findings.missing("the template's config", &e),
                 },
@@ -182,21 +183,21 @@ async fn check_create_at(
             check_template_reachable(configured, found, node, &mut findings).await;
         }
         // Unset: some node must be eligible for placement (unknown at plan: apply decides).
-        if config.get_attr("node").is_null() && !findings.unreachable {
+        if config.get_attr(attr::NODE).is_null() && !findings.unreachable {
             check_placement(configured, planned, found, &mut findings).await;
         }
         let disk_gib = planned
-            .get_attr("disk_gib")
+            .get_attr(attr::DISK_GIB)
             .as_i64()
             .and_then(|n| u64::try_from(n).ok());
-        let name = known(planned, "name").unwrap_or("this VM");
+        let name = known(planned, attr::NAME).unwrap_or("this VM");
         if let Err(why) = check_disk_size(found, name, disk_gib) {
-            findings.error("disk_gib", "Disk smaller than the template's", why);
+            findings.error(attr::DISK_GIB, "Disk smaller than the template's", why);
         }
     }
 
     if let (Some(node), true) = (node, node_ok) {
-        for (attribute, content) in [("seed_storage", "iso"), ("clone_storage", "images")] {
+        for (attribute, content) in [(attr::SEED_STORAGE, "iso"), (attr::CLONE_STORAGE, "images")] {
             if let Some(storage) = known(planned, attribute) {
                 // Not in the resource's configuration: it is the provider's default.
                 let from_provider = config.get_attr(attribute).is_null();
@@ -212,15 +213,15 @@ async fn check_create_at(
                 .await;
             }
         }
-        if let Some(bridge) = known(planned, "bridge") {
+        if let Some(bridge) = known(planned, attr::BRIDGE) {
             check_bridge(configured, node, bridge, &mut findings).await;
         }
         if let Some(found) = &template {
-            let bridge = known(planned, "bridge");
+            let bridge = known(planned, attr::BRIDGE);
             check_template_bridges(configured, node, found, bridge, &mut findings).await;
         }
     }
-    if let Some(pool) = known(planned, "pool")
+    if let Some(pool) = known(planned, attr::POOL)
         && !findings.unreachable
     {
         match facts.pools(client).await {
@@ -228,7 +229,7 @@ async fn check_create_at(
                 // PVE lists only the pools the token may audit: a hidden pool may exist.
                 match facts.may_audit_pool(client, pool).await.as_deref() {
                     Ok(true) => findings.error(
-                        "pool",
+                        attr::POOL,
                         "Pool not found",
                         format!(
                             "pool `{pool}` does not exist (pools: {}). Create it in Datacenter → Permissions → Pools, or leave `pool` unset.",
@@ -246,7 +247,7 @@ async fn check_create_at(
         }
     }
     if let Some(vmid) = planned
-        .get_attr("vmid")
+        .get_attr(attr::VMID)
         .as_i64()
         .and_then(|n| u32::try_from(n).ok())
         && !findings.unreachable
@@ -268,13 +269,13 @@ pub async fn check_update(
         unchecked: Vec::new(),
         unreachable: false,
     };
-    let node = known(planned, "current_node").or_else(|| known(planned, "node"));
-    if changed.iter().any(|c| c == "bridge")
-        && let (Some(node), Some(bridge)) = (node, known(planned, "bridge"))
+    let node = known(planned, attr::CURRENT_NODE).or_else(|| known(planned, attr::NODE));
+    if changed.iter().any(|c| c == attr::BRIDGE)
+        && let (Some(node), Some(bridge)) = (node, known(planned, attr::BRIDGE))
     {
         check_bridge(configured, node, bridge, &mut findings).await;
     }
-    if changed.iter().any(|c| c == "node_candidates") {
+    if changed.iter().any(|c| c == attr::NODE_CANDIDATES) {
         check_candidates(configured, planned, &mut findings).await;
     }
     finish(findings)
@@ -352,9 +353,9 @@ async fn check_placement(
     if let Err(rejected) = placement::judge(&views, memory_mib << 20) {
         // The candidates chose the nodes judged, when set; else the missing `node`.
         let attribute = if desired.node_candidates.is_some() {
-            "node_candidates"
+            attr::NODE_CANDIDATES
         } else {
-            "node"
+            attr::NODE
         };
         findings.error(
             attribute,
@@ -367,7 +368,7 @@ async fn check_placement(
 /// Every name in `node_candidates` must be a node of the cluster: a typo would otherwise
 /// quietly narrow placement (or leave it no node at all).
 async fn check_candidates(configured: &Configured, planned: &Value, findings: &mut Findings) {
-    let Some(candidates) = planned.get_attr("node_candidates").as_elements() else {
+    let Some(candidates) = planned.get_attr(attr::NODE_CANDIDATES).as_elements() else {
         return;
     };
     let candidates: Vec<&str> = candidates.iter().filter_map(Value::as_str).collect();
@@ -392,7 +393,7 @@ async fn check_candidates(configured: &Configured, planned: &Value, findings: &m
         ("nodes", "are")
     };
     findings.error(
-        "node_candidates",
+        attr::NODE_CANDIDATES,
         "Node not in the cluster",
         format!(
             "node_candidates names {what} {} that {verb} not in the cluster (nodes: {}). Correct the name, or remove it from node_candidates.",
@@ -425,7 +426,7 @@ async fn check_template_reachable(
             let shared = storages.iter().any(|s| s.storage == *storage && s.shared);
             if !shared {
                 findings.error(
-                    "template",
+                    attr::TEMPLATE,
                     "Template not reachable from the node",
                     format!(
                         "the template (VM {} on node {}) has its disk on `{storage}`, which is not shared with node {node}: PVE can clone it only onto {}. Set node = \"{}\", keep a copy of the template on {node}, or move its disks to shared storage.",
@@ -524,7 +525,7 @@ async fn check_bridge(configured: &Configured, node: &str, bridge: &str, finding
     }
     match configured.facts.bridges(&configured.client, node).await {
         Ok(bridges) if !bridges.iter().any(|b| b.iface == bridge) => findings.error(
-            "bridge",
+            attr::BRIDGE,
             "Bridge not found",
             format!(
                 "bridge `{bridge}` does not exist on node {node} (bridges there: {}).",
@@ -575,7 +576,7 @@ async fn check_template_bridges(
         " Choose another `node`,"
     };
     findings.error(
-        "node",
+        attr::NODE,
         "Bridge not on the node",
         format!(
             "node `{node}` has no bridge {}, which the VM keeps from its template (VM {} on {}); PVE would refuse to start it there (bridges on {node}: {}).{hint} or add the bridge to the node.",
@@ -605,7 +606,7 @@ async fn check_vmid(
     };
     if entry.template {
         return findings.error(
-            "vmid",
+            attr::VMID,
             "VMID taken",
             format!(
                 "VMID {vmid} is the template `{}` on {}. Choose another `vmid`, or leave it unset to derive one.",
@@ -618,9 +619,9 @@ async fn check_vmid(
         Ok(config) => config,
         Err(e) => return findings.missing(&format!("the config of VM {vmid}"), &e),
     };
-    let name = known(planned, "name").unwrap_or_default();
+    let name = known(planned, attr::NAME).unwrap_or_default();
     let fleet = planned
-        .get_attr("fleet")
+        .get_attr(attr::FLEET)
         .as_str()
         .unwrap_or(&configured.fleet);
     match ownership::classify(config.description().as_deref(), name, fleet) {
@@ -636,7 +637,7 @@ async fn check_vmid(
         Ownership::OursForThisName(mark)
             if replacing.is_some_and(|token| token == mark.create_token.as_deref()) => {}
         Ownership::OursForThisName(_) => findings.error(
-            "vmid",
+            attr::VMID,
             "Proxy VM already exists",
             format!(
                 "VMID {vmid} on {} is a finished proxy VM named `{name}`, made by another Terraform state (or one that was lost). It is never taken over. Import it (terraform import 'ADDRESS' {}/{vmid}, or an import block), or choose another `vmid`.",
@@ -644,7 +645,7 @@ async fn check_vmid(
             ),
         ),
         Ownership::OursForAnother(mark) => findings.error(
-            "vmid",
+            attr::VMID,
             "VMID taken",
             format!(
                 "VMID {vmid} is taken by the proxy VM {}; it is never modified. Choose another `vmid`, or leave it unset to derive one.",
@@ -652,7 +653,7 @@ async fn check_vmid(
             ),
         ),
         Ownership::Foreign => findings.error(
-            "vmid",
+            attr::VMID,
             "VMID taken",
             format!(
                 "VMID {vmid} is taken by `{}` on {}, a VM not managed by this provider; it is never modified. Choose another `vmid`, or leave it unset to derive one.",
