@@ -26,22 +26,27 @@ impl ProxyVmsDataSource {
 }
 
 pub fn schema() -> Schema {
-    let vm = vec![
+    let vm =
+        vec![
         Attribute::new("vmid", Type::Number).computed().description("VMID."),
         Attribute::new("name", Type::String).computed().description(
-            "VM name. PVE's listing shows names only once its statistics daemon has seen the VM (about 10 s after a clone), so a VM that was just created has an empty name.",
+            "VM name. PVE's listing shows names only once its statistics daemon has seen the VM \
+             (about 10 s after a clone), so a VM that was just created has an empty name.",
         ),
         Attribute::new("node", Type::String)
             .computed()
             .description("Node the VM is on now."),
         Attribute::new("status", Type::String).computed().description(
-            "`running`, `stopped`, or `unknown` while PVE has no statistics for the VM (just cloned, or its node offline).",
+            "`running`, `stopped`, or `unknown` while PVE has no statistics for the VM (just \
+             cloned, or its node offline).",
         ),
         Attribute::new("tags", Type::list(Type::String)).computed().description(format!(
-            "The VM's tags as PVE stores them (lower-case, sorted), without the provider's own `{OWNER_TAG}` tag."
+            "The VM's tags as PVE stores them (lower-case, sorted), without the provider's own \
+             `{OWNER_TAG}` tag."
         )),
         Attribute::new("lock", Type::String).computed().description(
-            "PVE's config lock (`clone`, `backup`, …), or an empty string when the VM is not locked.",
+            "PVE's config lock (`clone`, `backup`, …), or an empty string when the VM is not \
+             locked.",
         ),
         Attribute::new("fleet", Type::String)
             .computed()
@@ -50,13 +55,21 @@ pub fn schema() -> Schema {
     Schema::new(
         Block::new()
             .description(format!(
-                "Lists every VM of the provider's fleet that carries the provider's ownership tag `{OWNER_TAG}` across the cluster, from one `GET /cluster/resources?type=vm` call, sorted by VMID. Compare it with the VMs in state to find orphans (VMs of ours that no configuration manages, e.g. after a lost state: bring them back with `import` blocks). Only VMs the token may audit (`VM.Audit`) are visible; other guests, including containers, never appear. A VM whose clone has not finished yet carries no tag and is not listed."
+                "Lists every VM of the provider's fleet that carries the provider's ownership tag \
+                 `{OWNER_TAG}` across the cluster, from one `GET /cluster/resources?type=vm` call, \
+                 sorted by VMID. Compare it with the VMs in state to find orphans (VMs of ours \
+                 that no configuration manages, e.g. after a lost state: bring them back with \
+                 `import` blocks). Only VMs the token may audit (`VM.Audit`) are visible; other \
+                 guests, including containers, never appear. A VM whose clone has not finished yet \
+                 carries no tag and is not listed."
             ))
             .attribute(Attribute::new("all_fleets", Type::Bool).optional().description(
-                "List the VMs of every fleet, not only the provider's `fleet`. Defaults to `false`.",
+                "List the VMs of every fleet, not only the provider's `fleet`. Defaults to \
+                 `false`.",
             ))
             .attribute(Attribute::new("name_prefix", Type::String).optional().description(
-                "Only VMs whose name starts with this prefix. VMs whose name PVE does not report yet (just cloned) never match a non-empty prefix.",
+                "Only VMs whose name starts with this prefix. VMs whose name PVE does not report \
+                 yet (just cloned) never match a non-empty prefix.",
             ))
             .attribute(
                 Attribute::nested("vms", Nesting::List, vm)
@@ -165,12 +178,18 @@ mod tests {
 
     fn listing() -> Vec<ClusterVm> {
         serde_json::from_value(serde_json::json!([
-            {"id": "qemu/300", "vmid": 300, "node": "pve2", "type": "qemu", "status": "running", "name": "edge-b", "tags": "proxyvm;web"},
-            {"id": "qemu/200", "vmid": 200, "node": "pve1", "type": "qemu", "status": "stopped", "name": "edge-a", "tags": "proxyvm", "lock": "backup"},
-            {"id": "qemu/201", "vmid": 201, "node": "pve1", "type": "qemu", "status": "unknown", "tags": "proxyvm", "lock": "clone"},
-            {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu", "status": "running", "name": "edge-x", "tags": "infra"},
-            {"id": "lxc/400", "vmid": 400, "node": "pve1", "type": "lxc", "status": "running", "name": "edge-ct", "tags": "proxyvm"},
-            {"id": "qemu/500", "vmid": 500, "node": "pve1", "type": "qemu", "status": "running", "name": "edge-a", "tags": "proxyvm;proxyvm.fleet.prod"},
+            {"id": "qemu/300", "vmid": 300, "node": "pve2", "type": "qemu",
+                "status": "running", "name": "edge-b", "tags": "proxyvm;web"},
+            {"id": "qemu/200", "vmid": 200, "node": "pve1", "type": "qemu",
+                "status": "stopped", "name": "edge-a", "tags": "proxyvm", "lock": "backup"},
+            {"id": "qemu/201", "vmid": 201, "node": "pve1", "type": "qemu",
+                "status": "unknown", "tags": "proxyvm", "lock": "clone"},
+            {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu",
+                "status": "running", "name": "edge-x", "tags": "infra"},
+            {"id": "lxc/400", "vmid": 400, "node": "pve1", "type": "lxc",
+                "status": "running", "name": "edge-ct", "tags": "proxyvm"},
+            {"id": "qemu/500", "vmid": 500, "node": "pve1", "type": "qemu",
+                "status": "running", "name": "edge-a", "tags": "proxyvm;proxyvm.fleet.prod"},
         ]))
         .unwrap()
     }

@@ -7,6 +7,7 @@ use super::attr;
 use super::lifecycle::{self, Expected, ExpectedToken, ProgressCell, StepError};
 use super::model::{self, Desired, Private, fleet_of, vmid_of};
 use super::plan_checks;
+use super::schema::{self, Planned};
 use crate::context::Configured;
 use crate::diagnostics;
 use crate::ownership;
@@ -27,10 +28,12 @@ async fn bounded<T>(
 ) -> Result<T, StepError> {
     tokio::select! {
         result = tokio::time::timeout(limit, work) => result.unwrap_or_else(|_| Err(
-            StepError::Failed(format!("{what} did not finish within its timeout ({}s); raise `timeouts`, or run apply again to resume", limit.as_secs())),
+            StepError::Failed(format!("{what} did not finish within its timeout ({}s); raise \
+                                       `timeouts`, or run apply again to resume", limit.as_secs())),
         )),
         () = ctx.stop.stopped() => Err(
-            StepError::Failed(format!("{what} was interrupted by Terraform; the next apply resumes where it stopped")),
+            StepError::Failed(format!("{what} was interrupted by Terraform; the next apply resumes \
+                                       where it stopped")),
         ),
     }
 }
@@ -251,27 +254,8 @@ pub(super) async fn update(
         );
         match bounded(ctx, desired.timeouts.update, "update", work).await {
             Ok(updated) => {
-                // Warn about what this apply left pending, not again on applies that do not
-                // touch it (plans keep naming it until a reboot).
-                let touched: Vec<&String> = updated
-                    .pending
-                    .iter()
-                    .filter(|key| match key.as_str() {
-                        "cores" | "memory" => changed.iter().any(|c| c == *key),
-                        "net0" => changed
-                            .iter()
-                            .any(|c| c == attr::BRIDGE || c == attr::VLAN_TAG),
-                        _ => false,
-                    })
-                    .collect();
-                if !touched.is_empty() {
-                    response.diagnostics.warning(
-                        "Changes pending until reboot",
-                        format!(
-                            "PVE applies these changes to VM {vmid} at its next boot: {}. Reboot it, or set reboot_if_needed = true to let the provider do it.",
-                            touched.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
-                        ),
-                    );
+                if let Some(warning) = pending_warning(vmid, &updated.pending, &changed) {
+                    response.diagnostics.push(warning);
                 }
                 interfaces = updated.interfaces;
             }
@@ -294,18 +278,7 @@ pub(super) async fn update(
     {
         Ok(Some(observed)) => {
             response.new_state = observed.to_state(planned);
-            // The plan kept the addresses (nothing here could move them): an agent that
-            // missed this one query must not make the result differ from the plan.
-            for name in [
-                attr::IPV4_ADDRESS,
-                attr::IPV4_ADDRESSES,
-                attr::IPV6_ADDRESSES,
-            ] {
-                let kept = planned.get_attr(name);
-                if kept.is_wholly_known() && response.new_state.get_attr(name) != kept {
-                    response.new_state.set_attr(name, kept.clone());
-                }
-            }
+            keep_planned_addresses(planned, &mut response.new_state);
             private.pending = observed
                 .pending_attributes()
                 .into_iter()
@@ -323,6 +296,45 @@ pub(super) async fn update(
             .push(step_diagnostic("update", &desired.name, &error)),
     }
     response
+}
+
+/// Warns about what this apply left pending, not again on applies that do not touch it
+/// (plans keep naming it until a reboot).
+fn pending_warning(vmid: u32, pending: &[String], changed: &[String]) -> Option<Diagnostic> {
+    let touched: Vec<&str> = pending
+        .iter()
+        .filter(|key| match key.as_str() {
+            "cores" | "memory" => changed.iter().any(|c| c == *key),
+            "net0" => changed
+                .iter()
+                .any(|c| c == attr::BRIDGE || c == attr::VLAN_TAG),
+            _ => false,
+        })
+        .map(String::as_str)
+        .collect();
+    if touched.is_empty() {
+        return None;
+    }
+    Some(Diagnostic::warning(
+        "Changes pending until reboot",
+        format!(
+            "PVE applies these changes to VM {vmid} at its next boot: {}. Reboot it, or set \
+             reboot_if_needed = true to let the provider do it.",
+            touched.join(", ")
+        ),
+    ))
+}
+
+/// The plan kept the addresses (nothing in the update could move them): an agent that
+/// missed this one query must not make the result differ from the plan.
+fn keep_planned_addresses(planned: &Value, state: &mut Value) {
+    let addresses = schema::names_where(|spec| matches!(spec.planned, Planned::GuestAddress));
+    for name in addresses {
+        let kept = planned.get_attr(name);
+        if kept.is_wholly_known() && state.get_attr(name) != kept {
+            state.set_attr(name, kept.clone());
+        }
+    }
 }
 
 pub(super) async fn delete(

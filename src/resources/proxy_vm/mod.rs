@@ -196,7 +196,10 @@ impl Resource for ProxyVm {
                 if let Some(why) = observed.seed_drift(&prior) {
                     response.diagnostics.warning(
                         "Proxy VM boots another seed",
-                        format!("{why}: it may run another user-data than this configuration's. The plan replaces it."),
+                        format!(
+                            "{why}: it may run another user-data than this configuration's. \
+                                 The plan replaces it."
+                        ),
                     );
                 }
                 if let (None, Some(pool)) = (&observed.pool, prior.get_attr(attr::POOL).as_str()) {
@@ -247,7 +250,15 @@ impl Resource for ProxyVm {
                 response.diagnostics.warning(
                     "Proxy VM lost its ownership mark",
                     format!(
-                        "VM {vmid} on {node} is named `{name}` but its description no longer carries this provider's ownership mark (it was edited). It stays in this state, but nothing will be changed or destroyed on it until it is marked again, and no second VM of the name is made.\n\nTo manage it again, put these lines back at the end of its description (PVE web UI: VM {vmid} > Summary > Notes) and run plan again:\n\n{}\n\nIf it is not this configuration's VM any more, remove it from this state: terraform state rm 'ADDRESS' (ADDRESS is this resource's address, e.g. proxmox_proxy_vm.edge[0]).",
+                        "VM {vmid} on {node} is named `{name}` but its description no longer \
+                         carries this provider's ownership mark (it was edited). It stays in this \
+                         state, but nothing will be changed or destroyed on it until it is marked \
+                         again, and no second VM of the name is made.\n\nTo manage it again, put \
+                         these lines back at the end of its description (PVE web UI: VM {vmid} > \
+                         Summary > Notes) and run plan again:\n\n{}\n\nIf it is not this \
+                         configuration's VM any more, remove it from this state: terraform state \
+                         rm 'ADDRESS' (ADDRESS is this resource's address, e.g. \
+                         proxmox_proxy_vm.edge[0]).",
                         mark.render()
                     ),
                 );
@@ -265,7 +276,9 @@ impl Resource for ProxyVm {
                 response.diagnostics.warning(
                     "Proxy VM not refreshed: its node is unreachable",
                     format!(
-                        "{} (VM {vmid}) could not be read: {error}. Its last known state is kept; plans show its drift again once the node answers. Changing or destroying it needs the node back.",
+                        "{} (VM {vmid}) could not be read: {error}. Its last known state is kept; \
+                         plans show its drift again once the node answers. Changing or destroying \
+                         it needs the node back.",
                         name.as_deref().unwrap_or("?")
                     ),
                 );
@@ -313,7 +326,12 @@ impl Resource for ProxyVm {
                 if phase == Some(ownership::Phase::Creating) {
                     response.diagnostics.error(
                         "Cannot import proxy VM",
-                        format!("VM {vmid} is a create still in progress (or interrupted) of `{}`. Run the apply that creates it (it resumes the create), or destroy it; import it once it is finished.", observed.name),
+                        format!(
+                            "VM {vmid} is a create still in progress (or interrupted) of `{}`. \
+                                 Run the apply that creates it (it resumes the create), or destroy \
+                                 it; import it once it is finished.",
+                            observed.name
+                        ),
                     );
                     return response;
                 }
@@ -323,7 +341,11 @@ impl Resource for ProxyVm {
                     if node != observed.node {
                         response.diagnostics.error(
                             "Cannot import proxy VM",
-                            format!("VM {vmid} is on node {actual}, not on {node}. Import it as `{actual}/{vmid}` (or by its VMID alone, `{vmid}`).", actual = observed.node),
+                            format!(
+                                "VM {vmid} is on node {actual}, not on {node}. Import it as \
+                                     `{actual}/{vmid}` (or by its VMID alone, `{vmid}`).",
+                                actual = observed.node
+                            ),
                         );
                         return response;
                     }
@@ -335,17 +357,35 @@ impl Resource for ProxyVm {
                     pending: Vec::new(),
                     imported: true,
                 };
-                response.imported.push(ImportedResource { type_name: TYPE_NAME.into(), state, private: private.encode() });
+                response.imported.push(ImportedResource {
+                    type_name: TYPE_NAME.into(),
+                    state,
+                    private: private.encode(),
+                });
             }
-            Ok(lifecycle::Found::NotOurs { mark: Some(mark), .. }) if mark.fleet != configured.fleet => response.diagnostics.error(
+            Ok(lifecycle::Found::NotOurs {
+                mark: Some(mark), ..
+            }) if mark.fleet != configured.fleet => response.diagnostics.error(
                 "Cannot import proxy VM from another fleet",
-                format!("VM {vmid} (`{}`) belongs to fleet `{}`, and this provider manages fleet `{}`. Import it with a provider whose `fleet` is `{}`, or leave it to the configuration that owns it.", mark.owner, mark.fleet, configured.fleet, mark.fleet),
+                format!(
+                    "VM {vmid} (`{}`) belongs to fleet `{}`, and this provider manages fleet \
+                         `{}`. Import it with a provider whose `fleet` is `{}`, or leave it to the \
+                         configuration that owns it.",
+                    mark.owner, mark.fleet, configured.fleet, mark.fleet
+                ),
             ),
             Ok(_) => response.diagnostics.error(
                 "Cannot import proxy VM",
-                format!("No VM {vmid} carrying this provider's ownership mark was found. Only VMs made by proxmox_proxy_vm can be imported; other VMs are never modified."),
+                format!(
+                    "No VM {vmid} carrying this provider's ownership mark was found. Only VMs \
+                         made by proxmox_proxy_vm can be imported; other VMs are never modified."
+                ),
             ),
-            Err(error) => response.diagnostics.push(step_diagnostic("import", &format!("{vmid}"), &error)),
+            Err(error) => {
+                response
+                    .diagnostics
+                    .push(step_diagnostic("import", &format!("{vmid}"), &error))
+            }
         }
         response
     }

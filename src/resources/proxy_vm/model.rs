@@ -288,7 +288,14 @@ pub fn refuse_write_only_without_support(config: &Value, client: &tfplugin::Clie
             AttributePath::root().attr(name),
             format!("{name} needs Terraform >= 1.11 or OpenTofu >= 1.11"),
             format!(
-                "`{name}` is a write-only argument: the provider uses it to build the VM's seed and never keeps it in the plan or state. {cli} does not support write-only arguments, so it would store the value (cloud-init content often holds passwords and keys); the provider refuses it instead.\n\nUpgrade to Terraform >= 1.11 or OpenTofu >= 1.11, or remove `{name}`: the VM then boots with the seed's vendor-data only (which installs the QEMU guest agent), and its configuration can come from the template instead. Everything else in this resource works with older versions."
+                "`{name}` is a write-only argument: the provider uses it to build the VM's seed \
+                 and never keeps it in the plan or state. {cli} does not support write-only \
+                 arguments, so it would store the value (cloud-init content often holds passwords \
+                 and keys); the provider refuses it instead.\n\nUpgrade to Terraform >= 1.11 or \
+                 OpenTofu >= 1.11, or remove `{name}`: the VM then boots with the seed's \
+                 vendor-data only (which installs the QEMU guest agent), and its configuration can \
+                 come from the template instead. Everything else in this resource works with older \
+                 versions."
             ),
         );
     }
@@ -659,7 +666,10 @@ mod tests {
         );
         let detail = &diags.iter().next().unwrap().detail;
         assert!(
-            detail.contains("The Terraform or OpenTofu version running this command does not support write-only arguments"),
+            detail.contains(
+                "The Terraform or OpenTofu version running this command does not \
+                             support write-only arguments"
+            ),
             "{detail}"
         );
         assert!(detail.contains("Terraform >= 1.11 or OpenTofu >= 1.11"));

@@ -51,7 +51,12 @@ pub(super) fn refuse_duplicate_name(
         response.diagnostics.attribute_error(
             AttributePath::root().attr(attr::NAME),
             "Duplicate proxy VM name",
-            format!("Another proxmox_proxy_vm in this configuration is also named `{name}`{in_fleet}. Each name may be used once per fleet, since the name identifies the VM on the cluster: give each resource (and each count/for_each instance) its own name."),
+            format!(
+                "Another proxmox_proxy_vm in this configuration is also named \
+                     `{name}`{in_fleet}. Each name may be used once per fleet, since the name \
+                     identifies the VM on the cluster: give each resource (and each count/for_each \
+                     instance) its own name."
+            ),
         );
     }
 }

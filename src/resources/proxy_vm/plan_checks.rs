@@ -59,7 +59,11 @@ impl Findings {
                 self.unreachable = true;
                 self.diagnostics.error(
                     "PVE refused the API token",
-                    format!("{error}\n\nCheck PROXMOX_VE_API_TOKEN / api_token (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that its user exists."),
+                    format!(
+                        "{error}\n\nCheck PROXMOX_VE_API_TOKEN / api_token \
+                             (USER@REALM!TOKENID=SECRET), that the token is not expired or \
+                             revoked, and that its user exists."
+                    ),
                 );
             }
             _ => self.unchecked.push(format!("{what}: {error}")),
@@ -124,57 +128,14 @@ async fn check_create_at(
         unchecked: Vec::new(),
         unreachable: false,
     };
-    let client = &configured.client;
-    let facts = &configured.facts;
     let node = known(planned, attr::NODE);
 
-    // The node: a member, and online. Node-bound checks need a good one.
-    let mut node_ok = false;
-    if let Some(node) = node {
-        match facts.nodes(client).await {
-            Ok(nodes) => match nodes.iter().find(|n| n.node == node) {
-                None => findings.error(
-                    attr::NODE,
-                    "Node not in the cluster",
-                    format!(
-                        "node `{node}` is not in the cluster (nodes: {}).",
-                        list(nodes.iter().map(|n| n.node.clone()))
-                    ),
-                ),
-                Some(n) if !n.is_online() => findings.error(
-                    attr::NODE,
-                    "Node offline",
-                    format!(
-                        "node `{node}` is {} in the cluster; a VM cannot be created there now (online nodes: {}).",
-                        n.status,
-                        list(nodes.iter().filter(|n| n.is_online()).map(|n| n.node.clone()))
-                    ),
-                ),
-                Some(_) => node_ok = true,
-            },
-            Err(e) => findings.missing("the cluster's nodes", &e),
-        }
-    }
-
-    // The template, from the listing every resource of this plan shares.
-    let mut template: Option<Template> = None;
-    if let Some(wanted) = known(planned, attr::TEMPLATE)
-        && !findings.unreachable
-    {
-        match configured.runtime.template_listing(client, false).await {
-            Ok(listing) => match choose_template(&listing, wanted, node.unwrap_or_default()) {
-                Err(why) => findings.error(attr::TEMPLATE, "Template not found", why),
-                Ok(vm) => match facts.config(client, &vm.node, vm.vmid).await {
-                    Ok(config) => match judge_template(vm, &config, wanted) {
-                        Ok(found) => template = Some(found),
-                        Err(why) => findings.error(attr::TEMPLATE, "Not a template", why),
-                    },
-                    Err(e) => findings.missing("the template's config", &e),
-                },
-            },
-            Err(e) => findings.missing("the cluster's VM listing", &e),
-        }
-    }
+    // Node-bound checks need a good node.
+    let node_ok = match node {
+        Some(node) => check_node(configured, node, &mut findings).await,
+        None => false,
+    };
+    let template = find_template(configured, planned, node, &mut findings).await;
     if !findings.unreachable {
         check_candidates(configured, planned, &mut findings).await;
     }
@@ -224,27 +185,7 @@ async fn check_create_at(
     if let Some(pool) = known(planned, attr::POOL)
         && !findings.unreachable
     {
-        match facts.pools(client).await {
-            Ok(pools) if !pools.iter().any(|p| p.poolid == pool) => {
-                // PVE lists only the pools the token may audit: a hidden pool may exist.
-                match facts.may_audit_pool(client, pool).await.as_deref() {
-                    Ok(true) => findings.error(
-                        attr::POOL,
-                        "Pool not found",
-                        format!(
-                            "pool `{pool}` does not exist (pools: {}). Create it in Datacenter → Permissions → Pools, or leave `pool` unset.",
-                            list(pools.iter().map(|p| p.poolid.clone()))
-                        ),
-                    ),
-                    Ok(false) => findings.unchecked.push(format!(
-                        "pool `{pool}`: the token lacks Pool.Audit on /pool/{pool}, so PVE does not show it (grant it, see the PVE setup guide)"
-                    )),
-                    Err(e) => findings.missing("the token's privileges on the pool", e),
-                }
-            }
-            Ok(_) => {}
-            Err(e) => findings.missing("the cluster's pools", &e),
-        }
+        check_pool(configured, pool, &mut findings).await;
     }
     if let Some(vmid) = planned
         .get_attr(attr::VMID)
@@ -305,14 +246,18 @@ pub fn severity_for(checks: Diagnostics, invocation: Invocation) -> Diagnostics 
     )
 }
 
-const PLAN_MAY_BE_A_DESTROY: &str = "\n\nThis is a warning, not an error, because this plan may be the refresh that starts a destroy, which must never be blocked. An apply that creates or changes this VM checks again and stops here before any write.";
+const PLAN_MAY_BE_A_DESTROY: &str = "\n\nThis is a warning, not an error, because this plan may be \
+                                     the refresh that starts a destroy, which must never be \
+                                     blocked. An apply that creates or changes this VM checks \
+                                     again and stops here before any write.";
 
 fn finish(mut findings: Findings) -> Diagnostics {
     if !findings.unchecked.is_empty() {
         findings.diagnostics.warning(
             "Not checked against the cluster at plan",
             format!(
-                "The plan could not check this VM's settings against the cluster: {}. Apply checks them again before it changes anything.",
+                "The plan could not check this VM's settings against the cluster: {}. Apply checks \
+                 them again before it changes anything.",
                 findings.unchecked.join("; ")
             ),
         );
@@ -365,6 +310,99 @@ async fn check_placement(
     }
 }
 
+/// The node: a member of the cluster, and online. Whether it is.
+async fn check_node(configured: &Configured, node: &str, findings: &mut Findings) -> bool {
+    let (client, facts) = (&configured.client, &configured.facts);
+    let mut node_ok = false;
+    match facts.nodes(client).await {
+        Ok(nodes) => match nodes.iter().find(|n| n.node == node) {
+            None => findings.error(
+                attr::NODE,
+                "Node not in the cluster",
+                format!(
+                    "node `{node}` is not in the cluster (nodes: {}).",
+                    list(nodes.iter().map(|n| n.node.clone()))
+                ),
+            ),
+            Some(n) if !n.is_online() => findings.error(
+                attr::NODE,
+                "Node offline",
+                format!(
+                    "node `{node}` is {} in the cluster; a VM cannot be created there now \
+                     (online nodes: {}).",
+                    n.status,
+                    list(
+                        nodes
+                            .iter()
+                            .filter(|n| n.is_online())
+                            .map(|n| n.node.clone())
+                    )
+                ),
+            ),
+            Some(_) => node_ok = true,
+        },
+        Err(e) => findings.missing("the cluster's nodes", &e),
+    }
+    node_ok
+}
+
+/// The template, from the listing every resource of this plan shares.
+async fn find_template(
+    configured: &Configured,
+    planned: &Value,
+    node: Option<&str>,
+    findings: &mut Findings,
+) -> Option<Template> {
+    let (client, facts) = (&configured.client, &configured.facts);
+    let mut template: Option<Template> = None;
+    if let Some(wanted) = known(planned, attr::TEMPLATE)
+        && !findings.unreachable
+    {
+        match configured.runtime.template_listing(client, false).await {
+            Ok(listing) => match choose_template(&listing, wanted, node.unwrap_or_default()) {
+                Err(why) => findings.error(attr::TEMPLATE, "Template not found", why),
+                Ok(vm) => match facts.config(client, &vm.node, vm.vmid).await {
+                    Ok(config) => match judge_template(vm, &config, wanted) {
+                        Ok(found) => template = Some(found),
+                        Err(why) => findings.error(attr::TEMPLATE, "Not a template", why),
+                    },
+                    Err(e) => findings.missing("the template's config", &e),
+                },
+            },
+            Err(e) => findings.missing("the cluster's VM listing", &e),
+        }
+    }
+    template
+}
+
+/// The pool exists (as far as the token may see).
+async fn check_pool(configured: &Configured, pool: &str, findings: &mut Findings) {
+    let (client, facts) = (&configured.client, &configured.facts);
+    match facts.pools(client).await {
+        Ok(pools) if !pools.iter().any(|p| p.poolid == pool) => {
+            // PVE lists only the pools the token may audit: a hidden pool may exist.
+            match facts.may_audit_pool(client, pool).await.as_deref() {
+                Ok(true) => findings.error(
+                    attr::POOL,
+                    "Pool not found",
+                    format!(
+                        "pool `{pool}` does not exist (pools: {}). Create it in Datacenter → \
+                         Permissions → Pools, or leave `pool` unset.",
+                        list(pools.iter().map(|p| p.poolid.clone()))
+                    ),
+                ),
+                Ok(false) => findings.unchecked.push(format!(
+                    "pool `{pool}`: the token lacks Pool.Audit on /pool/{pool}, so PVE does \
+                     not show it (grant it, see the PVE setup guide)"
+                )),
+                Err(e) => findings.missing("the token's privileges on the pool", e),
+            }
+        }
+        Ok(_) => {}
+        Err(e) => findings.missing("the cluster's pools", &e),
+    }
+}
+
 /// Every name in `node_candidates` must be a node of the cluster: a typo would otherwise
 /// quietly narrow placement (or leave it no node at all).
 async fn check_candidates(configured: &Configured, planned: &Value, findings: &mut Findings) {
@@ -396,7 +434,8 @@ async fn check_candidates(configured: &Configured, planned: &Value, findings: &m
         attr::NODE_CANDIDATES,
         "Node not in the cluster",
         format!(
-            "node_candidates names {what} {} that {verb} not in the cluster (nodes: {}). Correct the name, or remove it from node_candidates.",
+            "node_candidates names {what} {} that {verb} not in the cluster (nodes: {}). Correct \
+             the name, or remove it from node_candidates.",
             unknown.join(", "),
             list(nodes.iter().map(|n| n.node.clone()))
         ),
@@ -429,7 +468,10 @@ async fn check_template_reachable(
                     attr::TEMPLATE,
                     "Template not reachable from the node",
                     format!(
-                        "the template (VM {} on node {}) has its disk on `{storage}`, which is not shared with node {node}: PVE can clone it only onto {}. Set node = \"{}\", keep a copy of the template on {node}, or move its disks to shared storage.",
+                        "the template (VM {} on node {}) has its disk on `{storage}`, which is not \
+                         shared with node {node}: PVE can clone it only onto {}. Set \
+                         node = \"{}\", keep a copy of the template on {node}, or move its disks \
+                         to shared storage.",
                         template.vmid, template.node, template.node, template.node
                     ),
                 );
@@ -458,7 +500,8 @@ async fn check_storage(
         // Terraform can point only at this resource's block; say where the value came from.
         for diagnostic in &mut findings.diagnostics.0[before..] {
             diagnostic.detail.push_str(&format!(
-                " The value is the provider's `{attribute}` default: change it in the provider block, or set `{attribute}` on this resource."
+                " The value is the provider's `{attribute}` default: change it in the provider \
+                 block, or set `{attribute}` on this resource."
             ));
         }
     }
@@ -494,7 +537,8 @@ async fn check_storage_on(
             attribute,
             "Storage not found",
             format!(
-                "storage `{storage}` does not exist on node {node} (storages there that take {kind}: {}).",
+                "storage `{storage}` does not exist on node {node} (storages there that take \
+                 {kind}: {}).",
                 fitting()
             ),
         ),
@@ -502,7 +546,9 @@ async fn check_storage_on(
             attribute,
             "Storage not active",
             format!(
-                "storage `{storage}` is not active on node {node}. Enable it for this node (Datacenter → Storage → Nodes), or choose another (storages there that take {kind}: {}).",
+                "storage `{storage}` is not active on node {node}. Enable it for this node \
+                 (Datacenter → Storage → Nodes), or choose another (storages there that take \
+                 {kind}: {}).",
                 fitting()
             ),
         ),
@@ -510,7 +556,9 @@ async fn check_storage_on(
             attribute,
             "Storage does not take this content",
             format!(
-                "storage `{storage}` on node {node} does not take {kind} (`{content}`; its content types: {}). Add `{content}` to it in Datacenter → Storage, or choose another (storages there that do: {}).",
+                "storage `{storage}` on node {node} does not take {kind} (`{content}`; its content \
+                 types: {}). Add `{content}` to it in Datacenter → Storage, or choose another \
+                 (storages there that do: {}).",
                 s.content,
                 fitting()
             ),
@@ -579,7 +627,9 @@ async fn check_template_bridges(
         attr::NODE,
         "Bridge not on the node",
         format!(
-            "node `{node}` has no bridge {}, which the VM keeps from its template (VM {} on {}); PVE would refuse to start it there (bridges on {node}: {}).{hint} or add the bridge to the node.",
+            "node `{node}` has no bridge {}, which the VM keeps from its template (VM {} on {}); \
+             PVE would refuse to start it there (bridges on {node}: {}).{hint} or add the bridge \
+             to the node.",
             missing.join(", "),
             template.vmid,
             template.node,
@@ -609,7 +659,8 @@ async fn check_vmid(
             attr::VMID,
             "VMID taken",
             format!(
-                "VMID {vmid} is the template `{}` on {}. Choose another `vmid`, or leave it unset to derive one.",
+                "VMID {vmid} is the template `{}` on {}. Choose another `vmid`, or leave it unset \
+                 to derive one.",
                 entry.name.as_deref().unwrap_or("?"),
                 entry.node
             ),
@@ -640,7 +691,10 @@ async fn check_vmid(
             attr::VMID,
             "Proxy VM already exists",
             format!(
-                "VMID {vmid} on {} is a finished proxy VM named `{name}`, made by another Terraform state (or one that was lost). It is never taken over. Import it (terraform import 'ADDRESS' {}/{vmid}, or an import block), or choose another `vmid`.",
+                "VMID {vmid} on {} is a finished proxy VM named `{name}`, made by another \
+                 Terraform state (or one that was lost). It is never taken over. Import it \
+                 (terraform import 'ADDRESS' {}/{vmid}, or an import block), or choose another \
+                 `vmid`.",
                 entry.node, entry.node
             ),
         ),
@@ -648,7 +702,8 @@ async fn check_vmid(
             attr::VMID,
             "VMID taken",
             format!(
-                "VMID {vmid} is taken by the proxy VM {}; it is never modified. Choose another `vmid`, or leave it unset to derive one.",
+                "VMID {vmid} is taken by the proxy VM {}; it is never modified. Choose another \
+                 `vmid`, or leave it unset to derive one.",
                 ownership::describe_owner(&mark)
             ),
         ),
@@ -656,7 +711,8 @@ async fn check_vmid(
             attr::VMID,
             "VMID taken",
             format!(
-                "VMID {vmid} is taken by `{}` on {}, a VM not managed by this provider; it is never modified. Choose another `vmid`, or leave it unset to derive one.",
+                "VMID {vmid} is taken by `{}` on {}, a VM not managed by this provider; it is \
+                 never modified. Choose another `vmid`, or leave it unset to derive one.",
                 entry.name.as_deref().unwrap_or("?"),
                 entry.node
             ),

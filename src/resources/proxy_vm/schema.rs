@@ -18,26 +18,26 @@ pub const TYPE_NAME: &str = "proxmox_proxy_vm";
 // Version 1 added `fleet`; `upgrade.rs` carries every earlier version's state forward.
 pub const SCHEMA_VERSION: i64 = 1;
 
-const DESCRIPTION: &str = "A small proxy VM: a full clone of a cloud-init-ready template, given a NoCloud seed ISO \
-    (user-data, network-config, and vendor-data that installs the QEMU guest agent), configured, \
-    grown and started, all through the PVE API.\n\nA VM belongs to exactly one resource instance. \
-    Create resumes after any interruption: a re-run adopts the *unfinished* VM it left (recognised \
-    by the ownership mark in its description) and never clones a duplicate. A *finished* VM with \
-    the same name and fleet, made by another state, workspace or team, is never taken over: the \
-    create fails before any write and says how to import it. A VM without the mark is never \
-    touched.\n\nEvery write is an owner's write: update and destroy read the VM's mark again \
-    before each step and send every config write conditional on the digest they read, so a VM that \
-    is no longer this state's (deleted by hand and made again at its VMID by another state, its \
-    mark edited) is never changed, even by a saved plan or `-refresh=false`; the error says why. \
-    Destroy first marks the VM `deleting`, so no create adopts it. Locks (a backup) and transient \
-    API faults are waited out within `timeouts`.\n\n`lifecycle { create_before_destroy = true }` \
-    works with a stable `name` (and `vmid` unset): the replacement is made beside its predecessor, \
-    with its own VMID, seed and mark, and the predecessor is destroyed once the new VM is up. A \
-    create killed after it finished but before Terraform stored it is resumed by the next apply in \
-    the same working directory (the provider keeps a journal under `.terraform/`). `terraform \
-    destroy` is never blocked by a plan-time check of a VM that does not exist: those checks fail \
-    only an ordinary plan or apply, and every create runs them again before its first write. The \
-    workflows guide has the details.";
+const DESCRIPTION: &str = "A small proxy VM: a full clone of a cloud-init-ready template, given a \
+    NoCloud seed ISO (user-data, network-config, and vendor-data that installs the QEMU guest \
+    agent), configured, grown and started, all through the PVE API.\n\nA VM belongs to exactly one \
+    resource instance. Create resumes after any interruption: a re-run adopts the *unfinished* VM \
+    it left (recognised by the ownership mark in its description) and never clones a duplicate. A \
+    *finished* VM with the same name and fleet, made by another state, workspace or team, is never \
+    taken over: the create fails before any write and says how to import it. A VM without the mark \
+    is never touched.\n\nEvery write is an owner's write: update and destroy read the VM's mark \
+    again before each step and send every config write conditional on the digest they read, so a \
+    VM that is no longer this state's (deleted by hand and made again at its VMID by another \
+    state, its mark edited) is never changed, even by a saved plan or `-refresh=false`; the error \
+    says why. Destroy first marks the VM `deleting`, so no create adopts it. Locks (a backup) and \
+    transient API faults are waited out within `timeouts`.\n\n`lifecycle { create_before_destroy = \
+    true }` works with a stable `name` (and `vmid` unset): the replacement is made beside its \
+    predecessor, with its own VMID, seed and mark, and the predecessor is destroyed once the new \
+    VM is up. A create killed after it finished but before Terraform stored it is resumed by the \
+    next apply in the same working directory (the provider keeps a journal under `.terraform/`). \
+    `terraform destroy` is never blocked by a plan-time check of a VM that does not exist: those \
+    checks fail only an ordinary plan or apply, and every create runs them again before its first \
+    write. The workflows guide has the details.";
 
 /// What an attribute holds.
 #[derive(Clone, Copy, Debug)]
