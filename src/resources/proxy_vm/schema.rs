@@ -14,8 +14,7 @@ use crate::validate;
 pub const TYPE_NAME: &str = "proxmox_proxy_vm";
 
 /// The state's schema version: bump it with every change to the stored shape, and add the step
-/// that carries the previous version forward in `upgrade.rs`.
-// Version 1 added `fleet`; `upgrade.rs` carries every earlier version's state forward.
+/// that carries the previous version forward in `upgrade.rs`. Version 1 added `fleet`.
 pub const SCHEMA_VERSION: i64 = 1;
 
 const DESCRIPTION: &str = "A small proxy VM: a full clone of a cloud-init-ready template, given a \
