@@ -160,8 +160,8 @@ pub fn bridge(bridge: &str) -> Result<(), String> {
         return Ok(());
     }
     Err(format!(
-        "`{bridge}` is not a bridge name (e.g. vmbr0): a letter, then letters, digits, _ . -, \
-         at most 15 characters"
+        "`{bridge}` is not a bridge name (e.g. vmbr0): a letter, then letters, digits, _ . -, at \
+         most 15 characters"
     ))
 }
 

@@ -197,8 +197,8 @@ impl Resource for ProxyVm {
                     response.diagnostics.warning(
                         "Proxy VM boots another seed",
                         format!(
-                            "{why}: it may run another user-data than this configuration's. \
-                                 The plan replaces it."
+                            "{why}: it may run another user-data than this configuration's. The \
+                             plan replaces it."
                         ),
                     );
                 }
@@ -327,9 +327,9 @@ impl Resource for ProxyVm {
                     response.diagnostics.error(
                         "Cannot import proxy VM",
                         format!(
-                            "VM {vmid} is a create still in progress (or interrupted) of `{}`. \
-                                 Run the apply that creates it (it resumes the create), or destroy \
-                                 it; import it once it is finished.",
+                            "VM {vmid} is a create still in progress (or interrupted) of `{}`. Run \
+                             the apply that creates it (it resumes the create), or destroy it; \
+                             import it once it is finished.",
                             observed.name
                         ),
                     );
@@ -343,7 +343,7 @@ impl Resource for ProxyVm {
                             "Cannot import proxy VM",
                             format!(
                                 "VM {vmid} is on node {actual}, not on {node}. Import it as \
-                                     `{actual}/{vmid}` (or by its VMID alone, `{vmid}`).",
+                                 `{actual}/{vmid}` (or by its VMID alone, `{vmid}`).",
                                 actual = observed.node
                             ),
                         );
@@ -368,17 +368,17 @@ impl Resource for ProxyVm {
             }) if mark.fleet != configured.fleet => response.diagnostics.error(
                 "Cannot import proxy VM from another fleet",
                 format!(
-                    "VM {vmid} (`{}`) belongs to fleet `{}`, and this provider manages fleet \
-                         `{}`. Import it with a provider whose `fleet` is `{}`, or leave it to the \
-                         configuration that owns it.",
+                    "VM {vmid} (`{}`) belongs to fleet `{}`, and this provider manages fleet `{}`. \
+                     Import it with a provider whose `fleet` is `{}`, or leave it to the \
+                     configuration that owns it.",
                     mark.owner, mark.fleet, configured.fleet, mark.fleet
                 ),
             ),
             Ok(_) => response.diagnostics.error(
                 "Cannot import proxy VM",
                 format!(
-                    "No VM {vmid} carrying this provider's ownership mark was found. Only VMs \
-                         made by proxmox_proxy_vm can be imported; other VMs are never modified."
+                    "No VM {vmid} carrying this provider's ownership mark was found. Only VMs made \
+                     by proxmox_proxy_vm can be imported; other VMs are never modified."
                 ),
             ),
             Err(error) => {

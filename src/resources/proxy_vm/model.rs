@@ -667,8 +667,8 @@ mod tests {
         let detail = &diags.iter().next().unwrap().detail;
         assert!(
             detail.contains(
-                "The Terraform or OpenTofu version running this command does not \
-                             support write-only arguments"
+                "The Terraform or OpenTofu version running this command does not support \
+                 write-only arguments"
             ),
             "{detail}"
         );

@@ -52,10 +52,9 @@ pub(super) fn refuse_duplicate_name(
             AttributePath::root().attr(attr::NAME),
             "Duplicate proxy VM name",
             format!(
-                "Another proxmox_proxy_vm in this configuration is also named \
-                     `{name}`{in_fleet}. Each name may be used once per fleet, since the name \
-                     identifies the VM on the cluster: give each resource (and each count/for_each \
-                     instance) its own name."
+                "Another proxmox_proxy_vm in this configuration is also named `{name}`{in_fleet}. \
+                 Each name may be used once per fleet, since the name identifies the VM on the \
+                 cluster: give each resource (and each count/for_each instance) its own name."
             ),
         );
     }
@@ -244,8 +243,8 @@ fn replacements(
                     format!("{name} shrinks: the VM will be replaced"),
                     format!(
                         "{name} = {new} is smaller than the current {old} GiB. PVE cannot shrink \
-                         disks, so the plan replaces the VM. Keep {name} at {old} or more to \
-                         keep it."
+                         disks, so the plan replaces the VM. Keep {name} at {old} or more to keep \
+                         it."
                     ),
                 )
                 .with_attribute(at),

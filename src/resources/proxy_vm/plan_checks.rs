@@ -61,8 +61,8 @@ impl Findings {
                     "PVE refused the API token",
                     format!(
                         "{error}\n\nCheck PROXMOX_VE_API_TOKEN / api_token \
-                             (USER@REALM!TOKENID=SECRET), that the token is not expired or \
-                             revoked, and that its user exists."
+                         (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, \
+                         and that its user exists."
                     ),
                 );
             }
@@ -328,8 +328,8 @@ async fn check_node(configured: &Configured, node: &str, findings: &mut Findings
                 attr::NODE,
                 "Node offline",
                 format!(
-                    "node `{node}` is {} in the cluster; a VM cannot be created there now \
-                     (online nodes: {}).",
+                    "node `{node}` is {} in the cluster; a VM cannot be created there now (online \
+                     nodes: {}).",
                     n.status,
                     list(
                         nodes
@@ -392,8 +392,8 @@ async fn check_pool(configured: &Configured, pool: &str, findings: &mut Findings
                     ),
                 ),
                 Ok(false) => findings.unchecked.push(format!(
-                    "pool `{pool}`: the token lacks Pool.Audit on /pool/{pool}, so PVE does \
-                     not show it (grant it, see the PVE setup guide)"
+                    "pool `{pool}`: the token lacks Pool.Audit on /pool/{pool}, so PVE does not \
+                     show it (grant it, see the PVE setup guide)"
                 )),
                 Err(e) => findings.missing("the token's privileges on the pool", e),
             }
@@ -469,9 +469,9 @@ async fn check_template_reachable(
                     "Template not reachable from the node",
                     format!(
                         "the template (VM {} on node {}) has its disk on `{storage}`, which is not \
-                         shared with node {node}: PVE can clone it only onto {}. Set \
-                         node = \"{}\", keep a copy of the template on {node}, or move its disks \
-                         to shared storage.",
+                         shared with node {node}: PVE can clone it only onto {}. Set node = \
+                         \"{}\", keep a copy of the template on {node}, or move its disks to \
+                         shared storage.",
                         template.vmid, template.node, template.node, template.node
                     ),
                 );
