@@ -85,6 +85,7 @@ pub(super) fn plan_change(
     let mut planned = plan::plan_computed(&schema.block, &prior, &proposed);
     plan_declared(&mut planned, &prior, &config, configured);
     if prior.is_null() {
+        // A new VM joins the provider's fleet (unknown while the provider is not configured).
         planned.set_attr(
             attr::FLEET,
             configured.map_or(Value::Unknown, |c| Value::string(&c.fleet)),
