@@ -25,7 +25,8 @@ pub fn endpoint(text: &str) -> Result<url::Url, String> {
     let path = parsed.path().trim_end_matches('/');
     if !path.is_empty() && path != "/api2/json" {
         return Err(format!(
-            "`{text}` has the path `{}`; PVE's API is at the root of the host: write it as https://HOST:8006 (optionally followed by /api2/json)",
+            "`{text}` has the path `{}`; PVE's API is at the root of the host: write it as \
+             https://HOST:8006 (optionally followed by /api2/json)",
             parsed.path()
         ));
     }
@@ -54,14 +55,16 @@ pub fn fleet(text: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "`{text}` is not a fleet name: use up to 32 lower-case letters, digits, _ . - (starting with a letter or digit), e.g. `lower(terraform.workspace)`"
+            "`{text}` is not a fleet name: use up to 32 lower-case letters, digits, _ . - \
+             (starting with a letter or digit), e.g. `lower(terraform.workspace)`"
         ))
     }
 }
 
 /// An API token `USER@REALM!TOKENID=SECRET`. The message never repeats the secret.
 pub fn api_token(text: &str) -> Result<(), String> {
-    const SHAPE: &str = "an API token looks like USER@REALM!TOKENID=SECRET, e.g. terraform@pve!provider=xxxxxxxx-xxxx-…";
+    const SHAPE: &str = "an API token looks like USER@REALM!TOKENID=SECRET, e.g. \
+                         terraform@pve!provider=xxxxxxxx-xxxx-…";
     let Some((token_id, secret)) = text.rsplit_once('=') else {
         return Err(format!("the token has no `=SECRET` part; {SHAPE}"));
     };
@@ -81,7 +84,8 @@ pub fn api_token(text: &str) -> Result<(), String> {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
     if !name_ok {
         return Err(format!(
-            "the token name `{token_name}` must start with a letter and use letters, digits, . - _; {SHAPE}"
+            "the token name `{token_name}` must start with a letter and use letters, digits, . - \
+             _; {SHAPE}"
         ));
     }
     if secret.trim().is_empty() {
@@ -119,10 +123,57 @@ pub fn vm_name(name: &str) -> Result<(), String> {
     };
     if name.len() > 253 || !name.split('.').all(label_ok) {
         return Err(format!(
-            "`{name}` is not a DNS name: use letters, digits and hyphens (not first or last), labels of at most 63 characters joined by dots"
+            "`{name}` is not a DNS name: use letters, digits and hyphens (not first or last), \
+             labels of at most 63 characters joined by dots"
         ));
     }
     Ok(())
+}
+
+/// A node name as the configuration gives it: not empty.
+pub fn node_name(node: &str) -> Result<(), String> {
+    if node.trim().is_empty() {
+        return Err(
+            "the node name is empty: name the cluster node to create the VM on, e.g. \"pve1\""
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// A template as the configuration names it (by name or VMID): not empty.
+pub fn template_ref(template: &str) -> Result<(), String> {
+    if template.trim().is_empty() {
+        return Err("the template name or VMID is empty".into());
+    }
+    Ok(())
+}
+
+/// A bridge name as PVE accepts it for a NIC: a letter, then letters, digits, `_ . -`, at
+/// most 15 characters (the kernel's interface name limit).
+pub fn bridge(bridge: &str) -> Result<(), String> {
+    let mut chars = bridge.chars();
+    let ok = bridge.len() <= 15
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "`{bridge}` is not a bridge name (e.g. vmbr0): a letter, then letters, digits, _ . -, at \
+         most 15 characters"
+    ))
+}
+
+/// A positive duration (see [`duration`]): an operation's time limit.
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    let limit = duration(text)?;
+    if limit.is_zero() {
+        return Err(format!(
+            "`{text}` leaves no time at all; give the operation a positive duration like \"15m\""
+        ));
+    }
+    Ok(limit)
 }
 
 /// Durations as Terraform users write them: `90s`, `15m`, `1h30m`.
@@ -249,7 +300,8 @@ pub fn storage_id(id: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "`{id}` is not a PVE storage id: lower-case letters, digits, - _ . starting with a letter"
+            "`{id}` is not a PVE storage id: lower-case letters, digits, - _ . starting with a \
+             letter"
         ))
     }
 }

@@ -14,6 +14,21 @@ use crate::ownership::{OWNER_TAG, fleet_in_tags, user_tags};
 
 pub const TYPE_NAME: &str = "proxmox_proxy_vms";
 
+/// The attribute names, each written once.
+mod attr {
+    pub const ALL_FLEETS: &str = "all_fleets";
+    pub const NAME_PREFIX: &str = "name_prefix";
+    pub const VMS: &str = "vms";
+    // Each of `vms`.
+    pub const VMID: &str = "vmid";
+    pub const NAME: &str = "name";
+    pub const NODE: &str = "node";
+    pub const STATUS: &str = "status";
+    pub const TAGS: &str = "tags";
+    pub const LOCK: &str = "lock";
+    pub const FLEET: &str = "fleet";
+}
+
 #[derive(Debug)]
 pub struct ProxyVmsDataSource {
     shared: Arc<Shared>,
@@ -27,39 +42,57 @@ impl ProxyVmsDataSource {
 
 pub fn schema() -> Schema {
     let vm = vec![
-        Attribute::new("vmid", Type::Number).computed().description("VMID."),
-        Attribute::new("name", Type::String).computed().description(
-            "VM name. PVE's listing shows names only once its statistics daemon has seen the VM (about 10 s after a clone), so a VM that was just created has an empty name.",
+        Attribute::new(attr::VMID, Type::Number)
+            .computed()
+            .description("VMID."),
+        Attribute::new(attr::NAME, Type::String).computed().description(
+            "VM name. PVE's listing shows names only once its statistics daemon has seen the VM \
+             (about 10 s after a clone), so a VM that was just created has an empty name.",
         ),
-        Attribute::new("node", Type::String)
+        Attribute::new(attr::NODE, Type::String)
             .computed()
             .description("Node the VM is on now."),
-        Attribute::new("status", Type::String).computed().description(
-            "`running`, `stopped`, or `unknown` while PVE has no statistics for the VM (just cloned, or its node offline).",
+        Attribute::new(attr::STATUS, Type::String)
+            .computed()
+            .description(
+                "`running`, `stopped`, or `unknown` while PVE has no statistics for the VM (just \
+                 cloned, or its node offline).",
+            ),
+        Attribute::new(attr::TAGS, Type::list(Type::String))
+            .computed()
+            .description(format!(
+                "The VM's tags as PVE stores them (lower-case, sorted), without the provider's own \
+                 `{OWNER_TAG}` tag."
+            )),
+        Attribute::new(attr::LOCK, Type::String).computed().description(
+            "PVE's config lock (`clone`, `backup`, …), or an empty string when the VM is not \
+             locked.",
         ),
-        Attribute::new("tags", Type::list(Type::String)).computed().description(format!(
-            "The VM's tags as PVE stores them (lower-case, sorted), without the provider's own `{OWNER_TAG}` tag."
-        )),
-        Attribute::new("lock", Type::String).computed().description(
-            "PVE's config lock (`clone`, `backup`, …), or an empty string when the VM is not locked.",
-        ),
-        Attribute::new("fleet", Type::String)
+        Attribute::new(attr::FLEET, Type::String)
             .computed()
             .description("The fleet the VM belongs to (empty for the default fleet)."),
     ];
     Schema::new(
         Block::new()
             .description(format!(
-                "Lists every VM of the provider's fleet that carries the provider's ownership tag `{OWNER_TAG}` across the cluster, from one `GET /cluster/resources?type=vm` call, sorted by VMID. Compare it with the VMs in state to find orphans (VMs of ours that no configuration manages, e.g. after a lost state: bring them back with `import` blocks). Only VMs the token may audit (`VM.Audit`) are visible; other guests, including containers, never appear. A VM whose clone has not finished yet carries no tag and is not listed."
+                "Lists every VM of the provider's fleet that carries the provider's ownership tag \
+                 `{OWNER_TAG}` across the cluster, from one `GET /cluster/resources?type=vm` call, \
+                 sorted by VMID. Compare it with the VMs in state to find orphans (VMs of ours \
+                 that no configuration manages, e.g. after a lost state: bring them back with \
+                 `import` blocks). Only VMs the token may audit (`VM.Audit`) are visible; other \
+                 guests, including containers, never appear. A VM whose clone has not finished yet \
+                 carries no tag and is not listed."
             ))
-            .attribute(Attribute::new("all_fleets", Type::Bool).optional().description(
-                "List the VMs of every fleet, not only the provider's `fleet`. Defaults to `false`.",
+            .attribute(Attribute::new(attr::ALL_FLEETS, Type::Bool).optional().description(
+                "List the VMs of every fleet, not only the provider's `fleet`. Defaults to \
+                 `false`.",
             ))
-            .attribute(Attribute::new("name_prefix", Type::String).optional().description(
-                "Only VMs whose name starts with this prefix. VMs whose name PVE does not report yet (just cloned) never match a non-empty prefix.",
+            .attribute(Attribute::new(attr::NAME_PREFIX, Type::String).optional().description(
+                "Only VMs whose name starts with this prefix. VMs whose name PVE does not report \
+                 yet (just cloned) never match a non-empty prefix.",
             ))
             .attribute(
-                Attribute::nested("vms", Nesting::List, vm)
+                Attribute::nested(attr::VMS, Nesting::List, vm)
                     .computed()
                     .description("The VMs of ours, sorted by VMID."),
             ),
@@ -90,15 +123,15 @@ pub fn ours<'a>(
 
 fn vm_value(vm: &ClusterVm) -> Value {
     Value::object([
-        ("vmid", Value::from(i64::from(vm.vmid))),
-        ("name", Value::from(vm.name.clone().unwrap_or_default())),
-        ("node", Value::from(vm.node.clone())),
+        (attr::VMID, Value::from(i64::from(vm.vmid))),
+        (attr::NAME, Value::from(vm.name.clone().unwrap_or_default())),
+        (attr::NODE, Value::from(vm.node.clone())),
         (
-            "status",
+            attr::STATUS,
             Value::from(vm.status.clone().unwrap_or_else(|| "unknown".to_owned())),
         ),
         (
-            "tags",
+            attr::TAGS,
             Value::List(
                 user_tags(vm.tags.as_deref().unwrap_or(""))
                     .into_iter()
@@ -106,9 +139,9 @@ fn vm_value(vm: &ClusterVm) -> Value {
                     .collect(),
             ),
         ),
-        ("lock", Value::from(vm.lock.clone().unwrap_or_default())),
+        (attr::LOCK, Value::from(vm.lock.clone().unwrap_or_default())),
         (
-            "fleet",
+            attr::FLEET,
             Value::from(fleet_in_tags(vm.tags.as_deref().unwrap_or("")).unwrap_or_default()),
         ),
     ])
@@ -149,12 +182,15 @@ impl DataSource for ProxyVmsDataSource {
                 };
             }
         };
-        let prefix = config.get_attr("name_prefix").as_str();
-        let all = config.get_attr("all_fleets").as_bool() == Some(true);
+        let prefix = config.get_attr(attr::NAME_PREFIX).as_str();
+        let all = config.get_attr(attr::ALL_FLEETS).as_bool() == Some(true);
         let fleet = (!all).then_some(configured.fleet.as_str());
         let vms = ours(&listing, fleet, prefix);
         let mut state = config.clone();
-        state.set_attr("vms", Value::List(vms.into_iter().map(vm_value).collect()));
+        state.set_attr(
+            attr::VMS,
+            Value::List(vms.into_iter().map(vm_value).collect()),
+        );
         DataSourceResponse { state, diagnostics }
     }
 }
@@ -165,12 +201,18 @@ mod tests {
 
     fn listing() -> Vec<ClusterVm> {
         serde_json::from_value(serde_json::json!([
-            {"id": "qemu/300", "vmid": 300, "node": "pve2", "type": "qemu", "status": "running", "name": "edge-b", "tags": "proxyvm;web"},
-            {"id": "qemu/200", "vmid": 200, "node": "pve1", "type": "qemu", "status": "stopped", "name": "edge-a", "tags": "proxyvm", "lock": "backup"},
-            {"id": "qemu/201", "vmid": 201, "node": "pve1", "type": "qemu", "status": "unknown", "tags": "proxyvm", "lock": "clone"},
-            {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu", "status": "running", "name": "edge-x", "tags": "infra"},
-            {"id": "lxc/400", "vmid": 400, "node": "pve1", "type": "lxc", "status": "running", "name": "edge-ct", "tags": "proxyvm"},
-            {"id": "qemu/500", "vmid": 500, "node": "pve1", "type": "qemu", "status": "running", "name": "edge-a", "tags": "proxyvm;proxyvm.fleet.prod"},
+            {"id": "qemu/300", "vmid": 300, "node": "pve2", "type": "qemu",
+                "status": "running", "name": "edge-b", "tags": "proxyvm;web"},
+            {"id": "qemu/200", "vmid": 200, "node": "pve1", "type": "qemu",
+                "status": "stopped", "name": "edge-a", "tags": "proxyvm", "lock": "backup"},
+            {"id": "qemu/201", "vmid": 201, "node": "pve1", "type": "qemu",
+                "status": "unknown", "tags": "proxyvm", "lock": "clone"},
+            {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu",
+                "status": "running", "name": "edge-x", "tags": "infra"},
+            {"id": "lxc/400", "vmid": 400, "node": "pve1", "type": "lxc",
+                "status": "running", "name": "edge-ct", "tags": "proxyvm"},
+            {"id": "qemu/500", "vmid": 500, "node": "pve1", "type": "qemu",
+                "status": "running", "name": "edge-a", "tags": "proxyvm;proxyvm.fleet.prod"},
         ]))
         .unwrap()
     }

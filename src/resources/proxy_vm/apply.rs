@@ -3,9 +3,11 @@
 
 use tfplugin::{ApplyRequest, ApplyResponse, Context, Diagnostic, Value, plan};
 
+use super::attr;
 use super::lifecycle::{self, Expected, ExpectedToken, ProgressCell, StepError};
 use super::model::{self, Desired, Private, fleet_of, vmid_of};
 use super::plan_checks;
+use super::schema::{self, Planned};
 use crate::context::Configured;
 use crate::diagnostics;
 use crate::ownership;
@@ -26,10 +28,12 @@ async fn bounded<T>(
 ) -> Result<T, StepError> {
     tokio::select! {
         result = tokio::time::timeout(limit, work) => result.unwrap_or_else(|_| Err(
-            StepError::Failed(format!("{what} did not finish within its timeout ({}s); raise `timeouts`, or run apply again to resume", limit.as_secs())),
+            StepError::Failed(format!("{what} did not finish within its timeout ({}s); raise \
+                                       `timeouts`, or run apply again to resume", limit.as_secs())),
         )),
         () = ctx.stop.stopped() => Err(
-            StepError::Failed(format!("{what} was interrupted by Terraform; the next apply resumes where it stopped")),
+            StepError::Failed(format!("{what} was interrupted by Terraform; the next apply resumes \
+                                       where it stopped")),
         ),
     }
 }
@@ -127,7 +131,7 @@ async fn partial_state(
     node: &str,
     seed_volume: Option<&str>,
 ) -> Value {
-    let pool = planned.get_attr("pool").as_str().map(str::to_owned);
+    let pool = planned.get_attr(attr::POOL).as_str().map(str::to_owned);
     let mut state = match lifecycle::observe(&configured.client, node, vmid, pool).await {
         Ok(Some(observed)) => observed.to_state(planned),
         _ => {
@@ -139,31 +143,37 @@ async fn partial_state(
                     }
                 }
             }
-            state.set_attr("id", Value::string(vmid.to_string()));
-            state.set_attr("vmid", Value::number(i64::from(vmid)));
-            state.set_attr("current_node", Value::string(node));
+            state.set_attr(attr::ID, Value::string(vmid.to_string()));
+            state.set_attr(attr::VMID, Value::number(i64::from(vmid)));
+            state.set_attr(attr::CURRENT_NODE, Value::string(node));
             state
         }
     };
     // The configuration's identity, not a half-made VM's (a clone has no name yet).
-    for name in ["name", "node", "template", "seed_storage", "fleet"] {
+    for name in [
+        attr::NAME,
+        attr::NODE,
+        attr::TEMPLATE,
+        attr::SEED_STORAGE,
+        attr::FLEET,
+    ] {
         let wanted = planned.get_attr(name);
         if wanted.is_wholly_known() && !wanted.is_null() {
             state.set_attr(name, wanted.clone());
         }
     }
     // A placed VM's node is known only from what the create recorded.
-    if state.get_attr("node").is_null() {
-        state.set_attr("node", Value::string(node));
+    if state.get_attr(attr::NODE).is_null() {
+        state.set_attr(attr::NODE, Value::string(node));
     }
     // The seed may be uploaded but not attached yet: destroy must still find it.
     if let Some(volume) = seed_volume
         && state
-            .get_attr("seed_volume")
+            .get_attr(attr::SEED_VOLUME)
             .as_str()
             .is_none_or(str::is_empty)
     {
-        state.set_attr("seed_volume", Value::string(volume));
+        state.set_attr(attr::SEED_VOLUME, Value::string(volume));
     }
     state
 }
@@ -194,13 +204,19 @@ pub(super) async fn update(
         return response;
     };
     let node = prior
-        .get_attr("current_node")
+        .get_attr(attr::CURRENT_NODE)
         .as_str()
-        .or_else(|| prior.get_attr("node").as_str())
+        .or_else(|| prior.get_attr(attr::NODE).as_str())
         .unwrap_or_default()
         .to_owned();
     let vm_touching = [
-        "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started",
+        attr::CORES,
+        attr::MEMORY,
+        attr::DISK_GIB,
+        attr::BRIDGE,
+        attr::VLAN_TAG,
+        attr::TAGS,
+        attr::STARTED,
     ];
     let changed = plan::changed_attributes(prior, planned);
     // A change PVE holds until the next boot is applied by the reboot this apply allows,
@@ -209,22 +225,22 @@ pub(super) async fn update(
     // differ from the plan (#26).
     let reboot_for_pending = desired.reboot_if_needed
         && desired.started
-        && (!private.pending.is_empty() || changed.iter().any(|c| c == "reboot_if_needed"));
+        && (!private.pending.is_empty() || changed.iter().any(|c| c == attr::REBOOT_IF_NEEDED));
     let mut interfaces = None;
     if reboot_for_pending
         || changed
             .iter()
             .any(|name| vm_touching.contains(&name.as_str()))
     {
-        let disk_changed = changed.iter().any(|n| n == "disk_gib");
+        let disk_changed = changed.iter().any(|n| n == attr::DISK_GIB);
         let deadline = tokio::time::Instant::now() + desired.timeouts.update;
         let fleet = fleet_of(prior);
         let expected = Expected {
-            name: prior.get_attr("name").as_str(),
+            name: prior.get_attr(attr::NAME).as_str(),
             fleet: &fleet,
             token: ExpectedToken::of_state(
                 private.create_token.as_deref(),
-                prior.get_attr("seed_hash").as_str(),
+                prior.get_attr(attr::SEED_HASH).as_str(),
             ),
         };
         let work = lifecycle::update(
@@ -238,25 +254,8 @@ pub(super) async fn update(
         );
         match bounded(ctx, desired.timeouts.update, "update", work).await {
             Ok(updated) => {
-                // Warn about what this apply left pending, not again on applies that do not
-                // touch it (plans keep naming it until a reboot).
-                let touched: Vec<&String> = updated
-                    .pending
-                    .iter()
-                    .filter(|key| match key.as_str() {
-                        "cores" | "memory" => changed.iter().any(|c| c == *key),
-                        "net0" => changed.iter().any(|c| c == "bridge" || c == "vlan_tag"),
-                        _ => false,
-                    })
-                    .collect();
-                if !touched.is_empty() {
-                    response.diagnostics.warning(
-                        "Changes pending until reboot",
-                        format!(
-                            "PVE applies these changes to VM {vmid} at its next boot: {}. Reboot it, or set reboot_if_needed = true to let the provider do it.",
-                            touched.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
-                        ),
-                    );
+                if let Some(warning) = pending_warning(vmid, &updated.pending, &changed) {
+                    response.diagnostics.push(warning);
                 }
                 interfaces = updated.interfaces;
             }
@@ -279,14 +278,7 @@ pub(super) async fn update(
     {
         Ok(Some(observed)) => {
             response.new_state = observed.to_state(planned);
-            // The plan kept the addresses (nothing here could move them): an agent that
-            // missed this one query must not make the result differ from the plan.
-            for name in ["ipv4_address", "ipv4_addresses", "ipv6_addresses"] {
-                let kept = planned.get_attr(name);
-                if kept.is_wholly_known() && response.new_state.get_attr(name) != kept {
-                    response.new_state.set_attr(name, kept.clone());
-                }
-            }
+            keep_planned_addresses(planned, &mut response.new_state);
             private.pending = observed
                 .pending_attributes()
                 .into_iter()
@@ -306,6 +298,45 @@ pub(super) async fn update(
     response
 }
 
+/// Warns about what this apply left pending, not again on applies that do not touch it
+/// (plans keep naming it until a reboot).
+fn pending_warning(vmid: u32, pending: &[String], changed: &[String]) -> Option<Diagnostic> {
+    let touched: Vec<&str> = pending
+        .iter()
+        .filter(|key| match key.as_str() {
+            "cores" | "memory" => changed.iter().any(|c| c == *key),
+            "net0" => changed
+                .iter()
+                .any(|c| c == attr::BRIDGE || c == attr::VLAN_TAG),
+            _ => false,
+        })
+        .map(String::as_str)
+        .collect();
+    if touched.is_empty() {
+        return None;
+    }
+    Some(Diagnostic::warning(
+        "Changes pending until reboot",
+        format!(
+            "PVE applies these changes to VM {vmid} at its next boot: {}. Reboot it, or set \
+             reboot_if_needed = true to let the provider do it.",
+            touched.join(", ")
+        ),
+    ))
+}
+
+/// The plan kept the addresses (nothing in the update could move them): an agent that
+/// missed this one query must not make the result differ from the plan.
+fn keep_planned_addresses(planned: &Value, state: &mut Value) {
+    let addresses = schema::names_where(|spec| matches!(spec.planned, Planned::GuestAddress));
+    for name in addresses {
+        let kept = planned.get_attr(name);
+        if kept.is_wholly_known() && state.get_attr(name) != kept {
+            state.set_attr(name, kept.clone());
+        }
+    }
+}
+
 pub(super) async fn delete(
     ctx: &Context,
     configured: &Configured,
@@ -313,7 +344,7 @@ pub(super) async fn delete(
 ) -> ApplyResponse {
     let prior = &request.prior_state;
     let name = prior
-        .get_attr("name")
+        .get_attr(attr::NAME)
         .as_str()
         .unwrap_or_default()
         .to_owned();
@@ -322,16 +353,16 @@ pub(super) async fn delete(
         return response;
     };
     let seed_volume = prior
-        .get_attr("seed_volume")
+        .get_attr(attr::SEED_VOLUME)
         .as_str()
         .filter(|v| !v.is_empty())
         .map(str::to_owned);
     let seed_node = prior
-        .get_attr("node")
+        .get_attr(attr::NODE)
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    let limit = model::Timeouts::from_value(prior.get_attr("timeouts")).delete;
+    let limit = model::Timeouts::from_value(prior.get_attr(attr::TIMEOUTS)).delete;
     let fleet = fleet_of(prior);
     let private = Private::decode(&request.planned_private);
     let expected = Expected {
@@ -339,12 +370,12 @@ pub(super) async fn delete(
         fleet: &fleet,
         token: ExpectedToken::of_state(
             private.create_token.as_deref(),
-            prior.get_attr("seed_hash").as_str(),
+            prior.get_attr(attr::SEED_HASH).as_str(),
         ),
     };
     let deadline = tokio::time::Instant::now() + limit;
     let current_node = prior
-        .get_attr("current_node")
+        .get_attr(attr::CURRENT_NODE)
         .as_str()
         .unwrap_or(seed_node.as_str())
         .to_owned();

@@ -1,6 +1,8 @@
 //! `proxmox_proxy_vm`: plan, apply, read and import over the lifecycle functions.
 
 mod apply;
+mod attr;
+mod checks;
 mod lifecycle;
 mod model;
 mod plan;
@@ -33,7 +35,7 @@ fn note_replacement(configured: &Configured, request: &PlanRequest, response: &P
         return;
     };
     let prior = &request.prior_state;
-    let Some(name) = prior.get_attr("name").as_str() else {
+    let Some(name) = prior.get_attr(attr::NAME).as_str() else {
         return;
     };
     let fleet = fleet_of(prior);
@@ -169,7 +171,7 @@ impl Resource for ProxyVm {
             response.new_state = prior;
             return response;
         };
-        let name = prior.get_attr("name").as_str().map(str::to_owned);
+        let name = prior.get_attr(attr::NAME).as_str().map(str::to_owned);
         let fleet = fleet_of(&prior);
         let mut private = Private::decode(&response.private);
         let expected = Expected {
@@ -177,7 +179,7 @@ impl Resource for ProxyVm {
             fleet: &fleet,
             token: ExpectedToken::of_state(
                 private.create_token.as_deref(),
-                prior.get_attr("seed_hash").as_str(),
+                prior.get_attr(attr::SEED_HASH).as_str(),
             ),
         };
         match lifecycle::read(&configured, vmid, expected).await {
@@ -194,10 +196,13 @@ impl Resource for ProxyVm {
                 if let Some(why) = observed.seed_drift(&prior) {
                     response.diagnostics.warning(
                         "Proxy VM boots another seed",
-                        format!("{why}: it may run another user-data than this configuration's. The plan replaces it."),
+                        format!(
+                            "{why}: it may run another user-data than this configuration's. The \
+                             plan replaces it."
+                        ),
                     );
                 }
-                if let (None, Some(pool)) = (&observed.pool, prior.get_attr("pool").as_str()) {
+                if let (None, Some(pool)) = (&observed.pool, prior.get_attr(attr::POOL).as_str()) {
                     // PVE lists a VM's pool only to a token with Pool.Audit on it: a VM
                     // missing from its pool is drift only when the token could have seen it.
                     if let Ok(true) = configured
@@ -206,7 +211,7 @@ impl Resource for ProxyVm {
                         .await
                         .as_deref()
                     {
-                        response.new_state.set_attr("pool", Value::Null);
+                        response.new_state.set_attr(attr::POOL, Value::Null);
                     }
                 }
                 private.pending = observed
@@ -229,14 +234,14 @@ impl Resource for ProxyVm {
                     name,
                     &fleet,
                     "",
-                    prior.get_attr("template").as_str().unwrap_or_default(),
+                    prior.get_attr(attr::TEMPLATE).as_str().unwrap_or_default(),
                 )
                 .with_phase(ownership::Phase::Done);
                 // Restored without this state's create token (tokens stay out of messages):
                 // the seed hash, keyed with the token, proves it is this state's VM.
                 mark.create_token = None;
                 if let Some(hash) = prior
-                    .get_attr("seed_hash")
+                    .get_attr(attr::SEED_HASH)
                     .as_str()
                     .filter(|h| !h.is_empty())
                 {
@@ -245,7 +250,15 @@ impl Resource for ProxyVm {
                 response.diagnostics.warning(
                     "Proxy VM lost its ownership mark",
                     format!(
-                        "VM {vmid} on {node} is named `{name}` but its description no longer carries this provider's ownership mark (it was edited). It stays in this state, but nothing will be changed or destroyed on it until it is marked again, and no second VM of the name is made.\n\nTo manage it again, put these lines back at the end of its description (PVE web UI: VM {vmid} > Summary > Notes) and run plan again:\n\n{}\n\nIf it is not this configuration's VM any more, remove it from this state: terraform state rm 'ADDRESS' (ADDRESS is this resource's address, e.g. proxmox_proxy_vm.edge[0]).",
+                        "VM {vmid} on {node} is named `{name}` but its description no longer \
+                         carries this provider's ownership mark (it was edited). It stays in this \
+                         state, but nothing will be changed or destroyed on it until it is marked \
+                         again, and no second VM of the name is made.\n\nTo manage it again, put \
+                         these lines back at the end of its description (PVE web UI: VM {vmid} > \
+                         Summary > Notes) and run plan again:\n\n{}\n\nIf it is not this \
+                         configuration's VM any more, remove it from this state: terraform state \
+                         rm 'ADDRESS' (ADDRESS is this resource's address, e.g. \
+                         proxmox_proxy_vm.edge[0]).",
                         mark.render()
                     ),
                 );
@@ -263,7 +276,9 @@ impl Resource for ProxyVm {
                 response.diagnostics.warning(
                     "Proxy VM not refreshed: its node is unreachable",
                     format!(
-                        "{} (VM {vmid}) could not be read: {error}. Its last known state is kept; plans show its drift again once the node answers. Changing or destroying it needs the node back.",
+                        "{} (VM {vmid}) could not be read: {error}. Its last known state is kept; \
+                         plans show its drift again once the node answers. Changing or destroying \
+                         it needs the node back.",
                         name.as_deref().unwrap_or("?")
                     ),
                 );
@@ -311,7 +326,12 @@ impl Resource for ProxyVm {
                 if phase == Some(ownership::Phase::Creating) {
                     response.diagnostics.error(
                         "Cannot import proxy VM",
-                        format!("VM {vmid} is a create still in progress (or interrupted) of `{}`. Run the apply that creates it (it resumes the create), or destroy it; import it once it is finished.", observed.name),
+                        format!(
+                            "VM {vmid} is a create still in progress (or interrupted) of `{}`. Run \
+                             the apply that creates it (it resumes the create), or destroy it; \
+                             import it once it is finished.",
+                            observed.name
+                        ),
                     );
                     return response;
                 }
@@ -321,11 +341,15 @@ impl Resource for ProxyVm {
                     if node != observed.node {
                         response.diagnostics.error(
                             "Cannot import proxy VM",
-                            format!("VM {vmid} is on node {actual}, not on {node}. Import it as `{actual}/{vmid}` (or by its VMID alone, `{vmid}`).", actual = observed.node),
+                            format!(
+                                "VM {vmid} is on node {actual}, not on {node}. Import it as \
+                                 `{actual}/{vmid}` (or by its VMID alone, `{vmid}`).",
+                                actual = observed.node
+                            ),
                         );
                         return response;
                     }
-                    seed.set_attr("node", Value::string(node));
+                    seed.set_attr(attr::NODE, Value::string(node));
                 }
                 let state = observed.to_state(&seed);
                 let private = Private {
@@ -333,17 +357,35 @@ impl Resource for ProxyVm {
                     pending: Vec::new(),
                     imported: true,
                 };
-                response.imported.push(ImportedResource { type_name: TYPE_NAME.into(), state, private: private.encode() });
+                response.imported.push(ImportedResource {
+                    type_name: TYPE_NAME.into(),
+                    state,
+                    private: private.encode(),
+                });
             }
-            Ok(lifecycle::Found::NotOurs { mark: Some(mark), .. }) if mark.fleet != configured.fleet => response.diagnostics.error(
+            Ok(lifecycle::Found::NotOurs {
+                mark: Some(mark), ..
+            }) if mark.fleet != configured.fleet => response.diagnostics.error(
                 "Cannot import proxy VM from another fleet",
-                format!("VM {vmid} (`{}`) belongs to fleet `{}`, and this provider manages fleet `{}`. Import it with a provider whose `fleet` is `{}`, or leave it to the configuration that owns it.", mark.owner, mark.fleet, configured.fleet, mark.fleet),
+                format!(
+                    "VM {vmid} (`{}`) belongs to fleet `{}`, and this provider manages fleet `{}`. \
+                     Import it with a provider whose `fleet` is `{}`, or leave it to the \
+                     configuration that owns it.",
+                    mark.owner, mark.fleet, configured.fleet, mark.fleet
+                ),
             ),
             Ok(_) => response.diagnostics.error(
                 "Cannot import proxy VM",
-                format!("No VM {vmid} carrying this provider's ownership mark was found. Only VMs made by proxmox_proxy_vm can be imported; other VMs are never modified."),
+                format!(
+                    "No VM {vmid} carrying this provider's ownership mark was found. Only VMs made \
+                     by proxmox_proxy_vm can be imported; other VMs are never modified."
+                ),
             ),
-            Err(error) => response.diagnostics.push(step_diagnostic("import", &format!("{vmid}"), &error)),
+            Err(error) => {
+                response
+                    .diagnostics
+                    .push(step_diagnostic("import", &format!("{vmid}"), &error))
+            }
         }
         response
     }

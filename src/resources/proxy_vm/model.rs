@@ -7,6 +7,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tfplugin::{AttributePath, Diagnostics, Value};
 
+use super::{attr, schema};
 use crate::validate;
 
 pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -61,9 +62,9 @@ impl Timeouts {
                 .unwrap_or(default)
         };
         Self {
-            create: read("create", DEFAULT_CREATE_TIMEOUT),
-            update: read("update", DEFAULT_UPDATE_TIMEOUT),
-            delete: read("delete", DEFAULT_DELETE_TIMEOUT),
+            create: read(attr::timeouts::CREATE, DEFAULT_CREATE_TIMEOUT),
+            update: read(attr::timeouts::UPDATE, DEFAULT_UPDATE_TIMEOUT),
+            delete: read(attr::timeouts::DELETE, DEFAULT_DELETE_TIMEOUT),
         }
     }
 }
@@ -89,38 +90,38 @@ impl Desired {
         default_fleet: &str,
     ) -> Self {
         Self {
-            name: str_attr(planned, "name").unwrap_or_default(),
-            node: str_attr(planned, "node").unwrap_or_default(),
-            template: str_attr(planned, "template").unwrap_or_default(),
-            vmid: num_attr(planned, "vmid"),
-            cores: num_attr(planned, "cores"),
-            memory_mib: num_attr(planned, "memory"),
-            disk_gib: num_attr(planned, "disk_gib"),
-            bridge: str_attr(planned, "bridge"),
-            vlan_tag: num_attr(planned, "vlan_tag"),
+            name: str_attr(planned, attr::NAME).unwrap_or_default(),
+            node: str_attr(planned, attr::NODE).unwrap_or_default(),
+            template: str_attr(planned, attr::TEMPLATE).unwrap_or_default(),
+            vmid: num_attr(planned, attr::VMID),
+            cores: num_attr(planned, attr::CORES),
+            memory_mib: num_attr(planned, attr::MEMORY),
+            disk_gib: num_attr(planned, attr::DISK_GIB),
+            bridge: str_attr(planned, attr::BRIDGE),
+            vlan_tag: num_attr(planned, attr::VLAN_TAG),
             tags: planned
-                .get_attr("tags")
+                .get_attr(attr::TAGS)
                 .as_string_list()
                 .map(|tags| tags.into_iter().map(str::to_owned).collect()),
-            user_data: str_attr(config, "user_data"),
-            network_config: str_attr(config, "network_config"),
-            seed_storage: str_attr(planned, "seed_storage")
+            user_data: str_attr(config, attr::USER_DATA),
+            network_config: str_attr(config, attr::NETWORK_CONFIG),
+            seed_storage: str_attr(planned, attr::SEED_STORAGE)
                 .unwrap_or_else(|| default_seed_storage.to_owned()),
-            clone_storage: str_attr(planned, "clone_storage"),
-            pool: str_attr(planned, "pool"),
-            started: planned.get_attr("started").as_bool().unwrap_or(true),
+            clone_storage: str_attr(planned, attr::CLONE_STORAGE),
+            pool: str_attr(planned, attr::POOL),
+            started: planned.get_attr(attr::STARTED).as_bool().unwrap_or(true),
             wait_for_address: planned
-                .get_attr("wait_for_address")
+                .get_attr(attr::WAIT_FOR_ADDRESS)
                 .as_bool()
                 .unwrap_or(true),
             reboot_if_needed: planned
-                .get_attr("reboot_if_needed")
+                .get_attr(attr::REBOOT_IF_NEEDED)
                 .as_bool()
                 .unwrap_or(false),
-            timeouts: Timeouts::from_value(planned.get_attr("timeouts")),
-            fleet: str_attr(planned, "fleet").unwrap_or_else(|| default_fleet.to_owned()),
+            timeouts: Timeouts::from_value(planned.get_attr(attr::TIMEOUTS)),
+            fleet: str_attr(planned, attr::FLEET).unwrap_or_else(|| default_fleet.to_owned()),
             node_candidates: planned
-                .get_attr("node_candidates")
+                .get_attr(attr::NODE_CANDIDATES)
                 .as_string_list()
                 .map(|nodes| nodes.into_iter().map(str::to_owned).collect()),
             create_token: String::new(),
@@ -211,151 +212,13 @@ pub fn planned_seed_hash(
     }
 }
 
-/// Checks on a configuration that need no API call. Unknown values are skipped.
-pub fn validate_config(config: &Value) -> Diagnostics {
-    let mut diags = Diagnostics::new();
-    let at = |name: &str| AttributePath::root().attr(name);
-    let invalid = "Invalid Attribute Value";
-    if let Some(name) = config.get_attr("name").as_str()
-        && let Err(why) = validate::vm_name(name)
-    {
-        diags.attribute_error(at("name"), invalid, why);
-    }
-    if let Some(node) = config.get_attr("node").as_str()
-        && node.trim().is_empty()
-    {
-        diags.attribute_error(
-            at("node"),
-            invalid,
-            "the node name is empty: name the cluster node to create the VM on, e.g. \"pve1\"",
-        );
-    }
-    if let Some(template) = config.get_attr("template").as_str()
-        && template.trim().is_empty()
-    {
-        diags.attribute_error(
-            at("template"),
-            invalid,
-            "the template name or VMID is empty",
-        );
-    }
-    let range = |name: &str, low: i64, high: i64, diags: &mut Diagnostics| {
-        if let Some(number) = config.get_attr(name).as_number() {
-            match number.as_i64() {
-                Some(n) if (low..=high).contains(&n) => {}
-                _ => diags.attribute_error(
-                    at(name),
-                    invalid,
-                    format!("Attribute {name} value must be a whole number between {low} and {high}, got: {}", number.as_f64()),
-                ),
-            }
-        }
-    };
-    range("vmid", 100, 999_999_999, &mut diags);
-    range("cores", 1, 512, &mut diags);
-    range("memory", 16, 16 * 1024 * 1024, &mut diags);
-    range("disk_gib", 1, 128 * 1024, &mut diags);
-    range("vlan_tag", 1, 4094, &mut diags);
-    for name in ["seed_storage", "clone_storage"] {
-        if let Some(id) = config.get_attr(name).as_str()
-            && let Err(why) = validate::storage_id(id)
-        {
-            diags.attribute_error(at(name), invalid, why);
-        }
-    }
-    if let Some(bridge) = config.get_attr("bridge").as_str()
-        && !(bridge.len() <= 15
-            && bridge
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic())
-            && bridge
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
-    {
-        diags.attribute_error(
-            at("bridge"),
-            invalid,
-            format!("`{bridge}` is not a bridge name (e.g. vmbr0): a letter, then letters, digits, _ . -, at most 15 characters"),
-        );
-    }
-    if let Some(tags) = config.get_attr("tags").as_elements() {
-        for tag in tags {
-            let Some(text) = tag.as_str() else { continue };
-            if let Err(why) = crate::ownership::check_tag(text) {
-                diags.attribute_error(at("tags"), invalid, why);
-            } else if crate::ownership::is_own_tag(&text.to_ascii_lowercase()) {
-                // The provider writes these itself; listed by the user they would be stripped
-                // on read and the apply result would differ from the plan.
-                diags.attribute_error(
-                    at("tags"),
-                    invalid,
-                    format!("`{text}` is the provider's own ownership tag: it is added to every proxy VM by itself and never listed in `tags`. Remove it."),
-                );
-            } else if text != text.to_ascii_lowercase() {
-                // PVE stores tags lower-cased; planning `Web` and reading `web` back would be
-                // an inconsistent result after apply.
-                diags.attribute_error(
-                    at("tags"),
-                    invalid,
-                    format!(
-                        "PVE stores tags in lower case: write `{}` instead of `{text}`",
-                        text.to_ascii_lowercase()
-                    ),
-                );
-            }
-        }
-    }
-    if let Some(text) = config.get_attr("user_data").as_str() {
-        match nocloud::user_data::validate(text) {
-            Ok(check) => {
-                if let Some(warning) = check.warning() {
-                    diags.push(
-                        tfplugin::Diagnostic::warning(
-                            "user_data switches vendor-data off",
-                            warning,
-                        )
-                        .with_attribute(at("user_data")),
-                    );
-                }
-            }
-            Err(why) => {
-                diags.attribute_error(at("user_data"), "Invalid user_data", why.to_string())
-            }
-        }
-    }
-    if let Some(text) = config.get_attr("network_config").as_str()
-        && let Err(why) = nocloud::network_config::validate(text)
-    {
-        diags.attribute_error(
-            at("network_config"),
-            "Invalid network_config",
-            why.to_string(),
-        );
-    }
-    let timeouts = config.get_attr("timeouts");
-    for name in ["create", "update", "delete"] {
-        if let Some(text) = timeouts.get_attr(name).as_str()
-            && let Err(why) = validate::duration(text).and_then(|d| {
-                if d.is_zero() {
-                    Err(format!("`{text}` leaves no time at all; give the operation a positive duration like \"15m\""))
-                } else {
-                    Ok(d)
-                }
-            })
-        {
-            // Terraform points into an object's keys no further than the attribute itself.
-            diags.attribute_error(at("timeouts"), invalid, format!("timeouts.{name}: {why}"));
-        }
-    }
-    diags
-}
+pub use super::schema::validate_config;
 
 /// The fleet a state's VM belongs to: states from before fleets existed have none, which is
 /// the default fleet.
 pub fn fleet_of(state: &Value) -> String {
     state
-        .get_attr("fleet")
+        .get_attr(attr::FLEET)
         .as_str()
         .unwrap_or_default()
         .to_owned()
@@ -363,7 +226,7 @@ pub fn fleet_of(state: &Value) -> String {
 
 pub fn vmid_of(state: &Value) -> Option<u32> {
     state
-        .get_attr("vmid")
+        .get_attr(attr::VMID)
         .as_i64()
         .and_then(|v| u32::try_from(v).ok())
 }
@@ -398,10 +261,6 @@ impl Private {
     }
 }
 
-/// The write-only arguments: never planned or stored, so only a client that keeps them out of
-/// plans and state (`write_only_attributes_allowed`) may be given them.
-pub const WRITE_ONLY: &[&str] = &["user_data", "network_config"];
-
 /// Refuses `user_data` and `network_config` when the client cannot treat them as write-only.
 /// An older CLI does not know the write-only flag: it would keep the cloud-init content (often
 /// passwords and keys) in plan and state, or reject our null plan as inconsistent. Checked at
@@ -419,20 +278,33 @@ pub fn refuse_write_only_without_support(config: &Value, client: &tfplugin::Clie
             client.name.unwrap_or("Terraform or OpenTofu")
         ),
     };
-    for name in WRITE_ONLY {
+    // Write-only arguments are never planned or stored, so only a client that keeps them out
+    // of plans and state (`write_only_attributes_allowed`) may be given them.
+    for name in schema::write_only() {
         if config.get_attr(name).is_null() {
             continue;
         }
         diags.attribute_error(
-            AttributePath::root().attr(*name),
+            AttributePath::root().attr(name),
             format!("{name} needs Terraform >= 1.11 or OpenTofu >= 1.11"),
             format!(
-                "`{name}` is a write-only argument: the provider uses it to build the VM's seed and never keeps it in the plan or state. {cli} does not support write-only arguments, so it would store the value (cloud-init content often holds passwords and keys); the provider refuses it instead.\n\nUpgrade to Terraform >= 1.11 or OpenTofu >= 1.11, or remove `{name}`: the VM then boots with the seed's vendor-data only (which installs the QEMU guest agent), and its configuration can come from the template instead. Everything else in this resource works with older versions."
+                "`{name}` is a write-only argument: the provider uses it to build the VM's seed \
+                 and never keeps it in the plan or state. {cli} does not support write-only \
+                 arguments, so it would store the value (cloud-init content often holds passwords \
+                 and keys); the provider refuses it instead.\n\nUpgrade to Terraform >= 1.11 or \
+                 OpenTofu >= 1.11, or remove `{name}`: the VM then boots with the seed's \
+                 vendor-data only (which installs the QEMU guest agent), and its configuration can \
+                 come from the template instead. Everything else in this resource works with older \
+                 versions."
             ),
         );
     }
     diags
 }
+
+/// How a pending change of `net0` is named (in the plan's warning, and in the private state
+/// of every earlier release, so it never changes): the attributes that set `net0`.
+const NET0_ATTRIBUTES: &str = "bridge/vlan_tag";
 
 /// What the cluster shows of one VM, read for drift.
 #[derive(Debug, Clone, Default)]
@@ -476,9 +348,9 @@ impl Observed {
         let mut out = Vec::new();
         for key in &self.pending_keys {
             let attribute = match key.as_str() {
-                "cores" => "cores",
-                "memory" => "memory",
-                "net0" => "bridge/vlan_tag",
+                "cores" => attr::CORES,
+                "memory" => attr::MEMORY,
+                "net0" => NET0_ATTRIBUTES,
                 _ => continue,
             };
             if !out.contains(&attribute) {
@@ -491,20 +363,49 @@ impl Observed {
     /// State from what the cluster shows, keeping what only the configuration knows from
     /// `prior` (null on import).
     pub fn to_state(&self, prior: &Value) -> Value {
-        // What only the configuration knows; a value still unknown in a plan counts as absent.
-        let keep = |name: &str| {
-            let value = prior.get_attr(name);
-            if value.is_wholly_known() {
-                value.clone()
-            } else {
-                Value::Null
-            }
-        };
-        let text = |t: &str| Value::string(t);
+        let mut state = Value::Object(BTreeMap::new());
+        self.identity_into(prior, &mut state);
+        self.hardware_into(prior, &mut state);
+        self.seed_into(prior, &mut state);
+        self.settings_into(prior, &mut state);
+        self.guest_into(&mut state);
+        state
+    }
+
+    /// Which VM it is: its ids, name, fleet, node and template.
+    fn identity_into(&self, prior: &Value, state: &mut Value) {
         let mark = self.mark.as_ref();
+        state.set_attr(attr::ID, Value::string(self.vmid.to_string()));
+        state.set_attr(attr::VMID, Value::number(i64::from(self.vmid)));
+        // A half-made VM has no name yet: the state keeps the configured one, so a refresh
+        // still recognises the VM (its mark names it) and destroy removes it.
+        let name = if self.name.is_empty() {
+            kept(prior, attr::NAME).non_null_or(Value::string(&self.name))
+        } else {
+            Value::string(&self.name)
+        };
+        state.set_attr(attr::NAME, name);
+        let fleet = mark
+            .map(|m| Value::string(&m.fleet))
+            .unwrap_or_else(|| kept(prior, attr::FLEET).non_null_or(Value::string("")));
+        state.set_attr(attr::FLEET, fleet);
+        // `node` is where the user asked for the VM; a migration does not change it.
+        let node = kept(prior, attr::NODE).non_null_or(Value::string(&self.node));
+        state.set_attr(attr::NODE, node);
+        let template = mark
+            .and_then(|m| m.template.as_deref())
+            .map_or(Value::Null, Value::string);
+        state.set_attr(
+            attr::TEMPLATE,
+            kept(prior, attr::TEMPLATE).non_null_or(template),
+        );
+    }
+
+    /// CPU, memory, disk, network and tags.
+    fn hardware_into(&self, prior: &Value, state: &mut Value) {
         // With reboot_if_needed, a change still pending (an interrupted reboot) shows as the
         // running value, so the next plan carries the change and its apply reboots.
-        let show_running = keep("reboot_if_needed").as_bool() == Some(true)
+        let show_running = kept(prior, attr::REBOOT_IF_NEEDED).as_bool() == Some(true)
             && self.running
             && !self.pending_attributes().is_empty();
         let (cores, memory_mib, bridge, vlan_tag) = if show_running {
@@ -518,134 +419,96 @@ impl Observed {
                 self.vlan_tag,
             )
         };
-        let mut attrs: BTreeMap<String, Value> = BTreeMap::new();
-        attrs.insert("id".into(), text(&self.vmid.to_string()));
-        attrs.insert("vmid".into(), Value::number(i64::from(self.vmid)));
-        // A half-made VM has no name yet: the state keeps the configured one, so a refresh
-        // still recognises the VM (its mark names it) and destroy removes it.
-        attrs.insert(
-            "name".into(),
-            if self.name.is_empty() {
-                keep("name").non_null_or(text(&self.name))
-            } else {
-                text(&self.name)
-            },
+        state.set_attr(attr::CORES, Value::number(i64::from(cores)));
+        state.set_attr(attr::MEMORY, Value::number(memory_mib as i64));
+        let disk_gib = self
+            .disk_gib
+            .map_or(Value::Null, |g| Value::number(g as i64));
+        state.set_attr(attr::DISK_GIB, disk_gib);
+        state.set_attr(
+            attr::BRIDGE,
+            bridge.as_deref().map_or(Value::Null, Value::string),
         );
-        attrs.insert(
-            "fleet".into(),
-            mark.map(|m| text(&m.fleet))
-                .unwrap_or_else(|| keep("fleet").non_null_or(text(""))),
-        );
-        // `node` is where the user asked for the VM; a migration does not change it.
-        attrs.insert("node".into(), keep("node").non_null_or(text(&self.node)));
-        attrs.insert(
-            "template".into(),
-            keep("template").non_null_or(
-                mark.and_then(|m| m.template.as_deref())
-                    .map(text)
-                    .unwrap_or(Value::Null),
-            ),
-        );
-        attrs.insert("cores".into(), Value::number(i64::from(cores)));
-        attrs.insert("memory".into(), Value::number(memory_mib as i64));
-        attrs.insert(
-            "disk_gib".into(),
-            self.disk_gib
-                .map(|g| Value::number(g as i64))
-                .unwrap_or(Value::Null),
-        );
-        attrs.insert(
-            "bridge".into(),
-            bridge.as_deref().map(text).unwrap_or(Value::Null),
-        );
-        attrs.insert(
-            "vlan_tag".into(),
-            vlan_tag
-                .map(|t| Value::number(i64::from(t)))
-                .unwrap_or(Value::Null),
-        );
-        attrs.insert(
-            "tags".into(),
-            Value::Set(self.tags.iter().map(|t| text(t)).collect()),
-        );
-        attrs.insert("user_data".into(), Value::Null);
-        attrs.insert("network_config".into(), Value::Null);
+        let vlan_tag = vlan_tag.map_or(Value::Null, |t| Value::number(i64::from(t)));
+        state.set_attr(attr::VLAN_TAG, vlan_tag);
+        let tags = self.tags.iter().map(Value::string).collect();
+        state.set_attr(attr::TAGS, Value::Set(tags));
+    }
+
+    /// The seed: its inputs (never stored), hash, storages and volume.
+    fn seed_into(&self, prior: &Value, state: &mut Value) {
+        state.set_attr(attr::USER_DATA, Value::Null);
+        state.set_attr(attr::NETWORK_CONFIG, Value::Null);
         // A VM that boots another seed than the one this state made shows an empty hash,
         // which the plan replaces (see `seed_drift`).
-        attrs.insert(
-            "seed_hash".into(),
-            if self.seed_drift(prior).is_some() {
-                text("")
-            } else {
-                mark.and_then(|m| m.seed_hash.as_deref())
-                    .map(text)
-                    .unwrap_or_else(|| keep("seed_hash"))
-            },
-        );
+        let seed_hash = if self.seed_drift(prior).is_some() {
+            Value::string("")
+        } else {
+            self.mark
+                .as_ref()
+                .and_then(|m| m.seed_hash.as_deref())
+                .map(Value::string)
+                .unwrap_or_else(|| kept(prior, attr::SEED_HASH))
+        };
+        state.set_attr(attr::SEED_HASH, seed_hash);
         let seed_storage = self
             .seed_volume
             .as_deref()
             .and_then(|v| v.split_once(':'))
-            .map(|(storage, _)| text(storage));
-        attrs.insert(
-            "seed_storage".into(),
-            keep("seed_storage").non_null_or(seed_storage.unwrap_or(Value::Null)),
+            .map_or(Value::Null, |(storage, _)| Value::string(storage));
+        state.set_attr(
+            attr::SEED_STORAGE,
+            kept(prior, attr::SEED_STORAGE).non_null_or(seed_storage),
         );
-        attrs.insert(
-            "clone_storage".into(),
-            keep("clone_storage").non_null_or(
-                self.disk_storage
-                    .as_deref()
-                    .map(text)
-                    .unwrap_or(Value::Null),
-            ),
-        );
-        attrs.insert(
-            "pool".into(),
-            self.pool
-                .as_deref()
-                .map(text)
-                .unwrap_or_else(|| keep("pool")),
-        );
-        attrs.insert("started".into(), Value::Bool(self.running));
-        attrs.insert(
-            "wait_for_address".into(),
-            keep("wait_for_address").non_null_or(Value::Bool(true)),
-        );
-        attrs.insert(
-            "reboot_if_needed".into(),
-            keep("reboot_if_needed").non_null_or(Value::Bool(false)),
-        );
-        attrs.insert("timeouts".into(), keep("timeouts"));
-        attrs.insert("node_candidates".into(), keep("node_candidates"));
-        attrs.insert("current_node".into(), text(&self.node));
-        attrs.insert("status".into(), text(&self.status));
-        attrs.insert(
-            "mac_address".into(),
-            text(self.mac.as_deref().unwrap_or_default()),
-        );
-        attrs.insert(
-            "ipv4_address".into(),
-            text(self.ipv4.first().map(String::as_str).unwrap_or_default()),
-        );
-        attrs.insert(
-            "ipv4_addresses".into(),
-            Value::List(self.ipv4.iter().map(|a| text(a)).collect()),
-        );
-        attrs.insert(
-            "ipv6_addresses".into(),
-            Value::List(self.ipv6.iter().map(|a| text(a)).collect()),
+        let disk_storage = self
+            .disk_storage
+            .as_deref()
+            .map_or(Value::Null, Value::string);
+        state.set_attr(
+            attr::CLONE_STORAGE,
+            kept(prior, attr::CLONE_STORAGE).non_null_or(disk_storage),
         );
         // The seed this state made stays recorded (destroy deletes it, and only it); a VM
         // without one recorded (an import) records the one it boots.
-        attrs.insert(
-            "seed_volume".into(),
-            match made_seed(prior) {
-                Some(made) => text(made),
-                None => text(self.seed_volume.as_deref().unwrap_or_default()),
-            },
-        );
-        Value::Object(attrs)
+        let seed_volume = match made_seed(prior) {
+            Some(made) => made,
+            None => self.seed_volume.as_deref().unwrap_or_default(),
+        };
+        state.set_attr(attr::SEED_VOLUME, Value::string(seed_volume));
+    }
+
+    /// The pool, power, and what only the configuration says.
+    fn settings_into(&self, prior: &Value, state: &mut Value) {
+        let pool = self
+            .pool
+            .as_deref()
+            .map(Value::string)
+            .unwrap_or_else(|| kept(prior, attr::POOL));
+        state.set_attr(attr::POOL, pool);
+        state.set_attr(attr::STARTED, Value::Bool(self.running));
+        for (name, default) in [
+            (attr::WAIT_FOR_ADDRESS, true),
+            (attr::REBOOT_IF_NEEDED, false),
+        ] {
+            state.set_attr(name, kept(prior, name).non_null_or(Value::Bool(default)));
+        }
+        for name in [attr::TIMEOUTS, attr::NODE_CANDIDATES] {
+            state.set_attr(name, kept(prior, name));
+        }
+    }
+
+    /// Where the VM runs and what its guest reports.
+    fn guest_into(&self, state: &mut Value) {
+        state.set_attr(attr::CURRENT_NODE, Value::string(&self.node));
+        state.set_attr(attr::STATUS, Value::string(&self.status));
+        let mac = self.mac.as_deref().unwrap_or_default();
+        state.set_attr(attr::MAC_ADDRESS, Value::string(mac));
+        let first = self.ipv4.first().map(String::as_str).unwrap_or_default();
+        state.set_attr(attr::IPV4_ADDRESS, Value::string(first));
+        let list =
+            |addresses: &[String]| Value::List(addresses.iter().map(Value::string).collect());
+        state.set_attr(attr::IPV4_ADDRESSES, list(&self.ipv4));
+        state.set_attr(attr::IPV6_ADDRESSES, list(&self.ipv6));
     }
 
     /// Why the VM does not boot the seed this state made (`prior`'s `seed_volume`), or `None`
@@ -669,12 +532,23 @@ impl Observed {
 
 /// The seed volume a state recorded, if any.
 fn made_seed(prior: &Value) -> Option<&str> {
-    let value = prior.get_attr("seed_volume");
+    let value = prior.get_attr(attr::SEED_VOLUME);
     value
         .is_wholly_known()
         .then(|| value.as_str())
         .flatten()
         .filter(|v| !v.is_empty())
+}
+
+/// What only the configuration knows, from `prior`; a value still unknown in a plan counts as
+/// absent.
+fn kept(prior: &Value, name: &str) -> Value {
+    let value = prior.get_attr(name);
+    if value.is_wholly_known() {
+        value.clone()
+    } else {
+        Value::Null
+    }
 }
 
 trait NonNullOr {
@@ -786,13 +660,16 @@ mod tests {
         assert_eq!(
             paths,
             [
-                AttributePath::root().attr("user_data"),
-                AttributePath::root().attr("network_config")
+                AttributePath::root().attr(attr::USER_DATA),
+                AttributePath::root().attr(attr::NETWORK_CONFIG)
             ]
         );
         let detail = &diags.iter().next().unwrap().detail;
         assert!(
-            detail.contains("The Terraform or OpenTofu version running this command does not support write-only arguments"),
+            detail.contains(
+                "The Terraform or OpenTofu version running this command does not support \
+                 write-only arguments"
+            ),
             "{detail}"
         );
         assert!(detail.contains("Terraform >= 1.11 or OpenTofu >= 1.11"));
@@ -825,17 +702,17 @@ mod tests {
         };
         let prior = Value::object([("fleet", Value::string("blue"))]);
         assert_eq!(
-            observed.to_state(&prior).get_attr("fleet"),
+            observed.to_state(&prior).get_attr(attr::FLEET),
             &Value::string("blue")
         );
         // A new VM (fleet still unknown in the plan) and an import start with the default.
         let planned = Value::object([("fleet", Value::Unknown)]);
         assert_eq!(
-            observed.to_state(&planned).get_attr("fleet"),
+            observed.to_state(&planned).get_attr(attr::FLEET),
             &Value::string("")
         );
         assert_eq!(
-            observed.to_state(&Value::Null).get_attr("fleet"),
+            observed.to_state(&Value::Null).get_attr(attr::FLEET),
             &Value::string("")
         );
     }

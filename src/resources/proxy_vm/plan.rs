@@ -2,10 +2,13 @@
 //! inputs, replacements, the pending-until-reboot warning, and duplicate names. Pure: no
 //! request (the cluster-aware checks are `plan_checks`).
 
-use tfplugin::{AttributePath, Diagnostic, PlanRequest, PlanResponse, Schema, Value, plan};
+use tfplugin::{
+    AttributePath, Diagnostic, Diagnostics, PlanRequest, PlanResponse, Schema, Value, plan,
+};
 
+use super::attr;
 use super::model::{Private, planned_seed_hash, vmid_of};
-use super::schema;
+use super::schema::{self, AttrSpec, Kind, OnChange, Planned};
 use crate::context::Configured;
 
 /// Two resource instances with the same name in one fleet would fight over one VM: the
@@ -17,7 +20,7 @@ pub(super) fn refuse_duplicate_name(
     response: &mut PlanResponse,
 ) {
     let planned = &response.planned_state;
-    let Some(name) = planned.get_attr("name").as_str() else {
+    let Some(name) = planned.get_attr(attr::NAME).as_str() else {
         return;
     };
     let replacing = !response.requires_replace.is_empty();
@@ -33,7 +36,7 @@ pub(super) fn refuse_duplicate_name(
         (None, None) => String::new(),
     };
     let fleet = planned
-        .get_attr("fleet")
+        .get_attr(attr::FLEET)
         .as_str()
         .map_or_else(|| configured.fleet.clone(), str::to_owned);
     if !configured
@@ -46,9 +49,13 @@ pub(super) fn refuse_duplicate_name(
             format!(" in fleet `{fleet}`")
         };
         response.diagnostics.attribute_error(
-            AttributePath::root().attr("name"),
+            AttributePath::root().attr(attr::NAME),
             "Duplicate proxy VM name",
-            format!("Another proxmox_proxy_vm in this configuration is also named `{name}`{in_fleet}. Each name may be used once per fleet, since the name identifies the VM on the cluster: give each resource (and each count/for_each instance) its own name."),
+            format!(
+                "Another proxmox_proxy_vm in this configuration is also named `{name}`{in_fleet}. \
+                 Each name may be used once per fleet, since the name identifies the VM on the \
+                 cluster: give each resource (and each count/for_each instance) its own name."
+            ),
         );
     }
 }
@@ -67,7 +74,6 @@ pub(super) fn plan_change(
         prior_private,
     } = request;
     let private = Private::decode(&prior_private);
-    let (pending, imported) = (private.pending.clone(), private.imported);
     let mut response = PlanResponse {
         planned_private: prior_private,
         ..Default::default()
@@ -76,141 +82,196 @@ pub(super) fn plan_change(
         response.planned_state = Value::Null;
         return response;
     }
-    let creating = prior.is_null();
-
     let mut planned = plan::plan_computed(&schema.block, &prior, &proposed);
-    let default = |planned: &mut Value, name: &str, value: Value| {
-        if config.get_attr(name).is_null() {
-            planned.set_attr(name, value);
-        }
-    };
-    default(&mut planned, "started", Value::Bool(true));
-    default(&mut planned, "wait_for_address", Value::Bool(true));
-    default(&mut planned, "reboot_if_needed", Value::Bool(false));
-    if creating {
+    plan_declared(&mut planned, &prior, &config, configured);
+    if prior.is_null() {
+        // A new VM joins the provider's fleet (unknown while the provider is not configured).
         planned.set_attr(
-            "fleet",
+            attr::FLEET,
             configured.map_or(Value::Unknown, |c| Value::string(&c.fleet)),
         );
     }
-    if creating && let Some(configured) = configured {
-        {
-            default(
-                &mut planned,
-                "seed_storage",
-                Value::string(&configured.seed_storage),
-            );
-            if let Some(storage) = &configured.clone_storage {
-                default(&mut planned, "clone_storage", Value::string(storage));
-            }
-        }
-    }
-    planned.set_attr("user_data", Value::Null);
-    planned.set_attr("network_config", Value::Null);
-    let (user_data, network_config) = (
-        config.get_attr("user_data"),
-        config.get_attr("network_config"),
-    );
-    // A new VM's hash is keyed with its create's token, which apply chooses (Terraform plans
-    // a create again during apply, so a token chosen here would not survive): known after
-    // apply. An existing VM's is recomputed with the state's token.
-    planned.set_attr(
-        "seed_hash",
-        if !creating && user_data.is_known() && network_config.is_known() {
-            Value::string(planned_seed_hash(
-                prior.get_attr("seed_hash").as_str(),
-                private.create_token.as_deref(),
-                user_data.as_str(),
-                network_config.as_str(),
-            ))
-        } else {
-            Value::Unknown
-        },
-    );
-    // The power state follows `started` when it changes; otherwise the VM keeps what it
-    // shows (a paused VM stays `paused`, and planning `running` would never come true).
-    let started = planned.get_attr("started").as_bool();
-    if creating
-        || !prior
-            .get_attr("started")
-            .same_as(planned.get_attr("started"))
-    {
-        planned.set_attr(
-            "status",
-            match started {
-                Some(true) => Value::string("running"),
-                Some(false) => Value::string("stopped"),
-                None => Value::Unknown,
-            },
-        );
-    }
-    if creating {
-        if !planned.get_attr("started").as_bool().unwrap_or(true) {
-            // A stopped VM reports no addresses.
-            planned.set_attr("ipv4_address", Value::string(""));
-            planned.set_attr("ipv4_addresses", Value::List(Vec::new()));
-            planned.set_attr("ipv6_addresses", Value::List(Vec::new()));
-        }
-        response.planned_state = planned;
-        return response;
-    }
-    // Update.
-    // An imported VM's seed came from inputs its configuration cannot hold until the user
-    // writes them again: with both unset, the VM keeps its seed (no replacement).
-    if imported && user_data.is_null() && network_config.is_null() {
-        planned.set_attr("seed_hash", prior.get_attr("seed_hash").clone());
-    }
-    for name in ["seed_storage", "clone_storage"] {
-        if config.get_attr(name).is_null() {
-            planned.set_attr(name, prior.get_attr(name).clone());
-        }
-    }
-    response.requires_replace = plan::requires_replace(&prior, &planned, schema::REPLACE_ON_CHANGE);
-    if let (Some(new), Some(old)) = (
-        planned.get_attr("disk_gib").as_i64(),
-        prior.get_attr("disk_gib").as_i64(),
-    ) && new < old
-    {
-        response
-            .requires_replace
-            .push(AttributePath::root().attr("disk_gib"));
-        response.diagnostics.push(
-            Diagnostic::warning(
-                "disk_gib shrinks: the VM will be replaced",
-                format!("disk_gib = {new} is smaller than the current {old} GiB. PVE cannot shrink disks, so the plan replaces the VM. Keep disk_gib at {old} or more to keep it."),
-            )
-            .with_attribute(AttributePath::root().attr("disk_gib")),
-        );
-    }
-    if !pending.is_empty() && planned.get_attr("reboot_if_needed").as_bool() != Some(true) {
-        let first = pending[0].split('/').next().unwrap_or("cores");
-        response.diagnostics.push(
-            Diagnostic::warning(
-                "Changes pending until reboot",
-                format!(
-                    "PVE holds changes to {} of this VM until its next boot. Reboot it, or set reboot_if_needed = true to let the provider do it at the next apply.",
-                    pending.join(", ")
-                ),
-            )
-            .with_attribute(AttributePath::root().attr(first)),
-        );
-    }
-    // Only a change that can move the guest's address makes it unknown: the network, the
-    // power state, or a reboot to apply cores/memory.
-    let changed = plan::changed_attributes(&prior, &planned);
-    let reboots = planned.get_attr("reboot_if_needed").as_bool() == Some(true)
-        && changed.iter().any(|c| c == "cores" || c == "memory");
-    if reboots
-        || changed
-            .iter()
-            .any(|name| ["bridge", "vlan_tag", "started"].contains(&name.as_str()))
-    {
-        for name in ["ipv4_address", "ipv4_addresses", "ipv6_addresses"] {
-            planned.set_attr(name, Value::Unknown);
-        }
+    plan_seed_hash(&mut planned, &prior, &config, &private);
+    plan_power_state(&mut planned, &prior);
+    if prior.is_null() {
+        plan_create_addresses(&mut planned);
+    } else {
+        response.requires_replace = replacements(&prior, &planned, &mut response.diagnostics);
+        warn_pending(&private.pending, &planned, &mut response.diagnostics);
+        plan_update_addresses(&prior, &mut planned);
     }
     response.planned_state = planned;
     response
+}
+
+/// What each attribute's declaration says: write-only ones null, defaults for the unset.
+fn plan_declared(
+    planned: &mut Value,
+    prior: &Value,
+    config: &Value,
+    configured: Option<&Configured>,
+) {
+    for spec in schema::ATTRIBUTES {
+        let name = spec.name;
+        if spec.write_only {
+            planned.set_attr(name, Value::Null);
+            continue;
+        }
+        if !config.get_attr(name).is_null() {
+            continue;
+        }
+        match spec.planned {
+            Planned::Default(value) => {
+                planned.set_attr(name, Value::Bool(value));
+            }
+            // An existing VM keeps what it was made with, whatever the provider says now.
+            Planned::ProviderDefault(_) if !prior.is_null() => {
+                planned.set_attr(name, prior.get_attr(name).clone());
+            }
+            Planned::ProviderDefault(setting) => {
+                if let Some(value) = configured.and_then(setting) {
+                    planned.set_attr(name, Value::string(value));
+                }
+            }
+            Planned::AsComputed | Planned::GuestAddress | Planned::ByRule => {}
+        }
+    }
+}
+
+/// The seed hash of the configured write-only inputs. A new VM's hash is keyed with its
+/// create's token, which apply chooses (Terraform plans a create again during apply, so a
+/// token chosen here would not survive): known after apply. An existing VM's is recomputed
+/// with the state's token.
+fn plan_seed_hash(planned: &mut Value, prior: &Value, config: &Value, private: &Private) {
+    let (user_data, network_config) = (
+        config.get_attr(attr::USER_DATA),
+        config.get_attr(attr::NETWORK_CONFIG),
+    );
+    let prior_hash = prior.get_attr(attr::SEED_HASH);
+    let hash = if prior.is_null() || !user_data.is_known() || !network_config.is_known() {
+        Value::Unknown
+    } else if private.imported && user_data.is_null() && network_config.is_null() {
+        // An imported VM's seed came from inputs its configuration cannot hold until the
+        // user writes them again: with both unset, the VM keeps its seed (no replacement).
+        prior_hash.clone()
+    } else {
+        Value::string(planned_seed_hash(
+            prior_hash.as_str(),
+            private.create_token.as_deref(),
+            user_data.as_str(),
+            network_config.as_str(),
+        ))
+    };
+    planned.set_attr(attr::SEED_HASH, hash);
+}
+
+/// The power state follows `started` when it changes; otherwise the VM keeps what it shows
+/// (a paused VM stays `paused`, and planning `running` would never come true).
+fn plan_power_state(planned: &mut Value, prior: &Value) {
+    let started = planned.get_attr(attr::STARTED);
+    if prior.is_null() || !prior.get_attr(attr::STARTED).same_as(started) {
+        let status = match started.as_bool() {
+            Some(true) => Value::string("running"),
+            Some(false) => Value::string("stopped"),
+            None => Value::Unknown,
+        };
+        planned.set_attr(attr::STATUS, status);
+    }
+}
+
+/// A VM created stopped reports no addresses.
+fn plan_create_addresses(planned: &mut Value) {
+    if planned.get_attr(attr::STARTED).as_bool().unwrap_or(true) {
+        return;
+    }
+    for spec in guest_addresses() {
+        let empty = match spec.kind {
+            Kind::StringList => Value::List(Vec::new()),
+            _ => Value::string(""),
+        };
+        planned.set_attr(spec.name, empty);
+    }
+}
+
+/// Only a change that can move the guest's address makes it unknown: the network, the power
+/// state, or a reboot to apply cores/memory.
+fn plan_update_addresses(prior: &Value, planned: &mut Value) {
+    let changed = plan::changed_attributes(prior, planned);
+    let reboots = planned.get_attr(attr::REBOOT_IF_NEEDED).as_bool() == Some(true);
+    let moves = schema::ATTRIBUTES
+        .iter()
+        .filter(|spec| changed.iter().any(|name| name == spec.name))
+        .any(|spec| match spec.on_change {
+            OnChange::MovesAddress => true,
+            OnChange::PendingUntilReboot => reboots,
+            OnChange::InPlace | OnChange::Replace | OnChange::ReplaceWhenShrunk => false,
+        });
+    if moves {
+        for spec in guest_addresses() {
+            planned.set_attr(spec.name, Value::Unknown);
+        }
+    }
+}
+
+fn guest_addresses() -> impl Iterator<Item = &'static AttrSpec> {
+    schema::ATTRIBUTES
+        .iter()
+        .filter(|spec| matches!(spec.planned, Planned::GuestAddress))
+}
+
+/// The attributes whose change replaces the VM: those declared so, and a shrunk disk, which
+/// the plan explains in a warning.
+fn replacements(
+    prior: &Value,
+    planned: &Value,
+    diagnostics: &mut Diagnostics,
+) -> Vec<AttributePath> {
+    let mut paths = plan::requires_replace(prior, planned, &schema::replace_on_change());
+    let shrinkable = schema::ATTRIBUTES
+        .iter()
+        .filter(|spec| spec.on_change == OnChange::ReplaceWhenShrunk);
+    for spec in shrinkable {
+        let name = spec.name;
+        if let (Some(new), Some(old)) = (
+            planned.get_attr(name).as_i64(),
+            prior.get_attr(name).as_i64(),
+        ) && new < old
+        {
+            let at = AttributePath::root().attr(name);
+            paths.push(at.clone());
+            diagnostics.push(
+                Diagnostic::warning(
+                    format!("{name} shrinks: the VM will be replaced"),
+                    format!(
+                        "{name} = {new} is smaller than the current {old} GiB. PVE cannot shrink \
+                         disks, so the plan replaces the VM. Keep {name} at {old} or more to keep \
+                         it."
+                    ),
+                )
+                .with_attribute(at),
+            );
+        }
+    }
+    paths
+}
+
+/// Changes a read found PVE holding until the next boot, unless the apply reboots for them.
+fn warn_pending(pending: &[String], planned: &Value, diagnostics: &mut Diagnostics) {
+    if pending.is_empty() || planned.get_attr(attr::REBOOT_IF_NEEDED).as_bool() == Some(true) {
+        return;
+    }
+    let first = pending[0].split('/').next().unwrap_or(attr::CORES);
+    diagnostics.push(
+        Diagnostic::warning(
+            "Changes pending until reboot",
+            format!(
+                "PVE holds changes to {} of this VM until its next boot. Reboot it, or set \
+                 reboot_if_needed = true to let the provider do it at the next apply.",
+                pending.join(", ")
+            ),
+        )
+        .with_attribute(AttributePath::root().attr(first)),
+    );
 }
 
 #[cfg(test)]

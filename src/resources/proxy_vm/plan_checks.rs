@@ -8,6 +8,7 @@
 use pve::ErrorKind;
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Severity, Value};
 
+use super::attr;
 use super::lifecycle::placement;
 use super::lifecycle::prechecks::{Template, check_disk_size, choose_template, judge_template};
 use super::model::Desired;
@@ -58,7 +59,11 @@ impl Findings {
                 self.unreachable = true;
                 self.diagnostics.error(
                     "PVE refused the API token",
-                    format!("{error}\n\nCheck PROXMOX_VE_API_TOKEN / api_token (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that its user exists."),
+                    format!(
+                        "{error}\n\nCheck PROXMOX_VE_API_TOKEN / api_token \
+                         (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, \
+                         and that its user exists."
+                    ),
                 );
             }
             _ => self.unchecked.push(format!("{what}: {error}")),
@@ -123,57 +128,14 @@ async fn check_create_at(
         unchecked: Vec::new(),
         unreachable: false,
     };
-    let client = &configured.client;
-    let facts = &configured.facts;
-    let node = known(planned, "node");
+    let node = known(planned, attr::NODE);
 
-    // The node: a member, and online. Node-bound checks need a good one.
-    let mut node_ok = false;
-    if let Some(node) = node {
-        match facts.nodes(client).await {
-            Ok(nodes) => match nodes.iter().find(|n| n.node == node) {
-                None => findings.error(
-                    "node",
-                    "Node not in the cluster",
-                    format!(
-                        "node `{node}` is not in the cluster (nodes: {}).",
-                        list(nodes.iter().map(|n| n.node.clone()))
-                    ),
-                ),
-                Some(n) if !n.is_online() => findings.error(
-                    "node",
-                    "Node offline",
-                    format!(
-                        "node `{node}` is {} in the cluster; a VM cannot be created there now (online nodes: {}).",
-                        n.status,
-                        list(nodes.iter().filter(|n| n.is_online()).map(|n| n.node.clone()))
-                    ),
-                ),
-                Some(_) => node_ok = true,
-            },
-            Err(e) => findings.missing("the cluster's nodes", &e),
-        }
-    }
-
-    // The template, from the listing every resource of this plan shares.
-    let mut template: Option<Template> = None;
-    if let Some(wanted) = known(planned, "template")
-        && !findings.unreachable
-    {
-        match configured.runtime.template_listing(client, false).await {
-            Ok(listing) => match choose_template(&listing, wanted, node.unwrap_or_default()) {
-                Err(why) => findings.error("template", "Template not found", why),
-                Ok(vm) => match facts.config(client, &vm.node, vm.vmid).await {
-                    Ok(config) => match judge_template(vm, &config, wanted) {
-                        Ok(found) => template = Some(found),
-                        Err(why) => findings.error("template", "Not a template", why),
-                    },
-                    Err(e) => findings.missing("the template's config", &e),
-                },
-            },
-            Err(e) => findings.missing("the cluster's VM listing", &e),
-        }
-    }
+    // Node-bound checks need a good node.
+    let node_ok = match node {
+        Some(node) => check_node(configured, node, &mut findings).await,
+        None => false,
+    };
+    let template = find_template(configured, planned, node, &mut findings).await;
     if !findings.unreachable {
         check_candidates(configured, planned, &mut findings).await;
     }
@@ -182,21 +144,21 @@ async fn check_create_at(
             check_template_reachable(configured, found, node, &mut findings).await;
         }
         // Unset: some node must be eligible for placement (unknown at plan: apply decides).
-        if config.get_attr("node").is_null() && !findings.unreachable {
+        if config.get_attr(attr::NODE).is_null() && !findings.unreachable {
             check_placement(configured, planned, found, &mut findings).await;
         }
         let disk_gib = planned
-            .get_attr("disk_gib")
+            .get_attr(attr::DISK_GIB)
             .as_i64()
             .and_then(|n| u64::try_from(n).ok());
-        let name = known(planned, "name").unwrap_or("this VM");
+        let name = known(planned, attr::NAME).unwrap_or("this VM");
         if let Err(why) = check_disk_size(found, name, disk_gib) {
-            findings.error("disk_gib", "Disk smaller than the template's", why);
+            findings.error(attr::DISK_GIB, "Disk smaller than the template's", why);
         }
     }
 
     if let (Some(node), true) = (node, node_ok) {
-        for (attribute, content) in [("seed_storage", "iso"), ("clone_storage", "images")] {
+        for (attribute, content) in [(attr::SEED_STORAGE, "iso"), (attr::CLONE_STORAGE, "images")] {
             if let Some(storage) = known(planned, attribute) {
                 // Not in the resource's configuration: it is the provider's default.
                 let from_provider = config.get_attr(attribute).is_null();
@@ -212,41 +174,21 @@ async fn check_create_at(
                 .await;
             }
         }
-        if let Some(bridge) = known(planned, "bridge") {
+        if let Some(bridge) = known(planned, attr::BRIDGE) {
             check_bridge(configured, node, bridge, &mut findings).await;
         }
         if let Some(found) = &template {
-            let bridge = known(planned, "bridge");
+            let bridge = known(planned, attr::BRIDGE);
             check_template_bridges(configured, node, found, bridge, &mut findings).await;
         }
     }
-    if let Some(pool) = known(planned, "pool")
+    if let Some(pool) = known(planned, attr::POOL)
         && !findings.unreachable
     {
-        match facts.pools(client).await {
-            Ok(pools) if !pools.iter().any(|p| p.poolid == pool) => {
-                // PVE lists only the pools the token may audit: a hidden pool may exist.
-                match facts.may_audit_pool(client, pool).await.as_deref() {
-                    Ok(true) => findings.error(
-                        "pool",
-                        "Pool not found",
-                        format!(
-                            "pool `{pool}` does not exist (pools: {}). Create it in Datacenter → Permissions → Pools, or leave `pool` unset.",
-                            list(pools.iter().map(|p| p.poolid.clone()))
-                        ),
-                    ),
-                    Ok(false) => findings.unchecked.push(format!(
-                        "pool `{pool}`: the token lacks Pool.Audit on /pool/{pool}, so PVE does not show it (grant it, see the PVE setup guide)"
-                    )),
-                    Err(e) => findings.missing("the token's privileges on the pool", e),
-                }
-            }
-            Ok(_) => {}
-            Err(e) => findings.missing("the cluster's pools", &e),
-        }
+        check_pool(configured, pool, &mut findings).await;
     }
     if let Some(vmid) = planned
-        .get_attr("vmid")
+        .get_attr(attr::VMID)
         .as_i64()
         .and_then(|n| u32::try_from(n).ok())
         && !findings.unreachable
@@ -268,13 +210,13 @@ pub async fn check_update(
         unchecked: Vec::new(),
         unreachable: false,
     };
-    let node = known(planned, "current_node").or_else(|| known(planned, "node"));
-    if changed.iter().any(|c| c == "bridge")
-        && let (Some(node), Some(bridge)) = (node, known(planned, "bridge"))
+    let node = known(planned, attr::CURRENT_NODE).or_else(|| known(planned, attr::NODE));
+    if changed.iter().any(|c| c == attr::BRIDGE)
+        && let (Some(node), Some(bridge)) = (node, known(planned, attr::BRIDGE))
     {
         check_bridge(configured, node, bridge, &mut findings).await;
     }
-    if changed.iter().any(|c| c == "node_candidates") {
+    if changed.iter().any(|c| c == attr::NODE_CANDIDATES) {
         check_candidates(configured, planned, &mut findings).await;
     }
     finish(findings)
@@ -304,14 +246,18 @@ pub fn severity_for(checks: Diagnostics, invocation: Invocation) -> Diagnostics 
     )
 }
 
-const PLAN_MAY_BE_A_DESTROY: &str = "\n\nThis is a warning, not an error, because this plan may be the refresh that starts a destroy, which must never be blocked. An apply that creates or changes this VM checks again and stops here before any write.";
+const PLAN_MAY_BE_A_DESTROY: &str = "\n\nThis is a warning, not an error, because this plan may be \
+                                     the refresh that starts a destroy, which must never be \
+                                     blocked. An apply that creates or changes this VM checks \
+                                     again and stops here before any write.";
 
 fn finish(mut findings: Findings) -> Diagnostics {
     if !findings.unchecked.is_empty() {
         findings.diagnostics.warning(
             "Not checked against the cluster at plan",
             format!(
-                "The plan could not check this VM's settings against the cluster: {}. Apply checks them again before it changes anything.",
+                "The plan could not check this VM's settings against the cluster: {}. Apply checks \
+                 them again before it changes anything.",
                 findings.unchecked.join("; ")
             ),
         );
@@ -352,9 +298,9 @@ async fn check_placement(
     if let Err(rejected) = placement::judge(&views, memory_mib << 20) {
         // The candidates chose the nodes judged, when set; else the missing `node`.
         let attribute = if desired.node_candidates.is_some() {
-            "node_candidates"
+            attr::NODE_CANDIDATES
         } else {
-            "node"
+            attr::NODE
         };
         findings.error(
             attribute,
@@ -364,10 +310,103 @@ async fn check_placement(
     }
 }
 
+/// The node: a member of the cluster, and online. Whether it is.
+async fn check_node(configured: &Configured, node: &str, findings: &mut Findings) -> bool {
+    let (client, facts) = (&configured.client, &configured.facts);
+    let mut node_ok = false;
+    match facts.nodes(client).await {
+        Ok(nodes) => match nodes.iter().find(|n| n.node == node) {
+            None => findings.error(
+                attr::NODE,
+                "Node not in the cluster",
+                format!(
+                    "node `{node}` is not in the cluster (nodes: {}).",
+                    list(nodes.iter().map(|n| n.node.clone()))
+                ),
+            ),
+            Some(n) if !n.is_online() => findings.error(
+                attr::NODE,
+                "Node offline",
+                format!(
+                    "node `{node}` is {} in the cluster; a VM cannot be created there now (online \
+                     nodes: {}).",
+                    n.status,
+                    list(
+                        nodes
+                            .iter()
+                            .filter(|n| n.is_online())
+                            .map(|n| n.node.clone())
+                    )
+                ),
+            ),
+            Some(_) => node_ok = true,
+        },
+        Err(e) => findings.missing("the cluster's nodes", &e),
+    }
+    node_ok
+}
+
+/// The template, from the listing every resource of this plan shares.
+async fn find_template(
+    configured: &Configured,
+    planned: &Value,
+    node: Option<&str>,
+    findings: &mut Findings,
+) -> Option<Template> {
+    let (client, facts) = (&configured.client, &configured.facts);
+    let mut template: Option<Template> = None;
+    if let Some(wanted) = known(planned, attr::TEMPLATE)
+        && !findings.unreachable
+    {
+        match configured.runtime.template_listing(client, false).await {
+            Ok(listing) => match choose_template(&listing, wanted, node.unwrap_or_default()) {
+                Err(why) => findings.error(attr::TEMPLATE, "Template not found", why),
+                Ok(vm) => match facts.config(client, &vm.node, vm.vmid).await {
+                    Ok(config) => match judge_template(vm, &config, wanted) {
+                        Ok(found) => template = Some(found),
+                        Err(why) => findings.error(attr::TEMPLATE, "Not a template", why),
+                    },
+                    Err(e) => findings.missing("the template's config", &e),
+                },
+            },
+            Err(e) => findings.missing("the cluster's VM listing", &e),
+        }
+    }
+    template
+}
+
+/// The pool exists (as far as the token may see).
+async fn check_pool(configured: &Configured, pool: &str, findings: &mut Findings) {
+    let (client, facts) = (&configured.client, &configured.facts);
+    match facts.pools(client).await {
+        Ok(pools) if !pools.iter().any(|p| p.poolid == pool) => {
+            // PVE lists only the pools the token may audit: a hidden pool may exist.
+            match facts.may_audit_pool(client, pool).await.as_deref() {
+                Ok(true) => findings.error(
+                    attr::POOL,
+                    "Pool not found",
+                    format!(
+                        "pool `{pool}` does not exist (pools: {}). Create it in Datacenter → \
+                         Permissions → Pools, or leave `pool` unset.",
+                        list(pools.iter().map(|p| p.poolid.clone()))
+                    ),
+                ),
+                Ok(false) => findings.unchecked.push(format!(
+                    "pool `{pool}`: the token lacks Pool.Audit on /pool/{pool}, so PVE does not \
+                     show it (grant it, see the PVE setup guide)"
+                )),
+                Err(e) => findings.missing("the token's privileges on the pool", e),
+            }
+        }
+        Ok(_) => {}
+        Err(e) => findings.missing("the cluster's pools", &e),
+    }
+}
+
 /// Every name in `node_candidates` must be a node of the cluster: a typo would otherwise
 /// quietly narrow placement (or leave it no node at all).
 async fn check_candidates(configured: &Configured, planned: &Value, findings: &mut Findings) {
-    let Some(candidates) = planned.get_attr("node_candidates").as_elements() else {
+    let Some(candidates) = planned.get_attr(attr::NODE_CANDIDATES).as_elements() else {
         return;
     };
     let candidates: Vec<&str> = candidates.iter().filter_map(Value::as_str).collect();
@@ -392,10 +431,11 @@ async fn check_candidates(configured: &Configured, planned: &Value, findings: &m
         ("nodes", "are")
     };
     findings.error(
-        "node_candidates",
+        attr::NODE_CANDIDATES,
         "Node not in the cluster",
         format!(
-            "node_candidates names {what} {} that {verb} not in the cluster (nodes: {}). Correct the name, or remove it from node_candidates.",
+            "node_candidates names {what} {} that {verb} not in the cluster (nodes: {}). Correct \
+             the name, or remove it from node_candidates.",
             unknown.join(", "),
             list(nodes.iter().map(|n| n.node.clone()))
         ),
@@ -425,10 +465,13 @@ async fn check_template_reachable(
             let shared = storages.iter().any(|s| s.storage == *storage && s.shared);
             if !shared {
                 findings.error(
-                    "template",
+                    attr::TEMPLATE,
                     "Template not reachable from the node",
                     format!(
-                        "the template (VM {} on node {}) has its disk on `{storage}`, which is not shared with node {node}: PVE can clone it only onto {}. Set node = \"{}\", keep a copy of the template on {node}, or move its disks to shared storage.",
+                        "the template (VM {} on node {}) has its disk on `{storage}`, which is not \
+                         shared with node {node}: PVE can clone it only onto {}. Set node = \
+                         \"{}\", keep a copy of the template on {node}, or move its disks to \
+                         shared storage.",
                         template.vmid, template.node, template.node, template.node
                     ),
                 );
@@ -457,7 +500,8 @@ async fn check_storage(
         // Terraform can point only at this resource's block; say where the value came from.
         for diagnostic in &mut findings.diagnostics.0[before..] {
             diagnostic.detail.push_str(&format!(
-                " The value is the provider's `{attribute}` default: change it in the provider block, or set `{attribute}` on this resource."
+                " The value is the provider's `{attribute}` default: change it in the provider \
+                 block, or set `{attribute}` on this resource."
             ));
         }
     }
@@ -493,7 +537,8 @@ async fn check_storage_on(
             attribute,
             "Storage not found",
             format!(
-                "storage `{storage}` does not exist on node {node} (storages there that take {kind}: {}).",
+                "storage `{storage}` does not exist on node {node} (storages there that take \
+                 {kind}: {}).",
                 fitting()
             ),
         ),
@@ -501,7 +546,9 @@ async fn check_storage_on(
             attribute,
             "Storage not active",
             format!(
-                "storage `{storage}` is not active on node {node}. Enable it for this node (Datacenter → Storage → Nodes), or choose another (storages there that take {kind}: {}).",
+                "storage `{storage}` is not active on node {node}. Enable it for this node \
+                 (Datacenter → Storage → Nodes), or choose another (storages there that take \
+                 {kind}: {}).",
                 fitting()
             ),
         ),
@@ -509,7 +556,9 @@ async fn check_storage_on(
             attribute,
             "Storage does not take this content",
             format!(
-                "storage `{storage}` on node {node} does not take {kind} (`{content}`; its content types: {}). Add `{content}` to it in Datacenter → Storage, or choose another (storages there that do: {}).",
+                "storage `{storage}` on node {node} does not take {kind} (`{content}`; its content \
+                 types: {}). Add `{content}` to it in Datacenter → Storage, or choose another \
+                 (storages there that do: {}).",
                 s.content,
                 fitting()
             ),
@@ -524,7 +573,7 @@ async fn check_bridge(configured: &Configured, node: &str, bridge: &str, finding
     }
     match configured.facts.bridges(&configured.client, node).await {
         Ok(bridges) if !bridges.iter().any(|b| b.iface == bridge) => findings.error(
-            "bridge",
+            attr::BRIDGE,
             "Bridge not found",
             format!(
                 "bridge `{bridge}` does not exist on node {node} (bridges there: {}).",
@@ -575,10 +624,12 @@ async fn check_template_bridges(
         " Choose another `node`,"
     };
     findings.error(
-        "node",
+        attr::NODE,
         "Bridge not on the node",
         format!(
-            "node `{node}` has no bridge {}, which the VM keeps from its template (VM {} on {}); PVE would refuse to start it there (bridges on {node}: {}).{hint} or add the bridge to the node.",
+            "node `{node}` has no bridge {}, which the VM keeps from its template (VM {} on {}); \
+             PVE would refuse to start it there (bridges on {node}: {}).{hint} or add the bridge \
+             to the node.",
             missing.join(", "),
             template.vmid,
             template.node,
@@ -605,10 +656,11 @@ async fn check_vmid(
     };
     if entry.template {
         return findings.error(
-            "vmid",
+            attr::VMID,
             "VMID taken",
             format!(
-                "VMID {vmid} is the template `{}` on {}. Choose another `vmid`, or leave it unset to derive one.",
+                "VMID {vmid} is the template `{}` on {}. Choose another `vmid`, or leave it unset \
+                 to derive one.",
                 entry.name.as_deref().unwrap_or("?"),
                 entry.node
             ),
@@ -618,9 +670,9 @@ async fn check_vmid(
         Ok(config) => config,
         Err(e) => return findings.missing(&format!("the config of VM {vmid}"), &e),
     };
-    let name = known(planned, "name").unwrap_or_default();
+    let name = known(planned, attr::NAME).unwrap_or_default();
     let fleet = planned
-        .get_attr("fleet")
+        .get_attr(attr::FLEET)
         .as_str()
         .unwrap_or(&configured.fleet);
     match ownership::classify(config.description().as_deref(), name, fleet) {
@@ -636,26 +688,31 @@ async fn check_vmid(
         Ownership::OursForThisName(mark)
             if replacing.is_some_and(|token| token == mark.create_token.as_deref()) => {}
         Ownership::OursForThisName(_) => findings.error(
-            "vmid",
+            attr::VMID,
             "Proxy VM already exists",
             format!(
-                "VMID {vmid} on {} is a finished proxy VM named `{name}`, made by another Terraform state (or one that was lost). It is never taken over. Import it (terraform import 'ADDRESS' {}/{vmid}, or an import block), or choose another `vmid`.",
+                "VMID {vmid} on {} is a finished proxy VM named `{name}`, made by another \
+                 Terraform state (or one that was lost). It is never taken over. Import it \
+                 (terraform import 'ADDRESS' {}/{vmid}, or an import block), or choose another \
+                 `vmid`.",
                 entry.node, entry.node
             ),
         ),
         Ownership::OursForAnother(mark) => findings.error(
-            "vmid",
+            attr::VMID,
             "VMID taken",
             format!(
-                "VMID {vmid} is taken by the proxy VM {}; it is never modified. Choose another `vmid`, or leave it unset to derive one.",
+                "VMID {vmid} is taken by the proxy VM {}; it is never modified. Choose another \
+                 `vmid`, or leave it unset to derive one.",
                 ownership::describe_owner(&mark)
             ),
         ),
         Ownership::Foreign => findings.error(
-            "vmid",
+            attr::VMID,
             "VMID taken",
             format!(
-                "VMID {vmid} is taken by `{}` on {}, a VM not managed by this provider; it is never modified. Choose another `vmid`, or leave it unset to derive one.",
+                "VMID {vmid} is taken by `{}` on {}, a VM not managed by this provider; it is \
+                 never modified. Choose another `vmid`, or leave it unset to derive one.",
                 entry.name.as_deref().unwrap_or("?"),
                 entry.node
             ),

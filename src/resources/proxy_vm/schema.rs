@@ -1,73 +1,524 @@
-//! The `proxmox_proxy_vm` schema.
+//! The `proxmox_proxy_vm` schema. Every attribute is declared once, in [`ATTRIBUTES`]: its
+//! name, type, mode, flags and description, what a change to it does, how the plan sets it,
+//! and how its configured value is checked. The wire schema ([`schema`]), the replacements,
+//! the write-only list, [`validate_config`] and the generic part of the plan are derived
+//! from that list, so adding an attribute touches it (and its name in `attr.rs`) only.
 
-use tfplugin::{Attribute, Block, Nesting, Schema, Type};
+use tfplugin::{Attribute, AttributePath, Block, Diagnostics, Nesting, Schema, Type, Value};
+
+use super::attr;
+use super::checks;
+use crate::context::Configured;
+use crate::validate;
 
 pub const TYPE_NAME: &str = "proxmox_proxy_vm";
 
 /// The state's schema version: bump it with every change to the stored shape, and add the step
-/// that carries the previous version forward in `upgrade.rs`.
+/// that carries the previous version forward in `upgrade.rs`. Version 1 added `fleet`.
 pub const SCHEMA_VERSION: i64 = 1;
 
-/// Attributes whose change cannot be applied to the existing VM.
-pub const REPLACE_ON_CHANGE: &[&str] = &[
-    "name",
-    "node",
-    "template",
-    "vmid",
-    "seed_storage",
-    "clone_storage",
-    "pool",
-    "seed_hash",
+const DESCRIPTION: &str = "A small proxy VM: a full clone of a cloud-init-ready template, given a \
+    NoCloud seed ISO (user-data, network-config, and vendor-data that installs the QEMU guest \
+    agent), configured, grown and started, all through the PVE API.\n\nA VM belongs to exactly one \
+    resource instance. Create resumes after any interruption: a re-run adopts the *unfinished* VM \
+    it left (recognised by the ownership mark in its description) and never clones a duplicate. A \
+    *finished* VM with the same name and fleet, made by another state, workspace or team, is never \
+    taken over: the create fails before any write and says how to import it. A VM without the mark \
+    is never touched.\n\nEvery write is an owner's write: update and destroy read the VM's mark \
+    again before each step and send every config write conditional on the digest they read, so a \
+    VM that is no longer this state's (deleted by hand and made again at its VMID by another \
+    state, its mark edited) is never changed, even by a saved plan or `-refresh=false`; the error \
+    says why. Destroy first marks the VM `deleting`, so no create adopts it. Locks (a backup) and \
+    transient API faults are waited out within `timeouts`.\n\n`lifecycle { create_before_destroy = \
+    true }` works with a stable `name` (and `vmid` unset): the replacement is made beside its \
+    predecessor, with its own VMID, seed and mark, and the predecessor is destroyed once the new \
+    VM is up. A create killed after it finished but before Terraform stored it is resumed by the \
+    next apply in the same working directory (the provider keeps a journal under `.terraform/`). \
+    `terraform destroy` is never blocked by a plan-time check of a VM that does not exist: those \
+    checks fail only an ordinary plan or apply, and every create runs them again before its first \
+    write. The workflows guide has the details.";
+
+/// What an attribute holds.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    String,
+    Number,
+    Bool,
+    StringList,
+    StringSet,
+    /// One object of these attributes (or null).
+    Object(&'static [AttrSpec]),
+}
+
+/// Who sets an attribute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The configuration, always.
+    Required,
+    /// The configuration, or nobody.
+    Optional,
+    /// The configuration, else the provider.
+    OptionalComputed,
+    /// The provider only.
+    Computed,
+}
+
+/// What a change of an attribute does to an existing VM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnChange {
+    /// Applied in place.
+    InPlace,
+    /// PVE cannot apply it to the VM: the plan replaces the VM.
+    Replace,
+    /// A smaller value replaces the VM (PVE cannot shrink disks); a larger one grows in place.
+    ReplaceWhenShrunk,
+    /// Applied in place, and may move the guest's address (unknown in the plan).
+    MovesAddress,
+    /// Applied in place, maybe pending until the next boot; when `reboot_if_needed` reboots
+    /// for it, the guest's address may move.
+    PendingUntilReboot,
+}
+
+/// How the plan sets an attribute, beyond `tfplugin::plan::plan_computed` (the configured
+/// value; unknown on create when computed and unset; on update the prior value).
+#[derive(Clone, Copy, Debug)]
+pub enum Planned {
+    /// As `plan_computed` plans it.
+    AsComputed,
+    /// Unset in the configuration: this value.
+    Default(bool),
+    /// Unset in the configuration: on create the provider's setting (when it has one), on
+    /// update the prior value.
+    ProviderDefault(fn(&Configured) -> Option<&str>),
+    /// Empty on the create of a stopped VM; unknown when a change may move the address.
+    GuestAddress,
+    /// Set by a step of its own in `plan::plan_change`.
+    ByRule,
+}
+
+/// A check of the configured value at validate, reported on the attribute.
+#[derive(Clone, Copy, Debug)]
+pub enum Check {
+    /// A known string, checked by a function that says what is wrong with it.
+    Text(fn(&str) -> Result<(), String>),
+    /// A known number: a whole number within these bounds (inclusive).
+    Range(i64, i64),
+    /// Anything else: the value (maybe null or unknown) and the path to report at.
+    Custom(fn(&Value, &AttributePath, &mut Diagnostics)),
+}
+
+/// One attribute, declared once.
+#[derive(Clone, Copy, Debug)]
+pub struct AttrSpec {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub mode: Mode,
+    /// Terraform hides the value in its output.
+    pub sensitive: bool,
+    /// Configured only: never in a plan or state (the plan answers null).
+    pub write_only: bool,
+    pub on_change: OnChange,
+    pub planned: Planned,
+    pub check: Option<Check>,
+    /// Markdown; the registry docs are generated from it.
+    pub description: &'static str,
+}
+
+impl AttrSpec {
+    pub const fn new(name: &'static str, kind: Kind, mode: Mode) -> Self {
+        Self {
+            name,
+            kind,
+            mode,
+            sensitive: false,
+            write_only: false,
+            on_change: OnChange::InPlace,
+            planned: Planned::AsComputed,
+            check: None,
+            description: "",
+        }
+    }
+
+    pub const fn sensitive(mut self) -> Self {
+        self.sensitive = true;
+        self
+    }
+
+    pub const fn write_only(mut self) -> Self {
+        self.write_only = true;
+        self
+    }
+
+    pub const fn replace_on_change(self) -> Self {
+        self.on_change(OnChange::Replace)
+    }
+
+    pub const fn on_change(mut self, on_change: OnChange) -> Self {
+        self.on_change = on_change;
+        self
+    }
+
+    pub const fn planned(mut self, planned: Planned) -> Self {
+        self.planned = planned;
+        self
+    }
+
+    pub const fn check(mut self, check: Check) -> Self {
+        self.check = Some(check);
+        self
+    }
+
+    pub const fn description(mut self, markdown: &'static str) -> Self {
+        self.description = markdown;
+        self
+    }
+
+    /// The attribute as the plugin protocol declares it.
+    pub fn attribute(&self) -> Attribute {
+        let attribute = match self.kind {
+            Kind::String => Attribute::new(self.name, Type::String),
+            Kind::Number => Attribute::new(self.name, Type::Number),
+            Kind::Bool => Attribute::new(self.name, Type::Bool),
+            Kind::StringList => Attribute::new(self.name, Type::list(Type::String)),
+            Kind::StringSet => Attribute::new(self.name, Type::set(Type::String)),
+            Kind::Object(nested) => Attribute::nested(
+                self.name,
+                Nesting::Single,
+                nested.iter().map(AttrSpec::attribute).collect(),
+            ),
+        };
+        let mut attribute = match self.mode {
+            Mode::Required => attribute.required(),
+            Mode::Optional => attribute.optional(),
+            Mode::OptionalComputed => attribute.optional().computed(),
+            Mode::Computed => attribute.computed(),
+        };
+        attribute.sensitive = self.sensitive;
+        attribute.write_only = self.write_only;
+        attribute.description(self.description)
+    }
+}
+
+impl Check {
+    /// Checks `value`, the configured value of `name`, into `diags`.
+    fn run(self, name: &str, value: &Value, diags: &mut Diagnostics) {
+        let at = AttributePath::root().attr(name);
+        match self {
+            Check::Text(check) => {
+                if let Some(text) = value.as_str()
+                    && let Err(why) = check(text)
+                {
+                    diags.attribute_error(at, INVALID, why);
+                }
+            }
+            Check::Range(low, high) => {
+                if let Some(number) = value.as_number() {
+                    match number.as_i64() {
+                        Some(n) if (low..=high).contains(&n) => {}
+                        _ => diags.attribute_error(
+                            at,
+                            INVALID,
+                            format!(
+                                "Attribute {name} value must be a whole number between {low} \
+                                 and {high}, got: {}",
+                                number.as_f64()
+                            ),
+                        ),
+                    }
+                }
+            }
+            Check::Custom(check) => check(value, &at, diags),
+        }
+    }
+}
+
+/// The summary of a diagnostic on a value a check refused.
+pub const INVALID: &str = "Invalid Attribute Value";
+
+fn provider_seed_storage(configured: &Configured) -> Option<&str> {
+    Some(&configured.seed_storage)
+}
+
+fn provider_clone_storage(configured: &Configured) -> Option<&str> {
+    configured.clone_storage.as_deref()
+}
+
+/// The attributes, in the order the schema lists them.
+pub const ATTRIBUTES: &[AttrSpec] = &[
+    AttrSpec::new(attr::ID, Kind::String, Mode::Computed)
+        .description("The VMID as a string. Stable when the VM migrates to another node."),
+    AttrSpec::new(attr::NAME, Kind::String, Mode::Required)
+        .replace_on_change()
+        .check(Check::Text(validate::vm_name))
+        .description(
+            "The VM's name and the guest's hostname: a DNS name. Changing it replaces the VM.",
+        ),
+    AttrSpec::new(attr::NODE, Kind::String, Mode::OptionalComputed)
+        .replace_on_change()
+        .check(Check::Text(validate::node_name))
+        .description(
+            "The node to create the VM on. Unset: the provider places the VM on an eligible node \
+            (online, able to clone the template, with the seed storage, with every bridge the VM \
+            will use (the template's NICs', net0's replaced by `bridge` when set), and with memory \
+            left), the one with the most memory not yet promised to VMs, then the fewest VMs of \
+            this fleet; parallel creates spread out. Placement is exact within one apply; across \
+            applies running at the same time (other states, other processes) it is best effort: \
+            each sees only what the cluster lists, so two may pick the same node and together \
+            promise it more memory than it has, which PVE allows (overcommit). `proxmox_health` \
+            shows each node's `memory_promised_bytes` beside its `memory_total_bytes`. The chosen \
+            node is kept in state and never re-planned. Changing it to another node replaces the \
+            VM; setting it to the node the VM is on changes nothing. A VM moved to another node by \
+            HA or migration is followed (see `current_node`), not replaced.",
+        ),
+    AttrSpec::new(attr::NODE_CANDIDATES, Kind::StringList, Mode::Optional).description(
+        "With `node` unset: the nodes placement may choose from (all nodes when unset). Each \
+            must be a node of the cluster (checked at plan). Changing it never moves an existing \
+            VM.",
+    ),
+    AttrSpec::new(attr::TEMPLATE, Kind::String, Mode::Required)
+        .replace_on_change()
+        .check(Check::Text(validate::template_ref))
+        .description(
+            "The template to clone: its name or its VMID. It must be a template (`template: 1`) \
+            visible from `node` (on the node, or on shared storage). Changing it replaces the VM.",
+        ),
+    AttrSpec::new(attr::VMID, Kind::Number, Mode::OptionalComputed)
+        .replace_on_change()
+        .check(Check::Range(100, 999_999_999))
+        .description(
+            "The VMID. When unset, one is derived from `name` in the provider's VMID range (the \
+            same name always starts at the same VMID, probing past VMs that are not ours). \
+            Changing it replaces the VM.",
+        ),
+    AttrSpec::new(attr::CORES, Kind::Number, Mode::OptionalComputed)
+        .on_change(OnChange::PendingUntilReboot)
+        .check(Check::Range(1, 512))
+        .description(
+            "CPU cores. Unset keeps the template's. Changes in place; a running VM may need a \
+            reboot to see it (see `reboot_if_needed`).",
+        ),
+    AttrSpec::new(attr::MEMORY, Kind::Number, Mode::OptionalComputed)
+        .on_change(OnChange::PendingUntilReboot)
+        .check(Check::Range(16, 16 * 1024 * 1024))
+        .description(
+            "Memory in MiB. Unset keeps the template's. Changes in place; a running VM may need a \
+            reboot to see it.",
+        ),
+    AttrSpec::new(attr::DISK_GIB, Kind::Number, Mode::OptionalComputed)
+        .on_change(OnChange::ReplaceWhenShrunk)
+        .check(Check::Range(1, 128 * 1024))
+        .description(
+            "Size of the boot disk in GiB. Unset keeps the template's. Growing happens in place; a \
+            value smaller than the current size replaces the VM, because PVE cannot shrink disks.",
+        ),
+    AttrSpec::new(attr::BRIDGE, Kind::String, Mode::OptionalComputed)
+        .on_change(OnChange::MovesAddress)
+        .check(Check::Text(validate::bridge))
+        .description(
+            "Bridge of the first network interface (`net0`). Unset keeps the template's. Changes \
+            in place and keeps the MAC address.",
+        ),
+    AttrSpec::new(attr::VLAN_TAG, Kind::Number, Mode::OptionalComputed)
+        .on_change(OnChange::MovesAddress)
+        .check(Check::Range(1, 4094))
+        .description(
+            "VLAN tag of `net0`, 1–4094. Unset keeps the template's. Changes in place and keeps \
+            the MAC address.",
+        ),
+    AttrSpec::new(attr::TAGS, Kind::StringSet, Mode::OptionalComputed)
+        .check(Check::Custom(checks::tags))
+        .description(
+            "PVE tags, normalised as PVE stores them (lower case, sorted, unique). The provider's \
+            own ownership tag `proxyvm` is always added and never shown here.",
+        ),
+    AttrSpec::new(attr::USER_DATA, Kind::String, Mode::Optional)
+        .sensitive()
+        .write_only()
+        .check(Check::Custom(checks::user_data))
+        .description(
+            "cloud-init user-data: a `#cloud-config` document or a script (`#!`). Write-only: it \
+            is never stored in the plan or state; a change is detected through `seed_hash` and \
+            replaces the VM. An imported VM keeps its seed while `user_data` and `network_config` \
+            are both unset (as `-generate-config-out` writes them); set either and the VM is \
+            replaced with the new seed. Needs Terraform ≥ 1.11 or OpenTofu ≥ 1.11.",
+        ),
+    AttrSpec::new(attr::NETWORK_CONFIG, Kind::String, Mode::Optional)
+        .sensitive()
+        .write_only()
+        .check(Check::Custom(checks::network_config))
+        .description(
+            "cloud-init network-config (version 2). Sensitive and write-only like `user_data`; a \
+            change replaces the VM.",
+        ),
+    AttrSpec::new(attr::SEED_HASH, Kind::String, Mode::Computed)
+        .replace_on_change()
+        .planned(Planned::ByRule)
+        .description(
+            "HMAC-SHA256 of the seed's content (user-data, network-config, vendor-data), keyed \
+            with the random token of the create that made the VM, so the same content gives a \
+            different value on every VM and the value alone does not confirm a guessed \
+            `user_data`. Known after the create; recorded in the VM's description so that changes \
+            to the write-only inputs are detected, also after an import. States made before keyed \
+            hashes keep their unkeyed SHA-256 until the VM is replaced. Empty when the VM boots \
+            another seed than the one this state made (the plan then replaces it).",
+        ),
+    AttrSpec::new(attr::SEED_STORAGE, Kind::String, Mode::OptionalComputed)
+        .replace_on_change()
+        .planned(Planned::ProviderDefault(provider_seed_storage))
+        .check(Check::Text(validate::storage_id))
+        .description(
+            "Storage for the seed ISO (content `iso`) on the VM's node. Defaults to the provider's \
+            `seed_storage`. Changing it replaces the VM.",
+        ),
+    AttrSpec::new(attr::CLONE_STORAGE, Kind::String, Mode::OptionalComputed)
+        .replace_on_change()
+        .planned(Planned::ProviderDefault(provider_clone_storage))
+        .check(Check::Text(validate::storage_id))
+        .description(
+            "Storage for the cloned disks. Defaults to the provider's `clone_storage`, else the \
+            template's storage. Changing it replaces the VM.",
+        ),
+    AttrSpec::new(attr::POOL, Kind::String, Mode::Optional)
+        .replace_on_change()
+        .description("Resource pool to put the VM in. Changing it replaces the VM."),
+    AttrSpec::new(attr::STARTED, Kind::Bool, Mode::OptionalComputed)
+        .on_change(OnChange::MovesAddress)
+        .planned(Planned::Default(true))
+        .description(
+            "Whether the VM should be running. Defaults to `true`. Changes in place; a VM found \
+            stopped behind Terraform's back shows as drift and is started again.",
+        ),
+    AttrSpec::new(attr::WAIT_FOR_ADDRESS, Kind::Bool, Mode::OptionalComputed)
+        .planned(Planned::Default(true))
+        .description(
+            "Whether create waits, within the create timeout, until the guest agent reports an \
+            IPv4 address. Defaults to `true`.",
+        ),
+    AttrSpec::new(attr::REBOOT_IF_NEEDED, Kind::Bool, Mode::OptionalComputed)
+        .planned(Planned::Default(false))
+        .description(
+            "Whether an update that PVE can only apply at the next boot (e.g. `cores` without CPU \
+            hotplug) reboots the VM. Defaults to `false`: such changes are reported as pending in \
+            a warning.",
+        ),
+    AttrSpec::new(
+        attr::TIMEOUTS,
+        Kind::Object(TIMEOUT_ATTRIBUTES),
+        Mode::Optional,
+    )
+    .check(Check::Custom(checks::timeouts))
+    .description(
+        "How long each operation may take, as durations like `\"90s\"`, `\"15m\"` or \
+            `\"1h30m\"`.",
+    ),
+    AttrSpec::new(attr::CURRENT_NODE, Kind::String, Mode::Computed)
+        .description("The node the VM runs on now (differs from `node` after a migration)."),
+    AttrSpec::new(attr::STATUS, Kind::String, Mode::Computed)
+        .planned(Planned::ByRule)
+        .description("Power state: `running`, `stopped` or `paused`."),
+    AttrSpec::new(attr::MAC_ADDRESS, Kind::String, Mode::Computed)
+        .description("MAC address of `net0`, kept across bridge and VLAN changes."),
+    AttrSpec::new(attr::IPV4_ADDRESS, Kind::String, Mode::Computed)
+        .planned(Planned::GuestAddress)
+        .description("The primary IPv4 address reported by the guest agent (empty when unknown)."),
+    AttrSpec::new(attr::IPV4_ADDRESSES, Kind::StringList, Mode::Computed)
+        .planned(Planned::GuestAddress)
+        .description("Every global IPv4 address the guest agent reports."),
+    AttrSpec::new(attr::IPV6_ADDRESSES, Kind::StringList, Mode::Computed)
+        .planned(Planned::GuestAddress)
+        .description("Every IPv6 address the guest agent reports."),
+    AttrSpec::new(attr::SEED_VOLUME, Kind::String, Mode::Computed).description(
+        "The seed ISO this state's create made, e.g. \
+            `local:iso/seed-edge-0-1a2b3c4d-5e6f7a8b.iso`: the last part names the create attempt, \
+            so two creates never write the same file. Destroy deletes this seed, and only when it \
+            is this state's and the VM at the VMID (if another's) does not boot it.",
+    ),
+    AttrSpec::new(attr::FLEET, Kind::String, Mode::Computed)
+        .planned(Planned::ByRule)
+        .description(
+            "The fleet (provider attribute `fleet`) this VM belongs to; part of its ownership \
+            mark.",
+        ),
+];
+
+/// The attributes of `timeouts`: durations like `"15m"` (see `model::Timeouts`).
+const TIMEOUT_ATTRIBUTES: &[AttrSpec] = &[
+    AttrSpec::new(attr::timeouts::CREATE, Kind::String, Mode::Optional)
+        .description("Create, including waiting for an address. Default `15m`."),
+    AttrSpec::new(attr::timeouts::UPDATE, Kind::String, Mode::Optional)
+        .description("Update. Default `10m`."),
+    AttrSpec::new(attr::timeouts::DELETE, Kind::String, Mode::Optional)
+        .description("Delete. Default `10m`."),
 ];
 
 pub fn schema() -> Schema {
-    let s = |name: &str| Attribute::new(name, Type::String);
-    let n = |name: &str| Attribute::new(name, Type::Number);
-    let b = |name: &str| Attribute::new(name, Type::Bool);
-    Schema::new(
-        Block::new()
-            .description(
-                "A small proxy VM: a full clone of a cloud-init-ready template, given a NoCloud seed ISO (user-data, network-config, and vendor-data that installs the QEMU guest agent), configured, grown and started, all through the PVE API.\n\nA VM belongs to exactly one resource instance. Create resumes after any interruption: a re-run adopts the *unfinished* VM it left (recognised by the ownership mark in its description) and never clones a duplicate. A *finished* VM with the same name and fleet, made by another state, workspace or team, is never taken over: the create fails before any write and says how to import it. A VM without the mark is never touched.\n\nEvery write is an owner's write: update and destroy read the VM's mark again before each step and send every config write conditional on the digest they read, so a VM that is no longer this state's (deleted by hand and made again at its VMID by another state, its mark edited) is never changed, even by a saved plan or `-refresh=false`; the error says why. Destroy first marks the VM `deleting`, so no create adopts it. Locks (a backup) and transient API faults are waited out within `timeouts`.\n\n`lifecycle { create_before_destroy = true }` works with a stable `name` (and `vmid` unset): the replacement is made beside its predecessor, with its own VMID, seed and mark, and the predecessor is destroyed once the new VM is up. A create killed after it finished but before Terraform stored it is resumed by the next apply in the same working directory (the provider keeps a journal under `.terraform/`). `terraform destroy` is never blocked by a plan-time check of a VM that does not exist: those checks fail only an ordinary plan or apply, and every create runs them again before its first write. The workflows guide has the details.",
-            )
-            .attribute(s("id").computed().description("The VMID as a string. Stable when the VM migrates to another node."))
-            .attribute(s("name").required().description("The VM's name and the guest's hostname: a DNS name. Changing it replaces the VM."))
-            .attribute(s("node").optional().computed().description("The node to create the VM on. Unset: the provider places the VM on an eligible node (online, able to clone the template, with the seed storage, with every bridge the VM will use (the template's NICs', net0's replaced by `bridge` when set), and with memory left), the one with the most memory not yet promised to VMs, then the fewest VMs of this fleet; parallel creates spread out. Placement is exact within one apply; across applies running at the same time (other states, other processes) it is best effort: each sees only what the cluster lists, so two may pick the same node and together promise it more memory than it has, which PVE allows (overcommit). `proxmox_health` shows each node's `memory_promised_bytes` beside its `memory_total_bytes`. The chosen node is kept in state and never re-planned. Changing it to another node replaces the VM; setting it to the node the VM is on changes nothing. A VM moved to another node by HA or migration is followed (see `current_node`), not replaced."))
-            .attribute(Attribute::new("node_candidates", Type::list(Type::String)).optional().description("With `node` unset: the nodes placement may choose from (all nodes when unset). Each must be a node of the cluster (checked at plan). Changing it never moves an existing VM."))
-            .attribute(s("template").required().description("The template to clone: its name or its VMID. It must be a template (`template: 1`) visible from `node` (on the node, or on shared storage). Changing it replaces the VM."))
-            .attribute(n("vmid").optional().computed().description("The VMID. When unset, one is derived from `name` in the provider's VMID range (the same name always starts at the same VMID, probing past VMs that are not ours). Changing it replaces the VM."))
-            .attribute(n("cores").optional().computed().description("CPU cores. Unset keeps the template's. Changes in place; a running VM may need a reboot to see it (see `reboot_if_needed`)."))
-            .attribute(n("memory").optional().computed().description("Memory in MiB. Unset keeps the template's. Changes in place; a running VM may need a reboot to see it."))
-            .attribute(n("disk_gib").optional().computed().description("Size of the boot disk in GiB. Unset keeps the template's. Growing happens in place; a value smaller than the current size replaces the VM, because PVE cannot shrink disks."))
-            .attribute(s("bridge").optional().computed().description("Bridge of the first network interface (`net0`). Unset keeps the template's. Changes in place and keeps the MAC address."))
-            .attribute(n("vlan_tag").optional().computed().description("VLAN tag of `net0`, 1–4094. Unset keeps the template's. Changes in place and keeps the MAC address."))
-            .attribute(Attribute::new("tags", Type::set(Type::String)).optional().computed().description("PVE tags, normalised as PVE stores them (lower case, sorted, unique). The provider's own ownership tag `proxyvm` is always added and never shown here."))
-            .attribute(s("user_data").optional().sensitive().write_only().description("cloud-init user-data: a `#cloud-config` document or a script (`#!`). Write-only: it is never stored in the plan or state; a change is detected through `seed_hash` and replaces the VM. An imported VM keeps its seed while `user_data` and `network_config` are both unset (as `-generate-config-out` writes them); set either and the VM is replaced with the new seed. Needs Terraform ≥ 1.11 or OpenTofu ≥ 1.11."))
-            .attribute(s("network_config").optional().sensitive().write_only().description("cloud-init network-config (version 2). Sensitive and write-only like `user_data`; a change replaces the VM."))
-            .attribute(s("seed_hash").computed().description("HMAC-SHA256 of the seed's content (user-data, network-config, vendor-data), keyed with the random token of the create that made the VM, so the same content gives a different value on every VM and the value alone does not confirm a guessed `user_data`. Known after the create; recorded in the VM's description so that changes to the write-only inputs are detected, also after an import. States made before keyed hashes keep their unkeyed SHA-256 until the VM is replaced. Empty when the VM boots another seed than the one this state made (the plan then replaces it)."))
-            .attribute(s("seed_storage").optional().computed().description("Storage for the seed ISO (content `iso`) on the VM's node. Defaults to the provider's `seed_storage`. Changing it replaces the VM."))
-            .attribute(s("clone_storage").optional().computed().description("Storage for the cloned disks. Defaults to the provider's `clone_storage`, else the template's storage. Changing it replaces the VM."))
-            .attribute(s("pool").optional().description("Resource pool to put the VM in. Changing it replaces the VM."))
-            .attribute(b("started").optional().computed().description("Whether the VM should be running. Defaults to `true`. Changes in place; a VM found stopped behind Terraform's back shows as drift and is started again."))
-            .attribute(b("wait_for_address").optional().computed().description("Whether create waits, within the create timeout, until the guest agent reports an IPv4 address. Defaults to `true`."))
-            .attribute(b("reboot_if_needed").optional().computed().description("Whether an update that PVE can only apply at the next boot (e.g. `cores` without CPU hotplug) reboots the VM. Defaults to `false`: such changes are reported as pending in a warning."))
-            .attribute(Attribute::nested(
-                "timeouts",
-                Nesting::Single,
-                vec![
-                    s("create").optional().description("Create, including waiting for an address. Default `15m`."),
-                    s("update").optional().description("Update. Default `10m`."),
-                    s("delete").optional().description("Delete. Default `10m`."),
-                ],
-            ).optional().description("How long each operation may take, as durations like `\"90s\"`, `\"15m\"` or `\"1h30m\"`."))
-            .attribute(s("current_node").computed().description("The node the VM runs on now (differs from `node` after a migration)."))
-            .attribute(s("status").computed().description("Power state: `running`, `stopped` or `paused`."))
-            .attribute(s("mac_address").computed().description("MAC address of `net0`, kept across bridge and VLAN changes."))
-            .attribute(s("ipv4_address").computed().description("The primary IPv4 address reported by the guest agent (empty when unknown)."))
-            .attribute(Attribute::new("ipv4_addresses", Type::list(Type::String)).computed().description("Every global IPv4 address the guest agent reports."))
-            .attribute(Attribute::new("ipv6_addresses", Type::list(Type::String)).computed().description("Every IPv6 address the guest agent reports."))
-            .attribute(s("seed_volume").computed().description("The seed ISO this state's create made, e.g. `local:iso/seed-edge-0-1a2b3c4d-5e6f7a8b.iso`: the last part names the create attempt, so two creates never write the same file. Destroy deletes this seed, and only when it is this state's and the VM at the VMID (if another's) does not boot it."))
-            .attribute(s("fleet").computed().description("The fleet (provider attribute `fleet`) this VM belongs to; part of its ownership mark.")),
-    )
-    // Version 1 added `fleet`; `upgrade.rs` carries every earlier version's state forward.
-    .with_version(SCHEMA_VERSION)
+    let block = ATTRIBUTES
+        .iter()
+        .fold(Block::new().description(DESCRIPTION), |block, spec| {
+            block.attribute(spec.attribute())
+        });
+    Schema::new(block).with_version(SCHEMA_VERSION)
+}
+
+/// Attributes whose change cannot be applied to the existing VM.
+pub fn replace_on_change() -> Vec<&'static str> {
+    names_where(|spec| spec.on_change == OnChange::Replace)
+}
+
+/// The write-only arguments: never planned or stored.
+pub fn write_only() -> Vec<&'static str> {
+    names_where(|spec| spec.write_only)
+}
+
+/// The names of the attributes `pick` chooses, in schema order.
+pub fn names_where(pick: impl Fn(&AttrSpec) -> bool) -> Vec<&'static str> {
+    ATTRIBUTES
+        .iter()
+        .filter(|spec| pick(spec))
+        .map(|spec| spec.name)
+        .collect()
+}
+
+/// Checks on a configuration that need no API call: each attribute's [`Check`], in schema
+/// order. Unknown values are skipped.
+pub fn validate_config(config: &Value) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    for spec in ATTRIBUTES {
+        if let Some(check) = spec.check {
+            check.run(spec.name, config.get_attr(spec.name), &mut diags);
+        }
+    }
+    diags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_attribute_has_a_description_and_a_unique_name() {
+        let mut names = names_where(|_| true);
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ATTRIBUTES.len());
+        assert!(ATTRIBUTES.iter().all(|spec| !spec.description.is_empty()));
+    }
+
+    #[test]
+    fn derived_lists() {
+        assert_eq!(
+            replace_on_change(),
+            [
+                "name",
+                "node",
+                "template",
+                "vmid",
+                "seed_hash",
+                "seed_storage",
+                "clone_storage",
+                "pool"
+            ]
+        );
+        assert_eq!(write_only(), ["user_data", "network_config"]);
+    }
 }

@@ -45,7 +45,8 @@ mod tests {
     fn version_0_gains_the_default_fleet_and_keeps_everything_else() {
         let upgraded = upgrade(&request(
             0,
-            r#"{"id":"100","vmid":100,"name":"edge-0","tags":["edge"],"user_data":null,"started":true}"#,
+            r#"{"id":"100","vmid":100,"name":"edge-0","tags":["edge"],"user_data":null,
+                "started":true}"#,
         ));
         assert!(
             !upgraded.diagnostics.has_errors(),

@@ -1,0 +1,41 @@
+//! The attribute names of `proxmox_proxy_vm`, each written once. Code reads and writes values
+//! through these (`planned.get_attr(attr::NODE)`), so a misspelt name does not compile; the
+//! schema declares each attribute in `schema::ATTRIBUTES`.
+
+pub const ID: &str = "id";
+pub const NAME: &str = "name";
+pub const NODE: &str = "node";
+pub const NODE_CANDIDATES: &str = "node_candidates";
+pub const TEMPLATE: &str = "template";
+pub const VMID: &str = "vmid";
+pub const CORES: &str = "cores";
+pub const MEMORY: &str = "memory";
+pub const DISK_GIB: &str = "disk_gib";
+pub const BRIDGE: &str = "bridge";
+pub const VLAN_TAG: &str = "vlan_tag";
+pub const TAGS: &str = "tags";
+pub const USER_DATA: &str = "user_data";
+pub const NETWORK_CONFIG: &str = "network_config";
+pub const SEED_HASH: &str = "seed_hash";
+pub const SEED_STORAGE: &str = "seed_storage";
+pub const CLONE_STORAGE: &str = "clone_storage";
+pub const POOL: &str = "pool";
+pub const STARTED: &str = "started";
+pub const WAIT_FOR_ADDRESS: &str = "wait_for_address";
+pub const REBOOT_IF_NEEDED: &str = "reboot_if_needed";
+pub const TIMEOUTS: &str = "timeouts";
+pub const CURRENT_NODE: &str = "current_node";
+pub const STATUS: &str = "status";
+pub const MAC_ADDRESS: &str = "mac_address";
+pub const IPV4_ADDRESS: &str = "ipv4_address";
+pub const IPV4_ADDRESSES: &str = "ipv4_addresses";
+pub const IPV6_ADDRESSES: &str = "ipv6_addresses";
+pub const SEED_VOLUME: &str = "seed_volume";
+pub const FLEET: &str = "fleet";
+
+/// The attributes of the `timeouts` object.
+pub mod timeouts {
+    pub const CREATE: &str = "create";
+    pub const UPDATE: &str = "update";
+    pub const DELETE: &str = "delete";
+}

@@ -1,0 +1,88 @@
+//! The checks of `proxmox_proxy_vm`'s attributes that do more than judge one string or
+//! number (those are in `crate::validate`); `schema::ATTRIBUTES` points each attribute at its
+//! check. Unknown and null values are skipped.
+
+use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
+
+use super::attr;
+use super::schema::INVALID;
+use crate::ownership;
+use crate::validate;
+
+/// Each tag as PVE stores it, and never the provider's own.
+pub fn tags(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
+    let Some(tags) = value.as_elements() else {
+        return;
+    };
+    for text in tags.iter().filter_map(Value::as_str) {
+        if let Err(why) = ownership::check_tag(text) {
+            diags.attribute_error(at.clone(), INVALID, why);
+        } else if ownership::is_own_tag(&text.to_ascii_lowercase()) {
+            // The provider writes these itself; listed by the user they would be stripped
+            // on read and the apply result would differ from the plan.
+            diags.attribute_error(
+                at.clone(),
+                INVALID,
+                format!(
+                    "`{text}` is the provider's own ownership tag: it is added to every proxy VM \
+                     by itself and never listed in `tags`. Remove it."
+                ),
+            );
+        } else if text != text.to_ascii_lowercase() {
+            // PVE stores tags lower-cased; planning `Web` and reading `web` back would be
+            // an inconsistent result after apply.
+            diags.attribute_error(
+                at.clone(),
+                INVALID,
+                format!(
+                    "PVE stores tags in lower case: write `{}` instead of `{text}`",
+                    text.to_ascii_lowercase()
+                ),
+            );
+        }
+    }
+}
+
+/// cloud-init user-data cloud-init would act on, with a warning when it switches the
+/// provider's vendor-data off.
+pub fn user_data(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
+    let Some(text) = value.as_str() else {
+        return;
+    };
+    match nocloud::user_data::validate(text) {
+        Ok(check) => {
+            if let Some(warning) = check.warning() {
+                diags.push(
+                    Diagnostic::warning("user_data switches vendor-data off", warning)
+                        .with_attribute(at.clone()),
+                );
+            }
+        }
+        Err(why) => diags.attribute_error(at.clone(), "Invalid user_data", why.to_string()),
+    }
+}
+
+/// cloud-init network-config version 2.
+pub fn network_config(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
+    if let Some(text) = value.as_str()
+        && let Err(why) = nocloud::network_config::validate(text)
+    {
+        diags.attribute_error(at.clone(), "Invalid network_config", why.to_string());
+    }
+}
+
+/// Each timeout a positive duration.
+pub fn timeouts(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
+    for name in [
+        attr::timeouts::CREATE,
+        attr::timeouts::UPDATE,
+        attr::timeouts::DELETE,
+    ] {
+        if let Some(text) = value.get_attr(name).as_str()
+            && let Err(why) = validate::positive_duration(text)
+        {
+            // Terraform points into an object's keys no further than the attribute itself.
+            diags.attribute_error(at.clone(), INVALID, format!("timeouts.{name}: {why}"));
+        }
+    }
+}
