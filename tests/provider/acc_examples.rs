@@ -172,7 +172,9 @@ fn install_other_provider_stand_in(ws: &Workspace) {
     std::fs::create_dir_all(&stand_in).unwrap();
     std::fs::copy(&binary, stand_in.join("terraform-provider-proxmox_v0.0.1")).unwrap();
     let cli_config = format!(
-        "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"registry.terraform.io/proxyvm/proxmox\", \"registry.terraform.io/{OTHER_PROVIDER}\"]\n  }}\n}}\n",
+        "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = \
+            [\"registry.terraform.io/proxyvm/proxmox\", \
+            \"registry.terraform.io/{OTHER_PROVIDER}\"]\n  }}\n}}\n",
         mirror.display()
     );
     std::fs::write(ws.dir.path().join("cli.tfrc"), cli_config).unwrap();

@@ -569,7 +569,9 @@ resource "proxmox_proxy_vm" "soak" {{
     ws.destroy().await.success();
     assert_eq!(leftovers(&sim).await, (0, 0));
     println!(
-        "soak {label}: {count} VMs, {applies} apply run(s), {} requests, {faults_fired} answered with an error (injected 5xx/595/resets, plus the guest agent's 500 before it is up), apply {:.1} s",
+        "soak {label}: {count} VMs, {applies} apply run(s), {} requests, {faults_fired} answered \
+            with an error (injected 5xx/595/resets, plus the guest agent's 500 before it is up), \
+            apply {:.1} s",
         journal.len(),
         apply_time.as_secs_f64()
     );
@@ -591,7 +593,8 @@ fn mixed_faults() -> Value {
             {"path_regex": ".", "status": 595, "rate": 0.02},
             {"path_regex": ".", "reset": true, "rate": 0.03}
         ],
-        "task_failures": [{"task_type": "qmstart", "nth": 3, "exitstatus": "start failed: injected"}],
+        "task_failures": [{"task_type": "qmstart", "nth": 3, "exitstatus": "start failed: \
+            injected"}],
         "held_locks": [{"vmid": TEMPLATE_VMID, "lock": "backup", "seconds": 2.0}]
     })
 }

@@ -30,7 +30,8 @@ fn host_provider_block(host: &Host) -> String {
 /// value as an output.
 fn health_config(provider: &str, arguments: &str) -> String {
     format!(
-        "{provider}\ndata \"proxmox_health\" \"pve\" {{\n{arguments}\n}}\n\noutput \"health\" {{\n  value = data.proxmox_health.pve\n}}\n",
+        "{provider}\ndata \"proxmox_health\" \"pve\" {{\n{arguments}\n}}\n\noutput \"health\" \
+            {{\n  value = data.proxmox_health.pve\n}}\n",
     )
 }
 
@@ -564,7 +565,8 @@ resource "terraform_data" "fleet_gate" {{
   lifecycle {{
     precondition {{
       condition     = data.proxmox_health.pve.healthy
-      error_message = "PVE is not ready for proxy VMs: ${{join(", ", data.proxmox_health.pve.reasons)}}"
+      error_message = "PVE is not ready for proxy VMs: \
+          ${{join(", ", data.proxmox_health.pve.reasons)}}"
     }}
   }}
 }}
@@ -728,7 +730,8 @@ async fn per_node_checks_run_concurrently() {
             .unwrap();
         assert!(
             last_status < first_storage,
-            "a node's storage call was answered before another node's status call, so the nodes were not checked together: {read:?}"
+            "a node's storage call was answered before another node's status call, so the nodes \
+                were not checked together: {read:?}"
         );
         let nodes: std::collections::BTreeSet<&str> =
             read.iter().map(|(node, _)| node.as_str()).collect();

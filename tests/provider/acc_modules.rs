@@ -84,7 +84,8 @@ async fn the_example_module_passes_its_terraform_tests_against_pve_sim() {
     let stdout = without_ansi_escapes(&String::from_utf8_lossy(&out.stdout));
     assert!(
         out.status.success(),
-        "the guide's commands failed:\n{commands}\n--- stdout\n{stdout}\n--- stderr\n{}\n--- pve-sim.log\n{}",
+        "the guide's commands failed:\n{commands}\n--- stdout\n{stdout}\n--- stderr\n{}\n--- \
+            pve-sim.log\n{}",
         String::from_utf8_lossy(&out.stderr),
         std::fs::read_to_string(module.join("pve-sim.log")).unwrap_or_default()
     );
@@ -103,7 +104,8 @@ fn the_testing_guide_quotes_the_example_module_as_it_is() {
             .unwrap();
         assert!(
             guide.contains(&text),
-            "docs/guides/testing-modules.md does not quote examples/modules/proxy-fleet/{file} as it is"
+            "docs/guides/testing-modules.md does not quote examples/modules/proxy-fleet/{file} as \
+                it is"
         );
     }
 }
@@ -183,7 +185,8 @@ fn readme_links_the_installation_guide_before_any_init() {
         .expect("README never mentions init");
     assert!(
         link < first_init,
-        "README mentions init (byte {first_init}) before it links the installation guide (byte {link})"
+        "README mentions init (byte {first_init}) before it links the installation guide (byte \
+            {link})"
     );
 }
 
@@ -217,7 +220,11 @@ async fn the_installation_guide_typed_into_a_fresh_shell_applies_a_users_module(
     // A Telmate user's variables, turned into ours as the migration guide says, reach the
     // same cluster: the module's plan is empty with them alone.
     commands.push(format!(
-        "(\nexport PM_API_URL=\"$PROXMOX_VE_ENDPOINT/api2/json\" PM_API_TOKEN_ID=\"${{PROXMOX_VE_API_TOKEN%%=*}}\" PM_API_TOKEN_SECRET=\"${{PROXMOX_VE_API_TOKEN#*=}}\"\nunset PROXMOX_VE_ENDPOINT PROXMOX_VE_API_TOKEN\n{}terraform plan -detailed-exitcode -no-color\necho \"telmate variables: plan empty\"\n)\n",
+        "(\nexport PM_API_URL=\"$PROXMOX_VE_ENDPOINT/api2/json\" \
+            PM_API_TOKEN_ID=\"${{PROXMOX_VE_API_TOKEN%%=*}}\" \
+            PM_API_TOKEN_SECRET=\"${{PROXMOX_VE_API_TOKEN#*=}}\"\nunset PROXMOX_VE_ENDPOINT \
+            PROXMOX_VE_API_TOKEN\n{}terraform plan -detailed-exitcode -no-color\necho \"telmate \
+            variables: plan empty\"\n)\n",
         guide_block("coming-from-bpg-or-telmate.md", TELMATE_BLOCK)
     ));
     let shell = FreshShell::new();
@@ -273,7 +280,9 @@ async fn the_installation_guides_dev_overrides_need_no_init() {
     // Then, as the guide says, straight to a command that needs the provider: no init.
     let check = r#"
 mkdir -p "$HOME/dev-check" && cd "$HOME/dev-check"
-printf '%s\n' 'terraform {' '  required_providers {' '    proxmox = { source = "proxyvm/proxmox" }' '  }' '}' 'data "proxmox_proxy_vms" "all" {}' >main.tf
+printf '%s\n' 'terraform {' '  required_providers {' \
+  '    proxmox = { source = "proxyvm/proxmox" }' '  }' '}' \
+  'data "proxmox_proxy_vms" "all" {}' >main.tf
 terraform validate -no-color
 "#;
     let shell = FreshShell::new();
@@ -316,7 +325,14 @@ impl FreshShell {
         // nested cargo build would wait on the lock this run holds. Any other cargo command
         // fails the test.
         let shim = format!(
-            "#!/bin/sh\nset -eu\ncase \"$*\" in\n  \"build --release --locked --workspace --bins\")\n    mkdir -p target/release\n    ln -sf '{provider}' target/release/terraform-provider-proxmox\n    ln -sf '{sim}' target/release/pve-sim ;;\n  \"build --locked --bin terraform-provider-proxmox\")\n    mkdir -p target/debug\n    ln -sf '{provider}' target/debug/terraform-provider-proxmox ;;\n  \"run --bin proxmox-test-sweeper -- \"*)\n    shift 4\n    exec '{sweeper}' \"$@\" ;;\n  *)\n    echo \"the guide ran cargo $*, which this test does not stand in for\" >&2\n    exit 1 ;;\nesac\n",
+            "#!/bin/sh\nset -eu\ncase \"$*\" in\n  \"build --release --locked --workspace \
+                --bins\")\n    mkdir -p target/release\n    ln -sf '{provider}' \
+                target/release/terraform-provider-proxmox\n    ln -sf '{sim}' \
+                target/release/pve-sim ;;\n  \"build --locked --bin \
+                terraform-provider-proxmox\")\n    mkdir -p target/debug\n    ln -sf '{provider}' \
+                target/debug/terraform-provider-proxmox ;;\n  \"run --bin proxmox-test-sweeper -- \
+                \"*)\n    shift 4\n    exec '{sweeper}' \"$@\" ;;\n  *)\n    echo \"the guide ran \
+                cargo $*, which this test does not stand in for\" >&2\n    exit 1 ;;\nesac\n",
             provider = env!("CARGO_BIN_EXE_terraform-provider-proxmox"),
             sim = pve_sim_binary().display(),
             sweeper = env!("CARGO_BIN_EXE_proxmox-test-sweeper"),
@@ -571,7 +587,8 @@ const GUIDE_BLOCKS: &[(&str, &str, Verdict)] = &[
     ),
     (
         "pve-setup.md",
-        "wget https://cloud.debian.org/images/cloud/trixie/latest/debian-13-genericcloud-amd64.qcow2",
+        "wget \
+            https://cloud.debian.org/images/cloud/trixie/latest/debian-13-genericcloud-amd64.qcow2",
         Verdict::Not(ON_A_PVE_NODE),
     ),
     (
@@ -608,7 +625,8 @@ const GUIDE_BLOCKS: &[(&str, &str, Verdict)] = &[
         "pve-setup.md",
         "export PROXMOX_VE_ENDPOINT=https://pve1.example:8006",
         Verdict::Not(
-            "the live acceptance tests against a real cluster; scripts/test.sh stage 4 runs the same suite against a pve-sim process",
+            "the live acceptance tests against a real cluster; scripts/test.sh stage 4 runs the \
+                same suite against a pve-sim process",
         ),
     ),
     (
@@ -636,14 +654,16 @@ const GUIDE_BLOCKS: &[(&str, &str, Verdict)] = &[
         "troubleshooting.md",
         "TF_LOG_PROVIDER=info terraform apply 2>&1 | grep -E 'retrying|waiting out|lock'",
         Verdict::Not(
-            "prints only what a misbehaving cluster makes the provider wait out; acc_failure_paths checks those retries under injected faults",
+            "prints only what a misbehaving cluster makes the provider wait out; acc_failure_paths \
+                checks those retries under injected faults",
         ),
     ),
     (
         "troubleshooting.md",
         "terraform import 'proxmox_proxy_vm.edge[\"edge-0\"]' pve1/191913",
         Verdict::Not(
-            "the example VMID of an error message; acc_ownership and acc_proxy_vm import VMs that exist",
+            "the example VMID of an error message; acc_ownership and acc_proxy_vm import VMs that \
+                exist",
         ),
     ),
     (
@@ -684,7 +704,8 @@ fn every_command_block_of_the_guides_runs_or_says_why_not() {
             .collect();
         if entries.len() != 1 {
             problems.push(format!(
-                "docs/guides/{}: the block starting {:?} has {} entries in GUIDE_BLOCKS (add one: run it against pve-sim in a test, or say why it cannot run)",
+                "docs/guides/{}: the block starting {:?} has {} entries in GUIDE_BLOCKS (add one: \
+                    run it against pve-sim in a test, or say why it cannot run)",
                 block.file,
                 block.first_line(),
                 entries.len()
@@ -698,7 +719,8 @@ fn every_command_block_of_the_guides_runs_or_says_why_not() {
             .count();
         if matching != 1 {
             problems.push(format!(
-                "GUIDE_BLOCKS names {file}'s block starting {first:?}, which the guide has {matching} times"
+                "GUIDE_BLOCKS names {file}'s block starting {first:?}, which the guide has \
+                    {matching} times"
             ));
         }
         match verdict {
@@ -896,7 +918,10 @@ async fn the_testing_guides_ci_job_runs_as_written() {
 
 #[test]
 fn ci_steps_are_read_as_a_runner_reads_them() {
-    let yaml = "jobs:\n  t:\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          path: x\n      - name: build\n        working-directory: x\n        run: |\n          echo a\n            echo b\n\n          echo c\n      - if: failure()\n        run: cat log\n";
+    let yaml = "jobs:\n  t:\n    steps:\n      - uses: \
+        actions/checkout@v4\n        with:\n          path: x\n      - name: \
+        build\n        working-directory: x\n        run: |\n          echo a\n            echo \
+        b\n\n          echo c\n      - if: failure()\n        run: cat log\n";
     let steps = ci_steps(yaml);
     assert_eq!(steps.len(), 3, "{steps:?}");
     assert_eq!(steps[0].path.as_deref(), Some("x"));

@@ -142,7 +142,11 @@ async fn a_second_state_with_the_same_name_never_takes_the_vm() {
     let listing = Workspace::new(target.clone());
     listing
         .init_with(&format!(
-            "{}\nprovider \"proxmox\" {{\n  fleet = \"staging\"\n}}\ndata \"proxmox_proxy_vms\" \"mine\" {{}}\ndata \"proxmox_proxy_vms\" \"all\" {{\n  all_fleets = true\n}}\noutput \"mine\" {{\n  value = [for vm in data.proxmox_proxy_vms.mine.vms : vm.vmid]\n}}\noutput \"all\" {{\n  value = [for vm in data.proxmox_proxy_vms.all.vms : \"${{vm.fleet}}/${{vm.vmid}}\"]\n}}\n",
+            "{}\nprovider \"proxmox\" {{\n  fleet = \"staging\"\n}}\ndata \"proxmox_proxy_vms\" \
+                \"mine\" {{}}\ndata \"proxmox_proxy_vms\" \"all\" {{\n  all_fleets = \
+                true\n}}\noutput \"mine\" {{\n  value = [for vm in data.proxmox_proxy_vms.mine.vms \
+                : vm.vmid]\n}}\noutput \"all\" {{\n  value = [for vm in \
+                data.proxmox_proxy_vms.all.vms : \"${{vm.fleet}}/${{vm.vmid}}\"]\n}}\n",
             Workspace::preamble()
         ))
         .await;
@@ -220,7 +224,8 @@ async fn two_states_applying_the_same_names_at_once_own_each_vm_exactly_once() {
             assert_eq!(
                 owners,
                 1,
-                "round {round}: `{name}` is tracked by {owners} states\nA: {in_a:?}\nB: {in_b:?}\n{}\n{}",
+                "round {round}: `{name}` is tracked by {owners} states\nA: {in_a:?}\nB: \
+                    {in_b:?}\n{}\n{}",
                 out_a.all_text(),
                 out_b.all_text()
             );

@@ -398,7 +398,10 @@ async fn health_shows_each_nodes_memory_promised_beside_its_total() {
 data "proxmox_health" "cluster" {{}}
 
 output "memory" {{
-  value = {{ for n in data.proxmox_health.cluster.nodes : n.name => [n.memory_total_bytes, n.memory_promised_bytes] }}
+  value = {{
+    for n in data.proxmox_health.cluster.nodes :
+    n.name => [n.memory_total_bytes, n.memory_promised_bytes]
+  }}
 }}
 "#,
         Workspace::preamble()

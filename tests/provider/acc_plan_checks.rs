@@ -567,7 +567,9 @@ resource "proxmox_proxy_vm" "fleet" {{
 
 fn one_vm() -> String {
     format!(
-        "{}\nresource \"proxmox_proxy_vm\" \"edge\" {{\n  name         = \"edge-0\"\n  node         = \"pve1\"\n  template     = \"debian-13-proxy\"\n  seed_storage = \"proxy-seeds\"\n}}\n",
+        "{}\nresource \"proxmox_proxy_vm\" \"edge\" {{\n  name         = \
+            \"edge-0\"\n  node         = \"pve1\"\n  template     = \
+            \"debian-13-proxy\"\n  seed_storage = \"proxy-seeds\"\n}}\n",
         Workspace::preamble()
     )
 }

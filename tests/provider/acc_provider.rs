@@ -34,8 +34,8 @@ async fn init_validate_and_schema_work_offline() {
         .await
         .success();
     let json: serde_json::Value = serde_json::from_str(&schema.stdout()).unwrap();
-    let provider = &json["provider_schemas"]["registry.terraform.io/proxyvm/proxmox"]["provider"]["block"]
-        ["attributes"];
+    let schemas = &json["provider_schemas"]["registry.terraform.io/proxyvm/proxmox"];
+    let provider = &schemas["provider"]["block"]["attributes"];
     assert_eq!(provider["api_token"]["sensitive"], true, "{provider}");
     for name in [
         "endpoint",
@@ -68,7 +68,8 @@ async fn bad_token_and_endpoint_point_at_their_attributes() {
     ws.write_main_tf(&format!(
         "{}\ndata \"proxmox_proxy_vms\" \"all\" {{}}\n",
         provider_block(
-            "  api_token = \"terraform@pve-no-token-name=supersecret\"\n  endpoint = \"http://pve1:8006\"",
+            "  api_token = \"terraform@pve-no-token-name=supersecret\"\n  endpoint = \
+                \"http://pve1:8006\"",
         )
     ));
     ws.init().await;
@@ -153,7 +154,8 @@ async fn debug_log_shows_provider_lines_at_their_levels() {
         .await
         .success();
     let log = out.stderr();
-    // Terraform re-emits parsed hclog lines as "[LEVEL] provider.terraform-provider-proxmox…: message".
+    // Terraform re-emits parsed hclog lines as "[LEVEL] provider.terraform-provider-proxmox…:
+    // message".
     let ours: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("provider.terraform-provider-proxmox"))

@@ -287,7 +287,8 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
             support::skip_part(
                 "fleet_lifecycle_create_change_drift_import_destroy",
                 "the template change",
-                "set PROXMOX_VE_TEST_TEMPLATE_ALT to a second template; the user-data change replaces the VM instead",
+                "set PROXMOX_VE_TEST_TEMPLATE_ALT to a second template; the user-data change \
+                    replaces the VM instead",
             );
             fleet.user_data_of_last = r"#cloud-config\npackages: [nginx, curl]\n";
         }
@@ -446,7 +447,8 @@ async fn importing_a_foreign_vm_is_refused() {
     let (foreign, _) = foreign_vm(&host).await;
     let ws = Workspace::new(host.target.clone());
     ws.write_main_tf(&format!(
-        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"{}\"\n}}\nresource \"proxmox_proxy_vm\" \"dns\" {{\n  name = \"{}\"\n  node = \"{}\"\n  template = \"{}\"\n}}\n",
+        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"{}\"\n}}\nresource \"proxmox_proxy_vm\" \
+            \"dns\" {{\n  name = \"{}\"\n  node = \"{}\"\n  template = \"{}\"\n}}\n",
         Workspace::preamble(),
         host.facts.seed_storage,
         host.name("dns1"),
@@ -479,7 +481,9 @@ async fn bad_input_is_refused_at_plan_before_any_write() {
     };
     let ws = Workspace::new(host.target.clone());
     ws.write_main_tf(&format!(
-        "{}\nresource \"proxmox_proxy_vm\" \"bad\" {{\n  name = \"{}edge_1\"\n  node = \"{}\"\n  template = \"{}\"\n  vlan_tag = 5000\n  user_data = \"packages: [nginx]\"\n  timeouts = {{ create = \"soon\" }}\n}}\n",
+        "{}\nresource \"proxmox_proxy_vm\" \"bad\" {{\n  name = \"{}edge_1\"\n  node = \
+            \"{}\"\n  template = \"{}\"\n  vlan_tag = 5000\n  user_data = \"packages: \
+            [nginx]\"\n  timeouts = {{ create = \"soon\" }}\n}}\n",
         Workspace::preamble(),
         host.prefix,
         host.facts.node(0),
@@ -548,7 +552,9 @@ async fn reboot_if_needed_applies_pending_changes() {
     let ws = Workspace::new(host.target.clone());
     let tf = |cores: u32| {
         format!(
-            "{}\nprovider \"proxmox\" {{\n  seed_storage = \"{}\"\n}}\nresource \"proxmox_proxy_vm\" \"one\" {{\n  name = \"{}\"\n  node = \"{}\"\n  template = \"{}\"\n  cores = {cores}\n  reboot_if_needed = true\n}}\n",
+            "{}\nprovider \"proxmox\" {{\n  seed_storage = \"{}\"\n}}\nresource \
+                \"proxmox_proxy_vm\" \"one\" {{\n  name = \"{}\"\n  node = \"{}\"\n  template = \
+                \"{}\"\n  cores = {cores}\n  reboot_if_needed = true\n}}\n",
             Workspace::preamble(),
             host.facts.seed_storage,
             host.name("reboot-1"),
@@ -619,7 +625,8 @@ async fn failures_name_the_vm_quote_pve_and_hint() {
     let ws = Workspace::new(host.target.clone());
     let tf = |template: &str, seed_storage: &str| {
         format!(
-            "{}\nresource \"proxmox_proxy_vm\" \"one\" {{\n  name = \"{name}\"\n  node = \"{}\"\n  template = \"{template}\"\n  seed_storage = \"{seed_storage}\"\n}}\n",
+            "{}\nresource \"proxmox_proxy_vm\" \"one\" {{\n  name = \"{name}\"\n  node = \
+                \"{}\"\n  template = \"{template}\"\n  seed_storage = \"{seed_storage}\"\n}}\n",
             Workspace::preamble(),
             host.facts.node(0),
         )
@@ -844,7 +851,9 @@ async fn import_through_generated_config_keeps_the_seed_of_user_data() {
         Workspace::preamble()
     );
     ws.init_with(&format!(
-        "{provider}\nresource \"proxmox_proxy_vm\" \"edge\" {{\n  name      = \"imported-1\"\n  node      = \"pve1\"\n  template  = \"debian-13-proxy\"\n  user_data = \"#cloud-config\\npackages: [haproxy]\\n\"\n}}\n"
+        "{provider}\nresource \"proxmox_proxy_vm\" \"edge\" {{\n  name      = \
+            \"imported-1\"\n  node      = \"pve1\"\n  template  = \"debian-13-proxy\"\n  user_data \
+            = \"#cloud-config\\npackages: [haproxy]\\n\"\n}}\n"
     ))
     .await;
     ws.apply().await.success();

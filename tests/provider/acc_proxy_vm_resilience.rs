@@ -413,7 +413,8 @@ async fn failed_start_taints_then_replaces_and_destroys_cleanly() {
     let sim = SimClient::new(&target);
     sim.put_admin(
         "faults",
-        json!({"task_failures": [{"task_type": "qmstart", "nth": 1, "exitstatus": "start failed: QEMU exited with code 1"}]}),
+        json!({"task_failures": [{"task_type": "qmstart", "nth": 1, "exitstatus": "start failed: \
+            QEMU exited with code 1"}]}),
     )
     .await;
     let ws = Workspace::new(target);

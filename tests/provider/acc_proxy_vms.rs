@@ -210,7 +210,9 @@ async fn lists_ours_only_sorted_and_filtered_by_prefix() {
         support::SimClient::new(&host.target)
             .put_admin(
                 "faults",
-                serde_json::json!({"held_locks": [{"vmid": edge_a, "lock": "backup", "seconds": 600}]}),
+                serde_json::json!({
+                    "held_locks": [{"vmid": edge_a, "lock": "backup", "seconds": 600}]
+                }),
             )
             .await;
     } else {
@@ -359,7 +361,8 @@ async fn an_empty_cluster_lists_nothing_and_a_bad_token_is_an_error() {
     };
     let ws = Workspace::new(target.clone());
     ws.write_main_tf(&config(&format!(
-        "data \"proxmox_proxy_vms\" \"all\" {all}\noutput \"all\" {{ value = data.proxmox_proxy_vms.all.vms }}\n",
+        "data \"proxmox_proxy_vms\" \"all\" {all}\noutput \"all\" {{ value = \
+            data.proxmox_proxy_vms.all.vms }}\n",
     )));
     ws.init().await;
     let out = outputs(&ws).await;

@@ -205,7 +205,8 @@ async fn release_artifacts_verify_and_install_through_a_mirror() {
     std::fs::write(
         &cli_config,
         format!(
-            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"registry.terraform.io/proxyvm/proxmox\"]\n  }}\n}}\n",
+            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = \
+                [\"registry.terraform.io/proxyvm/proxmox\"]\n  }}\n}}\n",
             scratch.path().join("mirror").display()
         ),
     )

@@ -180,7 +180,8 @@ async fn a_create_and_a_refresh_stay_within_their_request_budgets() {
     eprintln!("refresh of 30: {refresh:?}");
     assert!(
         refresh.total <= 30 * REFRESH_BUDGET_PER_VM + PLAN_OVERHEAD,
-        "a refresh of 30 VMs cost {} requests (budget {REFRESH_BUDGET_PER_VM} per VM + {PLAN_OVERHEAD}): {refresh:?}",
+        "a refresh of 30 VMs cost {} requests (budget {REFRESH_BUDGET_PER_VM} per VM + \
+            {PLAN_OVERHEAD}): {refresh:?}",
         refresh.total
     );
     assert_eq!(refresh.cluster_listings, 1, "{refresh:?}");
@@ -548,7 +549,10 @@ fn render(
 ) -> String {
     let mut md = String::new();
     md.push_str("Refresh (`terraform plan`, 3 nodes, every VM running with its agent):\n\n");
-    md.push_str("| VMs | requests | per VM | whole-cluster listings | node listings | plan wall time | provider peak RSS |\n|---|---|---|---|---|---|---|\n");
+    md.push_str(
+        "| VMs | requests | per VM | whole-cluster listings | node listings | plan wall \
+        time | provider peak RSS |\n|---|---|---|---|---|---|---|\n",
+    );
     for row in refresh {
         md.push_str(&format!(
             "| {} | {} | {:.2} | {} | {} | {:.2} s | {:.1} MiB |\n",
@@ -566,13 +570,17 @@ fn render(
         .map(|(t, ms)| format!("{t} {:.1} s", *ms as f64 / 1000.0))
         .collect();
     md.push_str(&format!(
-        "\nApply at `-parallelism={PARALLELISM}` ({}, upload {} ms, agent {:.1} s after the start; floor = waves × {:.2} s, the tasks and the agent one after another):\n\n",
+        "\nApply at `-parallelism={PARALLELISM}` ({}, upload {} ms, agent {:.1} s after the start; \
+            floor = waves × {:.2} s, the tasks and the agent one after another):\n\n",
         times.join(", "),
         config.timings.task("imgcopy"),
         AGENT_BOOT_MS as f64 / 1000.0,
         chain_ms(config) as f64 / 1000.0,
     ));
-    md.push_str("| VMs | wall | floor | wall ÷ floor | requests per VM | task polls per VM | whole-cluster listings |\n|---|---|---|---|---|---|---|\n");
+    md.push_str(
+        "| VMs | wall | floor | wall ÷ floor | requests per VM | task polls per VM | \
+        whole-cluster listings |\n|---|---|---|---|---|---|---|\n",
+    );
     for row in apply {
         md.push_str(&format!(
             "| {} | {:.2} s | {:.2} s | {:.3} | {:.1} | {:.1} | {} |\n",
@@ -585,7 +593,11 @@ fn render(
             row.counts.cluster_listings,
         ));
     }
-    md.push_str("\nTask end → noticed (all apply runs above; the wait's own time minus the task's run time, so one dispatch round trip is included), and status requests per second of one waiting task:\n\n");
+    md.push_str(
+        "\nTask end → noticed (all apply runs above; the wait's own time minus the task's \
+        run time, so one dispatch round trip is included), and status requests per second of one \
+        waiting task:\n\n",
+    );
     md.push_str(
         "| wait | samples | median | p95 | requests/s per waiting task |\n|---|---|---|---|---|\n",
     );
@@ -620,16 +632,21 @@ fn svg(refresh: &[RefreshRow], apply: &[ApplyRow]) -> String {
     let x = |n: f64| left + (n.log10() - xmin) / (xmax - xmin).max(0.1) * (w - left - right);
     let y = |v: f64| h - bottom - v.min(ymax) / ymax * (h - top - bottom);
     let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{left}\" y=\"18\">Requests and wall time per VM against fleet size (pve-sim)</text>\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+            font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" \
+            fill=\"white\"/>\n<text x=\"{left}\" y=\"18\">Requests and wall time per VM against \
+            fleet size (pve-sim)</text>\n"
     );
     out.push_str(&format!(
-        "<line x1=\"{left}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/>\n<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{0}\" stroke=\"black\"/>\n",
+        "<line x1=\"{left}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/>\n<line \
+            x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{0}\" stroke=\"black\"/>\n",
         h - bottom,
         w - right
     ));
     for tick in [0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0] {
         out.push_str(&format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{tick}</text>\n<line x1=\"{left}\" y1=\"{2}\" x2=\"{3}\" y2=\"{2}\" stroke=\"#ddd\"/>\n",
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{tick}</text>\n<line x1=\"{left}\" \
+                y1=\"{2}\" x2=\"{3}\" y2=\"{2}\" stroke=\"#ddd\"/>\n",
             left - 6.0,
             y(tick) + 4.0,
             y(tick),
@@ -705,7 +722,8 @@ fn svg(refresh: &[RefreshRow], apply: &[ApplyRow]) -> String {
         }
         let ly = top + 20.0 * index as f64;
         out.push_str(&format!(
-            "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{colour}\"/><text x=\"{}\" y=\"{}\">{name}</text>\n",
+            "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{colour}\"/><text x=\"{}\" \
+                y=\"{}\">{name}</text>\n",
             w - right + 10.0,
             ly,
             w - right + 28.0,

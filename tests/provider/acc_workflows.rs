@@ -589,7 +589,9 @@ resource "proxmox_proxy_vm" "edge" {
         .iter()
         .map(|vm| vm["vmid"].as_u64().unwrap())
         .collect();
-    let moved = "moved {\n  from = proxmox_proxy_vm.edge[0]\n  to   = proxmox_proxy_vm.edge[\"0\"]\n}\nmoved {\n  from = proxmox_proxy_vm.edge[1]\n  to   = proxmox_proxy_vm.edge[\"1\"]\n}\n";
+    let moved = "moved {\n  from = proxmox_proxy_vm.edge[0]\n  to   = \
+        proxmox_proxy_vm.edge[\"0\"]\n}\nmoved {\n  from = proxmox_proxy_vm.edge[1]\n  to   = \
+        proxmox_proxy_vm.edge[\"1\"]\n}\n";
     ws.write_main_tf(&config(&format!("{keyed}{moved}")));
     let out = ws.apply().await.success();
     assert!(
@@ -673,7 +675,8 @@ async fn workspaces_with_their_own_fleet_share_names() {
     let sim = SimClient::new(&target);
     let ws = Workspace::new(target);
     let tf = format!(
-        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"proxy-seeds\"\n  fleet        = terraform.workspace\n}}\n{}",
+        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"proxy-seeds\"\n  fleet        = \
+            terraform.workspace\n}}\n{}",
         Workspace::preamble(),
         vm("edge", "wf-ws-0", "  node = \"pve1\"\n")
     );

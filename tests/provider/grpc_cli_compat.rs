@@ -290,7 +290,8 @@ async fn an_older_cli_gets_a_plain_error_on_user_data_and_nothing_is_planned_or_
     );
     assert!(
         error.detail.contains(
-            "The Terraform or OpenTofu version running this command does not support write-only arguments"
+            "The Terraform or OpenTofu version running this command does not support write-only \
+                arguments"
         ),
         "{}",
         error.detail

@@ -2,9 +2,9 @@
 //! last line the count over every test binary's `test result:` line, and a non-zero exit
 //! on any failure, tests that skipped themselves counted as skipped, and a live stage that
 //! starts a pve-sim process per lab (tests/live-worlds/), points the tests at it with the
-//! lab's facts and fails on anything the sweeper finds left. Run in a scratch copy with a stand-in `cargo`
-//! that prints what cargo's test binaries print (and stand-in pve-sim and sweeper), so the
-//! script's own logic is what is tested (the real suite is what runs it).
+//! lab's facts and fails on anything the sweeper finds left. Run in a scratch copy with a
+//! stand-in `cargo` that prints what cargo's test binaries print (and stand-in pve-sim and
+//! sweeper), so the script's own logic is what is tested (the real suite is what runs it).
 
 use std::path::Path;
 use std::process::Command;
@@ -55,11 +55,43 @@ fn run_test_sh(
     std::fs::write(root.path().join("live-output"), live_output).unwrap();
     let env_file = root.path().join("live-env");
     let cargo = format!(
-        "#!/bin/sh\ncase \"$1\" in\n  fmt) exit {fmt} ;;\n  clippy) exit {clippy} ;;\n  build) exit 0 ;;\n  test)\n    case \"$*\" in *--no-run*) exit 0 ;; esac\n    echo '   Compiling x' >&2\n    case \"$*\" in\n      *--test*) echo \"$PROXMOX_VE_ENDPOINT|$PROXMOX_VE_API_TOKEN|$PROXMOX_VE_CA_CERT|$PROXMOX_VE_TEST_PREFIX|$PROXMOX_VE_TEST_NODES|$PROXMOX_VE_TEST_SEED_STORAGE\" >> '{env}'; out='{root}/live-output' ;;\n      *) out='{root}/test-output' ;;\n    esac\n    cat \"$out\"\n    grep '^SKIPPED' \"$out\" >> \"$PROXMOX_VE_TEST_SKIP_LOG\"\n    exit {test} ;;\nesac\nexit 99\n",
+        r#"#!/bin/sh
+case "$1" in
+  fmt) exit {fmt} ;;
+  clippy) exit {clippy} ;;
+  build) exit 0 ;;
+  test)
+    case "$*" in *--no-run*) exit 0 ;; esac
+    echo '   Compiling x' >&2
+    case "$*" in
+      *--test*)
+        printf '%s|%s|%s|%s|%s|%s\n' "$PROXMOX_VE_ENDPOINT" "$PROXMOX_VE_API_TOKEN" \
+          "$PROXMOX_VE_CA_CERT" "$PROXMOX_VE_TEST_PREFIX" "$PROXMOX_VE_TEST_NODES" \
+          "$PROXMOX_VE_TEST_SEED_STORAGE" >> '{env}'
+        out='{root}/live-output' ;;
+      *) out='{root}/test-output' ;;
+    esac
+    cat "$out"
+    grep '^SKIPPED' "$out" >> "$PROXMOX_VE_TEST_SKIP_LOG"
+    exit {test} ;;
+esac
+exit 99
+"#,
         env = env_file.display(),
         root = root.path().display(),
     );
-    let pve_sim = "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  [ \"$1\" = --state-dir ] && dir=\"$2\"\n  shift\ndone\nmkdir -p \"$dir\"\necho 'terraform@pve!provider=secret' > \"$dir/token\"\necho 'PEM' > \"$dir/ca.pem\"\necho 'https://127.0.0.1:1' > \"$dir/endpoint\"\necho 'https://127.0.0.1:1'\nexec sleep 600\n";
+    let pve_sim = r#"#!/bin/sh
+while [ $# -gt 0 ]; do
+  [ "$1" = --state-dir ] && dir="$2"
+  shift
+done
+mkdir -p "$dir"
+echo 'terraform@pve!provider=secret' > "$dir/token"
+echo 'PEM' > "$dir/ca.pem"
+echo 'https://127.0.0.1:1' > "$dir/endpoint"
+echo 'https://127.0.0.1:1'
+exec sleep 600
+"#;
     for (path, text) in [
         (bin.join("cargo"), cargo),
         (debug.join("pve-sim"), pve_sim.to_owned()),
@@ -108,7 +140,8 @@ fn run_written_script(command: &mut Command) -> std::process::Output {
 
 const LIVE_PASSING: &str = "\
 running 9 tests
-SKIPPED: failed_start_taints_then_replaces_and_destroys_cleanly (simulator-only: needs the in-process pve-sim's fault injection)
+SKIPPED: failed_start_taints_then_replaces_and_destroys_cleanly (simulator-only: \
+    needs the in-process pve-sim's fault injection)
 SKIPPED PART: fleet_lifecycle: the in-place VLAN change (set PROXMOX_VE_TEST_VLAN_ALT)
 test result: ok. 9 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 40.0s
 ";
@@ -137,7 +170,8 @@ fn the_last_line_counts_every_test_binary_of_both_test_stages() {
         "==> [1/4] cargo fmt --check",
         "==> [2/4] cargo clippy -D warnings",
         "==> [3/4] cargo test --workspace (TF_ACC=1)",
-        "==> [4/4] live mode against three labs (pve-sim as a separate process each), then the sweeper",
+        "==> [4/4] live mode against three labs (pve-sim as a separate process each), then the \
+            sweeper",
     ] {
         assert!(
             run.stdout.contains(header),
@@ -190,7 +224,8 @@ fn the_live_stage_points_the_tests_at_each_lab_it_started() {
 #[test]
 fn a_failing_test_counts_and_fails_the_script() {
     let output = format!(
-        "{PASSING}test result: FAILED. 4 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.3s\n"
+        "{PASSING}test result: FAILED. 4 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out; \
+            finished in 0.3s\n"
     );
     let run = run_test_sh(0, 0, 101, &output, LIVE_PASSING, 0);
     assert_ne!(run.code, 0, "{}", run.stdout);

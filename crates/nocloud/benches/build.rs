@@ -17,7 +17,8 @@ fn typical_user_data() -> String {
         String::from("#cloud-config\npackages:\n  - haproxy\n  - nftables\nwrite_files:\n");
     while text.len() < 2048 {
         text.push_str(
-            "  - path: /etc/haproxy/conf.d/backend.cfg\n    content: |\n      server app 10.0.0.10:8080 check\n",
+            "  - path: /etc/haproxy/conf.d/backend.cfg\n    content: |\n      server app \
+                10.0.0.10:8080 check\n",
         );
     }
     text

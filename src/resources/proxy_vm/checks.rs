@@ -5,9 +5,11 @@
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
 
 use super::attr;
-use super::schema::INVALID;
 use crate::ownership;
 use crate::validate;
+
+/// The summary of a diagnostic on a value a check refused.
+pub const INVALID: &str = "Invalid Attribute Value";
 
 /// Each tag as PVE stores it, and never the provider's own.
 pub fn tags(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {

@@ -315,12 +315,13 @@ impl Resource for ProxyVm {
             );
             return response;
         };
-        let any_fleet = Expected {
+        // Import takes any name and any create of ours, but only in this provider's fleet.
+        let any_vm_of_this_fleet = Expected {
             name: None,
             fleet: &configured.fleet,
             token: ExpectedToken::Any,
         };
-        match lifecycle::read(&configured, vmid, any_fleet).await {
+        match lifecycle::read(&configured, vmid, any_vm_of_this_fleet).await {
             Ok(lifecycle::Found::Ours(observed)) => {
                 let phase = observed.mark.as_ref().map(|m| m.phase);
                 if phase == Some(ownership::Phase::Creating) {

@@ -7,7 +7,7 @@
 use tfplugin::{Attribute, AttributePath, Block, Diagnostics, Nesting, Schema, Type, Value};
 
 use super::attr;
-use super::checks;
+use super::checks::{self, INVALID};
 use crate::context::Configured;
 use crate::validate;
 
@@ -231,9 +231,6 @@ impl Check {
         }
     }
 }
-
-/// The summary of a diagnostic on a value a check refused.
-pub const INVALID: &str = "Invalid Attribute Value";
 
 fn provider_seed_storage(configured: &Configured) -> Option<&str> {
     Some(&configured.seed_storage)

@@ -27,7 +27,8 @@ pub fn run_prefix() -> String {
             && prefix
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
-        "PROXMOX_VE_TEST_PREFIX `{prefix}`: use at least 3 of a-z, 0-9 and -, starting with a letter"
+        "PROXMOX_VE_TEST_PREFIX `{prefix}`: use at least 3 of a-z, 0-9 and -, starting with a \
+            letter"
     );
     prefix
 }

@@ -3,8 +3,9 @@
 //!
 //! - Gated by `TF_ACC=1`; without it each test reports itself skipped ([`skip`]) and passes.
 //! - Terraform comes from `TF_ACC_TERRAFORM_PATH` or the PATH.
-//! - The provider is installed through a `filesystem_mirror` for `registry.terraform.io/proxyvm/proxmox`
-//!   with no `direct {}` block, so `terraform init` never reaches a registry.
+//! - The provider is installed through a `filesystem_mirror` for
+//!   `registry.terraform.io/proxyvm/proxmox` with no `direct {}` block, so `terraform init`
+//!   never reaches a registry.
 //! - Live mode: with `PROXMOX_VE_ENDPOINT` and `PROXMOX_VE_API_TOKEN` set, the tests written
 //!   for it ([`Host::start`]) run against that host and observe it through the PVE API only;
 //!   every other test (fault injection, the journal, a world of its own) reports itself
@@ -133,7 +134,8 @@ impl Workspace {
             std::fs::copy(built, &installed).unwrap();
         }
         let cli_config = format!(
-            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"registry.terraform.io/proxyvm/proxmox\"]\n  }}\n}}\n",
+            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = \
+                [\"registry.terraform.io/proxyvm/proxmox\"]\n  }}\n}}\n",
             dir.path().join("mirror").display()
         );
         std::fs::write(dir.path().join("cli.tfrc"), cli_config).unwrap();
@@ -161,7 +163,8 @@ impl Workspace {
     /// The `terraform { required_providers … }` block every configuration starts with.
     pub fn preamble() -> String {
         format!(
-            "terraform {{\n  required_providers {{\n    proxmox = {{\n      source  = \"proxyvm/proxmox\"\n      version = \"{PROVIDER_VERSION}\"\n    }}\n  }}\n}}\n"
+            "terraform {{\n  required_providers {{\n    proxmox = {{\n      source  = \
+                \"proxyvm/proxmox\"\n      version = \"{PROVIDER_VERSION}\"\n    }}\n  }}\n}}\n"
         )
     }
 

@@ -140,7 +140,8 @@ fn merge_how_in_vendor_data_does_not_survive_the_merge() {
     };
     // The tempting fix, shown not to work: cloud-init strips merge_how from
     // vendor-data before merging it under user-data.
-    let vendor = "#cloud-config\nmerge_how:\n  - name: list\n    settings: [append]\n  - name: dict\n    settings: [no_replace, recurse_list]\npackages: [qemu-guest-agent]\n";
+    let vendor = "#cloud-config\nmerge_how:\n  - name: list\n    settings: [append]\n  - name: \
+        dict\n    settings: [no_replace, recurse_list]\npackages: [qemu-guest-agent]\n";
     let result = boot(&tools, &full_seed().vendor_data(vendor));
     assert_eq!(result["packages"], json!(["haproxy"]), "{result}");
 }
@@ -284,7 +285,9 @@ fn validator_agrees_with_pyyaml_on_cloud_config_syntax() {
     ];
     // cloud-init loads cloud-config with yaml.safe_load and uses it only if
     // it is a mapping (or empty).
-    let probe = "import json, sys, yaml\nfor doc in json.load(sys.stdin):\n    try:\n        v = yaml.safe_load(doc)\n        print(json.dumps(v is None or isinstance(v, dict)))\n    except yaml.YAMLError:\n        print('false')\n";
+    let probe = "import json, sys, yaml\nfor doc in json.load(sys.stdin):\n    try:\n        v = \
+        yaml.safe_load(doc)\n        print(json.dumps(v is None or isinstance(v, \
+        dict)))\n    except yaml.YAMLError:\n        print('false')\n";
     let dir = tempfile::tempdir().unwrap();
     let input = write_file(
         dir.path(),

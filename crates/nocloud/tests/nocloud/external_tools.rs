@@ -234,7 +234,9 @@ fn extracted_cloud_configs_pass_cloud_init_schema() {
 
     // vendor-data is MIME multipart; Python's email parser takes out its
     // cloud-config part the way cloud-init does.
-    let split = "import email, sys\nmsg = email.message_from_file(open(sys.argv[1]))\nparts = [p.get_payload() for p in msg.walk() if p.get_content_type() == 'text/cloud-config']\nassert len(parts) == 1, parts\nsys.stdout.write(parts[0])\n";
+    let split = "import email, sys\nmsg = email.message_from_file(open(sys.argv[1]))\nparts = \
+        [p.get_payload() for p in msg.walk() if p.get_content_type() == \
+        'text/cloud-config']\nassert len(parts) == 1, parts\nsys.stdout.write(parts[0])\n";
     let part = run(Command::new(&python)
         .args(["-c", split])
         .arg(out.join("vendor-data")));

@@ -2,13 +2,11 @@
 //! hold: no two modules import each other, and no line is wider than 100 columns.
 //!
 //! ARCHITECTURE.md's invariants hold between crates; the first rule holds them one level
-//! down: within `crates/pve` and `crates/tfplugin`, no two modules may reach each other
-//! through `crate::…`, `super::…` or `self::…` paths (in `use` items or inline). A circle
-//! means shared types live in the wrong module: move them into one both can import.
-//!
-//! The other crates of the workspace are scanned too, and what they break is printed,
-//! without failing: they are being untangled in their own changes. Add a crate to
-//! [`ENFORCED`] once it keeps both rules.
+//! down: within every crate of the workspace (the root package, `crates/*`, `tools/*`), no
+//! two modules may reach each other through `crate::…`, `super::…` or `self::…` paths (in
+//! `use` items or inline). A circle means shared types live in the wrong module: move them
+//! into one both can import. The width rule covers each crate's `src/`, `tests/`,
+//! `benches/` and `examples/`.
 //!
 //! What counts as a module is a file (`a.rs`, `a/mod.rs`); an inline `mod tests { … }`
 //! belongs to its file. A module and its ancestors (`super::` up the tree, `crate::` items
@@ -17,9 +15,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-/// Crates (relative to the workspace root) in which a broken rule fails the test.
-const ENFORCED: &[&str] = &["crates/pve", "crates/pvesim", "crates/tfplugin"];
 
 /// Every crate's `src/` in the workspace: the root package and the members.
 fn crates(root: &Path) -> Vec<String> {
@@ -368,18 +363,7 @@ fn no_two_modules_import_each_other() {
     let root = workspace_root();
     let mut failing = Vec::new();
     for krate in crates(&root) {
-        let found = circles(&root, &krate);
-        if found.is_empty() {
-            continue;
-        }
-        let enforced = ENFORCED.contains(&krate.as_str());
-        for circle in found {
-            let verdict = if enforced { "FAILS" } else { "reported" };
-            println!("[{verdict}] {circle}");
-            if enforced {
-                failing.push(circle);
-            }
-        }
+        failing.extend(circles(&root, &krate));
     }
     assert!(
         failing.is_empty(),
@@ -395,28 +379,19 @@ fn no_line_is_wider_than_100_columns() {
     let root = workspace_root();
     let mut failing = Vec::new();
     for krate in crates(&root) {
-        let enforced = ENFORCED.contains(&krate.as_str());
         let mut files = Vec::new();
         for dir in ["src", "tests", "benches", "examples"] {
             rust_files(&root.join(&krate).join(dir), false, &mut files);
         }
         files.sort();
-        let mut wide = 0;
         for file in files {
             let text = std::fs::read_to_string(&file).unwrap();
             for (number, line) in text.lines().enumerate() {
                 if line.chars().count() > MAX_COLUMNS {
-                    wide += 1;
-                    if enforced {
-                        let file = file.strip_prefix(&root).unwrap().display().to_string();
-                        failing.push(format!("{file}:{}", number + 1));
-                    }
+                    let file = file.strip_prefix(&root).unwrap().display().to_string();
+                    failing.push(format!("{file}:{}", number + 1));
                 }
             }
-        }
-        if wide > 0 && !enforced {
-            let krate = if krate.is_empty() { "." } else { &krate };
-            println!("[reported] {krate}: {wide} lines wider than {MAX_COLUMNS} columns");
         }
     }
     assert!(

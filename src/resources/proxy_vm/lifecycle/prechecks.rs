@@ -139,8 +139,8 @@ pub(crate) fn judge_template(
 ) -> Result<Template, String> {
     if !config.is_template() {
         return Err(format!(
-            "VM {} (`{template}`) on {} is not a template. Convert it to a template in PVE (More → \
-            Convert to template), or name another.",
+            "VM {} (`{template}`) on {} is not a template. Convert it to a template in PVE \
+            (More → Convert to template), or name another.",
             vm.vmid, vm.node
         ));
     }
