@@ -46,7 +46,7 @@ async fn leftovers(sim: &SimClient) -> (usize, usize) {
 }
 
 async fn set_faults(sim: &SimClient, faults: Value) {
-    sim.put_admin("faults", faults).await;
+    sim.set_faults(faults).await;
 }
 
 fn one_fault(method: &str, path_regex: &str, kind: &str) -> Value {

@@ -565,8 +565,10 @@ resource "terraform_data" "fleet_gate" {{
   lifecycle {{
     precondition {{
       condition     = data.proxmox_health.pve.healthy
-      error_message = "PVE is not ready for proxy VMs: \
-          ${{join(", ", data.proxmox_health.pve.reasons)}}"
+      error_message = join(" ", [
+        "PVE is not ready for proxy VMs:",
+        join(", ", data.proxmox_health.pve.reasons),
+      ])
     }}
   }}
 }}
@@ -659,22 +661,6 @@ async fn invalid_arguments_point_at_their_attribute() {
     assert!(text.contains("at least one node"), "{text}");
 }
 
-/// The sim's request journal (admin API, outside PVE's tree).
-async fn journal(endpoint: &str, token: &str, ca_pem: &str) -> Vec<Value> {
-    let http = reqwest::Client::builder()
-        .tls_certs_only(reqwest::Certificate::from_pem_bundle(ca_pem.as_bytes()).unwrap())
-        .build()
-        .unwrap();
-    let response = http
-        .get(format!("{endpoint}/_sim/journal"))
-        .header("Authorization", format!("PVEAPIToken={token}"))
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success(), "{}", response.status());
-    response.json().await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn per_node_checks_run_concurrently() {
     if !simulator_only(
@@ -698,12 +684,11 @@ async fn per_node_checks_run_concurrently() {
     let health = health(target, "").await;
     assert_eq!(health["healthy"], true, "{health:#}");
 
-    let journal = journal(sim.endpoint(), sim.token(), sim.ca_pem()).await;
+    let journal = pvesim::testing::Admin::new(&sim).journal().await;
     let per_node: Vec<(String, &str)> = journal
         .iter()
         .filter_map(|entry| {
-            let path = entry["path"].as_str()?;
-            let rest = path.strip_prefix("/nodes/")?;
+            let rest = entry.path.strip_prefix("/nodes/")?;
             let (node, leaf) = rest.split_once('/')?;
             let kind = match leaf {
                 "status" => "status",

@@ -398,23 +398,20 @@ async fn concurrent_states_with_different_user_data_each_boot_their_own_seed() {
     let small = "#cloud-config\npackages: [nginx]\n".to_owned();
     for round in 0..3 {
         // A third of the uploads take effect but lose their answer, so they are sent again.
-        sim.put_admin(
-            "faults",
-            serde_json::json!({"http": [{
-                "method": "POST",
-                "path_regex": "/storage/proxy-seeds/upload$",
-                "reset": true,
-                "after_handling": true,
-                "rate": 0.3,
-            }]}),
-        )
+        sim.set_faults(serde_json::json!({"http": [{
+            "method": "POST",
+            "path_regex": "/storage/proxy-seeds/upload$",
+            "reset": true,
+            "after_handling": true,
+            "rate": 0.3,
+        }]}))
         .await;
         let a = Workspace::new(target.clone());
         let b = Workspace::new(target.clone());
         a.init_with(&seeded_tf(&fleet, &big)).await;
         b.init_with(&seeded_tf(&fleet, &small)).await;
         let (out_a, out_b) = tokio::join!(a.apply(), b.apply());
-        sim.put_admin("faults", serde_json::json!({})).await;
+        sim.set_faults(serde_json::json!({})).await;
         let context = format!("round {round}\n{}\n{}", out_a.all_text(), out_b.all_text());
         let vms = marked(&sim.state().await);
         for (ws, user_data) in [(&a, &big), (&b, &small)] {
@@ -476,13 +473,10 @@ async fn the_losing_states_destroy_deletes_nothing_of_the_winner() {
     b.init_with(&fleet_tf(None, &edge)).await;
 
     // A's create fails at start: its state keeps the unfinished VM, tainted.
-    sim.put_admin(
-        "faults",
-        serde_json::json!({"task_failures": [{"task_type": "qmstart", "nth": 1}]}),
-    )
-    .await;
+    sim.set_faults(serde_json::json!({"task_failures": [{"task_type": "qmstart", "nth": 1}]}))
+        .await;
     a.apply().await.failure();
-    sim.put_admin("faults", serde_json::json!({})).await;
+    sim.set_faults(serde_json::json!({})).await;
     let vmid = tracked(&a).await["loser-0"];
     // B resumes the unfinished create of the same name and finishes it: the VM is B's.
     b.apply().await.success();
@@ -696,22 +690,16 @@ async fn a_create_never_adopts_a_vm_a_destroy_has_begun() {
     b.init_with(&fleet_tf(None, &edge)).await;
     // A's create stops at start: the VM is an unfinished create, which another create of
     // the name would resume.
-    sim.put_admin(
-        "faults",
-        serde_json::json!({"task_failures": [{"task_type": "qmstart", "nth": 1}]}),
-    )
-    .await;
+    sim.set_faults(serde_json::json!({"task_failures": [{"task_type": "qmstart", "nth": 1}]}))
+        .await;
     a.apply().await.failure();
     let vmid = tracked(&a).await["going-0"];
     // A's destroy begins, but PVE refuses every destroy call.
-    sim.put_admin(
-        "faults",
-        serde_json::json!({"http": [{
-            "method": "DELETE",
-            "path_regex": format!("/qemu/{vmid}$"),
-            "status": 500,
-        }]}),
-    )
+    sim.set_faults(serde_json::json!({"http": [{
+        "method": "DELETE",
+        "path_regex": format!("/qemu/{vmid}$"),
+        "status": 500,
+    }]}))
     .await;
     let out = a.destroy().await.failure();
     let vm = marked(&sim.state().await)[&vmid].clone();
@@ -744,7 +732,7 @@ async fn a_create_never_adopts_a_vm_a_destroy_has_begun() {
     assert_eq!(marked(&sim.state().await)[&vmid]["config"], vm["config"]);
 
     // Once PVE lets it, A's destroy finishes, and B makes its own VM.
-    sim.put_admin("faults", serde_json::json!({})).await;
+    sim.set_faults(serde_json::json!({})).await;
     a.destroy().await.success();
     assert!(!marked(&sim.state().await).contains_key(&vmid));
     b.apply().await.success();

@@ -411,8 +411,7 @@ async fn failed_start_taints_then_replaces_and_destroys_cleanly() {
     }
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
     let sim = SimClient::new(&target);
-    sim.put_admin(
-        "faults",
+    sim.set_faults(
         json!({"task_failures": [{"task_type": "qmstart", "nth": 1, "exitstatus": "start failed: \
             QEMU exited with code 1"}]}),
     )

@@ -208,12 +208,9 @@ async fn lists_ours_only_sorted_and_filtered_by_prefix() {
     if !live {
         // Only root@pam may write `lock`; a backup job holds it, as pve-sim's held lock does.
         support::SimClient::new(&host.target)
-            .put_admin(
-                "faults",
-                serde_json::json!({
-                    "held_locks": [{"vmid": edge_a, "lock": "backup", "seconds": 600}]
-                }),
-            )
+            .set_faults(serde_json::json!({
+                "held_locks": [{"vmid": edge_a, "lock": "backup", "seconds": 600}]
+            }))
             .await;
     } else {
         // pvestatd names a new VM in /cluster/resources only after its next cycle.

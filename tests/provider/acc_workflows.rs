@@ -401,8 +401,7 @@ async fn a_create_killed_after_it_finished_is_resumed_without_import() {
                     break vm["vmid"].as_u64().unwrap();
                 }
                 if vm["status"] == "running" && !slowed {
-                    sim.put_admin("faults", serde_json::json!({"latency_ms": 400}))
-                        .await;
+                    sim.set_faults(serde_json::json!({"latency_ms": 400})).await;
                     slowed = true;
                 }
             }
@@ -410,7 +409,7 @@ async fn a_create_killed_after_it_finished_is_resumed_without_import() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         apply.kill_group();
-        sim.put_admin("faults", serde_json::json!({})).await;
+        sim.set_faults(serde_json::json!({})).await;
         let stored = ws.state().await;
         let resources = &stored["values"]["root_module"]["resources"];
         assert!(
@@ -724,7 +723,7 @@ async fn destroy_without_the_template_and_with_the_node_offline() {
     let upid = sim.api("DELETE", "/nodes/pve1/qemu/9000", &[]).await;
     sim.wait_task(&upid).await;
 
-    sim.put_admin("faults", serde_json::json!({"offline_nodes": ["pve2"]}))
+    sim.set_faults(serde_json::json!({"offline_nodes": ["pve2"]}))
         .await;
     let out = ws.destroy().await.failure();
     let text = out.all_text();
@@ -737,7 +736,7 @@ async fn destroy_without_the_template_and_with_the_node_offline() {
         .map(|r| r["address"].as_str().unwrap())
         .collect();
     assert_eq!(left, ["proxmox_proxy_vm.b"], "{text}");
-    sim.put_admin("faults", serde_json::json!({})).await;
+    sim.set_faults(serde_json::json!({})).await;
     ws.destroy().await.success();
     assert_nothing_left(&sim).await;
 }

@@ -236,14 +236,11 @@ async fn a_failed_read_of_any_vm_config_deletes_no_seed() {
     attach(&pve, 4343, "seed-tfacc-sw1-edge-9-0123abcd.iso").await;
     // A seed nobody uses, which a clean run would delete.
     upload_seed(&pve, "pve1", "seed-tfacc-sw1-edge-8-89abcdef.iso").await;
-    sim.put_admin(
-        "faults",
-        serde_json::json!({"http": [{
-            "method": "GET",
-            "path_regex": "/qemu/4343/config$",
-            "status": 500,
-        }]}),
-    )
+    sim.set_faults(serde_json::json!({"http": [{
+        "method": "GET",
+        "path_regex": "/qemu/4343/config$",
+        "status": 500,
+    }]}))
     .await;
 
     let swept = sweeper(&target, &["--prefix", PREFIX]);
@@ -266,7 +263,7 @@ async fn a_failed_read_of_any_vm_config_deletes_no_seed() {
     );
 
     // Once every config reads, the unused seed goes and the used one stays.
-    sim.put_admin("faults", serde_json::json!({})).await;
+    sim.set_faults(serde_json::json!({})).await;
     let swept = sweeper(&target, &["--prefix", PREFIX]);
     assert!(
         swept.status.success(),

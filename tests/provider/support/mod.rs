@@ -410,9 +410,7 @@ pub fn real_pve_target() -> Option<Target> {
 
 /// A simulator on a free loopback port, living as long as the returned value.
 pub async fn start_sim(config: pvesim::SimConfig) -> (pvesim::Sim, Target) {
-    let sim = pvesim::Sim::start(config, "127.0.0.1:0".parse().unwrap(), None)
-        .await
-        .expect("pve-sim did not start");
+    let sim = pvesim::testing::start(config).await;
     let target = Target {
         endpoint: sim.endpoint().to_owned(),
         token: sim.token().to_owned(),
@@ -421,12 +419,15 @@ pub async fn start_sim(config: pvesim::SimConfig) -> (pvesim::Sim, Target) {
     (sim, target)
 }
 
-/// Talks to the simulator as a test: its admin API (`/_sim/…`) and its PVE API, for changes
-/// made behind Terraform's back.
+/// Talks to the simulator as a test: its admin API (`/_sim/…`, through pve-sim's own typed
+/// client, [`pvesim::testing::Admin`]) and its PVE API, for changes made behind Terraform's
+/// back. The admin answers are handed out as JSON, which is what the assertions index.
 pub struct SimClient {
     http: reqwest::Client,
     endpoint: String,
     auth: String,
+    /// `None` on a live host whose certificate chains to a system root: it has no `/_sim/`.
+    admin: Option<pvesim::testing::Admin>,
 }
 
 impl SimClient {
@@ -439,11 +440,22 @@ impl SimClient {
             None => builder,
         };
         let http = builder.build().unwrap();
+        let admin = target
+            .ca_pem
+            .as_deref()
+            .map(|pem| pvesim::testing::Admin::connect(&target.endpoint, &target.token, pem));
         Self {
             http,
             endpoint: target.endpoint.clone(),
             auth: format!("PVEAPIToken={}", target.token),
+            admin,
         }
+    }
+
+    fn admin(&self) -> &pvesim::testing::Admin {
+        self.admin
+            .as_ref()
+            .expect("the admin API is pve-sim's; this target has no CA of a pve-sim")
     }
 
     async fn send(&self, request: reqwest::RequestBuilder) -> serde_json::Value {
@@ -460,26 +472,22 @@ impl SimClient {
 
     /// `GET /_sim/state`.
     pub async fn state(&self) -> serde_json::Value {
-        self.send(self.http.get(format!("{}/_sim/state", self.endpoint)))
-            .await
+        serde_json::to_value(self.admin().state().await).unwrap()
     }
 
     /// `GET /_sim/journal`: every request, oldest first.
     pub async fn journal(&self) -> Vec<serde_json::Value> {
-        self.send(self.http.get(format!("{}/_sim/journal", self.endpoint)))
-            .await
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        let entries = self.admin().journal().await;
+        entries
+            .iter()
+            .map(|entry| serde_json::to_value(entry).unwrap())
+            .collect()
     }
 
-    pub async fn put_admin(&self, leaf: &str, body: serde_json::Value) {
-        self.send(
-            self.http
-                .put(format!("{}/_sim/{leaf}", self.endpoint))
-                .json(&body),
-        )
-        .await;
+    /// `PUT /_sim/faults`, written as JSON the way pve-sim's faults are documented.
+    pub async fn set_faults(&self, faults: serde_json::Value) {
+        let faults = serde_json::from_value(faults).expect("faults in pve-sim's shape");
+        self.admin().set_faults(&faults).await;
     }
 
     /// A PVE API call with a form body (or query for GET/DELETE); returns `data`.
