@@ -7,7 +7,7 @@
 use crate::support;
 
 use serde_json::Value;
-use support::{SimClient, Workspace, simulator_only, start_sim};
+use support::{SimClient, Workspace, flat, simulator_only, start_sim};
 
 fn config(provider_extra: &str, resources: &str) -> String {
     format!(
@@ -48,11 +48,6 @@ async fn tracked(ws: &Workspace, name: &str) -> (u32, String) {
         u32::try_from(vm["values"]["vmid"].as_u64().unwrap()).unwrap(),
         vm["values"]["seed_volume"].as_str().unwrap().to_owned(),
     )
-}
-
-/// Terraform wraps diagnostics at its terminal width: compare texts with single spaces.
-fn flat(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn seeds(sim_state: &Value) -> Vec<String> {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use pvesim::{Faults, HttpFault, NodeConfig, SimConfig, StorageConfig};
 use serde_json::Value;
-use support::{Host, Target, Workspace, simulator_only, start_sim};
+use support::{Host, Target, Workspace, flat, simulator_only, start_sim};
 
 fn provider_block() -> String {
     format!("{}\nprovider \"proxmox\" {{}}\n", Workspace::preamble())
@@ -97,14 +97,6 @@ fn node_reasons(health: &Value) -> BTreeMap<String, Vec<String>> {
             )
         })
         .collect()
-}
-
-/// Terraform wraps diagnostics and prefixes their lines with `│`: compare flattened text.
-fn flat(text: &str) -> String {
-    text.replace('│', " ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn node<'a>(health: &'a Value, name: &str) -> &'a Value {

@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use support::{Host, Observer, SimClient, Workspace};
+use support::{Host, Observer, SimClient, Workspace, flat};
 
 /// The default world plus a second template, so a template change can be planned.
 fn sim_config() -> pvesim::SimConfig {
@@ -675,11 +675,6 @@ async fn failures_name_the_vm_quote_pve_and_hint() {
         ),
     }
     ws.destroy().await.success();
-}
-
-/// Terraform wraps diagnostic text at 78 columns; compare with white space folded.
-fn flat(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Issue #26, item 1, as a new user met it: two VMs placed by the provider (`node` unset),

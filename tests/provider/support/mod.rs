@@ -408,6 +408,15 @@ pub fn real_pve_target() -> Option<Target> {
     })
 }
 
+/// Terraform wraps diagnostic text at its terminal width and may prefix its lines with `│`:
+/// compare texts with those folded to single spaces.
+pub fn flat(text: &str) -> String {
+    text.replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A simulator on a free loopback port, living as long as the returned value.
 pub async fn start_sim(config: pvesim::SimConfig) -> (pvesim::Sim, Target) {
     let sim = pvesim::testing::start(config).await;
