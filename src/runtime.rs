@@ -212,11 +212,12 @@ impl Runtime {
         Ok(power)
     }
 
-    /// The listing creates (and plan-time checks) find templates and placement finds memory
-    /// in: fetched once per provider process and shared by all its resources, since
-    /// templates do not move during an apply. A template that is
-    /// not in it (made a moment ago) is looked for in a fresh listing, which then replaces it.
-    pub async fn template_listing(
+    /// The whole cluster's VM listing as this process first saw it: creates (and plan-time
+    /// checks) find templates in it, placement finds memory in it, and delete finds where a
+    /// VM is. Fetched once per provider process and shared by all its resources, since
+    /// templates do not move during an apply; `fresh` fetches it again (a template made a
+    /// moment ago), and that listing then replaces it.
+    pub async fn cluster_vms_once(
         &self,
         client: &pve::Client,
         fresh: bool,

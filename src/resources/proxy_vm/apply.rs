@@ -23,18 +23,14 @@ pub(super) fn step_diagnostic(operation: &str, name: &str, error: &StepError) ->
 async fn bounded<T>(
     ctx: &Context,
     limit: std::time::Duration,
-    what: &str,
+    what: &'static str,
     work: impl Future<Output = Result<T, StepError>>,
 ) -> Result<T, StepError> {
     tokio::select! {
         result = tokio::time::timeout(limit, work) => result.unwrap_or_else(|_| Err(
-            StepError::Failed(format!("{what} did not finish within its timeout ({}s); raise \
-                                       `timeouts`, or run apply again to resume", limit.as_secs())),
+            StepError::TimedOut { what, secs: limit.as_secs() },
         )),
-        () = ctx.stop.stopped() => Err(
-            StepError::Failed(format!("{what} was interrupted by Terraform; the next apply resumes \
-                                       where it stopped")),
-        ),
+        () = ctx.stop.stopped() => Err(StepError::Interrupted { what }),
     }
 }
 

@@ -274,7 +274,7 @@ async fn check_placement(
 ) {
     let listing = match configured
         .runtime
-        .template_listing(&configured.client, false)
+        .cluster_vms_once(&configured.client, false)
         .await
     {
         Ok(listing) => listing,
@@ -358,7 +358,7 @@ async fn find_template(
     if let Some(wanted) = known(planned, attr::TEMPLATE)
         && !findings.unreachable
     {
-        match configured.runtime.template_listing(client, false).await {
+        match configured.runtime.cluster_vms_once(client, false).await {
             Ok(listing) => match choose_template(&listing, wanted, node.unwrap_or_default()) {
                 Err(why) => findings.error(attr::TEMPLATE, "Template not found", why),
                 Ok(vm) => match facts.config(client, &vm.node, vm.vmid).await {
@@ -647,7 +647,7 @@ async fn check_vmid(
     findings: &mut Findings,
 ) {
     let client = &configured.client;
-    let listing = match configured.runtime.template_listing(client, false).await {
+    let listing = match configured.runtime.cluster_vms_once(client, false).await {
         Ok(listing) => listing,
         Err(e) => return findings.missing("the cluster's VM listing", &e),
     };

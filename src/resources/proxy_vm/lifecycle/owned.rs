@@ -1,5 +1,5 @@
-//! The one handle through which update and delete touch a VM this resource instance owns,
-//! and through which a create's [`Hold`](super::steps::Hold) reads and writes.
+//! The one handle through which create, update and delete touch a VM this resource instance
+//! owns (a create holds it through its `Hold`, `create/hold.rs`).
 //!
 //! An [`OwnedVm`] knows the VMID, the node, and whose VM it must be (name, fleet, create
 //! token). Before each write it reads the config again and checks the mark; every config
@@ -16,28 +16,30 @@ use pve::wire::ByteSize;
 use pve::{Backoff, Client, ErrorKind, retry_idempotent, wait_out_locks};
 use tokio::time::Instant;
 
-use super::read::Expected;
-use super::{Step, StepError, failed, patient, wait};
+use super::error::{Step, StepError};
+use super::expected::Expected;
+use super::tasks::{patient, wait};
 use crate::ownership::{Mark, Phase};
 
 /// How often a conditional write is re-decided after PVE refused its digest before the
 /// operation gives up: someone else keeps changing the VM.
 pub(super) const CONDITIONAL_ATTEMPTS: u32 = 6;
 
-/// The digest of a config as read: the only way to make a [`Conditional`].
+/// The digest of a config as read: the only way to make a [`Conditional`]. Only
+/// [`OwnedVm::read`] makes one, after it found the VM still this instance's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Digest(String);
 
 impl Digest {
     /// The digest PVE sent with `config`. A config without one cannot be written to: the
     /// write could not be made conditional.
-    pub(super) fn of(config: &VmConfig, vmid: u32) -> Step<Digest> {
+    fn of(config: &VmConfig, vmid: u32) -> Step<Digest> {
         match config.digest().filter(|d| !d.is_empty()) {
             Some(digest) => Ok(Digest(digest)),
-            None => failed(format!(
+            None => Err(StepError::Unworkable(format!(
                 "PVE sent the config of VM {vmid} without a digest, so no write to it could be \
                 made conditional; nothing was written"
-            )),
+            ))),
         }
     }
 
@@ -90,15 +92,12 @@ impl OwnedVm<'_> {
 
     /// The error for a VM that is no longer this instance's.
     pub(super) fn not_ours(&self, why: &str) -> StepError {
-        StepError::NotOurs(format!(
-            "VM {} on {} is no longer this state's `{}` ({why}). Nothing was written to it. If the \
-            VM was deleted and another configuration made one at its VMID, run `terraform plan` (a \
-            refresh drops the VM from this state and plans a new one); if this configuration \
-            should own that VM, import it.",
-            self.vmid,
-            self.node,
-            self.name(),
-        ))
+        StepError::NotOurs {
+            vmid: self.vmid,
+            node: self.node.clone(),
+            name: self.name().to_owned(),
+            why: why.to_owned(),
+        }
     }
 
     /// The config, read now; [`StepError::NotOurs`] unless the mark is this instance's.
@@ -139,7 +138,7 @@ impl OwnedVm<'_> {
             self.qemu().update_config_async(&change.0)
         })
         .await?;
-        wait(self.client, &upid).await?;
+        wait(self.client, &upid, self.deadline).await?;
         Ok(())
     }
 
@@ -149,7 +148,7 @@ impl OwnedVm<'_> {
             self.qemu().resize_if_unchanged(disk, size, digest.as_str())
         })
         .await?;
-        wait(self.client, &upid).await?;
+        wait(self.client, &upid, self.deadline).await?;
         Ok(())
     }
 
@@ -181,11 +180,10 @@ impl OwnedVm<'_> {
                 other => return other,
             }
         }
-        failed(format!(
-            "the config of VM {} kept changing while this apply tried to {what}; something else is \
-            editing the VM",
-            self.vmid
-        ))
+        Err(StepError::KeptChanging {
+            vmid: self.vmid,
+            what: what.to_owned(),
+        })
     }
 
     /// A destroy's first write: the mark says `deleting`, so no create adopts the VM while
@@ -257,7 +255,7 @@ impl OwnedVm<'_> {
             match self.read().await {
                 Ok(_) => {}
                 // Gone meanwhile (an earlier destroy task finished): done.
-                Err(StepError::NotOurs(_)) if self.is_gone().await? => return Ok(()),
+                Err(StepError::NotOurs { .. }) if self.is_gone().await? => return Ok(()),
                 Err(e) => return Err(e),
             }
             let qemu = self.qemu();
@@ -279,7 +277,7 @@ impl OwnedVm<'_> {
             )
             .await;
             match sent {
-                Ok(Some(upid)) => tolerate_gone(wait(self.client, &upid).await),
+                Ok(Some(upid)) => tolerate_gone(wait(self.client, &upid, self.deadline).await),
                 Ok(None) => Ok(()),
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(e.into()),
@@ -312,28 +310,34 @@ mod tests {
         let without = config(serde_json::json!({"cores": 1}));
         assert!(matches!(
             Digest::of(&without, 101),
-            Err(StepError::Failed(text)) if text.contains("without a digest")
+            Err(StepError::Unworkable(text)) if text.contains("without a digest")
         ));
         let empty = config(serde_json::json!({"cores": 1, "digest": ""}));
         assert!(Digest::of(&empty, 101).is_err());
     }
 
-    /// The lifecycle's modules, apart from this one: none may send a config write or a
-    /// resize itself, so every one goes through `OwnedVm` with a `Conditional`.
+    /// Every lifecycle module but this one: none may send a config write or a resize
+    /// itself, so every one goes through `OwnedVm` with a `Conditional` (a `Digest` exists
+    /// only from `OwnedVm::read`; this catches a module that bypasses the handle).
     #[test]
     fn no_lifecycle_module_writes_a_config_but_through_the_handle() {
-        let modules = [
-            ("create.rs", include_str!("create.rs")),
-            ("delete.rs", include_str!("delete.rs")),
-            ("mod.rs", include_str!("mod.rs")),
-            ("placement.rs", include_str!("placement.rs")),
-            ("prechecks.rs", include_str!("prechecks.rs")),
-            ("read.rs", include_str!("read.rs")),
-            ("slot.rs", include_str!("slot.rs")),
-            ("steps.rs", include_str!("steps.rs")),
-            ("update.rs", include_str!("update.rs")),
-        ];
-        for (file, text) in modules {
+        fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    files(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/resources/proxy_vm/lifecycle");
+        let mut modules = Vec::new();
+        files(&dir, &mut modules);
+        assert!(modules.len() > 10, "the lifecycle's modules were found");
+        for file in modules.iter().filter(|f| !f.ends_with("owned.rs")) {
+            let text = std::fs::read_to_string(file).unwrap();
             for call in [
                 ".update_config(",
                 ".update_config_async(",
@@ -342,7 +346,8 @@ mod tests {
             ] {
                 assert!(
                     !text.contains(call),
-                    "{file} calls {call} directly: send it through OwnedVm"
+                    "{} calls {call} directly: send it through OwnedVm",
+                    file.display()
                 );
             }
         }

@@ -3,7 +3,7 @@
 
 use pve::{Client, RetryPolicy, retry_idempotent};
 
-use super::{Step, StepError, failed};
+use super::error::{Step, StepError, unworkable};
 
 /// A template found in the cluster.
 #[derive(Debug, Clone)]
@@ -162,12 +162,12 @@ pub(super) async fn resolve_template(
     template: &str,
     node: &str,
 ) -> Step<Template> {
-    let vm = choose_template(listing, template, node).map_err(StepError::Failed)?;
+    let vm = choose_template(listing, template, node).map_err(StepError::Unworkable)?;
     let config = retry_idempotent(&RetryPolicy::default(), || {
         client.node(&vm.node).qemu(vm.vmid).config()
     })
     .await?;
-    judge_template(vm, &config, template).map_err(StepError::Failed)
+    judge_template(vm, &config, template).map_err(StepError::Unworkable)
 }
 
 /// A clone cannot be smaller than its template (PVE cannot shrink disks): refused before
@@ -200,13 +200,13 @@ pub(super) async fn check_seed_storage(client: &Client, node: &str, storage: &st
     })
     .await?;
     if !info.enabled || !info.active {
-        return failed(format!(
+        return unworkable(format!(
             "the seed storage `{storage}` is not active on node {node}. Enable it there, or choose \
             another with `seed_storage`."
         ));
     }
     if !info.accepts("iso") {
-        return failed(format!(
+        return unworkable(format!(
             "the seed storage `{storage}` does not take ISO images (its content types: {}). Enable \
             ISO images on it in Datacenter → Storage, or choose another with `seed_storage`.",
             info.content

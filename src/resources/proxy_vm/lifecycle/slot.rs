@@ -9,7 +9,7 @@ use pve::{Backoff, Client, ErrorKind, RetryPolicy, retry_idempotent};
 use tokio::time::Instant;
 
 use super::super::model::Desired;
-use super::{Step, StepError, failed};
+use super::error::{Step, StepError, unworkable};
 use crate::context::Configured;
 use crate::ownership::{self, Ownership, Phase};
 
@@ -19,7 +19,13 @@ use crate::ownership::{self, Ownership, Phase};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Slot {
     Fresh(u32),
-    Adopt(u32, String, Option<String>),
+    Adopt {
+        vmid: u32,
+        node: String,
+        /// The create token of this directory's finished create that Terraform never
+        /// stored, which the resumed create takes over.
+        resumed_token: Option<String>,
+    },
 }
 
 /// Holds a VMID reservation for as long as a create uses it.
@@ -67,7 +73,7 @@ pub(super) async fn config_after_clone(
             Err(e) => return Err(e.into()),
         }
         if !polls.pause().await {
-            return failed(format!(
+            return unworkable(format!(
                 "VM {vmid} on {node} stayed locked by a clone until the timeout"
             ));
         }
@@ -77,22 +83,12 @@ pub(super) async fn config_after_clone(
 /// The error for a finished VM of ours with this name: it belongs to another state (or to
 /// one that was lost), so it is never taken over; the message says how to import it.
 pub(super) fn already_made(vmid: u32, node: &str, desired: &Desired) -> StepError {
-    let fleet = if desired.fleet.is_empty() {
-        String::new()
-    } else {
-        format!(" in fleet `{}`", desired.fleet)
-    };
-    StepError::AlreadyMade(format!(
-        "a proxy VM named `{name}`{fleet} already exists: VM {vmid} on node {node}, finished by \
-        another Terraform state (another working directory, workspace or team) or by an earlier \
-        run whose state was lost. It is never taken over, and nothing was changed.\n\nTo manage \
-        that VM from this configuration, import it (ADDRESS is this resource's address, e.g. \
-        proxmox_proxy_vm.edge[0]):\n  terraform import 'ADDRESS' {node}/{vmid}\nor with an import \
-        block:\n  import {{\n    to = ADDRESS\n    id = \"{node}/{vmid}\"\n  }}\nOtherwise choose \
-        another `name`, or give each configuration its own provider `fleet` (e.g. fleet = \
-        terraform.workspace).",
-        name = desired.name,
-    ))
+    StepError::AlreadyMade {
+        vmid,
+        node: node.to_owned(),
+        name: desired.name.clone(),
+        fleet: desired.fleet.clone(),
+    }
 }
 
 /// Whether nothing is at `vmid`, asked of PVE for that one VMID (`GET /cluster/nextid?vmid=N`),
@@ -126,7 +122,7 @@ pub(super) async fn choose_slot<'a>(
     for vmid in candidates {
         if !runtime.reserve_vmid(vmid) {
             if desired.vmid.is_some() {
-                return failed(format!(
+                return unworkable(format!(
                     "VMID {vmid} is also being created by another resource in this run"
                 ));
             }
@@ -146,71 +142,97 @@ pub(super) async fn choose_slot<'a>(
             // It was a clone that failed and cleaned up: the VMID is free again.
             return Ok((Slot::Fresh(vmid), reservation));
         };
-        match ownership::classify(
-            config.description().as_deref(),
-            &desired.name,
-            &desired.fleet,
-        ) {
-            Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {
-                tracing::info!(vmid, %node, name = %desired.name, "resuming an unfinished create \
-                    of this name");
-                return Ok((Slot::Adopt(vmid, node, None), reservation));
-            }
-            // Its owner's destroy has begun: never adopted, and not shadowed by a second VM
-            // of the name while it is still there.
-            Ownership::OursForThisName(mark) if mark.phase == Phase::Deleting => {
-                return failed(format!(
-                    "VM {vmid} on {node}, named `{}`, is being destroyed by the state that owns \
-                    it; nothing was changed. Apply again once that destroy has finished.",
-                    desired.name
-                ));
-            }
-            Ownership::OursForThisName(mark) => {
-                let journal = &configured.journal;
-                let (fleet, name) = (&desired.fleet, &desired.name);
-                match mark.create_token {
-                    // This directory's create that finished after Terraform last heard of
-                    // it (killed before it stored the VM): resumed, not refused.
-                    Some(token) if journal.is_unconfirmed(fleet, name, &token) => {
-                        tracing::info!(vmid, %node, %name, "resuming this working directory's \
-                            finished create that Terraform never stored");
-                        return Ok((Slot::Adopt(vmid, node, Some(token)), reservation));
-                    }
-                    // The VM a plan of this directory replaces (create_before_destroy): the
-                    // replacement is made beside it, on the next VMID of the name.
-                    Some(token)
-                        if desired.vmid.is_none() && journal.is_replaced(fleet, name, &token) =>
-                    {
-                        tracing::info!(vmid, %node, %name, "the VM this create replaces; creating \
-                            beside it");
-                    }
-                    _ => return Err(already_made(vmid, &node, desired)),
-                }
-            }
-            other => {
-                if desired.vmid.is_some() {
-                    let whose = match other {
-                        Ownership::OursForAnother(mark) => {
-                            format!("the proxy VM {}", ownership::describe_owner(&mark))
-                        }
-                        _ => "a VM not managed by this provider".to_owned(),
-                    };
-                    return failed(format!(
-                        "VMID {vmid} is taken by {whose}; it is never modified. Choose another \
-                        `vmid`, or leave it unset to derive one."
-                    ));
-                }
-                tracing::debug!(
-                    vmid,
-                    "VMID taken by a VM that is not this resource's; probing on"
-                );
-            }
+        if let Some(slot) = judge_taken(configured, desired, vmid, node, &config)? {
+            return Ok((slot, reservation));
         }
     }
-    Err(StepError::NoFreeVmid(format!(
-        "no free VMID left in the provider's range {} for `{}`",
-        configured.vmid_range, desired.name
-    )))
+    Err(StepError::NoFreeVmid {
+        range: configured.vmid_range.to_string(),
+        name: desired.name.clone(),
+    })
+}
+
+/// Whose the taken VMID's VM is, for this create: an unfinished create of this name to
+/// resume, this directory's finished create Terraform never stored, the VM a
+/// `create_before_destroy` plan of this directory replaces (`None`: probe on beside it), a
+/// VM of another name or foreign (`None`: probe on, or refused for an explicit `vmid`), or
+/// a finished VM of this name (refused: another state's).
+fn judge_taken(
+    configured: &Configured,
+    desired: &Desired,
+    vmid: u32,
+    node: String,
+    config: &VmConfig,
+) -> Step<Option<Slot>> {
+    match ownership::classify(
+        config.description().as_deref(),
+        &desired.name,
+        &desired.fleet,
+    ) {
+        Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {
+            tracing::info!(vmid, %node, name = %desired.name, "resuming an unfinished create \
+                of this name");
+            return Ok(Some(Slot::Adopt {
+                vmid,
+                node,
+                resumed_token: None,
+            }));
+        }
+        // Its owner's destroy has begun: never adopted, and not shadowed by a second VM
+        // of the name while it is still there.
+        Ownership::OursForThisName(mark) if mark.phase == Phase::Deleting => {
+            return Err(StepError::BeingDestroyed {
+                vmid,
+                node,
+                name: desired.name.clone(),
+            });
+        }
+        Ownership::OursForThisName(mark) => {
+            let journal = &configured.journal;
+            let (fleet, name) = (&desired.fleet, &desired.name);
+            match mark.create_token {
+                // This directory's create that finished after Terraform last heard of
+                // it (killed before it stored the VM): resumed, not refused.
+                Some(token) if journal.is_unconfirmed(fleet, name, &token) => {
+                    tracing::info!(vmid, %node, %name, "resuming this working directory's \
+                        finished create that Terraform never stored");
+                    return Ok(Some(Slot::Adopt {
+                        vmid,
+                        node,
+                        resumed_token: Some(token),
+                    }));
+                }
+                // The VM a plan of this directory replaces (create_before_destroy): the
+                // replacement is made beside it, on the next VMID of the name.
+                Some(token)
+                    if desired.vmid.is_none() && journal.is_replaced(fleet, name, &token) =>
+                {
+                    tracing::info!(vmid, %node, %name, "the VM this create replaces; creating \
+                        beside it");
+                }
+                _ => return Err(already_made(vmid, &node, desired)),
+            }
+        }
+        other => {
+            if desired.vmid.is_some() {
+                let whose = match other {
+                    Ownership::OursForAnother(mark) => {
+                        format!("the proxy VM {}", ownership::describe_owner(&mark))
+                    }
+                    _ => "a VM not managed by this provider".to_owned(),
+                };
+                return unworkable(format!(
+                    "VMID {vmid} is taken by {whose}; it is never modified. Choose another \
+                    `vmid`, or leave it unset to derive one."
+                ));
+            }
+            tracing::debug!(
+                vmid,
+                "VMID taken by a VM that is not this resource's; probing on"
+            );
+        }
+    }
+    Ok(None)
 }
 
 /// The VMIDs a create tries, in order: the configured one, or the name's probe sequence in

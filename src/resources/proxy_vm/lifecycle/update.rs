@@ -3,15 +3,18 @@
 //! instance's (replaced at its VMID by another state's) is never written to.
 
 use pve::qemu::GuestInterface;
+use pve::retry_idempotent;
 use tokio::time::Instant;
 
 use super::super::model::Desired;
-use pve::retry_idempotent;
-
+use super::configure::write_config;
+use super::disk::grow_disk;
+use super::error::Step;
+use super::expected::Expected;
 use super::owned::OwnedVm;
-use super::read::Expected;
-use super::steps::{ensure_power, grow_disk, reboot, wait_for_address, write_config_if_still_ours};
-use super::{Step, patient};
+use super::power::{ensure_power, reboot};
+use super::ready::wait_for_address;
+use super::tasks::patient;
 use crate::context::Configured;
 
 /// What an update did that the caller reports.
@@ -44,7 +47,7 @@ pub async fn update(
     };
     // Checked before anything else, so a VM that is not ours is not even read for status.
     vm.read().await?;
-    write_config_if_still_ours(&vm, desired).await?;
+    write_config(&vm, desired, None, false).await?;
     if disk_changed {
         grow_disk(&vm, desired.disk_gib).await?;
     }

@@ -1,0 +1,114 @@
+//! The configure phase of create and update: cores, memory, agent, the seed as `ide2`, tags,
+//! net0's bridge and VLAN (keeping its MAC), and during a create the mark; one write,
+//! conditional on the digest of the read it was decided from.
+
+use pve::qemu::{ConfigUpdate, VmConfig};
+use pve::wire::CdromDrive;
+
+use super::super::model::Desired;
+use super::error::{Step, StepError, unworkable};
+use super::marks::creating_mark;
+use super::owned::{Conditional, OwnedVm};
+use crate::ownership;
+
+/// Writes what differs from the desired config, conditionally: a concurrent edit (in the UI,
+/// another create) makes PVE refuse the digest, and the write is decided again from a fresh
+/// read. `seed_volume` and `creating` are a create's: the seed to attach, and this attempt's
+/// mark.
+pub(super) async fn write_config(
+    vm: &OwnedVm<'_>,
+    desired: &Desired,
+    seed_volume: Option<&str>,
+    creating: bool,
+) -> Step<()> {
+    vm.conditional("write the config", |seen| async move {
+        let update = config_update(&seen.config, desired, seed_volume, creating)?;
+        if update.is_empty() {
+            return Ok(());
+        }
+        vm.write_task(&Conditional::new(update, &seen.digest)).await
+    })
+    .await
+}
+
+/// The tags as PVE normalises them, as one string.
+pub(super) fn current_tags(config: &VmConfig) -> String {
+    ownership::normalise_tags(config.tags().iter().map(String::as_str)).join(";")
+}
+
+/// The tags the VM should carry: the desired user tags (or, unset, the ones it has) and the
+/// fleet's tags.
+pub(super) fn tags_to_write(config: &VmConfig, desired: &Desired) -> String {
+    let user = match &desired.tags {
+        Some(tags) => ownership::normalise_tags(tags.iter().map(String::as_str)),
+        None => ownership::user_tags(&config.tags().join(";")),
+    };
+    ownership::tags_to_write(&user, &desired.fleet)
+}
+
+/// What to change so the VM has the desired cores, memory, agent, seed as `ide2`, tags and
+/// net0 bridge/VLAN (keeping its MAC). Only keys whose value differs are included.
+fn config_update(
+    current: &VmConfig,
+    desired: &Desired,
+    seed_volume: Option<&str>,
+    creating: bool,
+) -> Step<ConfigUpdate> {
+    let mut update = ConfigUpdate::new();
+    if let Some(cores) = desired.cores.filter(|c| *c != current.cores()) {
+        update = update.cores(cores);
+    }
+    if let Some(memory) = desired.memory_mib.filter(|m| *m != current.memory_mib()) {
+        update = update.memory_mib(memory);
+    }
+    if !current.agent_enabled() {
+        update = update.agent(true);
+    }
+    if let Some(volume) = seed_volume {
+        let (storage, file) = volume
+            .split_once(":iso/")
+            .ok_or_else(|| StepError::Unworkable(format!("unexpected seed volume `{volume}`")))?;
+        let wanted = CdromDrive::iso(storage, file);
+        let attached = current.cdrom("ide2").and_then(Result::ok);
+        if attached.as_ref().map(|d| &d.volume) != Some(&wanted.volume) {
+            update = update.cdrom("ide2", &wanted);
+        }
+    }
+    let tags = tags_to_write(current, desired);
+    if current_tags(current) != tags {
+        update = update.set("tags", tags);
+    }
+    if creating {
+        let description = creating_mark(desired).render();
+        if current.description().as_deref().map(str::trim_end) != Some(description.as_str()) {
+            update = update.description(&description);
+        }
+    }
+    if desired.bridge.is_some() || desired.vlan_tag.is_some() {
+        update = net_update(current, desired, update)?;
+    }
+    Ok(update)
+}
+
+/// net0 on the desired bridge and VLAN; the MAC stays in the value sent, since without it
+/// PVE would make a new one.
+fn net_update(current: &VmConfig, desired: &Desired, update: ConfigUpdate) -> Step<ConfigUpdate> {
+    match current.net(0) {
+        Some(Ok(mut net)) => {
+            let before = net.clone();
+            if let Some(bridge) = &desired.bridge {
+                net.bridge = Some(bridge.clone());
+            }
+            if let Some(tag) = desired.vlan_tag {
+                net.tag = Some(tag);
+            }
+            Ok(if net != before {
+                update.net(0, &net)
+            } else {
+                update
+            })
+        }
+        Some(Err(e)) => unworkable(format!("the VM's net0 cannot be read: {e}")),
+        None => unworkable("the template has no net0 network interface to put on a bridge or VLAN"),
+    }
+}

@@ -1,0 +1,165 @@
+//! The clone phase of a create: the template full-cloned onto the slot's VMID with this
+//! attempt's mark in the clone call itself, choosing again when another process took the
+//! VMID meanwhile; a lost answer is checked before anything is sent again, so a clone never
+//! happens twice. An adopted slot (an unfinished create resumed) is followed to where its
+//! clone ended.
+
+use std::time::Duration;
+
+use pve::qemu::CloneRequest;
+use pve::{Backoff, Client, ErrorKind, retry_idempotent, wait_out_locks};
+use tokio::time::Instant;
+
+use super::super::super::model::Desired;
+use super::super::ProgressCell;
+use super::super::error::{Step, StepError};
+use super::super::marks::creating_mark;
+use super::super::prechecks::Template;
+use super::super::slot::{Reservation, Slot, choose_slot, config_after_clone};
+use super::super::tasks::{patient, wait};
+use crate::context::Configured;
+
+/// How many times (250 ms apart) a clone whose answer was lost is looked for before it is
+/// sent again: PVE's worker creates the new VMID moments after the answer.
+const CLONE_WINDOW_LOOKS: u32 = 16;
+
+/// How often a fresh VMID taken by another process between our look and our clone is
+/// chosen again before the create gives up.
+const CHOICES: u32 = 5;
+
+/// The VM a create works on from here: where it is, the reservation of its VMID, and the
+/// create token of a finished create of this directory it resumes (see `slot`).
+pub(super) struct Cloned<'a> {
+    pub vmid: u32,
+    pub node: String,
+    pub resumed_token: Option<String>,
+    pub reservation: Reservation<'a>,
+}
+
+/// Chooses the slot and clones onto it (or adopts what is there), then follows the VM to
+/// where its clone ended.
+pub(super) async fn clone_into_slot<'a>(
+    configured: &'a Configured,
+    desired: &Desired,
+    template: &Template,
+    listing: &[pve::cluster::ClusterVm],
+    progress: &ProgressCell,
+    deadline: Instant,
+) -> Step<Cloned<'a>> {
+    let client = &configured.client;
+    let (mut slot, mut reservation) = choose_slot(configured, desired, listing, deadline).await?;
+    // The clone's worker may meet a lock on the template (a backup started meanwhile): it is
+    // waited out on one schedule for the whole create.
+    let mut template_locks = Backoff::for_locks(deadline);
+    let mut cloned_here = false;
+    let mut choices = 1;
+    while let Slot::Fresh(vmid) = slot {
+        progress.update(|p| p.vm = Some((vmid, desired.node.clone())));
+        let source = (template.node.as_str(), template.vmid);
+        let cloned = wait_out_locks(&mut template_locks, || {
+            clone_vm(client, source, vmid, desired, deadline)
+        })
+        .await;
+        match cloned {
+            Ok(waited) => {
+                slot = Slot::Adopt {
+                    vmid,
+                    node: desired.node.clone(),
+                    resumed_token: None,
+                };
+                cloned_here = waited;
+            }
+            // Another process took the fresh VMID between our look and our clone.
+            Err(StepError::Pve(e)) if e.kind() == ErrorKind::AlreadyExists && choices < CHOICES => {
+                tracing::info!(vmid, "VMID taken meanwhile; choosing again");
+                progress.update(|p| p.vm = None);
+                choices += 1;
+                // Our own claim on the VMID must not make us skip it: it may be ours now.
+                drop(reservation);
+                (slot, reservation) = choose_slot(configured, desired, listing, deadline).await?;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    let Slot::Adopt {
+        vmid,
+        node,
+        resumed_token,
+    } = slot
+    else {
+        unreachable!("the loop leaves only adopted slots")
+    };
+    progress.update(|p| p.vm = Some((vmid, node.clone())));
+    configured.runtime.forget_listing().await;
+    // An adopted clone may still be running, and may end on another node: follow it. Our
+    // own clone, waited for, ended on our node.
+    let node = if cloned_here {
+        node
+    } else {
+        match config_after_clone(client, &node, vmid, deadline).await? {
+            Some((node, _)) => node,
+            None => {
+                progress.update(|p| p.vm = None);
+                return Err(StepError::Unworkable(format!(
+                    "VM {vmid} vanished right after its clone"
+                )));
+            }
+        }
+    };
+    progress.update(|p| p.vm = Some((vmid, node.clone())));
+    Ok(Cloned {
+        vmid,
+        node,
+        resumed_token,
+        reservation,
+    })
+}
+
+/// Clones the template onto `vmid` with the mark of this create attempt, waiting out the task
+/// and a lock on the template. A lost or unexplained answer is checked against the cluster
+/// before anything is sent again, so a clone never happens twice. True when this call's own
+/// clone task ended well (the VM is then on `desired.node`, unlocked); false when a lost
+/// answer's clone was found, whose end nobody waited for.
+async fn clone_vm(
+    client: &Client,
+    template: (&str, u32),
+    vmid: u32,
+    desired: &Desired,
+    deadline: Instant,
+) -> Step<bool> {
+    let mut request = CloneRequest::full(vmid);
+    request.name = Some(desired.name.clone());
+    request.description = Some(creating_mark(desired).render());
+    request.target = (template.0 != desired.node).then(|| desired.node.clone());
+    request.storage = desired.clone_storage.clone();
+    request.pool = desired.pool.clone();
+    let source = client.node(template.0).qemu(template.1);
+    let dispatched = pve::retry_with_check(
+        &patient(deadline),
+        || async { source.clone_to(&request).await.map(Some) },
+        || async {
+            // Did the lost request start a clone? Then the VMID exists now, or within PVE's
+            // window: it answers with the UPID before the worker writes the new VMID's
+            // temporary config. Look a while before deciding it did not happen.
+            // Each look is retried on its own: one failed look must not fail the create.
+            for _ in 0..CLONE_WINDOW_LOOKS {
+                let found =
+                    retry_idempotent(&patient(deadline), || client.cluster().locate_vm(vmid))
+                        .await?;
+                if found.is_some() {
+                    return Ok(Some(None));
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Ok(None)
+        },
+    )
+    .await?;
+    match dispatched {
+        Some(upid) => {
+            wait(client, &upid, deadline).await?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}

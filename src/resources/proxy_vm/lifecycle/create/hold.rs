@@ -1,0 +1,155 @@
+//! A create attempt's hold on its VM: the [`OwnedVm`] of this attempt's token, whose "not
+//! ours" means another create took the VM over, and the claim that makes an adopted VM this
+//! attempt's.
+//!
+//! When two creates resume the same unfinished VM, both may claim it, and the later claim
+//! takes it: a claim replaces whatever token the mark holds, as an interrupted create's and
+//! a running one's look alike. The create whose token was replaced stops with
+//! [`StepError::TakenOver`] at its next write, whose read shows a token not its own; a claim
+//! sent between another's read and write makes PVE refuse that one's digest, and its next
+//! read stops it the same way. The create that stops may have uploaded its seed already; that
+//! cannot harm the other: each attempt uploads to a file named for its own token, and a
+//! create that stops this way deletes the file it uploaded.
+
+use pve::qemu::ConfigUpdate;
+use pve::{Client, ErrorKind};
+use tokio::time::Instant;
+
+use super::super::super::model::Desired;
+use super::super::configure::{current_tags, tags_to_write};
+use super::super::error::{Step, StepError};
+use super::super::expected::{Expected, ExpectedToken};
+use super::super::marks::creating_mark;
+use super::super::owned::{CONDITIONAL_ATTEMPTS, Conditional, OwnedVm};
+use crate::ownership::Phase;
+
+/// See the module doc.
+pub(super) struct Hold<'a> {
+    pub vm: OwnedVm<'a>,
+    pub desired: &'a Desired,
+}
+
+impl<'a> Hold<'a> {
+    pub fn new(
+        client: &'a Client,
+        node: &str,
+        vmid: u32,
+        desired: &'a Desired,
+        deadline: Instant,
+    ) -> Self {
+        Hold {
+            vm: OwnedVm {
+                client,
+                node: node.to_owned(),
+                vmid,
+                expected: Expected {
+                    name: Some(&desired.name),
+                    fleet: &desired.fleet,
+                    token: ExpectedToken::Is {
+                        token: &desired.create_token,
+                        proof: None,
+                    },
+                },
+                deadline,
+            },
+            desired,
+        }
+    }
+
+    fn taken_over(&self) -> StepError {
+        // The other create's token is not named: tokens stay out of messages and logs.
+        StepError::TakenOver {
+            vmid: self.vm.vmid,
+            node: self.vm.node.clone(),
+            name: self.desired.name.clone(),
+        }
+    }
+
+    /// For a create, a VM that is not this attempt's any more was taken over.
+    pub fn unless_taken_over<T>(&self, step: Step<T>) -> Step<T> {
+        match step {
+            Err(StepError::NotOurs { .. }) => Err(self.taken_over()),
+            other => other,
+        }
+    }
+
+    /// Makes the VM this create's: our token in the mark (replacing whatever token it holds:
+    /// an interrupted create's, or a concurrent create's that claimed before our read, which
+    /// then stops at its next write) and our tags, in one write conditional on the digest
+    /// read. True when it replaced an earlier attempt's token. Stops with
+    /// [`StepError::TakenOver`] when the VM is not an unfinished create of this name any more
+    /// (another create finished it, or the mark is gone), and when another create's claim
+    /// lands between our read and our write: PVE refuses our digest, and the next read shows
+    /// their token.
+    pub async fn claim(&self) -> Step<bool> {
+        // Any token of this name and fleet: the claim is what replaces it.
+        let any_attempt = OwnedVm {
+            expected: Expected {
+                token: ExpectedToken::Any,
+                ..self.vm.expected
+            },
+            node: self.vm.node.clone(),
+            ..self.vm
+        };
+        let mut seen_token: Option<Option<String>> = None;
+        for _ in 0..CONDITIONAL_ATTEMPTS {
+            let seen = self.unless_taken_over(any_attempt.read().await)?;
+            let mark = &seen.mark;
+            let ours = mark.create_token.as_deref() == Some(&self.desired.create_token);
+            // Another create finished it (or a destroy is removing it) since the slot was
+            // chosen: it is theirs.
+            if mark.phase != Phase::Creating && !ours {
+                return Err(self.taken_over());
+            }
+            // A token that changed since our last look is a concurrent claim that won.
+            if seen_token
+                .as_ref()
+                .is_some_and(|seen| *seen != mark.create_token)
+                && !ours
+            {
+                return Err(self.taken_over());
+            }
+            seen_token = Some(mark.create_token.clone());
+            let mut update = ConfigUpdate::new();
+            if !ours {
+                tracing::info!(vmid = self.vm.vmid, "taking over an interrupted create");
+                update = update.description(&creating_mark(self.desired).render());
+            }
+            let tags = tags_to_write(&seen.config, self.desired);
+            if current_tags(&seen.config) != tags {
+                update = update.set("tags", tags);
+            }
+            if update.is_empty() {
+                return Ok(false);
+            }
+            match any_attempt
+                .write(&Conditional::new(update, &seen.digest))
+                .await
+            {
+                Ok(()) => return Ok(!ours),
+                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StepError::KeptChanging {
+            vmid: self.vm.vmid,
+            what: "resume this create".to_owned(),
+        })
+    }
+
+    /// The create's very last step: the mark says `done`, so no other create adopts the VM.
+    pub async fn finish(&self) -> Step<()> {
+        let finished = self
+            .vm
+            .conditional("mark the create finished", |seen| async move {
+                let done = creating_mark(self.desired).with_phase(Phase::Done).render();
+                if seen.config.description().as_deref().map(str::trim_end) == Some(done.as_str()) {
+                    return Ok(());
+                }
+                let change = Conditional::new(ConfigUpdate::new().description(&done), &seen.digest);
+                self.vm.write(&change).await
+            })
+            .await;
+        self.unless_taken_over(finished)
+    }
+}

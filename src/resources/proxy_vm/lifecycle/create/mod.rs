@@ -1,0 +1,124 @@
+//! Create, read top-down as its phases: place (node, seed storage, template), slot and clone
+//! (`clone`), claim (`hold`), seed, configure, grow, boot, ready, finish; resuming whatever
+//! an earlier run of this name left unfinished. What it made so far is recorded in the
+//! [`ProgressCell`] before each phase sends anything, so a create cut short anywhere still
+//! leaves a state that names the VM and its seed.
+
+mod clone;
+mod hold;
+mod place;
+mod seed;
+
+use pve::qemu::GuestInterface;
+use tokio::time::Instant;
+
+use super::super::model::{Desired, Observed};
+use super::ProgressCell;
+use super::configure::write_config;
+use super::disk::grow_disk;
+use super::error::{Step, StepError};
+use super::observe::observe_with;
+use super::power::ensure_power;
+use super::prechecks::check_disk_size;
+use super::ready::wait_for_address;
+use crate::context::Configured;
+use hold::Hold;
+
+/// See the module doc.
+pub async fn create(
+    configured: &Configured,
+    desired: &Desired,
+    progress: &ProgressCell,
+) -> Step<Observed> {
+    let deadline = Instant::now() + desired.timeouts.create;
+    let client = &configured.client;
+    let runtime = &configured.runtime;
+    let _name_guard = runtime
+        .lock_name(&format!("{}/{}", desired.fleet, desired.name))
+        .await;
+    // One listing per process serves placement and every create's template lookup
+    // (templates do not move during an apply; placement adds this process's own creates).
+    // VMIDs are probed one by one, so no create lists the whole cluster.
+    let listing = runtime.cluster_vms_once(client, false).await?;
+    let (placed, placement) = place::place(configured, desired, &listing).await?;
+    let desired = &placed;
+    let template = place::checked_template(configured, desired, &listing).await?;
+    check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Unworkable)?;
+    let cloned =
+        clone::clone_into_slot(configured, desired, &template, &listing, progress, deadline)
+            .await?;
+    let (vmid, node) = (cloned.vmid, cloned.node.as_str());
+    if let Some(index) = placement {
+        runtime.placed_as(index, vmid);
+    }
+    // Resuming this directory's own finished create: its token, so its mark stays valid.
+    let resumed;
+    let desired = match cloned.resumed_token.clone() {
+        Some(create_token) => {
+            resumed = Desired {
+                create_token,
+                ..desired.clone()
+            };
+            &resumed
+        }
+        None => desired,
+    };
+    let hold = Hold::new(client, node, vmid, desired, deadline);
+    // The first config write makes the VM this attempt's (and tags it, so listings show it).
+    hold.claim().await?;
+    let (seed_volume, seed_bytes) = seed::build_seed(desired, node, vmid)?;
+    progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
+    let provisioned = provision(&hold, &seed_volume, seed_bytes).await;
+    let reported = match provisioned {
+        Ok(reported) => reported,
+        Err(error) => {
+            if error.is_not_ours() {
+                // The VM is another create's, and no state will name our seed: this attempt
+                // removes the file it uploaded (its own name: nobody else's VM boots it).
+                seed::remove_seed(client, node, &seed_volume, deadline).await;
+            }
+            return Err(error);
+        }
+    };
+    drop(cloned.reservation);
+    match observe_with(client, node, vmid, desired.pool.clone(), reported).await? {
+        Some(observed) => Ok(observed),
+        None => Err(StepError::Unworkable(format!(
+            "VM {vmid} vanished right after it was created"
+        ))),
+    }
+}
+
+/// The phases after the claim, on the held VM: seed, configure, grow, boot, ready, finish;
+/// then the seeds of earlier attempts at this VM slot go. The agent's interfaces when the
+/// create waited for them.
+async fn provision(
+    hold: &Hold<'_>,
+    seed_volume: &str,
+    seed_bytes: bytes::Bytes,
+) -> Step<Option<Vec<GuestInterface>>> {
+    let (vm, desired) = (&hold.vm, hold.desired);
+    seed::upload_seed(vm.client, &vm.node, seed_volume, seed_bytes, vm.deadline).await?;
+    hold.unless_taken_over(write_config(vm, desired, Some(seed_volume), true).await)?;
+    hold.unless_taken_over(grow_disk(vm, desired.disk_gib).await)?;
+    hold.unless_taken_over(ensure_power(vm, desired.started).await)?;
+    let reported = if desired.started && desired.wait_for_address {
+        Some(wait_for_address(vm.client, &vm.node, vm.vmid, vm.deadline).await?)
+    } else {
+        None
+    };
+    hold.finish().await?;
+    // Finished, so no other create can take the VM any more: a seed an earlier attempt
+    // at this VM slot uploaded (an interrupted create this one resumed, a VM deleted by
+    // hand and made again) is nobody's now.
+    seed::remove_earlier_seeds(
+        vm.client,
+        &vm.node,
+        vm.vmid,
+        desired,
+        seed_volume,
+        vm.deadline,
+    )
+    .await;
+    Ok(reported)
+}

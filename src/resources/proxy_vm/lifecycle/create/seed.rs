@@ -1,0 +1,98 @@
+//! The seed phase of a create: the NoCloud seed built (pure: the same input gives the same
+//! bytes) and uploaded to its own file, named for this create attempt's token; and the
+//! removal of seeds nobody boots (this attempt's, when the VM was taken over; earlier
+//! attempts' at this VM slot, once the VM is finished).
+
+use pve::storage::Upload;
+use pve::{Client, ErrorKind};
+use tokio::time::Instant;
+
+use super::super::super::model::Desired;
+use super::super::error::{Step, StepError};
+use super::super::tasks::{patient, run_task};
+
+/// The seed's volume id and bytes for this VM (pure: the same input gives the same bytes).
+pub(super) fn build_seed(desired: &Desired, node: &str, vmid: u32) -> Step<(String, bytes::Bytes)> {
+    let seed = desired
+        .seed(node, vmid)
+        .build()
+        .map_err(|e| StepError::Unworkable(format!("building the seed ISO failed: {e}")))?;
+    Ok((
+        format!("{}:iso/{}", desired.seed_storage, seed.file_name_suggestion),
+        bytes::Bytes::from(seed.bytes),
+    ))
+}
+
+/// Uploads the seed to its storage on the VM's node. Uploads overwrite, so repeating one is
+/// harmless.
+pub(super) async fn upload_seed(
+    client: &Client,
+    node: &str,
+    volume: &str,
+    bytes: bytes::Bytes,
+    deadline: Instant,
+) -> Step<()> {
+    let (storage, file) = volume
+        .split_once(":iso/")
+        .ok_or_else(|| StepError::Unworkable(format!("unexpected seed volume `{volume}`")))?;
+    let storage = client.node(node).storage(storage);
+    run_task(client, deadline, || {
+        storage.upload(Upload::iso(file, bytes.clone()))
+    })
+    .await?;
+    Ok(())
+}
+
+/// Deletes a seed file, logging (not failing) when it cannot: what is left is a file no VM
+/// uses, which a later destroy of its state or the test sweeper removes.
+pub(super) async fn remove_seed(client: &pve::Client, node: &str, volume: &str, deadline: Instant) {
+    let Some((storage, _)) = volume.split_once(':') else {
+        return;
+    };
+    let store = client.node(node).storage(storage);
+    match run_task(client, deadline, || store.delete_volume(volume)).await {
+        Ok(_) => tracing::info!(%volume, "deleted a seed no VM uses"),
+        Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(%volume, error = %e, "could not delete a seed no VM uses"),
+    }
+}
+
+/// Deletes the seeds earlier attempts uploaded for this VM slot (same name, node and VMID,
+/// another attempt's tag, or the per-VM name of releases before attempt tags), which no VM
+/// boots: the VM at the slot is this create's finished VM, booting `ours`.
+pub(super) async fn remove_earlier_seeds(
+    client: &pve::Client,
+    node: &str,
+    vmid: u32,
+    desired: &Desired,
+    ours: &str,
+    deadline: Instant,
+) {
+    let stem = format!(
+        "{}:iso/{}",
+        desired.seed_storage,
+        nocloud::file_name_stem(&desired.name, &format!("{node}/{vmid}"))
+    );
+    // Exactly `STEM.iso` or `STEM-XXXXXXXX.iso`: never another name's seed that happens to
+    // start like this one.
+    let earlier = |volid: &str| match volid
+        .strip_prefix(&stem)
+        .and_then(|rest| rest.strip_suffix(".iso"))
+    {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('-')
+            .is_some_and(|tag| tag.len() == 8 && tag.bytes().all(|b| b.is_ascii_hexdigit())),
+        None => false,
+    };
+    let store = client.node(node).storage(&desired.seed_storage);
+    let listed = pve::retry_idempotent(&patient(deadline), || store.content(Some("iso"))).await;
+    let Ok(items) = listed else {
+        return;
+    };
+    for item in items {
+        if earlier(&item.volid) && item.volid != ours {
+            remove_seed(client, node, &item.volid, deadline).await;
+        }
+    }
+}

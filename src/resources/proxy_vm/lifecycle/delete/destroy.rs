@@ -1,0 +1,69 @@
+//! The stop and destroy phases of a delete, on the owner's handle: a hard stop sent once,
+//! the destroy with purge, and the wait until PVE no longer knows the VM.
+
+use std::time::Duration;
+
+use pve::{Backoff, ErrorKind, retry_idempotent};
+
+use super::super::error::{Step, StepError, unworkable};
+use super::super::owned::{OwnedVm, tolerate_gone};
+use super::super::tasks::{patient, wait};
+
+/// Stops the VM hard when it runs (it is going away). A lost answer is checked first, so a
+/// stop is sent once; a VM gone meanwhile (an earlier destroy finished it) is stopped.
+pub(super) async fn stop(vm: &OwnedVm<'_>) -> Step<()> {
+    let qemu = vm.qemu();
+    match retry_idempotent(&patient(vm.deadline), || qemu.status()).await {
+        Ok(status) if status.is_running() => {
+            let sent = vm
+                .power_task(
+                    || qemu.stop(),
+                    || async { Ok(!qemu.status().await?.is_running()) },
+                )
+                .await;
+            if let Some(upid) = tolerate_gone_value(sent)? {
+                tolerate_gone(wait(vm.client, &upid, vm.deadline).await)?;
+            }
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn tolerate_gone_value<T>(outcome: Step<Option<T>>) -> Step<Option<T>> {
+    match outcome {
+        Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => Ok(None),
+        other => other,
+    }
+}
+
+/// An earlier destroy (a killed run's) may still be finishing: the VM is deleted once PVE
+/// no longer knows it. Asked of the VM itself, never of the whole cluster.
+pub(super) async fn wait_until_gone(vm: &OwnedVm<'_>) -> Step<()> {
+    let mut polls = Backoff::new(
+        Duration::from_millis(50),
+        Duration::from_secs(2),
+        vm.deadline,
+    );
+    loop {
+        let status = vm.qemu().status().await;
+        if matches!(&status, Err(e) if e.kind() == ErrorKind::NotFound) {
+            return Ok(());
+        }
+        // Any other answer, an error too, is looked at again while the deadline allows.
+        tracing::debug!(vmid = vm.vmid, "waiting for the VM's destroy to finish");
+        if polls.pause().await {
+            continue;
+        }
+        return match status {
+            Ok(_) => unworkable(format!(
+                "VM {} was still there when the delete timeout ran out; its destroy task may \
+                still be running. Run destroy again.",
+                vm.vmid
+            )),
+            Err(e) => Err(e.into()),
+        };
+    }
+}

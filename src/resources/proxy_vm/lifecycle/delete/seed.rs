@@ -1,0 +1,69 @@
+//! The seed phase of a delete: the state's recorded seed deleted when it is provably this
+//! state's and no VM that is not going boots it.
+
+use tokio::time::Instant;
+
+use super::super::error::Step;
+use super::super::expected::ExpectedToken;
+use super::super::owned::tolerate_gone;
+use super::super::tasks::run_task;
+use super::locate::AtVmid;
+
+/// The seed a state recorded: the node it was uploaded to and its volume id.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordedSeed<'a> {
+    pub node: &'a str,
+    pub volume: &'a str,
+}
+
+/// Deletes the recorded seed when [`seed_is_ours_to_delete`]; false when it was left.
+pub(super) async fn delete_seed(
+    client: &pve::Client,
+    seed: &RecordedSeed<'_>,
+    name: &str,
+    vmid: u32,
+    token: ExpectedToken<'_>,
+    at_vmid: &AtVmid,
+    deadline: Instant,
+) -> Step<bool> {
+    if !seed_is_ours_to_delete(seed, name, vmid, token, at_vmid) {
+        return Ok(false);
+    }
+    if let Some((storage, _)) = seed.volume.split_once(':') {
+        let store = client.node(seed.node).storage(storage);
+        tolerate_gone(run_task(client, deadline, || store.delete_volume(seed.volume)).await)?;
+    }
+    Ok(true)
+}
+
+/// Whether the state's recorded seed may be deleted: it must be this instance's (named for
+/// its create token, or, for a state from before tokens, the one seed name its VM had) and
+/// not be what the VM now at the VMID boots, unless that VM is ours and goes too. Only the
+/// VM at the state's VMID is asked: a seed named for our token is attached by our create
+/// alone.
+fn seed_is_ours_to_delete(
+    seed: &RecordedSeed<'_>,
+    name: &str,
+    vmid: u32,
+    token: ExpectedToken<'_>,
+    at_vmid: &AtVmid,
+) -> bool {
+    let Some((_, file)) = seed.volume.split_once(":iso/") else {
+        return false;
+    };
+    let named_for_us = match token {
+        ExpectedToken::Is { token, .. } => nocloud::file_belongs_to_attempt(file, token),
+        _ => false,
+    };
+    // Seeds from before attempt tags were named per VM (name, node, VMID).
+    let named_per_vm = file
+        == format!(
+            "{}.iso",
+            nocloud::file_name_stem(name, &format!("{}/{vmid}", seed.node))
+        );
+    match at_vmid {
+        AtVmid::Ours(_) => named_for_us || named_per_vm,
+        AtVmid::Gone => named_for_us || named_per_vm,
+        AtVmid::NotOurs { boots, .. } => named_for_us && boots.as_deref() != Some(seed.volume),
+    }
+}

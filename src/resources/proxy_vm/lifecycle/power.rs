@@ -1,0 +1,94 @@
+//! The boot phase of create and update: the VM started (or stopped) as wanted, and the one
+//! reboot that applies pending changes. Each power task is sent right after a check that the
+//! VM is still this instance's, and a lost answer is checked before anything is sent again.
+
+use pve::{Backoff, MaybeLocked, retry_idempotent, wait_out_locks};
+
+use super::error::Step;
+use super::owned::OwnedVm;
+use super::tasks::{patient, wait};
+
+/// Brings the power state to `running`; start only if stopped. Each start or shutdown is
+/// sent right after a check that the VM is still this instance's, and a lost answer is
+/// checked against the VM's status before the call is sent again.
+pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
+    let qemu = &vm.qemu();
+    let deadline = vm.deadline;
+    let vmid = vm.vmid;
+    // The worker met a lock (a backup): wait, then look again.
+    wait_out_locks(&mut Backoff::for_locks(deadline), || async move {
+        let status = retry_idempotent(&patient(deadline), || qemu.status()).await?;
+        if status.is_running() == running {
+            return Ok(());
+        }
+        let upid = if running {
+            vm.power_task(
+                || qemu.start(),
+                || async { Ok(qemu.status().await?.is_running()) },
+            )
+            .await?
+        } else {
+            // A clean shutdown first; PVE stops it hard after the timeout.
+            vm.power_task(
+                || qemu.shutdown(Some(60), true),
+                || async { Ok(!qemu.status().await?.is_running()) },
+            )
+            .await?
+        };
+        let Some(upid) = upid else { return Ok(()) };
+        match wait(vm.client, &upid, deadline).await {
+            Ok(_) => Ok(()),
+            Err(locked) if locked.lock().is_some() => Err(locked),
+            Err(error) => {
+                // Another task brought it there first (`VM … already running`): the state
+                // we want is what counts.
+                let now = retry_idempotent(&patient(deadline), || qemu.status()).await?;
+                if now.is_running() != running {
+                    return Err(error);
+                }
+                tracing::info!(
+                    vmid,
+                    running,
+                    "the power task failed, but the VM is already as wanted"
+                );
+                Ok(())
+            }
+        }
+    })
+    .await
+}
+
+/// Applies pending changes with one PVE reboot task: PVE finishes it even if this process is
+/// killed meanwhile, so the VM never stays stopped half-way. Sent once: after a lost answer
+/// the node's task list is asked whether a reboot task of this VM started since, before
+/// anything is sent again; a lock met by the task is waited out with a fresh ownership check
+/// before the next send.
+pub(super) async fn reboot(vm: &OwnedVm<'_>) -> Step<()> {
+    let qemu = &vm.qemu();
+    let node = &vm.client.node(&vm.node);
+    wait_out_locks(&mut Backoff::for_locks(vm.deadline), || async move {
+        // The reboot tasks PVE knows before this send: a new one afterwards is ours (task
+        // ids, not clocks, so a node's clock skew cannot mislead the check).
+        let known: Vec<String> = retry_idempotent(&patient(vm.deadline), || {
+            node.tasks_of_vm(vm.vmid, "qmreboot")
+        })
+        .await?
+        .into_iter()
+        .map(|t| t.upid)
+        .collect();
+        let known = &known;
+        let upid = vm
+            .power_task(
+                || qemu.reboot(Some(60)),
+                || async move {
+                    let tasks = node.tasks_of_vm(vm.vmid, "qmreboot").await?;
+                    Ok(tasks.iter().any(|t| !known.contains(&t.upid)))
+                },
+            )
+            .await?;
+        let Some(upid) = upid else { return Ok(()) };
+        wait(vm.client, &upid, vm.deadline).await?;
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,81 @@
+//! The ready phase of create and update: the guest agent reports a usable address.
+
+use std::time::Duration;
+
+use pve::Client;
+use pve::qemu::GuestInterface;
+use tokio::time::Instant;
+
+use super::error::{Step, unworkable};
+
+/// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
+/// returns what it reported. The timeout error says what the agent last answered: no agent,
+/// or an agent without an IPv4 address (a DHCP or network-config problem). The looks are
+/// paced like task polls: near the boot time learned from this process's earlier creates,
+/// and early when a VM started beside this one gets its address.
+pub(super) async fn wait_for_address(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    deadline: Instant,
+) -> Step<Vec<GuestInterface>> {
+    let agent = client.node(node).qemu(vmid).agent();
+    // A guest boots for seconds, and each look at an agent that is not up yet holds a PVE
+    // worker until the agent times out: a gentler ladder than a task's.
+    let pace = pve::TaskWait {
+        first_poll: Duration::from_millis(300),
+        backoff: 2.0,
+        ..client.config().task_wait.clone()
+    };
+    let mut pacer = pve::Pacer::new(client.task_times(), "guest-address", &pace);
+    let mut last = "no answer yet".to_owned();
+    let mut agent_answered = false;
+    loop {
+        if tokio::time::timeout_at(deadline, pacer.pause())
+            .await
+            .is_err()
+        {
+            let hint = if agent_answered {
+                "The VM runs and its guest agent answers, but the guest got no IPv4 address: check \
+                DHCP on the bridge/VLAN, or give a static address with `network_config`; or set \
+                wait_for_address = false."
+            } else {
+                "The VM runs; check that the image can install qemu-guest-agent (the seed's \
+                vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
+            };
+            return unworkable(format!(
+                "no IPv4 address from the guest agent within the create timeout (last answer: \
+                {last}). {hint}"
+            ));
+        }
+        match agent.network_get_interfaces().await {
+            Ok(interfaces) => {
+                if interfaces
+                    .iter()
+                    .flat_map(|i| &i.ip_addresses)
+                    .any(|ip| ip.is_usable_ipv4())
+                {
+                    pacer.finished();
+                    tracing::info!(
+                        vmid,
+                        duration_ms = pacer.elapsed().as_millis() as u64,
+                        polls = pacer.looks(),
+                        "the guest agent reports an IPv4 address"
+                    );
+                    return Ok(interfaces);
+                }
+                if !agent_answered {
+                    tracing::info!(
+                        vmid,
+                        "the guest agent answers but reports no IPv4 address yet (waiting for DHCP \
+                        or the network config)"
+                    );
+                }
+                agent_answered = true;
+                last = "the guest agent answers but reports no IPv4 address".to_owned();
+            }
+            Err(e) => last = e.to_string(),
+        }
+        pacer.still_running();
+    }
+}

@@ -1,0 +1,155 @@
+//! Read of `proxmox_proxy_vm` (Terraform's refresh): the state's VM observed and turned into
+//! state, or dropped when it is gone or another's, or kept as it was (with a warning saying
+//! why) when it cannot be judged: its mark was edited away, or its node is unreachable.
+
+use tfplugin::{Diagnostic, ReadRequest, ReadResponse, Value};
+
+use super::apply::step_diagnostic;
+use super::attr;
+use super::lifecycle::{self, Expected, ExpectedToken};
+use super::mark_restore::mark_to_restore;
+use super::model::{Observed, Private, fleet_of, vmid_of};
+use crate::context::Configured;
+
+/// Whose state this is: its prior value, name and fleet.
+struct Held<'a> {
+    prior: &'a Value,
+    name: &'a str,
+    fleet: &'a str,
+}
+
+/// See the module doc.
+pub(super) async fn refresh(configured: &Configured, request: ReadRequest) -> ReadResponse {
+    let prior = request.current_state;
+    let mut response = ReadResponse {
+        private: request.private,
+        ..Default::default()
+    };
+    let Some(vmid) = vmid_of(&prior) else {
+        response.new_state = prior;
+        return response;
+    };
+    let name = prior.get_attr(attr::NAME).as_str().map(str::to_owned);
+    let fleet = fleet_of(&prior);
+    let mut private = Private::decode(&response.private);
+    let expected = Expected {
+        name: name.as_deref(),
+        fleet: &fleet,
+        token: ExpectedToken::of_state(
+            private.create_token.as_deref(),
+            prior.get_attr(attr::SEED_HASH).as_str(),
+        ),
+    };
+    match lifecycle::read(configured, vmid, expected).await {
+        Ok(lifecycle::Found::Ours(observed)) => {
+            let state = Held {
+                prior: &prior,
+                name: name.as_deref().unwrap_or_default(),
+                fleet: &fleet,
+            };
+            ours(configured, &state, &observed, &mut private, &mut response).await;
+        }
+        // A clone in progress (an earlier create's) still exists: keep what we know.
+        Ok(lifecycle::Found::Cloning) => response.new_state = prior,
+        // Gone: Terraform drops it from state and the plan proposes a create.
+        Ok(lifecycle::Found::Gone) => response.new_state = Value::Null,
+        // Kept in state (so no second VM of the name is made), never written to, and
+        // the user told how to hand it back.
+        Ok(lifecycle::Found::MarkLost { vmid, node }) => {
+            response.new_state = prior.clone();
+            let name = name.as_deref().unwrap_or_default();
+            let warning = mark_lost_warning(&prior, name, &fleet, vmid, &node);
+            response.diagnostics.push(warning);
+        }
+        Ok(lifecycle::Found::NotOurs { why, .. }) => {
+            response.new_state = Value::Null;
+            response
+                .diagnostics
+                .warning("Proxy VM no longer this state's", why);
+        }
+        // The node behind the API cannot be reached (PVE's 595): the rest of the plan
+        // (a destroy's refresh above all) goes on with what the state last knew.
+        Err(lifecycle::StepError::Pve(error)) if error.status() == Some(595) => {
+            response.new_state = prior;
+            response.diagnostics.warning(
+                "Proxy VM not refreshed: its node is unreachable",
+                format!(
+                    "{} (VM {vmid}) could not be read: {error}. Its last known state is kept; \
+                     plans show its drift again once the node answers. Changing or destroying \
+                     it needs the node back.",
+                    name.as_deref().unwrap_or("?")
+                ),
+            );
+        }
+        Err(error) => {
+            response.new_state = prior;
+            response.diagnostics.push(step_diagnostic(
+                "read",
+                name.as_deref().unwrap_or("?"),
+                &error,
+            ));
+        }
+    }
+    response
+}
+
+/// The state of this resource's own VM, as observed, with what PVE holds until a reboot.
+async fn ours(
+    configured: &Configured,
+    state: &Held<'_>,
+    observed: &Observed,
+    private: &mut Private,
+    response: &mut ReadResponse,
+) {
+    if let Some(token) = &private.create_token {
+        // Terraform's state holds this create: no later create resumes it.
+        configured.journal.confirmed(state.fleet, state.name, token);
+    }
+    response.new_state = observed.to_state(state.prior);
+    if let Some(why) = observed.seed_drift(state.prior) {
+        response.diagnostics.warning(
+            "Proxy VM boots another seed",
+            format!(
+                "{why}: it may run another user-data than this configuration's. The \
+                 plan replaces it."
+            ),
+        );
+    }
+    if let (None, Some(pool)) = (&observed.pool, state.prior.get_attr(attr::POOL).as_str()) {
+        // PVE lists a VM's pool only to a token with Pool.Audit on it: a VM
+        // missing from its pool is drift only when the token could have seen it.
+        if let Ok(true) = configured
+            .facts
+            .may_audit_pool(&configured.client, pool)
+            .await
+            .as_deref()
+        {
+            response.new_state.set_attr(attr::POOL, Value::Null);
+        }
+    }
+    private.pending = observed
+        .pending_attributes()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    response.private = private.encode();
+}
+
+/// The warning for a VM of the state's name whose mark was edited away: kept in state (so no
+/// second VM of the name is made), never written to, and the user told how to hand it back.
+fn mark_lost_warning(prior: &Value, name: &str, fleet: &str, vmid: u32, node: &str) -> Diagnostic {
+    let mark = mark_to_restore(prior, name, fleet);
+    Diagnostic::warning(
+        "Proxy VM lost its ownership mark",
+        format!(
+            "VM {vmid} on {node} is named `{name}` but its description no longer carries this \
+             provider's ownership mark (it was edited). It stays in this state, but nothing will \
+             be changed or destroyed on it until it is marked again, and no second VM of the name \
+             is made.\n\nTo manage it again, put these lines back at the end of its description \
+             (PVE web UI: VM {vmid} > Summary > Notes) and run plan again:\n\n{}\n\nIf it is not \
+             this configuration's VM any more, remove it from this state: terraform state rm \
+             'ADDRESS' (ADDRESS is this resource's address, e.g. proxmox_proxy_vm.edge[0]).",
+            mark.render()
+        ),
+    )
+}
