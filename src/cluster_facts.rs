@@ -62,6 +62,7 @@ pub struct ClusterFacts {
     pools: Memo<(), Vec<Pool>>,
     configs: Memo<(String, u32), VmConfig>,
     pool_audit: Memo<String, bool>,
+    privileges: Memo<String, bool>,
 }
 
 static READS: std::sync::LazyLock<RetryPolicy> = std::sync::LazyLock::new(RetryPolicy::default);
@@ -107,6 +108,17 @@ impl ClusterFacts {
             .get(&pool.to_owned(), || async {
                 let perms = retry_idempotent(&READS, || client.permissions(Some(&path))).await?;
                 Ok(pve::access::has_privilege(&perms, &path, "Pool.Audit"))
+            })
+            .await
+    }
+
+    /// Whether the token holds `privilege` on `path`, as PVE computes it for that path (ACLs
+    /// on its parents, its pool, groups): asked once per path and privilege.
+    pub async fn holds(&self, client: &Client, path: &str, privilege: &str) -> Fact<bool> {
+        self.privileges
+            .get(&format!("{path} {privilege}"), || async {
+                let perms = retry_idempotent(&READS, || client.permissions(Some(path))).await?;
+                Ok(pve::access::has_privilege(&perms, path, privilege))
             })
             .await
     }

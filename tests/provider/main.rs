@@ -16,6 +16,7 @@ mod acc_examples;
 mod acc_failure_paths;
 mod acc_health;
 mod acc_modules;
+mod acc_no_harm;
 mod acc_ownership;
 mod acc_placement;
 mod acc_plan_checks;

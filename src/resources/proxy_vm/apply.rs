@@ -5,6 +5,7 @@ use tfplugin::{ApplyRequest, ApplyResponse, Context, Diagnostic, Value, plan};
 
 use super::attr;
 use super::lifecycle::{self, Expected, ExpectedToken, ProgressCell, StepError};
+use super::mark_restore::mark_to_restore;
 use super::model::{self, Desired, Private, fleet_of, vmid_of};
 use super::plan_checks;
 use super::schema::{self, Planned};
@@ -375,19 +376,19 @@ pub(super) async fn delete(
         .as_str()
         .unwrap_or(seed_node.as_str())
         .to_owned();
-    let work = lifecycle::delete(
-        configured,
+    let doomed = lifecycle::Doomed {
         vmid,
-        &current_node,
+        node_hint: &current_node,
         expected,
-        seed_volume
+        seed: seed_volume
             .as_deref()
             .map(|volume| lifecycle::RecordedSeed {
                 node: &seed_node,
                 volume,
             }),
-        deadline,
-    );
+        mark_to_restore: mark_to_restore(prior, &name, &fleet).render(),
+    };
+    let work = lifecycle::delete(configured, doomed, deadline);
     let outcome = bounded(ctx, limit, "delete", work).await;
     if outcome.is_ok()
         && let Some(token) = &private.create_token

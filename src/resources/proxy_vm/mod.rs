@@ -30,16 +30,30 @@ pub use schema::TYPE_NAME;
 
 /// Records in this working directory's journal whether the plan replaces the prior VM, so
 /// that a `create_before_destroy` replacement may be made beside it (and only it).
+///
+/// Terraform plans a replacement in two calls: the first plans the instance itself, the
+/// second (prior state null) plans the create half and carries the first call's private
+/// data. The provider's own `RequiresReplace` shows in the first; a replacement Terraform
+/// decides in its core (`-replace=ADDR`, a tainted instance) shows only as that second call,
+/// so the second call is what records it.
 fn note_replacement(configured: &Configured, request: &PlanRequest, response: &PlanResponse) {
     let Some(token) = Private::decode(&request.prior_private).create_token else {
         return;
     };
+    let journal = &configured.journal;
     let prior = &request.prior_state;
+    if prior.is_null() {
+        // The create half of a replacement: its name and fleet are the planned VM's.
+        let planned = &response.planned_state;
+        if let Some(name) = planned.get_attr(attr::NAME).as_str() {
+            journal.replacing(&fleet_of(planned), name, &token);
+        }
+        return;
+    }
     let Some(name) = prior.get_attr(attr::NAME).as_str() else {
         return;
     };
     let fleet = fleet_of(prior);
-    let journal = &configured.journal;
     journal.confirmed(&fleet, name, &token);
     if response.requires_replace.is_empty() && !response.planned_state.is_null() {
         journal.not_replaced(&fleet, name, &token);

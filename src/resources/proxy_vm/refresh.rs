@@ -10,6 +10,7 @@ use super::lifecycle::{self, Expected, ExpectedToken};
 use super::mark_restore::mark_to_restore;
 use super::model::{Observed, Private, fleet_of, vmid_of};
 use crate::context::Configured;
+use crate::ownership::Phase;
 
 /// Whose state this is: its prior value, name and fleet.
 struct Held<'a> {
@@ -106,6 +107,26 @@ async fn ours(
         configured.journal.confirmed(state.fleet, state.name, token);
     }
     response.new_state = observed.to_state(state.prior);
+    if observed
+        .mark
+        .as_ref()
+        .is_some_and(|m| m.phase == Phase::Deleting)
+    {
+        // A destroy was interrupted after its first write: read as not started, so the next
+        // apply plans the update that marks it `done` again and starts it if it was stopped.
+        response
+            .new_state
+            .set_attr(attr::STARTED, Value::Bool(false));
+        response.diagnostics.warning(
+            "Proxy VM marked by an interrupted destroy",
+            format!(
+                "VM {} on {} was being destroyed when that destroy stopped. Run destroy again to \
+                 finish it, or apply to keep it: the apply marks it as this state's finished VM \
+                 again and starts it.",
+                observed.vmid, observed.node
+            ),
+        );
+    }
     if let Some(why) = observed.seed_drift(state.prior) {
         response.diagnostics.warning(
             "Proxy VM boots another seed",

@@ -56,6 +56,36 @@ pub enum StepError {
     /// No VMID of the name's candidates is free or resumable.
     #[error("no free VMID left in the provider's range {range} for `{name}`")]
     NoFreeVmid { range: String, name: String },
+    /// PVE would refuse to destroy the VM (its protection flag, a missing privilege):
+    /// found before anything was written, so the VM is as it was.
+    #[error(
+        "VM {vmid} on {node} cannot be destroyed: {why}. Nothing was changed: the VM is as it \
+         was. {hint}"
+    )]
+    DestroyRefused {
+        vmid: u32,
+        node: String,
+        why: String,
+        hint: String,
+    },
+    /// The VM of the state's name whose ownership mark was edited away: most likely this
+    /// state's, but it cannot be proven, so it is neither destroyed nor forgotten.
+    #[error(
+        "VM {vmid} on {node} is named `{name}` but its description no longer carries this \
+         provider's ownership mark (it was edited), so it was not destroyed and stays in this \
+         state. To destroy it, put these lines back at the end of its description (PVE web UI: \
+         VM {vmid} > Summary > Notes) and run destroy again:\n\n{restore}\n\nIf it is not this \
+         configuration's VM any more, remove it from this state instead: terraform state rm \
+         'ADDRESS' (ADDRESS is this resource's address, e.g. proxmox_proxy_vm.edge[0])."
+    )]
+    MarkLost {
+        vmid: u32,
+        node: String,
+        name: String,
+        /// The mark lines that hand the VM back (no create token: tokens stay out of
+        /// messages).
+        restore: String,
+    },
     /// Someone else kept changing the VM's config between this operation's reads and writes.
     #[error(
         "the config of VM {vmid} kept changing while this apply tried to {what}; something \

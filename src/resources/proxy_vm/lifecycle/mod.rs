@@ -33,10 +33,11 @@ mod read;
 mod ready;
 mod slot;
 mod tasks;
+mod teardown;
 mod update;
 
 pub use create::create;
-pub use delete::{RecordedSeed, delete};
+pub use delete::{Doomed, RecordedSeed, delete};
 pub use error::StepError;
 pub use expected::{Expected, ExpectedToken};
 pub use observe::{observe, observe_with};

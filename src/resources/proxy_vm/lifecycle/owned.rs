@@ -200,6 +200,20 @@ impl OwnedVm<'_> {
         .await
     }
 
+    /// Undoes [`OwnedVm::mark_deleting`] of a destroy that was interrupted: the mark says
+    /// `done` again. Nothing is written when it does not say `deleting`.
+    pub(super) async fn unmark_deleting(&self) -> Step<()> {
+        self.conditional("mark the VM as kept", |seen| async move {
+            if seen.mark.phase != Phase::Deleting {
+                return Ok(());
+            }
+            let done = seen.mark.clone().with_phase(Phase::Done).render();
+            let change = Conditional::new(ConfigUpdate::new().description(&done), &seen.digest);
+            self.write(&change).await
+        })
+        .await
+    }
+
     /// Sends a power task (start, shutdown, stop, reboot) after checking the VM is still
     /// this instance's; a lost answer is checked with `done` before anything is sent again,
     /// so a task is never sent twice.

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use pve::Client;
 use pve::qemu::GuestInterface;
+use pve::{Client, ErrorKind};
 use tokio::time::Instant;
 
 use super::error::{Step, unworkable};
@@ -73,6 +73,16 @@ pub(super) async fn wait_for_address(
                 }
                 agent_answered = true;
                 last = "the guest agent answers but reports no IPv4 address".to_owned();
+            }
+            // A token without the privilege, a VM deleted underneath, a request PVE finds
+            // invalid: waiting longer changes nothing.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Auth | ErrorKind::NotFound | ErrorKind::Invalid
+                ) =>
+            {
+                return Err(e.into());
             }
             Err(e) => last = e.to_string(),
         }

@@ -8,10 +8,10 @@ use pve::qemu::VmConfig;
 use pve::{Backoff, Client, ErrorKind, RetryPolicy, retry_idempotent};
 use tokio::time::Instant;
 
-use super::super::model::Desired;
+use super::super::model::{Desired, seed_hash};
 use super::error::{Step, StepError, unworkable};
 use crate::context::Configured;
-use crate::ownership::{self, Ownership, Phase};
+use crate::ownership::{self, Mark, Ownership, Phase};
 
 /// A VMID to create on: fresh (nothing there) or ours to adopt (on this node). An adopted
 /// VM that this working directory's own killed run finished carries that run's create token,
@@ -175,7 +175,7 @@ fn judge_taken(
             return Ok(Some(Slot::Adopt {
                 vmid,
                 node,
-                resumed_token: None,
+                resumed_token: own_killed_create(configured, desired, &mark),
             }));
         }
         // Its owner's destroy has begun: never adopted, and not shadowed by a second VM
@@ -233,6 +233,24 @@ fn judge_taken(
         }
     }
     Ok(None)
+}
+
+/// The token of an unfinished create this working directory ran (its journal still holds
+/// the token as one Terraform never stored) with the very content this create would seed
+/// (the mark's keyed seed hash): resumed under that token, the seed it may have booted is
+/// this create's own. Any other unfinished create is another attempt's.
+fn own_killed_create(configured: &Configured, desired: &Desired, mark: &Mark) -> Option<String> {
+    let token = mark.create_token.as_deref()?;
+    let same_content = mark.seed_hash.as_deref()
+        == Some(&seed_hash(
+            Some(token),
+            desired.user_data.as_deref(),
+            desired.network_config.as_deref(),
+        ));
+    let ours = configured
+        .journal
+        .is_unconfirmed(&desired.fleet, &desired.name, token);
+    (same_content && ours).then(|| token.to_owned())
 }
 
 /// The VMIDs a create tries, in order: the configured one, or the name's probe sequence in

@@ -45,8 +45,10 @@ pub async fn update(
         expected,
         deadline,
     };
-    // Checked before anything else, so a VM that is not ours is not even read for status.
-    vm.read().await?;
+    // Checked before anything else (its read checks the mark), so a VM that is not ours is
+    // not even read for status. A destroy interrupted after its mark: this apply keeps the
+    // VM, so it is marked finished again.
+    vm.unmark_deleting().await?;
     write_config(&vm, desired, None, false).await?;
     if disk_changed {
         grow_disk(&vm, desired.disk_gib).await?;

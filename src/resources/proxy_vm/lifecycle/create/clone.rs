@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use pve::qemu::CloneRequest;
-use pve::{Backoff, Client, ErrorKind, retry_idempotent, wait_out_locks};
+use pve::{Backoff, Client, ErrorKind, wait_out_locks};
 use tokio::time::Instant;
 
 use super::super::super::model::Desired;
@@ -19,9 +19,9 @@ use super::super::slot::{Reservation, Slot, choose_slot, config_after_clone};
 use super::super::tasks::{patient, wait};
 use crate::context::Configured;
 
-/// How many times (250 ms apart) a clone whose answer was lost is looked for before it is
-/// sent again: PVE's worker creates the new VMID moments after the answer.
-const CLONE_WINDOW_LOOKS: u32 = 16;
+/// How long a clone whose answer was lost is looked for before it is sent again: PVE
+/// answers with the UPID before its worker writes the new VMID's temporary config.
+const CLONE_WINDOW: Duration = Duration::from_secs(4);
 
 /// How often a fresh VMID taken by another process between our look and our clone is
 /// chosen again before the create gives up.
@@ -34,6 +34,8 @@ pub(super) struct Cloned<'a> {
     pub node: String,
     pub resumed_token: Option<String>,
     pub reservation: Reservation<'a>,
+    /// This create's own clone made the VM (nobody else can have started it yet).
+    pub made_here: bool,
 }
 
 /// Chooses the slot and clones onto it (or adopts what is there), then follows the VM to
@@ -112,6 +114,7 @@ pub(super) async fn clone_into_slot<'a>(
         node,
         resumed_token,
         reservation,
+        made_here: cloned_here,
     })
 }
 
@@ -137,22 +140,7 @@ async fn clone_vm(
     let dispatched = pve::retry_with_check(
         &patient(deadline),
         || async { source.clone_to(&request).await.map(Some) },
-        || async {
-            // Did the lost request start a clone? Then the VMID exists now, or within PVE's
-            // window: it answers with the UPID before the worker writes the new VMID's
-            // temporary config. Look a while before deciding it did not happen.
-            // Each look is retried on its own: one failed look must not fail the create.
-            for _ in 0..CLONE_WINDOW_LOOKS {
-                let found =
-                    retry_idempotent(&patient(deadline), || client.cluster().locate_vm(vmid))
-                        .await?;
-                if found.is_some() {
-                    return Ok(Some(None));
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Ok(None)
-        },
+        || clone_started(client, vmid),
     )
     .await?;
     match dispatched {
@@ -161,5 +149,28 @@ async fn clone_vm(
             Ok(true)
         }
         None => Ok(false),
+    }
+}
+
+/// Whether a clone whose answer was lost started: `Some(None)` once the VMID is taken (asked
+/// of PVE for that one VMID, `GET /cluster/nextid?vmid=N`, so the look costs the same however
+/// big the cluster is), `None` when it stayed free through PVE's window. One layer of
+/// retries: a failed look goes back to `retry_with_check`, which decides whether to look
+/// again.
+async fn clone_started(client: &Client, vmid: u32) -> pve::Result<Option<Option<pve::Upid>>> {
+    let mut window = Backoff::new(
+        Duration::from_millis(100),
+        Duration::from_millis(500),
+        Instant::now() + CLONE_WINDOW,
+    );
+    loop {
+        match client.cluster().next_id(Some(vmid)).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(Some(None)),
+            Err(e) => return Err(e),
+        }
+        if !window.pause().await {
+            return Ok(None);
+        }
     }
 }

@@ -76,12 +76,12 @@ impl<'a> Hold<'a> {
     /// Makes the VM this create's: our token in the mark (replacing whatever token it holds:
     /// an interrupted create's, or a concurrent create's that claimed before our read, which
     /// then stops at its next write) and our tags, in one write conditional on the digest
-    /// read. True when it replaced an earlier attempt's token. Stops with
+    /// read. Stops with
     /// [`StepError::TakenOver`] when the VM is not an unfinished create of this name any more
     /// (another create finished it, or the mark is gone), and when another create's claim
     /// lands between our read and our write: PVE refuses our digest, and the next read shows
-    /// their token.
-    pub async fn claim(&self) -> Step<bool> {
+    /// their token. Returns the volume `ide2` held when it was claimed.
+    pub async fn claim(&self) -> Step<Option<String>> {
         // Any token of this name and fleet: the claim is what replaces it.
         let any_attempt = OwnedVm {
             expected: Expected {
@@ -95,6 +95,11 @@ impl<'a> Hold<'a> {
         for _ in 0..CONDITIONAL_ATTEMPTS {
             let seen = self.unless_taken_over(any_attempt.read().await)?;
             let mark = &seen.mark;
+            let attached = seen
+                .config
+                .cdrom("ide2")
+                .and_then(Result::ok)
+                .map(|d| d.volume);
             let ours = mark.create_token.as_deref() == Some(&self.desired.create_token);
             // Another create finished it (or a destroy is removing it) since the slot was
             // chosen: it is theirs.
@@ -120,13 +125,13 @@ impl<'a> Hold<'a> {
                 update = update.set("tags", tags);
             }
             if update.is_empty() {
-                return Ok(false);
+                return Ok(attached);
             }
             match any_attempt
                 .write(&Conditional::new(update, &seen.digest))
                 .await
             {
-                Ok(()) => return Ok(!ours),
+                Ok(()) => return Ok(attached),
                 Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => continue,
                 Err(e) => return Err(e),
             }

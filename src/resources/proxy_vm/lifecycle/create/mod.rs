@@ -5,6 +5,7 @@
 //! leaves a state that names the VM and its seed.
 
 mod clone;
+mod first_boot;
 mod hold;
 mod place;
 mod seed;
@@ -44,28 +45,47 @@ pub async fn create(
     let desired = &placed;
     let template = place::checked_template(configured, desired, &listing).await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Unworkable)?;
-    let cloned =
-        clone::clone_into_slot(configured, desired, &template, &listing, progress, deadline)
-            .await?;
+    // A VM that may have booted another attempt's seed is discarded and cloned again, once.
+    let mut discarded = false;
+    let (cloned, resumed) = loop {
+        let cloned =
+            clone::clone_into_slot(configured, desired, &template, &listing, progress, deadline)
+                .await?;
+        // Resuming this directory's own create: its token, so its mark and seed stay valid.
+        let resumed = match cloned.resumed_token.clone() {
+            Some(create_token) => Desired {
+                create_token,
+                ..desired.clone()
+            },
+            None => desired.clone(),
+        };
+        let hold = Hold::new(client, &cloned.node, cloned.vmid, &resumed, deadline);
+        // The first config write makes the VM this attempt's (and tags it, so listings
+        // show it).
+        let attached = hold.claim().await?;
+        if cloned.made_here
+            || !first_boot::may_have_booted_another_seed(&hold, attached.as_deref()).await?
+        {
+            break (cloned, resumed);
+        }
+        if discarded {
+            return Err(StepError::Unworkable(format!(
+                "VM {} was started by another create of `{}` again after this one discarded it; \
+                 run apply again",
+                cloned.vmid, resumed.name
+            )));
+        }
+        first_boot::discard(&hold).await?;
+        progress.update(|p| p.vm = None);
+        runtime.forget_vm(cloned.vmid).await;
+        discarded = true;
+    };
     let (vmid, node) = (cloned.vmid, cloned.node.as_str());
     if let Some(index) = placement {
         runtime.placed_as(index, vmid);
     }
-    // Resuming this directory's own finished create: its token, so its mark stays valid.
-    let resumed;
-    let desired = match cloned.resumed_token.clone() {
-        Some(create_token) => {
-            resumed = Desired {
-                create_token,
-                ..desired.clone()
-            };
-            &resumed
-        }
-        None => desired,
-    };
+    let desired = &resumed;
     let hold = Hold::new(client, node, vmid, desired, deadline);
-    // The first config write makes the VM this attempt's (and tags it, so listings show it).
-    hold.claim().await?;
     let (seed_volume, seed_bytes) = seed::build_seed(desired, node, vmid)?;
     progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
     let provisioned = provision(&hold, &seed_volume, seed_bytes).await;

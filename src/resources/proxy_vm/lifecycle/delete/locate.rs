@@ -13,6 +13,9 @@ use crate::context::Configured;
 pub(super) enum AtVmid {
     Gone,
     Ours(String),
+    /// A VM of the state's name whose description carries no mark at all (edited by hand):
+    /// most likely the state's VM, but unprovable, so it is neither destroyed nor forgotten.
+    MarkLost(String),
     /// Another's VM, with the seed volume it boots (`ide2`), if any.
     NotOurs {
         why: String,
@@ -58,6 +61,12 @@ pub(super) async fn locate(
         .description()
         .as_deref()
         .and_then(crate::ownership::Mark::parse);
+    let named_as_ours = expected
+        .name
+        .is_some_and(|name| !name.is_empty() && config.name().as_deref() == Some(name));
+    if mark.is_none() && named_as_ours {
+        return Ok(AtVmid::MarkLost(node));
+    }
     Ok(match expected.mismatch(mark.as_ref()) {
         None => AtVmid::Ours(node),
         Some(why) => AtVmid::NotOurs {

@@ -1,86 +1,103 @@
-//! Delete, read top-down as its phases: locate (where the VM is and whose), mark `deleting`,
-//! stop, seed, destroy with purge; never a VM that is not this state's, never a seed another
-//! VM boots.
+//! Delete, read top-down as its phases: locate (where the VM is and whose), the checks PVE's
+//! destroy would make (`refusals`), mark `deleting`, stop, destroy with purge, and last the
+//! seed; never a VM that is not this state's, never a seed another VM boots.
+//!
+//! Nothing is written before every refusal PVE could make is ruled out, so a destroy PVE
+//! refuses leaves the VM running with its seed. The seed goes after the VM: a VM never
+//! names a deleted seed, and a failed seed delete keeps the seed in state for the next
+//! destroy (which finds the VM gone and deletes it). A destroy interrupted after its mark
+//! leaves a VM marked `deleting`: the next destroy finishes it, and the next apply restores
+//! it (its refresh reads it as stopped, and the update marks it `done` again).
 //!
 //! Everything PVE will resolve by itself is waited out within the delete timeout: a clone
 //! still running on the VM, a lock (a backup), an earlier destroy task still finishing.
 
-mod destroy;
 mod locate;
+mod refusals;
 mod seed;
 
 use tokio::time::Instant;
 
-use super::error::Step;
+use super::error::{Step, StepError};
 use super::expected::Expected;
 use super::owned::OwnedVm;
+use super::teardown;
 use crate::context::Configured;
 use locate::AtVmid;
 pub use seed::RecordedSeed;
 
-/// Mark `deleting`, stop, delete the seed, destroy with purge. The seed goes before the
-/// destroy, so a failed seed delete leaves the VM for the next delete instead of leaking the
-/// ISO. A VM already gone is done. Returns a note when the VM at the VMID was not this
-/// state's and was left alone.
+/// The VM a delete removes: the state's VMID, the node it was last seen on, whose it must
+/// be, the seed the state recorded, and the mark lines that would hand it back when its
+/// mark was edited away.
+#[derive(Debug, Clone)]
+pub struct Doomed<'a> {
+    pub vmid: u32,
+    pub node_hint: &'a str,
+    pub expected: Expected<'a>,
+    pub seed: Option<RecordedSeed<'a>>,
+    pub mark_to_restore: String,
+}
+
+/// See the module doc. Returns a note when the VM at the VMID was not this state's and was
+/// left alone; an error, and nothing changed, when its mark was edited away.
 pub async fn delete(
     configured: &Configured,
-    vmid: u32,
-    node_hint: &str,
-    expected: Expected<'_>,
-    seed: Option<RecordedSeed<'_>>,
+    doomed: Doomed<'_>,
     deadline: Instant,
 ) -> Step<Option<String>> {
     let client = &configured.client;
+    let Doomed { vmid, expected, .. } = doomed;
     let name = expected.name.unwrap_or_default();
     let _name_guard = configured
         .runtime
         .lock_name(&format!("{}/{name}", expected.fleet))
         .await;
-    let at_vmid = locate::locate(configured, vmid, node_hint, &expected, deadline).await?;
-    let vm = match &at_vmid {
-        AtVmid::Ours(node) => Some(OwnedVm {
-            client,
-            node: node.clone(),
-            vmid,
-            expected,
-            deadline,
-        }),
-        _ => None,
-    };
-    if let Some(vm) = &vm {
-        // From here on no create adopts it, and every later step checks it is still ours.
-        vm.mark_deleting().await?;
-        destroy::stop(vm).await?;
+    let at_vmid = locate::locate(configured, vmid, doomed.node_hint, &expected, deadline).await?;
+    let mut note = None;
+    match &at_vmid {
+        AtVmid::Gone => {}
+        AtVmid::MarkLost(node) => {
+            return Err(StepError::MarkLost {
+                vmid,
+                node: node.clone(),
+                name: name.to_owned(),
+                restore: doomed.mark_to_restore,
+            });
+        }
+        AtVmid::NotOurs { why, node, .. } => {
+            note = Some(format!(
+                "VM {vmid} on {node} is not this state's VM ({why}); it was left untouched."
+            ));
+        }
+        AtVmid::Ours(node) => {
+            let vm = OwnedVm {
+                client,
+                node: node.clone(),
+                vmid,
+                expected,
+                deadline,
+            };
+            let seen = vm.read().await?;
+            refusals::check_destroy_allowed(configured, &vm, &seen.config, doomed.seed.as_ref())
+                .await?;
+            // From here on no create adopts it, and every later step checks it is still ours.
+            vm.mark_deleting().await?;
+            teardown::stop(&vm).await?;
+            vm.destroy().await?;
+            teardown::wait_until_gone(&vm).await?;
+            // Placement and reads of this process no longer count it.
+            configured.runtime.forget_vm(vmid).await;
+        }
     }
-    let mut note = match &at_vmid {
-        AtVmid::NotOurs { why, node, .. } => Some(format!(
-            "VM {vmid} on {node} is not this state's VM ({why}); it was left untouched."
-        )),
-        _ => None,
-    };
-    if let Some(seed) = seed {
-        let deleted = seed::delete_seed(
-            client,
-            &seed,
-            name,
-            vmid,
-            expected.token,
-            &at_vmid,
-            deadline,
-        )
-        .await?;
+    if let Some(seed) = &doomed.seed {
+        let deleted =
+            seed::delete_seed(client, seed, name, vmid, expected.token, &at_vmid, deadline).await?;
         if let (false, Some(note)) = (deleted, &mut note) {
             note.push_str(&format!(
                 " Its seed {} was left too: it is not provably this state's, or that VM boots it.",
                 seed.volume
             ));
         }
-    }
-    if let Some(vm) = &vm {
-        vm.destroy().await?;
-        destroy::wait_until_gone(vm).await?;
-        // Placement and reads of this process no longer count it.
-        configured.runtime.forget_vm(vmid).await;
     }
     Ok(note)
 }

@@ -62,8 +62,9 @@ fn seed_is_ours_to_delete(
             nocloud::file_name_stem(name, &format!("{}/{vmid}", seed.node))
         );
     match at_vmid {
-        AtVmid::Ours(_) => named_for_us || named_per_vm,
-        AtVmid::Gone => named_for_us || named_per_vm,
+        // Ours is gone by the time its seed is deleted.
+        AtVmid::Ours(_) | AtVmid::Gone => named_for_us || named_per_vm,
+        AtVmid::MarkLost(_) => false,
         AtVmid::NotOurs { boots, .. } => named_for_us && boots.as_deref() != Some(seed.volume),
     }
 }

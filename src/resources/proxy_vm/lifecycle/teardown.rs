@@ -1,13 +1,14 @@
-//! The stop and destroy phases of a delete, on the owner's handle: a hard stop sent once,
-//! the destroy with purge, and the wait until PVE no longer knows the VM.
+//! Taking a VM down on the owner's handle, for a delete and for a create that must discard
+//! the VM it adopted: a hard stop sent once, and the wait until PVE no longer knows the VM
+//! after its destroy (`OwnedVm::destroy`).
 
 use std::time::Duration;
 
 use pve::{Backoff, ErrorKind, retry_idempotent};
 
-use super::super::error::{Step, StepError, unworkable};
-use super::super::owned::{OwnedVm, tolerate_gone};
-use super::super::tasks::{patient, wait};
+use super::error::{Step, StepError, unworkable};
+use super::owned::{OwnedVm, tolerate_gone};
+use super::tasks::{patient, wait};
 
 /// Stops the VM hard when it runs (it is going away). A lost answer is checked first, so a
 /// stop is sent once; a VM gone meanwhile (an earlier destroy finished it) is stopped.

@@ -1,0 +1,56 @@
+//! A VM's first boot is its holder's (#32, invariant I3). A create that adopts an unfinished
+//! VM another create attempt made may find it already started with that attempt's seed:
+//! cloud-init reads a seed at the first boot of an instance only, so the VM runs (and
+//! keeps) the other attempt's user-data whatever seed is attached later. Such a VM is never
+//! re-seeded in place: it is stopped, destroyed and cloned again, all through this
+//! attempt's handle (its claim made the VM this attempt's, so no other create writes to it
+//! meanwhile).
+//!
+//! A create attaches its seed before it starts the VM, so a VM that runs, or that has
+//! another attempt's seed attached, may have booted that seed (it may have been started and
+//! stopped since); only a stopped VM without another attempt's seed surely never booted
+//! one. This working directory's own killed create of the same content is not another
+//! attempt: `slot` resumes it with its own token, so its seed is this create's.
+
+use pve::retry_idempotent;
+
+use super::super::error::Step;
+use super::super::tasks::patient;
+use super::super::teardown;
+use super::hold::Hold;
+
+/// Whether the held VM may have booted a seed that is not this attempt's (see the module
+/// doc), from the `ide2` volume its claim read.
+pub(super) async fn may_have_booted_another_seed(
+    hold: &Hold<'_>,
+    attached: Option<&str>,
+) -> Step<bool> {
+    let ours = |volume: &str| {
+        volume.split_once(":iso/").is_some_and(|(_, file)| {
+            nocloud::file_belongs_to_attempt(file, &hold.desired.create_token)
+        })
+    };
+    match attached.filter(|volume| volume.contains(":iso/")) {
+        Some(volume) => Ok(!ours(volume)),
+        // No seed attached: it booted none of ours, but a VM running without one was
+        // started by someone, and whatever it ran is not its holder's seed.
+        None => {
+            let vm = &hold.vm;
+            let status = retry_idempotent(&patient(vm.deadline), || vm.qemu().status()).await?;
+            Ok(status.is_running())
+        }
+    }
+}
+
+/// Stops and destroys the held VM (purge), and waits until PVE no longer knows it, so its
+/// VMID can be cloned again.
+pub(super) async fn discard(hold: &Hold<'_>) -> Step<()> {
+    let vm = &hold.vm;
+    tracing::info!(
+        vmid = vm.vmid,
+        "the adopted VM may have booted another create's seed; destroying it to clone it again"
+    );
+    hold.unless_taken_over(teardown::stop(vm).await)?;
+    hold.unless_taken_over(vm.destroy().await)?;
+    teardown::wait_until_gone(vm).await
+}
