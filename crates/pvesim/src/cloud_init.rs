@@ -240,7 +240,10 @@ pub fn status_json(run: &CloudInitRun, now: Instant) -> String {
     let uptime = |at: Instant| ((at - run.booted_at).as_secs_f64() * 100.0).round() / 100.0;
     let boot = run.agent_at - run.booted_at;
     let mark = |fraction: f64| uptime(run.booted_at + boot.mul_f64(fraction));
-    let stage = |start: f64, end: f64| json!({"errors": [], "finished": end, "recoverable_errors": {}, "start": start});
+    let stage = |start: f64, end: f64| {
+        let no_errors: [String; 0] = [];
+        json!({"errors": no_errors, "finished": end, "recoverable_errors": {}, "start": start})
+    };
     let done = now >= run.final_at;
     let mut last = json!({
         "errors": if done { run.errors.clone() } else { Vec::new() },

@@ -373,6 +373,8 @@ pub const DEFAULT_PRIVILEGES: &[&str] = &[
     "VM.Config.Network",
     "VM.Config.Options",
     "VM.GuestAgent.Audit",
+    "VM.GuestAgent.FileRead",
+    "VM.GuestAgent.FileWrite",
     "VM.GuestAgent.Unrestricted",
     "VM.PowerMgmt",
 ];
