@@ -48,6 +48,17 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
                     return plain_error(400, &format!("invalid path_regex: {err}"));
                 }
             }
+            let name_regexes = (faults.cloud_init_errors.iter().map(|f| &f.vm_name_regex)).chain(
+                faults
+                    .agent_blocked_commands
+                    .iter()
+                    .map(|f| &f.vm_name_regex),
+            );
+            for pattern in name_regexes {
+                if let Err(err) = regex::Regex::new(pattern) {
+                    return plain_error(400, &format!("invalid vm_name_regex: {err}"));
+                }
+            }
             install_faults(shared, faults);
             json_response(200, None, &json!(shared.lock().faults))
         }
@@ -160,6 +171,7 @@ pub fn state(world: &World) -> SimState {
             config: vm.config.clone(),
             pending: vm.pending.clone(),
             agent_ready: vm.agent.is_some(),
+            guest: crate::cloud_init::guest_state(vm, tokio::time::Instant::now()),
         })
         .collect();
     let volumes = world

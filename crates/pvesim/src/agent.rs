@@ -1,9 +1,9 @@
 //! The QEMU guest agent as a booted guest would run it.
 //!
-//! A guest runs the agent only when, at boot, `agent` is enabled in the config and a cdrom
-//! holds a NoCloud seed (ISO9660 volume label `cidata`, case-insensitive) whose `user-data`
-//! or `vendor-data` installs and starts `qemu-guest-agent` (see [`installs_and_starts_agent`]).
-//! It then answers `agent_boot_ms` after the start task finished.
+//! A guest runs the agent once an instance's NoCloud seed (ISO9660 volume label `cidata`,
+//! case-insensitive) had `user-data` or `vendor-data` that installs and starts
+//! `qemu-guest-agent` (see [`installs_and_starts_agent`]; `cloud_init` decides at boot),
+//! and it answers from `agent_boot_ms` after a start with `agent` enabled in the config.
 
 use std::time::Duration;
 
@@ -12,56 +12,58 @@ use serde_json::{Value, json};
 use crate::api::{load_vm, require, subdirs};
 use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::schema::AGENT_COMMANDS;
-use crate::world::{Drive, Net, Vm, World, agent_enabled};
+use crate::world::{Net, Vm, World};
 
+/// The command index lists the generic commands and the ones with parameters, sorted.
 pub fn index(world: &World, call: &Call) -> ApiResult {
     load_vm(world, call.node(), call.vmid())?;
-    Ok(Reply::data(subdirs("name", AGENT_COMMANDS)))
+    let mut names: Vec<&str> = AGENT_COMMANDS.to_vec();
+    names.extend([
+        "exec",
+        "exec-status",
+        "file-read",
+        "file-write",
+        "set-user-password",
+    ]);
+    names.sort_unstable();
+    Ok(Reply::data(subdirs("name", &names)))
 }
 
-/// The hostname the guest will report, if this VM's boot would start the agent.
-pub fn evaluate_seed(world: &World, vm: &Vm) -> Option<String> {
-    if !vm.config.get("agent").is_some_and(|a| agent_enabled(a)) {
-        return None;
+/// qemu-server `QemuServer/Agent.pm` `assert_agent_available`, on a loaded config.
+pub fn assert_agent_available(world: &World, vm: &Vm, call: &Call) -> Result<(), ApiError> {
+    if !vm.config.contains_key("agent") {
+        return Err(ApiError::die("No QEMU guest agent configured"));
     }
-    // ide2 first (where the provider attaches the seed), then any other cdrom.
-    let mut cdroms: Vec<(&String, Drive)> = vm
+    if !vm.running {
+        return Err(ApiError::die(format!("VM {} is not running", vm.vmid)));
+    }
+    // `qga_check_running` pings: a blocked `guest-ping` fails it like a silent agent.
+    let ready = !vm.paused
+        && vm.agent.as_ref().is_some_and(|a| call.now >= a.ready_at)
+        && blocked_command(world, vm, "guest-ping").is_none();
+    if !ready {
+        let timeout = Duration::from_millis(world.timings.agent_ping_timeout_ms);
+        return Err(ApiError::die("QEMU guest agent is not running").after(timeout));
+    }
+    Ok(())
+}
+
+/// qemu-ga's answer to a command its allow/block list disabled (`qapi/qmp-dispatch.c`
+/// `qmp_dispatch`, with the reason `qga/main.c` `ga_apply_command_filters_iter` gives),
+/// when the `agent_blocked_commands` fault blocks `command` in this VM.
+pub fn blocked_command(world: &World, vm: &Vm, command: &str) -> Option<String> {
+    let name = vm
         .config
+        .get("name")
+        .map(String::as_str)
+        .unwrap_or_default();
+    world
+        .faults
+        .agent_blocked_commands
         .iter()
-        .filter(|(k, _)| crate::world::is_drive_key(k))
-        .map(|(k, v)| (k, Drive::parse(v)))
-        .filter(|(_, d)| d.is_cdrom())
-        .collect();
-    cdroms.sort_by_key(|(k, _)| k.as_str() != "ide2");
-    cdroms.into_iter().find_map(|(_, drive)| {
-        let data = world.volume(&drive.volid, &vm.node)?.data.clone()?;
-        let image = crate::iso::read_iso(&data).ok()?;
-        if !image.volume_id.trim().eq_ignore_ascii_case("cidata") {
-            return None;
-        }
-        let text = |name: &str| {
-            image
-                .files
-                .get(name)
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-        };
-        let user_data = text("user-data");
-        let vendor_data = text("vendor-data");
-        // cloud-init skips vendor-data when user-data switches it off.
-        let vendor_data = vendor_data.filter(|_| {
-            !user_data
-                .as_deref()
-                .is_some_and(user_data_disables_vendor_data)
-        });
-        let installs = [&user_data, &vendor_data]
-            .into_iter()
-            .flatten()
-            .any(|t| installs_and_starts_agent(t));
-        installs.then(|| {
-            hostname_from_seed(text("meta-data").as_deref(), user_data.as_deref())
-                .unwrap_or_else(|| "localhost".to_string())
-        })
-    })
+        .filter(|f| regex::Regex::new(&f.vm_name_regex).is_ok_and(|re| re.is_match(name)))
+        .any(|f| f.commands.iter().any(|c| c == command))
+        .then(|| format!("Command {command} has been disabled: the command is not allowed"))
 }
 
 /// The rule for "this seed installs and starts qemu-guest-agent":
@@ -89,7 +91,7 @@ pub fn installs_and_starts_agent(text: &str) -> bool {
 }
 
 /// The parts of a MIME multipart message as (content type, body); `None` if `text` is not one.
-fn mime_parts(text: &str) -> Option<Vec<(String, String)>> {
+pub(crate) fn mime_parts(text: &str) -> Option<Vec<(String, String)>> {
     let (headers, body) = split_headers(text)?;
     let content_type = header(&headers, "content-type")?;
     if !content_type.to_ascii_lowercase().starts_with("multipart/") {
@@ -149,7 +151,7 @@ fn header(headers: &[(String, String)], name: &str) -> Option<String> {
 
 /// A user-data cloud-config with `vendor_data: {enabled: false}` (or a false `enabled`
 /// in flow style): cloud-init then runs none of the vendor-data.
-fn user_data_disables_vendor_data(user_data: &str) -> bool {
+pub(crate) fn user_data_disables_vendor_data(user_data: &str) -> bool {
     if !user_data.starts_with("#cloud-config") {
         return false;
     }
@@ -210,7 +212,7 @@ fn single_part_installs_and_starts_agent(text: &str) -> bool {
 }
 
 /// `key:` at column 0 and the lines belonging to it (including an inline value).
-fn top_level_sections(text: &str) -> Vec<(String, Vec<String>)> {
+pub(crate) fn top_level_sections(text: &str) -> Vec<(String, Vec<String>)> {
     let mut sections: Vec<(String, Vec<String>)> = Vec::new();
     for line in text.lines() {
         if line.trim_start().starts_with('#') || line.trim().is_empty() {
@@ -231,7 +233,10 @@ fn top_level_sections(text: &str) -> Vec<(String, Vec<String>)> {
 }
 
 /// meta-data `local-hostname` (YAML or JSON), else user-data `hostname`/`fqdn`.
-fn hostname_from_seed(meta_data: Option<&str>, user_data: Option<&str>) -> Option<String> {
+pub(crate) fn hostname_from_seed(
+    meta_data: Option<&str>,
+    user_data: Option<&str>,
+) -> Option<String> {
     let find = |text: &str, key: &str| {
         text.lines().find_map(|line| {
             let line = line.trim().trim_end_matches(',');
@@ -283,16 +288,12 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
     let vmid = call.vmid();
     check_agent_permission(world, vmid, command)?;
     let vm = load_vm(world, call.node(), vmid)?;
-    if !vm.config.contains_key("agent") {
-        return Err(ApiError::die("No QEMU guest agent configured"));
-    }
-    if !vm.running {
-        return Err(ApiError::die(format!("VM {vmid} is not running")));
-    }
-    let ready = !vm.paused && vm.agent.as_ref().is_some_and(|a| call.now >= a.ready_at);
-    if !ready {
-        let timeout = Duration::from_millis(world.timings.agent_ping_timeout_ms);
-        return Err(ApiError::die("QEMU guest agent is not running").after(timeout));
+    assert_agent_available(world, vm, call)?;
+    // A qemu-ga error is no Perl error here: `mon_cmd` hands it back and the generic
+    // endpoint returns it as its result (`register_command`; `QMPClient.pm` `cmd`).
+    if let Some(desc) = blocked_command(world, vm, &format!("guest-{command}")) {
+        let error = json!({"class": "CommandNotFound", "desc": desc});
+        return Ok(Reply::data(json!({ "result": { "error": error } })));
     }
     let hostname = vm
         .agent
@@ -318,7 +319,7 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
             "kernel-version": "#1 SMP PREEMPT_DYNAMIC Debian 6.12.43-1 (2025-08-27)",
             "machine": "x86_64",
         }),
-        "info" => agent_info(),
+        "info" => agent_info(world, vm),
         "network-get-interfaces" => network_interfaces(world, nets),
         other => {
             return Err(ApiError::die(format!(
@@ -350,8 +351,9 @@ fn check_agent_permission(world: &World, vmid: u32, command: &str) -> Result<(),
     Ok(())
 }
 
-/// `guest-info`: the agent's version and the commands pve-sim answers.
-fn agent_info() -> Value {
+/// `guest-info`: the agent's version and the commands pve-sim answers (`enabled: false`
+/// for the ones a fault blocks).
+fn agent_info(world: &World, vm: &Vm) -> Value {
     let commands: Vec<Value> = [
         "guest-ping",
         "guest-info",
@@ -359,9 +361,17 @@ fn agent_info() -> Value {
         "guest-get-osinfo",
         "guest-network-get-interfaces",
         "guest-shutdown",
+        "guest-file-open",
+        "guest-file-close",
+        "guest-file-read",
+        "guest-file-write",
+        "guest-file-seek",
     ]
     .iter()
-    .map(|name| json!({"name": name, "enabled": true, "success-response": true}))
+    .map(|name| {
+        let enabled = blocked_command(world, vm, name).is_none();
+        json!({"name": name, "enabled": enabled, "success-response": true})
+    })
     .collect();
     json!({"version": "9.2.0", "supported_commands": commands})
 }

@@ -195,6 +195,9 @@ pub struct Timings {
     /// Time from a clone's UPID until its worker has written the new VM's temporary config
     /// (`lock: clone`): PVE answers before the fork, so the new VMID briefly does not exist.
     pub clone_config_ms: u64,
+    /// Time from the agent's first answer until cloud-init's final stage has finished
+    /// and written `/run/cloud-init/result.json`.
+    pub cloud_init_ms: u64,
 }
 
 impl Timings {
@@ -229,6 +232,7 @@ impl Default for Timings {
             auth_fail_delay_ms: 0,
             cluster_resources_lag_ms: 300,
             clone_config_ms: 20,
+            cloud_init_ms: 300,
         }
     }
 }
@@ -246,6 +250,32 @@ pub struct Faults {
     pub token_revoked: bool,
     /// Nodes that answer 595 (in addition to nodes configured `online: false`).
     pub offline_nodes: Vec<String>,
+    /// cloud-init fails (or is degraded) at the first boot of an instance of the VMs
+    /// whose name matches.
+    pub cloud_init_errors: Vec<CloudInitErrors>,
+    /// qemu-ga commands disabled in the guests of the VMs whose name matches (its
+    /// `block-rpcs` / `allow-rpcs` configuration, as some distributions ship it).
+    pub agent_blocked_commands: Vec<AgentBlockedCommands>,
+}
+
+/// What cloud-init reports for a VM whose name matches `vm_name_regex` (unanchored).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CloudInitErrors {
+    pub vm_name_regex: String,
+    /// `modules-final` errors: `result.json` `v1.errors` (cloud-init status `error`).
+    pub errors: Vec<String>,
+    /// Warnings: `status.json` `recoverable_errors.WARNING` (cloud-init status `degraded`).
+    pub recoverable_errors: Vec<String>,
+}
+
+/// qemu-ga commands (`guest-file-open`, `guest-file-read`, ...) disabled in the guest of a
+/// VM whose name matches `vm_name_regex` (unanchored).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentBlockedCommands {
+    pub vm_name_regex: String,
+    pub commands: Vec<String>,
 }
 
 /// Fail matching requests with a status code or a dropped connection.
@@ -343,6 +373,8 @@ pub const DEFAULT_PRIVILEGES: &[&str] = &[
     "VM.Config.Network",
     "VM.Config.Options",
     "VM.GuestAgent.Audit",
+    "VM.GuestAgent.FileRead",
+    "VM.GuestAgent.FileWrite",
     "VM.GuestAgent.Unrestricted",
     "VM.PowerMgmt",
 ];

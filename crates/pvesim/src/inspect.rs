@@ -40,6 +40,44 @@ pub struct VmState {
     pub pending: BTreeMap<String, String>,
     /// Whether the guest agent answers.
     pub agent_ready: bool,
+    /// What the guest keeps on its disk and what its cloud-init did this boot.
+    #[serde(default)]
+    pub guest: GuestState,
+}
+
+/// The simulated guest of one VM (see the README's "Guest and cloud-init").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GuestState {
+    /// The seed of the guest's very first instance: `seed_boots[0]`.
+    pub first_seed: Option<SeedBoot>,
+    /// The first boot of every instance-id, oldest first: a seed counts only here, when
+    /// cloud-init met its instance-id for the first time.
+    pub seed_boots: Vec<SeedBoot>,
+    /// The instance-id in cloud-init's cache (`/var/lib/cloud/data/instance-id`).
+    pub instance_id: Option<String>,
+    /// An instance's seed installed and started `qemu-guest-agent`; it stays installed.
+    pub agent_installed: bool,
+    /// The instance's cloud-config set `manual_cache_clean: true`: later boots trust the
+    /// cache, with or without a seed.
+    pub manual_cache_clean: bool,
+    /// This boot's cloud-init: `null` (not running or did not run), `running`, `done`,
+    /// `degraded` (recoverable errors) or `error`.
+    pub cloud_init: Option<String>,
+    /// Files written through the agent (`file-write`), by path.
+    pub files: Vec<String>,
+}
+
+/// A seed a guest booted as a new instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedBoot {
+    /// The VM's node at that boot.
+    pub node: String,
+    /// The cdrom's volume (`storage:iso/name.iso`).
+    pub volid: String,
+    /// meta-data `instance-id` (NoCloud's default `nocloud` when it names none).
+    pub instance_id: String,
+    /// SHA-256 of the ISO's bytes, lower-case hex.
+    pub sha256: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,8 +13,12 @@ mod admin;
 mod agent;
 mod api;
 mod call;
+mod cloud_init;
 mod cluster;
 pub mod config;
+mod guest;
+mod guest_files;
+mod hotplug;
 mod http;
 mod qemu;
 mod server;
@@ -29,8 +33,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 pub use config::{
-    Faults, HeldLock, HttpFault, NodeConfig, PoolConfig, SimConfig, StorageConfig, TaskFailure,
-    Timings, VersionInfo, VmSeed,
+    AgentBlockedCommands, CloudInitErrors, Faults, HeldLock, HttpFault, NodeConfig, PoolConfig,
+    SimConfig, StorageConfig, TaskFailure, Timings, VersionInfo, VmSeed,
 };
 
 /// A running simulator. Dropping it without [`Sim::shutdown`] leaves the server task running

@@ -241,6 +241,7 @@ fn new_vm(
         started_at: None,
         stats_from: now + lag,
         agent: None,
+        guest: crate::guest::Guest::default(),
         pid: 0,
     }
 }
@@ -1078,9 +1079,15 @@ fn finish_config_change(world: &World, vm: &Vm, change: &mut ConfigChange) -> Re
     Ok(())
 }
 
-/// Options that apply at once even on a running VM (fast-plug and hotplug network/disk);
-/// everything else stays pending until the next start.
-fn hot_applies(key: &str) -> bool {
+/// Options that apply at once even on a running VM (fast-plug, network hotplug, and the
+/// drive rules of `hotplug`); everything else stays pending until the next start.
+fn hot_applies(config: &BTreeMap<String, String>, key: &str, value: Option<&str>) -> bool {
+    if is_drive_key(key) {
+        return match value {
+            Some(value) => crate::hotplug::set_applies(config, key, value),
+            None => crate::hotplug::delete_applies(config, key),
+        };
+    }
     matches!(
         key,
         "name"
@@ -1092,7 +1099,6 @@ fn hot_applies(key: &str) -> bool {
             | "startup"
             | "hookscript"
     ) || is_net_key(key)
-        || (is_drive_key(key) && !key.starts_with("unused"))
 }
 
 fn apply_config_change(world: &mut World, vmid: u32, change: ConfigChange, log: &mut TaskLog) {
@@ -1119,7 +1125,7 @@ fn apply_config_change(world: &mut World, vmid: u32, change: ConfigChange, log: 
         vm.pending_delete.remove(key);
     }
     for key in &change.delete {
-        if !vm.running || hot_applies(key) {
+        if !vm.running || hot_applies(&vm.config, key, None) {
             vm.config.remove(key);
             vm.pending.remove(key);
         } else {
@@ -1128,7 +1134,7 @@ fn apply_config_change(world: &mut World, vmid: u32, change: ConfigChange, log: 
     }
     for (key, value) in change.set {
         log.info(format!("update VM {vmid}: -{key} ..."));
-        if !vm.running || hot_applies(&key) {
+        if !vm.running || hot_applies(&vm.config, &key, Some(&value)) {
             vm.pending.remove(&key);
             vm.pending_delete.remove(&key);
             vm.config.insert(key, value);
@@ -1378,10 +1384,9 @@ fn power_prechecks(world: &World, call: &Call) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Boots the guest: pending changes applied, agent readiness decided from the seed.
+/// Boots the guest: pending changes applied, then cloud-init and the agent (`cloud_init`).
 fn boot(world: &mut World, vmid: u32) {
     let pid = world.alloc_pid();
-    let boot_delay = Duration::from_millis(world.timings.agent_boot_ms);
     let Some(vm) = world.vms.get_mut(&vmid) else {
         return;
     };
@@ -1395,18 +1400,12 @@ fn boot(world: &mut World, vmid: u32) {
     vm.pid = pid;
     let now = Instant::now();
     vm.started_at = Some(now);
-    let vm = vm.clone();
-    let agent = crate::agent::evaluate_seed(world, &vm).map(|hostname| crate::world::AgentState {
-        ready_at: now + boot_delay,
-        hostname,
-    });
-    if let Some(vm) = world.vms.get_mut(&vmid) {
-        vm.agent = agent;
-    }
+    crate::cloud_init::boot(world, vmid, now);
 }
 
 fn halt(world: &mut World, vmid: u32) {
     if let Some(vm) = world.vms.get_mut(&vmid) {
+        crate::cloud_init::halt(vm, Instant::now());
         vm.running = false;
         vm.paused = false;
         vm.agent = None;

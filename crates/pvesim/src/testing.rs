@@ -17,12 +17,13 @@
 //! The helpers are for tests: a failed request or an answer other than 2xx panics with
 //! what the simulator said.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::inspect::{JournalEntry, SimState};
+use crate::inspect::{GuestState, JournalEntry, SeedBoot, SimState};
 use crate::{Faults, Sim, SimConfig, Timings};
 
 /// The default world with every task taking 5 ms, the agent up 50 ms after boot, its
@@ -80,6 +81,35 @@ impl Admin {
     /// `GET /_sim/state`: nodes, VMs and volumes as they are now.
     pub async fn state(&self) -> SimState {
         self.get("state").await
+    }
+
+    /// One VM's guest (seeds it booted, cloud-init's state, files written through the
+    /// agent); `None` when no VM has that VMID.
+    pub async fn guest(&self, vmid: u32) -> Option<GuestState> {
+        let state = self.state().await;
+        state
+            .vms
+            .into_iter()
+            .find(|v| v.vmid == vmid)
+            .map(|v| v.guest)
+    }
+
+    /// The seed each VM booted first (its first instance-id), for every VM that booted one:
+    /// what a test checks to show no VM first booted a seed that was not its own.
+    pub async fn first_seeds(&self) -> BTreeMap<u32, SeedBoot> {
+        let state = self.state().await;
+        state
+            .vms
+            .into_iter()
+            .filter_map(|v| v.guest.first_seed.map(|seed| (v.vmid, seed)))
+            .collect()
+    }
+
+    /// Sets `cloud_init_ms` (for boots from now on); other timings keep their values.
+    pub async fn set_cloud_init_ms(&self, ms: u64) {
+        let mut timings = self.timings().await;
+        timings.cloud_init_ms = ms;
+        self.set_timings(&timings).await;
     }
 
     /// `GET /_sim/journal`: every PVE API request answered so far, oldest first.

@@ -72,6 +72,8 @@ pub struct Vm {
     /// When pvestatd first has stats for this VM (`/cluster/resources` lag).
     pub stats_from: Instant,
     pub agent: Option<AgentState>,
+    /// The guest's disk and this boot's cloud-init (`cloud_init` decides it at boot).
+    pub guest: crate::guest::Guest,
     pub pid: u32,
 }
 
@@ -232,6 +234,7 @@ impl World {
                 started_at: seed.running.then_some(now),
                 stats_from: now,
                 agent: None,
+                guest: crate::guest::Guest::default(),
                 pid: 0,
             };
             if seed.running {

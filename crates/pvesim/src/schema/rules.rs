@@ -1002,6 +1002,35 @@ fn agent_endpoints() -> Vec<EndpointRules> {
             "/nodes/{node}/qemu/{vmid}/agent/get-host-name",
             &[VM_PATH],
         ),
+        ep(
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/agent/file-read",
+            &[
+                VM_PATH,
+                &[
+                    p("count", Integer)
+                        .opt()
+                        .min(1.0)
+                        .max(16_777_216.0)
+                        .default("16777216"),
+                    p("decode", Boolean).opt().default("1"),
+                    p("file", Str),
+                    p("offset", Integer).opt().min(0.0).default("0"),
+                ],
+            ],
+        ),
+        ep(
+            "POST",
+            "/nodes/{node}/qemu/{vmid}/agent/file-write",
+            &[
+                VM_PATH,
+                &[
+                    p("content", Str).max_len(61_440),
+                    p("encode", Boolean).opt().default("1"),
+                    p("file", Str),
+                ],
+            ],
+        ),
     ]
 }
 
@@ -1272,7 +1301,7 @@ mod tests {
     #[test]
     fn every_endpoint_is_unique_and_lists_its_path_params() {
         let endpoints = all();
-        assert_eq!(endpoints.len(), 58);
+        assert_eq!(endpoints.len(), 60);
         for (i, e) in endpoints.iter().enumerate() {
             assert!(
                 !endpoints[..i]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::call::{ApiError, ApiResult, Call};
 use crate::shared::Shared;
 use crate::world::World;
-use crate::{agent, cluster, qemu, storage};
+use crate::{agent, cluster, guest_files, qemu, storage};
 
 /// Every handler has this shape; most ignore the shared state (it is only needed to start
 /// background tasks).
@@ -144,6 +144,16 @@ const ROUTES: &[(&str, &str, Handler)] = &[
         "GET",
         "/nodes/{node}/qemu/{vmid}/agent/get-host-name",
         |_, w, c| agent::command(w, c, "get-host-name"),
+    ),
+    (
+        "GET",
+        "/nodes/{node}/qemu/{vmid}/agent/file-read",
+        |_, w, c| guest_files::file_read(w, c),
+    ),
+    (
+        "POST",
+        "/nodes/{node}/qemu/{vmid}/agent/file-write",
+        |_, w, c| guest_files::file_write(w, c),
     ),
     ("GET", "/nodes/{node}/storage", |_, w, c| {
         storage::node_list(w, c)

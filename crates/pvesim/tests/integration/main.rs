@@ -7,4 +7,5 @@ mod iso_tools;
 mod pve_fidelity;
 mod schema_conformance;
 mod schema_validate;
+mod seed_life;
 mod transport;

@@ -1,0 +1,406 @@
+//! cloud-init in the simulated guest, decided at each boot from what cloud-init's source
+//! does (canonical/cloud-init):
+//! - `cmd/main.py` `main_init`: `init-local` trusts the cache when the instance's config
+//!   set `manual_cache_clean` (or its marker exists), else checks it; `stages.py`
+//!   `_restore_from_checked_cache`: NoCloud's `check_instance_id` only reads seed
+//!   directories, so a cdrom seed is read again and its `instance-id` compared with the
+//!   cached one. Per-instance modules (packages, runcmd: what installs the agent) run only
+//!   when the instance-id is new, so a re-attached or changed seed does nothing until then.
+//! - `tools/ds-identify`: with no seed and no `manual-clean` marker no datasource is found
+//!   and the default policy (`notfound=disabled`) keeps cloud-init from running that boot.
+//! - `cmd/main.py` `status_wrapper`: `init-local` deletes `status.json` and `result.json`;
+//!   `modules-final` writes `result.json` (`{"v1": {"datasource", "errors"}}`) at its end.
+//!
+//! The agent (installed by an instance's seed, see `agent::installs_and_starts_agent`)
+//! answers `agent_boot_ms` after the start, in `modules-final`; the final stage ends
+//! `cloud_init_ms` later.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use crate::agent;
+use crate::guest::{CloudInitRun, Guest};
+use crate::inspect::{GuestState, SeedBoot};
+use crate::world::{AgentState, Drive, Vm, World, agent_enabled, is_drive_key, unix_now};
+
+/// The cloud-init release the simulated guest runs (Debian 13's).
+const VERSION: &str = "25.1.4";
+/// NoCloud's meta-data default when it names no `instance-id` (`DataSourceNoCloud.py`).
+const DEFAULT_INSTANCE_ID: &str = "nocloud";
+
+/// A NoCloud seed on a cdrom as the datasource reads it.
+struct Seed {
+    volid: String,
+    sha256: String,
+    instance_id: String,
+    meta_data: String,
+    user_data: String,
+    /// `None` also when the user-data switches vendor-data off.
+    vendor_data: Option<String>,
+}
+
+/// The guest boots: cloud-init's run for this boot and whether the agent will answer.
+pub fn boot(world: &mut World, vmid: u32, now: Instant) {
+    let Some(vm) = world.vms.get(&vmid) else {
+        return;
+    };
+    let seed = attached_seed(world, vm);
+    let name = vm.config.get("name").cloned().unwrap_or_default();
+    let fault = world
+        .faults
+        .cloud_init_errors
+        .iter()
+        .find(|f| regex::Regex::new(&f.vm_name_regex).is_ok_and(|re| re.is_match(&name)))
+        .cloned();
+    let agent_at = now + Duration::from_millis(world.timings.agent_boot_ms);
+    let final_at = agent_at + Duration::from_millis(world.timings.cloud_init_ms);
+    let Some(vm) = world.vms.get_mut(&vmid) else {
+        return;
+    };
+    let guest = &mut vm.guest;
+    guest.halt(None);
+    let trusted = guest.manual_cache_clean && guest.instance_id.is_some();
+    let seed_found = seed.is_some();
+    let new_instance = match seed {
+        Some(seed) if !trusted && guest.instance_id.as_deref() != Some(&seed.instance_id) => {
+            first_boot_of_instance(guest, &vm.node, seed);
+            true
+        }
+        _ => false,
+    };
+    let runs = trusted || seed_found;
+    guest.run = runs.then(|| {
+        let (errors, recoverable_errors) = match (&fault, new_instance) {
+            (Some(f), true) => (f.errors.clone(), f.recoverable_errors.clone()),
+            _ => (Vec::new(), Vec::new()),
+        };
+        CloudInitRun {
+            booted_at: now,
+            booted_unix: unix_now(),
+            agent_at,
+            final_at,
+            datasource: guest.datasource.clone().unwrap_or_default(),
+            errors,
+            recoverable_errors,
+        }
+    });
+    let answers = vm.config.get("agent").is_some_and(|a| agent_enabled(a));
+    vm.agent = (answers && guest.agent_installed).then(|| AgentState {
+        ready_at: agent_at,
+        hostname: guest.hostname.clone().unwrap_or_else(|| "localhost".into()),
+    });
+}
+
+/// The admin view of a VM's guest.
+pub fn guest_state(vm: &Vm, now: Instant) -> GuestState {
+    let guest = &vm.guest;
+    GuestState {
+        first_seed: guest.seed_boots.first().cloned(),
+        seed_boots: guest.seed_boots.clone(),
+        instance_id: guest.instance_id.clone(),
+        agent_installed: guest.agent_installed,
+        manual_cache_clean: guest.manual_cache_clean,
+        cloud_init: guest.run.as_ref().map(|r| r.status(now).to_string()),
+        files: guest.files.keys().cloned().collect(),
+    }
+}
+
+/// The guest powers off: what this boot wrote to the output log stays on its disk.
+pub fn halt(vm: &mut Vm, now: Instant) {
+    let log = vm.guest.run.as_ref().map(|run| output_of_run(run, now));
+    vm.guest.halt(log);
+}
+
+fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) {
+    let installs = [Some(&seed.user_data), seed.vendor_data.as_ref()]
+        .into_iter()
+        .flatten()
+        .any(|t| agent::installs_and_starts_agent(t));
+    guest.agent_installed |= installs;
+    if let Some(name) = agent::hostname_from_seed(Some(&seed.meta_data), Some(&seed.user_data)) {
+        guest.hostname = Some(name);
+    }
+    // User cloud-config is merged over vendor-data: its own setting wins.
+    guest.manual_cache_clean = cloud_config_flag(&seed.user_data, "manual_cache_clean")
+        .or_else(|| {
+            seed.vendor_data
+                .as_deref()
+                .and_then(|v| cloud_config_flag(v, "manual_cache_clean"))
+        })
+        .unwrap_or(false);
+    guest.datasource = Some("DataSourceNoCloud [seed=/dev/sr0]".into());
+    guest.instance_id = Some(seed.instance_id.clone());
+    guest.seed_boots.push(SeedBoot {
+        node: node.to_string(),
+        volid: seed.volid,
+        instance_id: seed.instance_id,
+        sha256: seed.sha256,
+    });
+}
+
+/// The first cdrom (ide2 first) holding an ISO labelled `cidata` with `user-data` and
+/// `meta-data` (NoCloud requires both; `vendor-data` is optional).
+fn attached_seed(world: &World, vm: &Vm) -> Option<Seed> {
+    let mut cdroms: Vec<(&String, Drive)> = vm
+        .config
+        .iter()
+        .filter(|(k, _)| is_drive_key(k))
+        .map(|(k, v)| (k, Drive::parse(v)))
+        .filter(|(_, d)| d.is_cdrom())
+        .collect();
+    cdroms.sort_by_key(|(k, _)| k.as_str() != "ide2");
+    cdroms.into_iter().find_map(|(_, drive)| {
+        let data = world.volume(&drive.volid, &vm.node)?.data.clone()?;
+        let image = crate::iso::read_iso(&data).ok()?;
+        if !image.volume_id.trim().eq_ignore_ascii_case("cidata") {
+            return None;
+        }
+        let text = |name: &str| {
+            image
+                .files
+                .get(name)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        let (meta_data, user_data) = (text("meta-data")?, text("user-data")?);
+        let vendor_data =
+            text("vendor-data").filter(|_| !agent::user_data_disables_vendor_data(&user_data));
+        let instance_id = meta_value(&meta_data, "instance-id")
+            .unwrap_or_else(|| DEFAULT_INSTANCE_ID.to_string());
+        Some(Seed {
+            volid: drive.volid.clone(),
+            sha256: hex(&Sha256::digest(&data)),
+            instance_id,
+            meta_data,
+            user_data,
+            vendor_data,
+        })
+    })
+}
+
+/// A top-level `key: value` of meta-data, YAML or JSON.
+fn meta_value(meta_data: &str, key: &str) -> Option<String> {
+    if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(meta_data) {
+        return map.get(key).and_then(Value::as_str).map(str::to_string);
+    }
+    meta_data.lines().find_map(|line| {
+        let rest = line.strip_prefix(key)?.trim_start().strip_prefix(':')?;
+        let value = rest.trim().trim_matches(['"', '\'']);
+        (!value.is_empty()).then(|| value.to_string())
+    })
+}
+
+/// A boolean top-level key of a cloud-config (or of the cloud-config parts of a MIME
+/// multipart message); `None` when it is not set.
+fn cloud_config_flag(text: &str, key: &str) -> Option<bool> {
+    let parts: Vec<String> = match agent::mime_parts(text) {
+        Some(parts) => parts
+            .into_iter()
+            .filter(|(kind, _)| kind == "text/cloud-config")
+            .map(|(_, body)| body)
+            .collect(),
+        None if text.starts_with("#cloud-config") => vec![text.to_string()],
+        None => Vec::new(),
+    };
+    parts.iter().rev().find_map(|part| {
+        agent::top_level_sections(part)
+            .into_iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, body)| body.first().map(|v| yaml_true(v)))
+    })
+}
+
+fn yaml_true(value: &str) -> bool {
+    let value = value.split('#').next().unwrap_or_default();
+    matches!(
+        value
+            .trim()
+            .trim_matches(['"', '\''])
+            .to_ascii_lowercase()
+            .as_str(),
+        "true" | "yes" | "on" | "1"
+    )
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `/run/cloud-init/result.json`: written at the end of `modules-final`.
+pub fn result_json(run: &CloudInitRun, now: Instant) -> Option<String> {
+    (now >= run.final_at)
+        .then(|| python_json(&json!({"v1": {"datasource": run.datasource, "errors": run.errors}})))
+}
+
+/// `/run/cloud-init/status.json`: every stage's times, errors and recoverable errors.
+pub fn status_json(run: &CloudInitRun, now: Instant) -> String {
+    let uptime = |at: Instant| ((at - run.booted_at).as_secs_f64() * 100.0).round() / 100.0;
+    let boot = run.agent_at - run.booted_at;
+    let mark = |fraction: f64| uptime(run.booted_at + boot.mul_f64(fraction));
+    let stage = |start: f64, end: f64| {
+        let no_errors: [String; 0] = [];
+        json!({"errors": no_errors, "finished": end, "recoverable_errors": {}, "start": start})
+    };
+    let done = now >= run.final_at;
+    let mut last = json!({
+        "errors": if done { run.errors.clone() } else { Vec::new() },
+        "finished": if done { json!(uptime(run.final_at)) } else { Value::Null },
+        "recoverable_errors": {},
+        "start": mark(0.8),
+    });
+    if done && !run.recoverable_errors.is_empty() {
+        last["recoverable_errors"] = json!({"WARNING": run.recoverable_errors});
+    }
+    python_json(&json!({"v1": {
+        "datasource": run.datasource,
+        "init": stage(mark(0.3), mark(0.6)),
+        "init-local": stage(mark(0.2), mark(0.3)),
+        "modules-config": stage(mark(0.6), mark(0.8)),
+        "modules-final": last,
+        "stage": if done { Value::Null } else { json!("modules-final") },
+    }}))
+}
+
+/// What this boot has written to `/var/log/cloud-init-output.log` by `now`.
+pub fn output_of_run(run: &CloudInitRun, now: Instant) -> String {
+    let boot = run.agent_at - run.booted_at;
+    let stamp = |at: Instant| {
+        let since = at - run.booted_at;
+        (
+            run.booted_unix as f64 + since.as_secs_f64(),
+            since.as_secs_f64(),
+        )
+    };
+    let mut out = String::new();
+    let stages = [("init-local", 0.2), ("init", 0.3), ("modules:config", 0.6)];
+    for (action, fraction) in stages.into_iter().chain([("modules:final", 0.8)]) {
+        let (unix, up) = stamp(run.booted_at + boot.mul_f64(fraction));
+        out.push_str(&format!(
+            "Cloud-init v. {VERSION} running '{action}' at {}. Up {up:.2} seconds.\n",
+            rfc2822(unix)
+        ));
+    }
+    if now < run.final_at {
+        return out;
+    }
+    let (unix, up) = stamp(run.final_at);
+    for line in run.recoverable_errors.iter().chain(&run.errors) {
+        out.push_str(&format!("{} - main.py[WARNING]: {line}\n", log_time(unix)));
+    }
+    out.push_str(&format!(
+        "Cloud-init v. {VERSION} finished at {}. Datasource {}.  Up {up:.2} seconds\n",
+        rfc2822(unix),
+        run.datasource
+    ));
+    out
+}
+
+/// `atomic_helper.json_dumps`: indent 1, keys sorted, `", "`/`": "` separators, plus the
+/// newline `write_json` adds. serde_json's maps are sorted already.
+fn python_json(value: &Value) -> String {
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+    serde::Serialize::serialize(value, &mut serializer).expect("JSON values serialise");
+    let mut text = String::from_utf8(out).expect("serde_json writes UTF-8");
+    text.push('\n');
+    text
+}
+
+/// `util.time_rfc2822`: `Wed, 02 Dec 2026 01:02:03 +0000`.
+fn rfc2822(unix: f64) -> String {
+    let (days, secs) = (
+        (unix as i64).div_euclid(86_400),
+        (unix as i64).rem_euclid(86_400),
+    );
+    let (y, m, d) = civil_date(days);
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{}, {d:02} {} {y} {:02}:{:02}:{:02} +0000",
+        WEEKDAYS[days.rem_euclid(7) as usize],
+        MONTHS[m as usize - 1],
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// Python logging's default time format: `2026-12-02 01:02:03,456`.
+fn log_time(unix: f64) -> String {
+    let whole = unix as i64;
+    let (y, m, d) = civil_date(whole.div_euclid(86_400));
+    let secs = whole.rem_euclid(86_400);
+    let millis = ((unix - whole as f64) * 1000.0) as i64;
+    format!(
+        "{y}-{m:02}-{d:02} {:02}:{:02}:{:02},{millis:03}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
+fn civil_date(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(civil_date(0), (1970, 1, 1));
+        assert_eq!(rfc2822(1_796_173_323.0), "Wed, 02 Dec 2026 01:02:03 +0000");
+        assert_eq!(log_time(1_796_173_323.456), "2026-12-02 01:02:03,456");
+        assert_eq!(civil_date(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn instance_id_and_flags_come_from_the_seed() {
+        assert_eq!(
+            meta_value("instance-id: iid-1\n", "instance-id"),
+            Some("iid-1".into())
+        );
+        assert_eq!(
+            meta_value("{\"instance-id\": \"j\"}", "instance-id"),
+            Some("j".into())
+        );
+        assert_eq!(meta_value("local-hostname: x\n", "instance-id"), None);
+        let vendor = "#cloud-config\nmanual_cache_clean: true\n";
+        assert_eq!(cloud_config_flag(vendor, "manual_cache_clean"), Some(true));
+        let user = "#cloud-config\nmanual_cache_clean: false # no\n";
+        assert_eq!(cloud_config_flag(user, "manual_cache_clean"), Some(false));
+        assert_eq!(cloud_config_flag("#!/bin/sh\n", "manual_cache_clean"), None);
+        let mime = concat!(
+            "Content-Type: multipart/mixed; boundary=\"B\"\n\n",
+            "--B\nContent-Type: text/cloud-config\n\n#cloud-config\nmanual_cache_clean: on\n",
+            "--B--\n",
+        );
+        assert_eq!(cloud_config_flag(mime, "manual_cache_clean"), Some(true));
+    }
+
+    #[test]
+    fn json_is_written_as_cloud_init_writes_it() {
+        assert_eq!(
+            python_json(&json!({"v1": {"errors": [], "datasource": "D"}})),
+            "{\n \"v1\": {\n  \"datasource\": \"D\",\n  \"errors\": []\n }\n}\n"
+        );
+    }
+}
