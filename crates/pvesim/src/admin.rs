@@ -66,6 +66,7 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
             }
         }
         ("GET", p) if p.starts_with("volume/") => volume(shared, &p["volume/".len()..]),
+        ("POST", p) if p.starts_with("nodes/") => crate::node_events::handle(shared, p),
         _ => plain_error(404, &format!("no admin endpoint {method} /_sim/{path}")),
     }
 }

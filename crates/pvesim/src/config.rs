@@ -195,6 +195,15 @@ pub struct Timings {
     /// Time from a clone's UPID until its worker has written the new VM's temporary config
     /// (`lock: clone`): PVE answers before the fork, so the new VMID briefly does not exist.
     pub clone_config_ms: u64,
+    /// Time from an HA request (a resource change, `hastart`/`hastop`/`hamigrate`, a node
+    /// failure) until the HA manager acts on it (PVE's CRM and LRM rounds, ~10 s; a failed
+    /// node is fenced after 60 s and more).
+    pub ha_delay_ms: u64,
+    /// How long a node rebooted through `POST /_sim/nodes/{node}/reboot` is offline.
+    pub node_reboot_ms: u64,
+    /// How long one second of a `startup` `up=` delay (and startall's default 3 s between
+    /// two VMs) lasts.
+    pub startup_second_ms: u64,
 }
 
 impl Timings {
@@ -216,6 +225,10 @@ impl Default for Timings {
             ("qmdestroy", 50),
             ("qmsuspend", 20),
             ("qmresume", 20),
+            ("qmigrate", 300),
+            ("hastart", 10),
+            ("hastop", 10),
+            ("hamigrate", 10),
             ("imgcopy", 20),
             ("imgdel", 10),
         ]
@@ -229,6 +242,9 @@ impl Default for Timings {
             auth_fail_delay_ms: 0,
             cluster_resources_lag_ms: 300,
             clone_config_ms: 20,
+            ha_delay_ms: 200,
+            node_reboot_ms: 500,
+            startup_second_ms: 100,
         }
     }
 }
@@ -321,7 +337,8 @@ impl Default for HeldLock {
     }
 }
 
-/// Privileges the default token holds on `/`: everything the provider uses.
+/// Privileges the default token holds on `/`: everything the provider uses, and what an
+/// operator's migration and HA calls need.
 pub const DEFAULT_PRIVILEGES: &[&str] = &[
     "Datastore.Allocate",
     "Datastore.AllocateSpace",
@@ -330,6 +347,8 @@ pub const DEFAULT_PRIVILEGES: &[&str] = &[
     "Pool.Audit",
     "SDN.Use",
     "Sys.Audit",
+    // HA resources (`/cluster/ha/resources`) are written with Sys.Console on `/`.
+    "Sys.Console",
     "Sys.Modify",
     "VM.Allocate",
     "VM.Audit",
@@ -344,6 +363,7 @@ pub const DEFAULT_PRIVILEGES: &[&str] = &[
     "VM.Config.Options",
     "VM.GuestAgent.Audit",
     "VM.GuestAgent.Unrestricted",
+    "VM.Migrate",
     "VM.PowerMgmt",
 ];
 

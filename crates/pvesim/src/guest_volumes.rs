@@ -1,0 +1,191 @@
+//! A VM's volumes with what each reference says about them: qemu-server
+//! `QemuServer.pm` `foreach_volid` (drives, unused disks, `vmstate`, pending drives), and the
+//! storage map a migration's `targetstorage` gives (pve-common `JSONSchema.pm`
+//! `parse_idmap`, `map_id`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+use crate::world::{Drive, Vm, is_drive_key};
+
+/// `foreach_volid`'s attributes of one volume.
+#[derive(Debug, Clone, Default)]
+pub struct VolumeRef {
+    pub volid: String,
+    /// Every reference is a CD-ROM.
+    pub cdrom: bool,
+    pub is_cloudinit: bool,
+    pub is_unused: bool,
+    pub is_attached: bool,
+    pub is_vmstate: bool,
+    pub is_tpmstate: bool,
+    pub referenced_in_pending: bool,
+    /// Marked `shared=1` on the drive.
+    pub shared: bool,
+    pub replicate: bool,
+    pub size: Option<u64>,
+    pub drivename: Option<String>,
+}
+
+impl VolumeRef {
+    /// The storage of a `storage:name` volume; `None` for paths, `cdrom` and `none`.
+    pub fn storage(&self) -> Option<&str> {
+        let (storage, _) = self.volid.split_once(':')?;
+        Some(storage)
+    }
+
+    /// pve-storage `parse_volname`'s content type: `iso/…` is an ISO image, the rest disks.
+    pub fn content_type(&self) -> &'static str {
+        match self.volid.split_once(':') {
+            Some((_, name)) if name.starts_with("iso/") => "iso",
+            _ => "images",
+        }
+    }
+
+    /// The `local_disks` entry of the migration precondition (booleans as 0/1).
+    pub fn precondition_json(&self) -> Value {
+        let flag = |b: bool| json!(i32::from(b));
+        let mut row = Map::new();
+        row.insert("volid".into(), json!(self.volid));
+        row.insert("cdrom".into(), flag(self.cdrom));
+        row.insert("is_cloudinit".into(), flag(self.is_cloudinit));
+        row.insert("is_unused".into(), flag(self.is_unused));
+        row.insert("is_attached".into(), flag(self.is_attached));
+        row.insert("is_vmstate".into(), flag(self.is_vmstate));
+        row.insert("is_tpmstate".into(), flag(self.is_tpmstate));
+        row.insert("shared".into(), flag(self.shared));
+        row.insert("replicate".into(), flag(self.replicate));
+        if self.referenced_in_pending {
+            row.insert("referenced_in_pending".into(), json!(1));
+        }
+        if let Some(size) = self.size {
+            row.insert("size".into(), json!(size));
+        }
+        if let Some(drive) = &self.drivename {
+            row.insert("drivename".into(), json!(drive));
+        }
+        Value::Object(row)
+    }
+}
+
+/// `drive_is_cloudinit`: the volume is `vm-<vmid>-cloudinit[.fmt]`.
+fn is_cloudinit(volid: &str) -> bool {
+    let file = crate::world::volume_file_name(volid);
+    let stem = file.split_once('.').map_or(file, |(stem, _)| stem);
+    stem.strip_prefix("vm-")
+        .and_then(|rest| rest.strip_suffix("-cloudinit"))
+        .is_some_and(|id| id.parse::<u32>().is_ok())
+}
+
+/// Every volume `foreach_volid` visits, by volid, its attributes merged over references.
+pub fn volume_refs(vm: &Vm) -> BTreeMap<String, VolumeRef> {
+    let mut refs: BTreeMap<String, VolumeRef> = BTreeMap::new();
+    let mut visit = |key: &str, value: &str, pending: bool| {
+        let drive = if key == "vmstate" {
+            Drive {
+                volid: value.to_string(),
+                options: Vec::new(),
+            }
+        } else {
+            Drive::parse(value)
+        };
+        if drive.volid.is_empty() {
+            return;
+        }
+        let new = !refs.contains_key(&drive.volid);
+        let entry = refs.entry(drive.volid.clone()).or_default();
+        entry.volid = drive.volid.clone();
+        entry.cdrom = (new || entry.cdrom) && drive.is_cdrom();
+        entry.is_cloudinit |= is_cloudinit(&drive.volid);
+        entry.replicate |= drive.option("replicate") != Some("0");
+        entry.shared |= drive.option("shared") == Some("1");
+        let unused = key.starts_with("unused");
+        entry.is_unused |= unused;
+        entry.is_attached |= !entry.is_unused && !pending;
+        entry.referenced_in_pending |= pending;
+        if entry.size.is_none() {
+            entry.size = drive.size();
+        }
+        entry.is_vmstate |= key == "vmstate";
+        entry.is_tpmstate |= key == "tpmstate0";
+        if is_drive_key(key) && !unused {
+            entry.drivename = Some(key.to_string());
+        }
+    };
+    for (key, value) in &vm.config {
+        if is_drive_key(key) || key == "vmstate" {
+            visit(key, value, false);
+        }
+    }
+    for (key, value) in &vm.pending {
+        if is_drive_key(key) || key == "vmstate" {
+            visit(key, value, true);
+        }
+    }
+    refs
+}
+
+/// `foreach_volume`: the drives in use (no unused disks, no pending ones), CD-ROMs too.
+pub fn attached_storages(vm: &Vm) -> Vec<(String, VolumeRef)> {
+    volume_refs(vm)
+        .into_values()
+        .filter(|r| r.is_attached && r.volid != "none" && r.volid != "cdrom")
+        .filter_map(|r| Some((r.storage()?.to_string(), r)))
+        .collect()
+}
+
+/// A parsed `targetstorage` (`storage-pair-list`).
+#[derive(Debug, Clone, Default)]
+pub struct StorageMap {
+    pub identity: bool,
+    pub default: Option<String>,
+    pub entries: BTreeMap<String, String>,
+}
+
+impl StorageMap {
+    /// `parse_idmap`; the error is its die text.
+    pub fn parse(text: &str) -> Result<StorageMap, String> {
+        let mut map = StorageMap::default();
+        for entry in crate::schema::split_list(text) {
+            if entry == "1" {
+                map.identity = true;
+            } else if let Some((source, target)) = entry.split_once(':') {
+                if map.entries.contains_key(source) {
+                    return Err(format!("duplicate mapping for source '{source}'"));
+                }
+                map.entries.insert(source.into(), target.into());
+            } else {
+                if map.default.is_some() {
+                    return Err("default target ID can only be provided once".into());
+                }
+                map.default = Some(entry.into());
+            }
+        }
+        if map.identity && (map.default.is_some() || !map.entries.is_empty()) {
+            return Err("identity mapping cannot be combined with other mappings".into());
+        }
+        Ok(map)
+    }
+
+    /// `map_id`.
+    pub fn map(&self, source: &str) -> String {
+        if self.identity {
+            return source.to_string();
+        }
+        self.entries
+            .get(source)
+            .or(self.default.as_ref())
+            .cloned()
+            .unwrap_or_else(|| source.to_string())
+    }
+
+    /// The target storages named (the entries' and the default).
+    pub fn targets(&self) -> BTreeSet<String> {
+        self.entries
+            .values()
+            .chain(self.default.iter())
+            .cloned()
+            .collect()
+    }
+}
