@@ -258,6 +258,19 @@ async fn ha_migrate_is_a_request_the_lrm_carries_out() {
     poll_vm(&h, "pve3", 101, "running").await;
     let row = poll_service(&h, "vm:101", "started").await;
     assert_eq!(row["node"], "pve3");
+    // pve-manager `API2/Cluster.pm` `resources`: `hastate`, the CRM's state.
+    let resources = h.get("/cluster/resources?type=vm").await.data();
+    let vm = resources
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["vmid"] == 101)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (vm["node"].clone(), vm["hastate"].clone()),
+        (json!("pve3"), json!("started"))
+    );
     let migrations = h.get("/nodes/pve2/tasks?typefilter=qmigrate").await.data();
     assert_eq!(migrations[0]["user"], "root@pam");
     assert_eq!(migrations[0]["status"], "OK");
