@@ -140,11 +140,21 @@ fn take_commands(world: &mut World) {
 
 /// The node is down for longer than the delay and not rebooting: the CRM fences it.
 fn offline_delayed(world: &World, node: &str) -> bool {
+    down_for(world, node, delay(world))
+}
+
+/// The fence took effect (the failed node's LRM lock expired): one more delay after the
+/// CRM started fencing, so `fence` shows in the status meanwhile.
+fn fenced(world: &World, node: &str) -> bool {
+    down_for(world, node, 2 * delay(world))
+}
+
+fn down_for(world: &World, node: &str, span: Duration) -> bool {
     world
         .ha
         .nodes_down
         .get(node)
-        .is_some_and(|down| !down.rebooting && down.since + delay(world) <= Instant::now())
+        .is_some_and(|down| !down.rebooting && down.since + span <= Instant::now())
 }
 
 fn set_state(world: &mut World, sid: &str, state: &str) {
@@ -182,8 +192,19 @@ fn step(shared: &Arc<Shared>, world: &mut World, sid: &str) -> bool {
         .nodes_down
         .get(&service.node)
         .is_some_and(|d| d.rebooting);
-    if service.busy.is_some() || fresh(world, &resource) || rebooting {
+    if service.busy.is_some() || fresh(world, &resource) {
         return false;
+    }
+    if rebooting {
+        // The LRM's `conditional` shutdown policy freezes the services of a rebooting node.
+        let freezes = matches!(
+            service.state.as_str(),
+            "started" | "stopped" | "request_stop"
+        );
+        if freezes {
+            set_state(world, sid, "freeze");
+        }
+        return freezes;
     }
     let before = service.state.clone();
     if !world.node_online(&service.node) {
@@ -196,6 +217,7 @@ fn step(shared: &Arc<Shared>, world: &mut World, sid: &str) -> bool {
             "stopped" => stopped_step(world, sid, vmid, &service, &resource),
             "migrate" | "relocate" => migrate_step(shared, world, sid, vmid, &service, &resource),
             "fence" | "recovery" => recover(world, sid, vmid, &resource),
+            "freeze" => set_state(world, sid, settled_state(&resource)),
             "error" if resource.requested() == "disabled" => set_state(world, sid, "stopped"),
             _ => {}
         }
@@ -214,7 +236,11 @@ fn node_down_step(world: &mut World, sid: &str, service: &Service, resource: &Ha
         "fence" | "recovery" => recover(world, sid, vmid, resource),
         "error" => {}
         "stopped" if resource.requested() == "disabled" => {}
-        _ if offline_delayed(world, &service.node) => set_state(world, sid, "fence"),
+        _ if offline_delayed(world, &service.node) => {
+            set_state(world, sid, "fence");
+            let delay = delay(world);
+            world.ha.schedule(delay);
+        }
         _ => {}
     }
 }
@@ -222,10 +248,11 @@ fn node_down_step(world: &mut World, sid: &str, service: &Service, resource: &Ha
 /// `next_state_recovery` (after the node was fenced): the best online node takes the VM's
 /// config (`steal_service`); without one the service waits in `recovery`.
 fn recover(world: &mut World, sid: &str, vmid: u32, resource: &HaResource) {
-    let fenced = world.ha.services[sid].node.clone();
-    if !world.node_online(&fenced) && !offline_delayed(world, &fenced) {
+    let fenced_node = world.ha.services[sid].node.clone();
+    if !world.node_online(&fenced_node) && !fenced(world, &fenced_node) {
         return;
     }
+    let fenced = fenced_node;
     set_state(world, sid, "recovery");
     let Some(node) = select_node(world, sid, false) else {
         world.ha.log(format!(

@@ -362,15 +362,35 @@ async fn ha_status_current_has_pve_rows() {
     h.sim.shutdown().await;
 }
 
-/// A failed node: the CRM fences it after the delay and `next_state_recovery` moves the
+/// A failed node: the CRM fences it after the delay (`fence` in the status until the fence
+/// took effect) and `next_state_recovery` moves the
 /// service to the best online node (`select_service_node`), where the LRM starts it; the
 /// VM's disk is on shared storage, so it starts.
 #[tokio::test]
 async fn failed_node_ha_vm_is_recovered_where_its_storage_is() {
-    let h = start(fast_config()).await;
+    let mut config = fast_config();
+    // The fence lasts one delay: long enough for the poll below to see it.
+    config.timings.ha_delay_ms = 1000;
+    let h = start(config).await;
     add_resource(&h, &[("sid", "vm:101")]).await;
     poll_service(&h, "vm:101", "started").await;
     h.admin.fail_node("pve2").await;
+    let fencing = poll_service(&h, "vm:101", "fence").await;
+    assert_eq!(fencing["status"], "vm:101 (pve2, fence)");
+    let rows = h.get("/cluster/ha/status/current").await.data();
+    let lrm = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "lrm:pve2")
+        .unwrap()
+        .clone();
+    assert!(
+        lrm["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("pve2 (old timestamp - dead?")
+    );
     let running = poll_vm(&h, "pve1", 101, "running").await;
     assert_eq!(running["ha"]["state"], "started");
     let row = poll_service(&h, "vm:101", "started").await;
