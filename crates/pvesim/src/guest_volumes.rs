@@ -189,3 +189,51 @@ impl StorageMap {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_maps_parse_like_parse_idmap() {
+        let map = StorageMap::parse("local-lvm:local,vmdata").unwrap();
+        assert_eq!(map.map("local-lvm"), "local");
+        assert_eq!(map.map("other"), "vmdata");
+        assert!(StorageMap::parse("1").unwrap().identity);
+        assert_eq!(
+            StorageMap::parse("1").unwrap().map("local-lvm"),
+            "local-lvm"
+        );
+        assert_eq!(
+            StorageMap::parse("1,local").unwrap_err(),
+            "identity mapping cannot be combined with other mappings"
+        );
+        assert_eq!(
+            StorageMap::parse("a,b").unwrap_err(),
+            "default target ID can only be provided once"
+        );
+        assert_eq!(StorageMap::default().map("x"), "x");
+    }
+
+    #[test]
+    fn volume_refs_merge_attributes_as_foreach_volid_does() {
+        let mut world = crate::world::World::new(&crate::SimConfig::default());
+        let vm = world.vms.get_mut(&100).unwrap();
+        vm.config
+            .insert("ide2".into(), "local:iso/seed.iso,media=cdrom".into());
+        vm.config
+            .insert("unused0".into(), "local-lvm:vm-100-disk-1".into());
+        vm.pending
+            .insert("scsi1".into(), "local-lvm:vm-100-disk-1,size=1G".into());
+        let refs = volume_refs(&world.vms[&100]);
+        let iso = &refs["local:iso/seed.iso"];
+        assert!(iso.cdrom && iso.is_attached && iso.size.is_none());
+        assert_eq!(iso.content_type(), "iso");
+        let unused = &refs["local-lvm:vm-100-disk-1"];
+        assert!(unused.is_unused && unused.referenced_in_pending && !unused.is_attached);
+        assert_eq!(unused.size, Some(1 << 30));
+        let disk = &refs["local-lvm:vm-100-disk-0"];
+        assert_eq!(disk.drivename.as_deref(), Some("scsi0"));
+        assert_eq!(disk.size, Some(32 << 30));
+    }
+}

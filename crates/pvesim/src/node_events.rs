@@ -187,3 +187,19 @@ fn start_vm(shared: &Arc<Shared>, world: &mut World, node: &str, vmid: u32) -> O
     let reply = crate::qemu::start(shared, world, &call).ok()?;
     reply.data.as_str().map(str::to_string)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn startup_order_is_the_default_key() {
+        assert_eq!(
+            startup(Some(&"order=2,up=30,down=60".to_string())),
+            (2, Some(30))
+        );
+        assert_eq!(startup(Some(&"3".to_string())), (3, None));
+        assert_eq!(startup(Some(&"up=5".to_string())), (u64::MAX, Some(5)));
+        assert_eq!(startup(None), (u64::MAX, None));
+    }
+}
