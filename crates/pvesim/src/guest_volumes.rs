@@ -1,13 +1,14 @@
-//! A VM's volumes with what each reference says about them: qemu-server
-//! `QemuServer.pm` `foreach_volid` (drives, unused disks, `vmstate`, pending drives), and the
-//! storage map a migration's `targetstorage` gives (pve-common `JSONSchema.pm`
-//! `parse_idmap`, `map_id`).
+//! What a migration looks at in a VM and the storages: its volumes with what each
+//! reference says about them (qemu-server `QemuServer.pm` `foreach_volid`: drives, unused
+//! disks, `vmstate`, pending drives), its local devices, whether a storage is usable on a
+//! node (pve-storage `storage_check_enabled`), and the storage map of `targetstorage`
+//! (pve-common `JSONSchema.pm` `parse_idmap`, `map_id`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use crate::world::{Drive, Vm, is_drive_key};
+use crate::world::{Drive, Vm, World, is_drive_key};
 
 /// `foreach_volid`'s attributes of one volume.
 #[derive(Debug, Clone, Default)]
@@ -133,6 +134,39 @@ pub fn attached_storages(vm: &Vm) -> Vec<(String, VolumeRef)> {
         .filter(|r| r.is_attached && r.volid != "none" && r.volid != "cdrom")
         .filter_map(|r| Some((r.storage()?.to_string(), r)))
         .collect()
+}
+
+/// `PVE::QemuMigrate::Helpers::check_local_resources`: passed-through devices and host USB.
+pub fn local_resources(vm: &Vm) -> Vec<String> {
+    vm.config
+        .iter()
+        .filter(|(key, value)| {
+            let indexed = |prefix: &str| {
+                key.strip_prefix(prefix)
+                    .is_some_and(|n| n.parse::<u8>().is_ok())
+            };
+            indexed("hostpci")
+                || (indexed("usb") && !value.contains("spice"))
+                || key.as_str() == "ivshmem"
+        })
+        .map(|(key, _)| key.clone())
+        .collect()
+}
+
+/// pve-storage `storage_check_enabled` (with a node: also `storage_check_node`).
+pub fn storage_check_enabled(world: &World, sid: &str, node: Option<&str>) -> Result<(), String> {
+    let storage = world
+        .storage(sid)
+        .ok_or_else(|| format!("storage '{sid}' does not exist"))?;
+    if !storage.enabled {
+        return Err(format!("storage '{sid}' is disabled"));
+    }
+    if let Some(node) = node
+        && !World::storage_on_node(storage, node)
+    {
+        return Err(format!("storage '{sid}' is not available on node '{node}'"));
+    }
+    Ok(())
 }
 
 /// A parsed `targetstorage` (`storage-pair-list`).

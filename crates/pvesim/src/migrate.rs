@@ -8,27 +8,12 @@ use serde_json::{Value, json};
 
 use crate::api::{check_lock, check_quorum, load_vm, require};
 use crate::call::{ApiError, ApiResult, Call, Reply};
-use crate::guest_volumes::{StorageMap, VolumeRef, attached_storages, volume_refs};
+use crate::guest_volumes::{
+    StorageMap, VolumeRef, attached_storages, local_resources, storage_check_enabled, volume_refs,
+};
 use crate::ha_request::{Request, intercept};
 use crate::shared::Shared;
 use crate::world::{Vm, World};
-
-/// `PVE::QemuMigrate::Helpers::check_local_resources`: passed-through devices and host USB.
-pub fn local_resources(vm: &Vm) -> Vec<String> {
-    vm.config
-        .iter()
-        .filter(|(key, value)| {
-            let indexed = |prefix: &str| {
-                key.strip_prefix(prefix)
-                    .is_some_and(|n| n.parse::<u8>().is_ok())
-            };
-            indexed("hostpci")
-                || (indexed("usb") && !value.contains("spice"))
-                || key.as_str() == "ivshmem"
-        })
-        .map(|(key, _)| key.clone())
-        .collect()
-}
 
 /// `$check_vm_disks_local`: volumes not on a shared storage (CD-ROM `none` left out).
 pub fn local_disks(world: &World, vm: &Vm) -> Vec<VolumeRef> {
@@ -100,22 +85,6 @@ fn unavailable_storages(world: &World, vm: &Vm, node: &str) -> Vec<String> {
     out.sort();
     out.dedup();
     out
-}
-
-/// pve-storage `storage_check_enabled` (with a node: also `storage_check_node`).
-pub fn storage_check_enabled(world: &World, sid: &str, node: Option<&str>) -> Result<(), String> {
-    let storage = world
-        .storage(sid)
-        .ok_or_else(|| format!("storage '{sid}' does not exist"))?;
-    if !storage.enabled {
-        return Err(format!("storage '{sid}' is disabled"));
-    }
-    if let Some(node) = node
-        && !World::storage_on_node(storage, node)
-    {
-        return Err(format!("storage '{sid}' is not available on node '{node}'"));
-    }
-    Ok(())
 }
 
 /// `PVE::QemuServer::check_storage_availability`: every drive's storage is enabled on the

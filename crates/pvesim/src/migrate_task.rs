@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock;
-use crate::guest_volumes::{StorageMap, VolumeRef, volume_refs};
-use crate::migrate::{local_resources, storage_check_enabled};
+use crate::guest_volumes::{
+    StorageMap, VolumeRef, local_resources, storage_check_enabled, volume_refs,
+};
 use crate::shared::Shared;
 use crate::tasks::{TaskLocks, TaskLog, start_task_with_prologue};
 use crate::world::{Drive, World, is_drive_key, unix_now};
