@@ -452,3 +452,79 @@ async fn reboot_restarts_ha_vms_through_the_manager() {
     assert_eq!(starts[0]["user"], "root@pam");
     h.sim.shutdown().await;
 }
+
+/// `Resources.pm` `migrate` and `relocate` queue CRM commands and answer the request
+/// (`sid`, `requested-node`); the CRM migrates a running VM online and relocates by stopping
+/// it, moving it and starting it again (`PVEVM::migrate` with `online` 0).
+#[tokio::test]
+async fn ha_resource_migrate_and_relocate_move_the_service() {
+    let h = start(fast_config()).await;
+    add_resource(&h, &[("sid", "vm:101")]).await;
+    poll_service(&h, "vm:101", "started").await;
+    let answer = h
+        .post("/cluster/ha/resources/vm:101/migrate", &[("node", "pve3")])
+        .await
+        .data();
+    assert_eq!(answer, json!({"sid": "vm:101", "requested-node": "pve3"}));
+    poll_vm(&h, "pve3", 101, "running").await;
+    let online = h.get("/nodes/pve2/tasks?typefilter=qmigrate").await.data();
+    let log = task_log(&h, online[0]["upid"].as_str().unwrap()).await;
+    assert!(
+        log.iter()
+            .any(|l| l.contains("migration finished successfully"))
+    );
+
+    h.post("/cluster/ha/resources/101/relocate", &[("node", "pve1")])
+        .await
+        .data();
+    poll_vm(&h, "pve1", 101, "running").await;
+    let row = poll_service(&h, "vm:101", "started").await;
+    assert_eq!(row["node"], "pve1");
+    let missing = h
+        .post("/cluster/ha/resources/vm:100/migrate", &[("node", "pve3")])
+        .await;
+    assert_eq!(missing.message(), "resource 'vm:100' is not HA managed\n");
+    h.sim.shutdown().await;
+}
+
+/// The LRM's migration is the real `migrate_vm`: when `scan_local_volumes` refuses (a
+/// local CD-ROM image) the task fails and `next_state_migrate_relocate` leaves the service
+/// started where it was.
+#[tokio::test]
+async fn ha_migration_refused_by_pve_leaves_the_vm_in_place() {
+    let h = start(fast_config()).await;
+    h.clone_template(230, "pinned").await;
+    let upload = h
+        .upload(
+            "pve1",
+            "proxy-seeds",
+            "seed-230.iso",
+            crate::common::seed("pinned", "x"),
+        )
+        .await;
+    assert_eq!(h.wait_task(upload.data().as_str().unwrap()).await, "OK");
+    let seed = [("ide2", "proxy-seeds:iso/seed-230.iso,media=cdrom")];
+    h.put("/nodes/pve1/qemu/230/config", &seed).await.data();
+    add_resource(&h, &[("sid", "vm:230")]).await;
+    poll_vm(&h, "pve1", 230, "running").await;
+    poll_service(&h, "vm:230", "started").await;
+    let form = [("target", "pve2"), ("online", "1")];
+    let (_, exit) = run_task(&h, "/nodes/pve1/qemu/230/migrate", &form).await;
+    assert_eq!(exit, "OK", "the hamigrate request itself succeeds");
+    let failed = h
+        .poll_until("/nodes/pve1/tasks?typefilter=qmigrate&source=all", |a| {
+            a.json()["data"][0]["status"] == "migration aborted"
+        })
+        .await
+        .data();
+    let log = task_log(&h, failed[0]["upid"].as_str().unwrap()).await;
+    let refusal = "can't migrate local disk 'proxy-seeds:iso/seed-230.iso': local cdrom image";
+    assert!(log.iter().any(|l| l.ends_with(refusal)), "{log:?}");
+    let row = poll_service(&h, "vm:230", "started").await;
+    assert_eq!(row["node"], "pve1");
+    assert_eq!(
+        h.get("/nodes/pve1/qemu/230/status/current").await.data()["status"],
+        "running"
+    );
+    h.sim.shutdown().await;
+}
