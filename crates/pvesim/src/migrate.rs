@@ -41,8 +41,8 @@ pub fn precondition(world: &World, call: &Call) -> ApiResult {
     let mut not_allowed = serde_json::Map::new();
     for node in world.nodes.iter().filter(|n| n.name != vm.node) {
         let unavailable = unavailable_storages(world, vm, &node.name);
-        // Perl autovivifies the node's entry before it counts its keys: every other node
-        // appears, allowed ones with an empty object.
+        // `check_local_storage_availability` has an entry (a hash) for every node and the
+        // precondition copies each: every other node appears, allowed ones as `{}`.
         let mut info = serde_json::Map::new();
         if !unavailable.is_empty() {
             info.insert("unavailable_storages".into(), json!(unavailable));
