@@ -1575,6 +1575,9 @@ pub fn suspend(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
         return Err(ApiError::die(format!("VM {} not running", vm.vmid)));
     }
     let to_disk = call.bool("todisk").unwrap_or(false);
+    if to_disk && world.ha.is_managed(call.vmid()) {
+        return Err(ApiError::die("Cannot suspend HA managed VM to disk"));
+    }
     power_task(
         shared,
         world,

@@ -528,3 +528,15 @@ async fn ha_migration_refused_by_pve_leaves_the_vm_in_place() {
     );
     h.sim.shutdown().await;
 }
+
+/// `vm_suspend`: "Cannot suspend HA managed VM to disk".
+#[tokio::test]
+async fn ha_managed_vm_cannot_suspend_to_disk() {
+    let h = start(fast_config()).await;
+    add_resource(&h, &[("sid", "vm:101")]).await;
+    let answer = h
+        .post("/nodes/pve2/qemu/101/status/suspend", &[("todisk", "1")])
+        .await;
+    assert_eq!(answer.message(), "Cannot suspend HA managed VM to disk\n");
+    h.sim.shutdown().await;
+}
