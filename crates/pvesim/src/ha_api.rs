@@ -21,6 +21,23 @@ const OPTIONS: &[&str] = &[
     "max_relocate",
 ];
 
+/// pve-manager `API2/HAConfig.pm` `index`.
+pub fn index(world: &World) -> ApiResult {
+    require(world, "/", "Sys.Audit")?;
+    Ok(Reply::data(crate::api::subdirs(
+        "id",
+        &["status", "resources", "groups", "rules"],
+    )))
+}
+
+/// `API2/HA/Status.pm` `index`.
+pub fn status_index() -> ApiResult {
+    Ok(Reply::data(crate::api::subdirs(
+        "name",
+        &["current", "manager_status", "disarm-ha", "arm-ha"],
+    )))
+}
+
 /// `get_service_status`, as `status/current` of a VM shows it under `ha`.
 pub fn service_status(world: &World, vmid: u32) -> Value {
     if !world.ha.is_managed(vmid) {

@@ -1210,6 +1210,8 @@ fn ha_endpoints() -> Vec<EndpointRules> {
     let kind = p("type", Str).opt().one_of(&["ct", "vm"]);
     let target = p("node", Str).fmt("pve-node");
     vec![
+        ep("GET", "/cluster/ha", &[]),
+        ep("GET", "/cluster/ha/status", &[]),
         ep("GET", "/cluster/ha/resources", &[&[kind]]),
         ep(
             "POST",
@@ -1363,8 +1365,8 @@ mod tests {
     #[test]
     fn every_endpoint_is_unique_and_lists_its_path_params() {
         let endpoints = all();
-        // The 58 of the schema subset, then migration (2) and HA (8).
-        assert_eq!(endpoints.len(), 68);
+        // The 58 of the schema subset, then migration (2) and HA (10).
+        assert_eq!(endpoints.len(), 70);
         for (i, e) in endpoints.iter().enumerate() {
             assert!(
                 !endpoints[..i]

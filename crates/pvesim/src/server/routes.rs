@@ -199,6 +199,10 @@ const ROUTES: &[(&str, &str, Handler)] = &[
         "/nodes/{node}/qemu/{vmid}/migrate",
         migrate::migrate_vm,
     ),
+    ("GET", "/cluster/ha", |_, w, _| ha_api::index(w)),
+    ("GET", "/cluster/ha/status", |_, _, _| {
+        ha_api::status_index()
+    }),
     ("GET", "/cluster/ha/resources", |_, w, c| ha_api::list(w, c)),
     ("POST", "/cluster/ha/resources", |_, w, c| {
         ha_api::create(w, c)

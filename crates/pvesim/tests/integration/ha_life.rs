@@ -320,6 +320,13 @@ async fn destroy_checks_protection_ha_and_running() {
 #[tokio::test]
 async fn ha_status_current_has_pve_rows() {
     let h = start(fast_config()).await;
+    // pve-manager `API2/HAConfig.pm` and `Status.pm` `index`.
+    let index = h.get("/cluster/ha").await.data();
+    assert_eq!(index[1], json!({"id": "resources"}));
+    assert_eq!(
+        h.get("/cluster/ha/status").await.data()[0],
+        json!({"name": "current"})
+    );
     let idle = h.get("/cluster/ha/status/current").await.data();
     assert_eq!(
         idle[0],
