@@ -284,8 +284,8 @@ async fn offline_target_fails_the_task() {
 /// `migrate_vm_precondition`: the shape of its answer, local disks with
 /// `foreach_volid`'s attributes, and `check_local_storage_availability` (a storage
 /// restricted to some nodes makes the others not allowed; every other node has an entry,
-/// empty when allowed, since that function returns a hash for every node). `check_storage_availability` refuses such
-/// a target in `migrate_vm`.
+/// empty when allowed, since that function returns a hash for every node).
+/// `check_storage_availability` refuses such a target in `migrate_vm`.
 #[tokio::test]
 async fn precondition_lists_nodes_disks_and_resources() {
     let mut config = fast_config();
