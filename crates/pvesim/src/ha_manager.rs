@@ -510,17 +510,16 @@ fn watch(
         loop {
             tokio::time::sleep(Duration::from_millis(5)).await;
             let mut world = shared.lock();
-            let exit = world.tasks.get(&upid).map(|t| t.exitstatus.clone());
-            let Some(Some(exit)) = exit else {
-                if exit.is_none() {
-                    return;
-                }
-                continue;
+            // A task that vanished counts as failed.
+            let ok = match world.tasks.get(&upid).map(|t| t.exitstatus.clone()) {
+                Some(None) => continue,
+                Some(Some(exit)) => crate::tasks::exit_ok(&exit),
+                None => false,
             };
             if let Some(s) = world.ha.services.get_mut(&sid) {
                 s.busy = None;
             }
-            record(&mut world, &sid, action, crate::tasks::exit_ok(&exit));
+            record(&mut world, &sid, action, ok);
             return;
         }
     });
