@@ -1382,7 +1382,7 @@ fn power_prechecks(world: &World, call: &Call) -> Result<(), ApiError> {
 }
 
 /// Boots the guest: pending changes applied, agent readiness decided from the seed.
-pub(crate) fn boot(world: &mut World, vmid: u32) {
+fn boot(world: &mut World, vmid: u32) {
     let pid = world.alloc_pid();
     let boot_delay = Duration::from_millis(world.timings.agent_boot_ms);
     let Some(vm) = world.vms.get_mut(&vmid) else {
