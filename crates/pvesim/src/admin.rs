@@ -70,13 +70,19 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
             };
             match serde_json::from_slice::<Timings>(&body) {
                 Ok(timings) => {
-                    shared.lock().timings = timings;
+                    let mut world = shared.lock();
+                    // HA work waiting on the old delay is looked at again with the new one.
+                    let delay = Duration::from_millis(timings.ha_delay_ms);
+                    world.timings = timings;
+                    world.ha.schedule(delay);
+                    drop(world);
                     json_response(200, None, &json!(shared.lock().timings))
                 }
                 Err(err) => plain_error(400, &format!("invalid timings: {err}")),
             }
         }
         ("GET", p) if p.starts_with("volume/") => volume(shared, &p["volume/".len()..]),
+        ("POST", p) if p.starts_with("nodes/") => crate::node_events::handle(shared, p),
         _ => plain_error(404, &format!("no admin endpoint {method} /_sim/{path}")),
     }
 }

@@ -49,6 +49,20 @@ pub fn vm_on_node<'w>(world: &'w World, node: &str, vmid: u32) -> Result<&'w Vm,
         })
 }
 
+/// pmxcfs is writable only with quorum: more than half of the nodes online
+/// (`PVE::Cluster::check_cfs_quorum`).
+pub fn check_quorum(world: &World) -> Result<(), ApiError> {
+    let online = world
+        .nodes
+        .iter()
+        .filter(|n| world.node_online(&n.name))
+        .count();
+    if online * 2 <= world.nodes.len() {
+        return Err(ApiError::die("cluster not ready - no quorum?"));
+    }
+    Ok(())
+}
+
 pub fn check_lock(vm: &Vm) -> Result<(), String> {
     match vm.lock() {
         Some(lock) => Err(format!("VM is locked ({lock})")),

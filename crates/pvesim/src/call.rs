@@ -143,6 +143,9 @@ impl Reply {
 
 pub type ApiResult = Result<Reply, ApiError>;
 
+/// The user pve-sim's own calls run as.
+pub const INTERNAL_USER: &str = "root@pam";
+
 /// One authenticated, validated request.
 #[derive(Debug)]
 pub struct Call<'a> {
@@ -185,7 +188,17 @@ impl Call<'_> {
     }
 
     pub fn token_user(&self) -> String {
+        if self.token_name.is_empty() {
+            return self.user.to_string();
+        }
         format!("{}!{}", self.user, self.token_name)
+    }
+
+    /// A call pve-sim makes itself, as `root@pam` without a token: the HA stack's LRM and
+    /// a booting node's `startall` (PVE's rpcenv of type `ha`/`priv`). Requests over HTTP
+    /// always carry the token.
+    pub fn is_internal(&self) -> bool {
+        self.user == INTERNAL_USER && self.token_name.is_empty()
     }
 }
 

@@ -266,6 +266,16 @@ fn vm_resource(world: &World, call: &Call, vm: &Vm) -> Value {
     if let Some(tags) = vm.config.get("tags") {
         row.insert("tags".into(), json!(tags));
     }
+    // pve-manager `API2/Cluster.pm` `resources`: the CRM's state of an HA service, else the
+    // requested state when one is set.
+    let sid = crate::ha_state::vm_sid(vm.vmid);
+    let hastate = match world.ha.services.get(&sid) {
+        Some(service) => Some(service.state.clone()),
+        None => world.ha.resources.get(&sid).and_then(|r| r.state.clone()),
+    };
+    if let Some(hastate) = hastate {
+        row.insert("hastate".into(), json!(hastate));
+    }
     // pve-manager `API2/Cluster.pm` `resources`: the pool only with Pool.Audit on it.
     let pool_of = world
         .pools

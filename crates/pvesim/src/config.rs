@@ -198,6 +198,15 @@ pub struct Timings {
     /// Time from the agent's first answer until cloud-init's final stage has finished
     /// and written `/run/cloud-init/result.json`.
     pub cloud_init_ms: u64,
+    /// Time from an HA request (a resource change, `hastart`/`hastop`/`hamigrate`, a node
+    /// failure) until the HA manager acts on it (PVE's CRM and LRM rounds, ~10 s; a failed
+    /// node is fenced after 60 s and more).
+    pub ha_delay_ms: u64,
+    /// How long a node rebooted through `POST /_sim/nodes/{node}/reboot` is offline.
+    pub node_reboot_ms: u64,
+    /// How long one second of a `startup` `up=` delay (and startall's default 3 s between
+    /// two VMs) lasts.
+    pub startup_second_ms: u64,
 }
 
 impl Timings {
@@ -219,6 +228,10 @@ impl Default for Timings {
             ("qmdestroy", 50),
             ("qmsuspend", 20),
             ("qmresume", 20),
+            ("qmigrate", 300),
+            ("hastart", 10),
+            ("hastop", 10),
+            ("hamigrate", 10),
             ("imgcopy", 20),
             ("imgdel", 10),
         ]
@@ -233,6 +246,9 @@ impl Default for Timings {
             cluster_resources_lag_ms: 300,
             clone_config_ms: 20,
             cloud_init_ms: 300,
+            ha_delay_ms: 200,
+            node_reboot_ms: 500,
+            startup_second_ms: 100,
         }
     }
 }
@@ -351,7 +367,8 @@ impl Default for HeldLock {
     }
 }
 
-/// Privileges the default token holds on `/`: everything the provider uses.
+/// Privileges the default token holds on `/`: everything the provider uses, and what an
+/// operator's migration and HA calls need.
 pub const DEFAULT_PRIVILEGES: &[&str] = &[
     "Datastore.Allocate",
     "Datastore.AllocateSpace",
@@ -360,6 +377,8 @@ pub const DEFAULT_PRIVILEGES: &[&str] = &[
     "Pool.Audit",
     "SDN.Use",
     "Sys.Audit",
+    // HA resources (`/cluster/ha/resources`) are written with Sys.Console on `/`.
+    "Sys.Console",
     "Sys.Modify",
     "VM.Allocate",
     "VM.Audit",
@@ -376,6 +395,7 @@ pub const DEFAULT_PRIVILEGES: &[&str] = &[
     "VM.GuestAgent.FileRead",
     "VM.GuestAgent.FileWrite",
     "VM.GuestAgent.Unrestricted",
+    "VM.Migrate",
     "VM.PowerMgmt",
 ];
 

@@ -13,13 +13,22 @@ mod admin;
 mod agent;
 mod api;
 mod call;
+mod clock;
 mod cloud_init;
 mod cluster;
 pub mod config;
 mod guest;
 mod guest_files;
+mod guest_volumes;
+mod ha_api;
+mod ha_manager;
+mod ha_request;
+mod ha_state;
 mod hotplug;
 mod http;
+mod migrate;
+mod migrate_task;
+mod node_events;
 mod qemu;
 mod server;
 mod shared;
@@ -89,6 +98,7 @@ impl Sim {
             std::fs::write(dir.join("endpoint"), &endpoint)?;
         }
         let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(ha_manager::run(Arc::clone(&shared), shutdown_rx.clone()));
         let server = tokio::spawn(server::serve(listener, acceptor, shared, shutdown_rx));
         tracing::info!(%endpoint, "pve-sim listening");
         Ok(Sim {

@@ -45,7 +45,8 @@ Try:
         \"$(cat /tmp/sim/endpoint)/api2/json/version\"
 
 Admin API (same token, outside PVE's tree): GET /_sim/state, GET /_sim/journal,
-GET /_sim/volume/{node}/{storage}/{volid}, GET|PUT /_sim/faults, GET|PUT /_sim/timings.
+GET /_sim/volume/{node}/{storage}/{volid}, GET|PUT /_sim/faults, GET|PUT /_sim/timings,
+POST /_sim/nodes/{node}/reboot|fail|recover.
 ";
 
 /// `--help`: the usage, a summary of the default world taken from the defaults themselves

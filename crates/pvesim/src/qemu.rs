@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::api::{check_lock, load_vm, require, require_any, subdirs, vm_on_node};
 use crate::call::{ApiError, ApiResult, Call, Reply, TaskWait, value_as_string};
+use crate::ha_request::{Request, check_destroy, intercept};
 use crate::shared::Shared;
 use crate::tasks::{
     TaskLocks, TaskLog, TaskPrologue, start_locked_task, start_task, start_task_with_prologue,
@@ -1352,7 +1353,9 @@ pub fn status_index(world: &World, call: &Call) -> ApiResult {
 pub fn status_current(world: &World, call: &Call) -> ApiResult {
     require(world, &format!("/vms/{}", call.vmid()), "VM.Audit")?;
     let vm = vm_on_node(world, call.node(), call.vmid())?;
-    Ok(Reply::data(vm_status_json(vm, call.now, true)))
+    let mut row = vm_status_json(vm, call.now, true);
+    row["ha"] = crate::ha_api::service_status(world, vm.vmid);
+    Ok(Reply::data(row))
 }
 
 fn power_task(
@@ -1403,7 +1406,7 @@ fn boot(world: &mut World, vmid: u32) {
     crate::cloud_init::boot(world, vmid, now);
 }
 
-fn halt(world: &mut World, vmid: u32) {
+pub(crate) fn halt(world: &mut World, vmid: u32) {
     if let Some(vm) = world.vms.get_mut(&vmid) {
         crate::cloud_init::halt(vm, Instant::now());
         vm.running = false;
@@ -1416,6 +1419,9 @@ fn halt(world: &mut World, vmid: u32) {
 
 pub fn start(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
     power_prechecks(world, call)?;
+    if let Some(upid) = intercept(shared, world, call, Request::Start) {
+        return upid_reply(upid);
+    }
     power_task(shared, world, call, "qmstart", |world, log, vmid| {
         let vm = &world.vms[&vmid];
         let resume = vm.lock() == Some("suspended");
@@ -1488,6 +1494,18 @@ pub fn start(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
 
 pub fn stop(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
     power_prechecks(world, call)?;
+    if world.ha.is_managed(call.vmid())
+        && !call.is_internal()
+        && call.bool("overrule-shutdown").unwrap_or(false)
+    {
+        return Err(ApiError::param(
+            "overrule-shutdown",
+            "Not applicable for HA resources.",
+        ));
+    }
+    if let Some(upid) = intercept(shared, world, call, Request::Stop { timeout: 0 }) {
+        return upid_reply(upid);
+    }
     power_task(shared, world, call, "qmstop", |world, _log, vmid| {
         check_lock(&world.vms[&vmid])?;
         halt(world, vmid);
@@ -1508,6 +1526,14 @@ fn check_running_for(world: &World, call: &Call, verb: &str) -> Result<(), ApiEr
 
 pub fn shutdown(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
     power_prechecks(world, call)?;
+    let paused = vm_on_node(world, call.node(), call.vmid())?.paused;
+    if paused && !call.bool("forceStop").unwrap_or(false) {
+        return Err(ApiError::die("VM is paused - cannot shutdown"));
+    }
+    let timeout = call.int("timeout").unwrap_or(60);
+    if let Some(upid) = intercept(shared, world, call, Request::Stop { timeout }) {
+        return upid_reply(upid);
+    }
     check_running_for(world, call, "shutdown")?;
     power_task(shared, world, call, "qmshutdown", |world, _log, vmid| {
         check_lock(&world.vms[&vmid])?;
@@ -1548,6 +1574,9 @@ pub fn suspend(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
         return Err(ApiError::die(format!("VM {} not running", vm.vmid)));
     }
     let to_disk = call.bool("todisk").unwrap_or(false);
+    if to_disk && world.ha.is_managed(call.vmid()) {
+        return Err(ApiError::die("Cannot suspend HA managed VM to disk"));
+    }
     power_task(
         shared,
         world,
@@ -1616,6 +1645,8 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
             "can't remove VM {vmid} - protection mode enabled"
         )));
     }
+    let purge = call.bool("purge").unwrap_or(false);
+    check_destroy(world, vmid, purge)?;
     if vm.running {
         return Err(ApiError::die(format!(
             "VM {vmid} is running - destroy failed"
@@ -1692,6 +1723,9 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
                 world.remove_volume(&volid, &vm_node);
                 log.info(format!("Removed unreferenced volume '{volid}'"));
             }
+        }
+        if purge {
+            crate::ha_request::purge(world, log, vmid);
         }
         world.vms.remove(&vmid);
         for pool in world.pools.values_mut() {

@@ -27,7 +27,8 @@ use crate::inspect::{GuestState, JournalEntry, SeedBoot, SimState};
 use crate::{Faults, Sim, SimConfig, Timings};
 
 /// The default world with every task taking 5 ms, the agent up 50 ms after boot, its
-/// ping timing out after 1 ms and `/cluster/resources` current at once. A test that must
+/// ping timing out after 1 ms, `/cluster/resources` current at once, the HA manager acting
+/// 20 ms after a request, a node reboot taking 20 ms and a startup second 1 ms. A test that must
 /// see a task running raises that task's time ([`Admin::set_task_ms`]).
 pub fn fast_config() -> SimConfig {
     let mut config = SimConfig::default();
@@ -37,6 +38,9 @@ pub fn fast_config() -> SimConfig {
     config.timings.agent_boot_ms = 50;
     config.timings.agent_ping_timeout_ms = 1;
     config.timings.cluster_resources_lag_ms = 0;
+    config.timings.ha_delay_ms = 20;
+    config.timings.node_reboot_ms = 20;
+    config.timings.startup_second_ms = 1;
     config
 }
 
@@ -180,6 +184,30 @@ impl Admin {
             response.status()
         );
         Some(response.bytes().await.expect("volume read").to_vec())
+    }
+
+    /// `POST /_sim/nodes/{node}/reboot`: every VM on the node stops, the node is offline
+    /// for `node_reboot_ms`, then its `onboot` VMs start again in `startup` order (the
+    /// HA-managed ones through the HA manager).
+    pub async fn reboot_node(&self, node: &str) {
+        self.node_event(node, "reboot").await;
+    }
+
+    /// `POST /_sim/nodes/{node}/fail`: the node goes offline and its VMs stop; the HA
+    /// manager fences it after `ha_delay_ms` and recovers its HA-managed VMs elsewhere.
+    pub async fn fail_node(&self, node: &str) {
+        self.node_event(node, "fail").await;
+    }
+
+    /// `POST /_sim/nodes/{node}/recover`: a failed (or configured offline) node is online
+    /// again and boots: its `onboot` VMs start.
+    pub async fn recover_node(&self, node: &str) {
+        self.node_event(node, "recover").await;
+    }
+
+    async fn node_event(&self, node: &str, event: &str) {
+        let leaf = format!("nodes/{node}/{event}");
+        let _: serde_json::Value = answer(&leaf, self.request(reqwest::Method::POST, &leaf)).await;
     }
 
     fn request(&self, method: reqwest::Method, leaf: &str) -> reqwest::RequestBuilder {

@@ -164,6 +164,8 @@ pub struct World {
     pub boot_time: u64,
     /// vmid -> (shared holders, exclusively held): the node-local config flocks.
     pub flocks: HashMap<u32, (u32, bool)>,
+    /// The HA stack's configuration and the CRM's view.
+    pub ha: crate::ha_state::HaState,
 }
 
 pub fn unix_now() -> u64 {
@@ -220,6 +222,7 @@ impl World {
             next_pid: 0x1000,
             boot_time: unix_now(),
             flocks: HashMap::new(),
+            ha: crate::ha_state::HaState::default(),
         };
         world.set_faults(config.faults.clone());
         for seed in &config.vms {

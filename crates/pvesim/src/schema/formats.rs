@@ -61,6 +61,7 @@ pub const CHECKED_FORMATS: &[&str] = &[
     "pve-qm-bootdisk",
     "pve-qm-bootdev",
     "storage-pair",
+    "pve-ha-resource-or-vm-id",
 ];
 
 /// pve-common `check_format` for a named format: `-list` validates every element of
@@ -220,6 +221,11 @@ fn check_base(format: &str, value: &str) -> Result<(), String> {
             format!("invalid boot device '{value}'\n"),
         ),
         "storage-pair" => check_storage_pair(value),
+        // pve-ha-manager `HA/Tools.pm` `pve_verify_ha_resource_or_vm_id`.
+        "pve-ha-resource-or-vm-id" => ok(
+            perl_anchored_match("([a-z]+:\\S+|\\d+)", value),
+            "value does not look like a valid ha resource id\n".into(),
+        ),
         // Formats we do not model pass, as an unchecked string.
         _ => Ok(()),
     }

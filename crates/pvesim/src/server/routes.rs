@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::call::{ApiError, ApiResult, Call};
 use crate::shared::Shared;
 use crate::world::World;
-use crate::{agent, cluster, guest_files, qemu, storage};
+use crate::{agent, cluster, guest_files, ha_api, migrate, qemu, storage};
 
 /// Every handler has this shape; most ignore the shared state (it is only needed to start
 /// background tasks).
@@ -201,6 +201,40 @@ const ROUTES: &[(&str, &str, Handler)] = &[
         "/nodes/{node}/storage/{storage}/upload",
         storage::upload,
     ),
+    ("GET", "/nodes/{node}/qemu/{vmid}/migrate", |_, w, c| {
+        migrate::precondition(w, c)
+    }),
+    (
+        "POST",
+        "/nodes/{node}/qemu/{vmid}/migrate",
+        migrate::migrate_vm,
+    ),
+    ("GET", "/cluster/ha", |_, w, _| ha_api::index(w)),
+    ("GET", "/cluster/ha/status", |_, _, _| {
+        ha_api::status_index()
+    }),
+    ("GET", "/cluster/ha/resources", |_, w, c| ha_api::list(w, c)),
+    ("POST", "/cluster/ha/resources", |_, w, c| {
+        ha_api::create(w, c)
+    }),
+    ("GET", "/cluster/ha/resources/{sid}", |_, w, c| {
+        ha_api::read(w, c)
+    }),
+    ("PUT", "/cluster/ha/resources/{sid}", |_, w, c| {
+        ha_api::update(w, c)
+    }),
+    ("DELETE", "/cluster/ha/resources/{sid}", |_, w, c| {
+        ha_api::delete(w, c)
+    }),
+    ("POST", "/cluster/ha/resources/{sid}/migrate", |_, w, c| {
+        ha_api::motion(w, c, "migrate")
+    }),
+    ("POST", "/cluster/ha/resources/{sid}/relocate", |_, w, c| {
+        ha_api::motion(w, c, "relocate")
+    }),
+    ("GET", "/cluster/ha/status/current", |_, w, c| {
+        ha_api::status_current(w, c)
+    }),
     ("GET", "/storage", |_, w, c| storage::cluster_list(w, c)),
     ("GET", "/storage/{storage}", |_, w, c| {
         storage::cluster_get(w, c)

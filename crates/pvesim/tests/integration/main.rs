@@ -1,8 +1,10 @@
 //! pvesim's integration tests, one binary (`cargo test -p pvesim --test integration`): one
 //! link step instead of one per file, and one copy of the shared helpers in `common`.
 
+mod cluster_life;
 mod common;
 mod conformance;
+mod ha_life;
 mod iso_tools;
 mod pve_fidelity;
 mod schema_conformance;

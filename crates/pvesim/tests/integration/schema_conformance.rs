@@ -1,7 +1,7 @@
 //! Our parameter rules against PVE's official API schema dump (`../shared/pve/api-schema.json`,
-//! pve-docs 9.1.3; an endpoint outside that subset is looked up in the whole dump,
-//! `api-schema-full.json`). Skips with a message where the subset is absent, as on a user's
-//! machine.
+//! pve-docs 9.1.3). Skips with a message where that file is absent, as on a user's machine.
+//! Endpoints the subset lacks (migration, HA) are taken from the whole tree beside it
+//! (`api-schema-full.json`), flattened the same way.
 
 use crate::common::skipped;
 use pvesim::schema::{self, Format, ParamRule, ParamType};
@@ -11,37 +11,40 @@ const SCHEMA_PATH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../../shared/pve/api-schema.json"
 );
-
 const FULL_SCHEMA_PATH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../../shared/pve/api-schema-full.json"
 );
 
-/// Every method of the whole dump as `{method, path, parameters}`, like the subset's rows.
-fn full_endpoints() -> Vec<Value> {
-    fn walk(node: &Value, out: &mut Vec<Value>) {
-        if let (Some(path), Some(info)) = (node["path"].as_str(), node["info"].as_object()) {
-            for (method, description) in info {
-                out.push(serde_json::json!({
-                    "method": method,
-                    "path": path,
-                    "parameters": description["parameters"],
-                }));
-            }
-        }
-        for child in node["children"].as_array().into_iter().flatten() {
-            walk(child, out);
+/// The full tree as the subset lists it: each method's `info` with `path` added.
+fn flatten(node: &Value, out: &mut Vec<Value>) {
+    if let Some(items) = node.as_array() {
+        items.iter().for_each(|item| flatten(item, out));
+        return;
+    }
+    if let Some(info) = node["info"].as_object() {
+        for method in info.values() {
+            let mut entry = method.clone();
+            entry["path"] = node["path"].clone();
+            out.push(entry);
         }
     }
-    let Ok(text) = std::fs::read_to_string(FULL_SCHEMA_PATH) else {
-        return Vec::new();
-    };
-    let tree: Value = serde_json::from_str(&text).expect("api-schema-full.json is JSON");
-    let mut out = Vec::new();
-    for root in tree.as_array().into_iter().flatten() {
-        walk(root, &mut out);
+    if let Some(children) = node.get("children") {
+        flatten(children, out);
     }
-    out
+}
+
+/// The subset's endpoints, then the full tree's (absent file: none).
+fn pve_endpoints(subset: &Value) -> Vec<Value> {
+    let mut all = subset["endpoints"]
+        .as_array()
+        .expect("endpoints array")
+        .clone();
+    if let Ok(text) = std::fs::read_to_string(FULL_SCHEMA_PATH) {
+        let tree: Value = serde_json::from_str(&text).expect("api-schema-full.json is JSON");
+        flatten(&tree, &mut all);
+    }
+    all
 }
 
 fn as_f64(value: &Value) -> Option<f64> {
@@ -242,14 +245,16 @@ fn our_rules_match_pve_api_schema() {
         return;
     };
     let dump: Value = serde_json::from_str(&text).expect("api-schema.json is JSON");
-    let their_endpoints = dump["endpoints"].as_array().expect("endpoints array");
-    let whole_dump = full_endpoints();
+    let all_endpoints = pve_endpoints(&dump);
+    let their_endpoints = &all_endpoints;
+    let subset_endpoints = dump["endpoints"].as_array().expect("endpoints array");
     let mut mismatches = Vec::new();
     let mut checked_params = 0;
     let mut checked_ranges = 0;
     for ours in schema::endpoints() {
         let at = format!("{} {}", ours.method, ours.template);
-        let Some(theirs) = (their_endpoints.iter().chain(&whole_dump))
+        let Some(theirs) = their_endpoints
+            .iter()
             .find(|e| e["method"] == ours.method && e["path"] == ours.template)
         else {
             mismatches.push(format!("{at}: endpoint not in PVE's schema"));
@@ -279,7 +284,7 @@ fn our_rules_match_pve_api_schema() {
             }
         }
     }
-    for theirs in their_endpoints {
+    for theirs in subset_endpoints {
         let (method, path) = (
             theirs["method"].as_str().unwrap_or(""),
             theirs["path"].as_str().unwrap_or(""),
