@@ -45,7 +45,10 @@ pub fn create_if_absent(path: &Path, bytes: &[u8]) -> io::Result<bool> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
         // A file system without hard links: an exclusive create, whose content a crash can
         // cut short (a reader then reports the file as unreadable).
-        Err(_) => write_new(path, bytes),
+        Err(_) => match write_new(path, bytes) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            written => written,
+        },
     }
 }
 
