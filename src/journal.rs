@@ -6,39 +6,168 @@
 //! - A create that finished on PVE but was killed before Terraform stored it. Its create
 //!   token is written here before the clone and stays *unconfirmed* until a later plan,
 //!   refresh or update shows the token in Terraform's state. The next create of the name
-//!   resumes a finished VM whose token is unconfirmed here, with no import.
+//!   resumes a finished VM whose token is unconfirmed here, with no import, and, once the
+//!   entry records the VM's VMID and mark, only that VM with that mark.
 //! - A `create_before_destroy` replacement. The plan that replaces a VM records its token
 //!   as *being replaced*; the new VM's create then makes a second VM of the name beside it
 //!   instead of refusing it as another state's.
 //!
 //! The journal lives under Terraform's data directory (`TF_DATA_DIR`, default
-//! `.terraform/`, relative to the working directory Terraform starts the provider in), one
-//! folder per workspace and one small file per fleet and name. Another working directory,
-//! workspace or machine has its own (or none): there every rule of ownership holds as if
-//! the journal did not exist. Failing to read or write it only loses the recovery.
+//! `.terraform/`, relative to the working directory Terraform starts the provider in): one
+//! folder per workspace, in it one folder per fleet and name, and in that one file per
+//! token and fact (`<token hash>.unconfirmed`, `<token hash>.replacing`). A fact is made
+//! true by writing its file whole (see `files`) and false by deleting it, so no change reads
+//! and rewrites what another process may be changing: any number of provider processes
+//! (two provider aliases, a plan beside an apply) share one journal and lose nothing.
+//! Another working directory, workspace or machine has its own (or none): there every rule
+//! of ownership holds as if the journal did not exist. Failing to read or write it only
+//! loses the recovery, and is never silent: it becomes a [`JournalWarning`], which the
+//! caller shows as a Terraform warning ([`Journal::report_to`]).
 
+mod files;
+mod legacy;
+
+use std::collections::HashSet;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// How old a temporary file must be to count as a killed writer's: a live write takes
+/// milliseconds.
+const STALE_TEMP: Duration = Duration::from_secs(300);
 
 #[derive(Debug)]
 pub struct Journal {
     /// The workspace's folder; `None` keeps nothing (tests of the lifecycle alone).
     dir: Option<PathBuf>,
-    /// One read-modify-write at a time in this process.
-    lock: Mutex<()>,
+    /// What this process did and saw. Never the entries, which live in their files alone.
+    local: Mutex<Local>,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Default)]
+struct Local {
+    /// Killed writers' temporary files were looked for.
+    swept: bool,
+    /// Names (by key) whose first-layout file this process found moved or moved itself.
+    settled: HashSet<String>,
+    /// Names whose first-layout file could not be moved: it is read where it lies.
+    in_place: HashSet<String>,
+    warnings: Vec<JournalWarning>,
+    /// Every warning this process made, so each is shown once.
+    reported: HashSet<String>,
+}
+
+/// Something the journal could not read or write, for the caller to show as a warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalWarning {
+    pub summary: &'static str,
+    pub detail: String,
+}
+
+const UNREADABLE: &str = "Proxy VM journal entry unreadable";
+const NOT_WRITTEN: &str = "Proxy VM journal not updated";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fact {
+    Unconfirmed,
+    Replacing,
+}
+
+/// What the journal was asked to do, for the warning when it could not.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    RecordCreate,
+    RecordVm,
+    Confirm,
+    RecordReplacement,
+    ForgetReplacement,
+    MoveFirstLayout,
+}
+
+impl Change {
+    fn consequence(self, name: &str) -> String {
+        match self {
+            Change::RecordCreate => format!(
+                "If this apply is killed before Terraform stores the VM of `{name}`, the next \
+                 apply cannot resume it and asks for an import instead."
+            ),
+            Change::RecordVm => format!(
+                "The journal keeps no VMID and mark for this create of `{name}`, so a later \
+                 create here resumes its VM without checking them."
+            ),
+            Change::Confirm => format!(
+                "The journal still counts this create of `{name}` as one Terraform never \
+                 stored, so a create here could resume its VM after it left this state."
+            ),
+            Change::RecordReplacement => format!(
+                "A `create_before_destroy` replacement of `{name}` will be refused as another \
+                 state's VM; apply again, or replace it without `create_before_destroy`."
+            ),
+            Change::ForgetReplacement => format!(
+                "The journal still says a plan replaces the VM of `{name}`, so a create of the \
+                 name may be made beside it."
+            ),
+            Change::MoveFirstLayout => format!(
+                "This journal file of `{name}` is from an earlier version of the provider: its \
+                 tokens are still read where they lie, but no change to them can be saved."
+            ),
+        }
+    }
+}
+
+/// One entry's file: the token it is for (checked on reading), whose it is, and, once the
+/// create knows them, the VM it made and the mark that VM is to carry.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 struct Entry {
-    /// Create tokens of this directory's creates that Terraform's state may not hold.
-    #[serde(default)]
-    unconfirmed: Vec<String>,
-    /// Tokens of this directory's VMs that a plan replaces.
-    #[serde(default)]
-    replacing: Vec<String>,
+    token: String,
+    fleet: String,
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vmid: Option<u32>,
+    /// A hash of the mark's fingerprint as the caller gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mark: Option<String>,
+}
+
+impl Entry {
+    fn new(fleet: &str, name: &str, token: &str) -> Entry {
+        Entry {
+            token: token.to_owned(),
+            fleet: fleet.to_owned(),
+            name: name.to_owned(),
+            vmid: None,
+            mark: None,
+        }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec(self).unwrap_or_default();
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
+/// Where one fleet and name's entries live.
+#[derive(Debug)]
+struct Place {
+    workspace: PathBuf,
+    /// A hash of fleet and name (also the first layout's file stem).
+    key: String,
+    dir: PathBuf,
+}
+
+impl Place {
+    fn entry(&self, token: &str, fact: Fact) -> PathBuf {
+        let suffix = match fact {
+            Fact::Unconfirmed => "unconfirmed",
+            Fact::Replacing => "replacing",
+        };
+        self.dir.join(format!("{}.{suffix}", hex_hash(token, 16)))
+    }
 }
 
 impl Journal {
@@ -69,100 +198,384 @@ impl Journal {
     pub fn at(dir: Option<PathBuf>) -> Self {
         Self {
             dir,
-            lock: Mutex::new(()),
+            local: Mutex::new(Local::default()),
         }
     }
 
     /// Before a create's first write: its token may soon name a VM Terraform never stores.
-    pub fn creating(&self, fleet: &str, name: &str, token: &str) {
-        self.change(fleet, name, |entry| {
-            push_once(&mut entry.unconfirmed, token)
-        });
+    pub fn record_create(&self, fleet: &str, name: &str, token: &str) {
+        let Some(place) = self.place(fleet, name) else {
+            return;
+        };
+        let path = place.entry(token, Fact::Unconfirmed);
+        self.put(&path, &Entry::new(fleet, name, token), Change::RecordCreate);
+    }
+
+    /// The create of `token` made (or resumed) VM `vmid` and is about to mark it with the mark
+    /// whose fingerprint is `mark_fingerprint` (any text that changes when the mark does):
+    /// from now on only that VM, so marked, is resumed for the token
+    /// ([`Journal::is_unconfirmed_for`]). Nothing is recorded for a token no longer
+    /// unconfirmed.
+    pub fn record_vm(
+        &self,
+        fleet: &str,
+        name: &str,
+        token: &str,
+        vmid: u32,
+        mark_fingerprint: &str,
+    ) {
+        let Some(place) = self.place(fleet, name) else {
+            return;
+        };
+        let path = place.entry(token, Fact::Unconfirmed);
+        // A confirmed create never becomes resumable again.
+        if !matches!(path.try_exists(), Ok(true)) {
+            return;
+        }
+        let entry = Entry {
+            vmid: Some(vmid),
+            mark: Some(hex_hash(mark_fingerprint, 16)),
+            ..Entry::new(fleet, name, token)
+        };
+        self.put(&path, &entry, Change::RecordVm);
     }
 
     /// Terraform's state holds `token`: from now on its VM is resumed by no create, so a
     /// `state rm` or a lost state makes it another state's VM like any other.
-    pub fn confirmed(&self, fleet: &str, name: &str, token: &str) {
-        self.change(fleet, name, |entry| {
-            entry.unconfirmed.retain(|t| t != token)
-        });
+    pub fn confirm(&self, fleet: &str, name: &str, token: &str) {
+        self.remove(fleet, name, token, Fact::Unconfirmed, Change::Confirm);
     }
 
     /// A plan replaces the VM of `token`.
-    pub fn replacing(&self, fleet: &str, name: &str, token: &str) {
-        self.change(fleet, name, |entry| push_once(&mut entry.replacing, token));
+    pub fn record_replacement(&self, fleet: &str, name: &str, token: &str) {
+        let Some(place) = self.place(fleet, name) else {
+            return;
+        };
+        let path = place.entry(token, Fact::Replacing);
+        self.put(
+            &path,
+            &Entry::new(fleet, name, token),
+            Change::RecordReplacement,
+        );
     }
 
     /// A plan keeps the VM of `token` (no replacement, or no longer).
-    pub fn not_replaced(&self, fleet: &str, name: &str, token: &str) {
-        self.change(fleet, name, |entry| entry.replacing.retain(|t| t != token));
+    pub fn forget_replacement(&self, fleet: &str, name: &str, token: &str) {
+        let change = Change::ForgetReplacement;
+        self.remove(fleet, name, token, Fact::Replacing, change);
     }
 
-    /// The VM of `token` is gone (destroyed) or its create was dropped.
+    /// The VM of `token` is gone (destroyed), or its create was dropped or failed before it
+    /// made a VM: nothing of the token is kept.
     pub fn forget(&self, fleet: &str, name: &str, token: &str) {
-        self.change(fleet, name, |entry| {
-            entry.unconfirmed.retain(|t| t != token);
-            entry.replacing.retain(|t| t != token);
-        });
+        self.remove(fleet, name, token, Fact::Unconfirmed, Change::Confirm);
+        let change = Change::ForgetReplacement;
+        self.remove(fleet, name, token, Fact::Replacing, change);
     }
 
     /// Whether `token` is a create of this directory that Terraform may not have stored.
     pub fn is_unconfirmed(&self, fleet: &str, name: &str, token: &str) -> bool {
-        self.read(fleet, name)
-            .unconfirmed
-            .iter()
-            .any(|t| t == token)
+        self.lookup(fleet, name, token, Fact::Unconfirmed).is_some()
+    }
+
+    /// Whether `token` is a create of this directory that Terraform may not have stored and
+    /// that made VM `vmid` with the mark of `mark_fingerprint`, as far as its entry recorded
+    /// them ([`Journal::record_vm`]): a VM whose mark changed since (another state imported
+    /// and re-marked it) or a copy of it at another VMID is not this directory's to resume.
+    pub fn is_unconfirmed_for(
+        &self,
+        fleet: &str,
+        name: &str,
+        token: &str,
+        vmid: u32,
+        mark_fingerprint: &str,
+    ) -> bool {
+        let Some(entry) = self.lookup(fleet, name, token, Fact::Unconfirmed) else {
+            return false;
+        };
+        let same_vm = entry.vmid.is_none_or(|recorded| recorded == vmid);
+        let same_mark = entry
+            .mark
+            .is_none_or(|recorded| recorded == hex_hash(mark_fingerprint, 16));
+        if !(same_vm && same_mark) {
+            tracing::info!(vmid, %name, recorded_vmid = ?entry.vmid, same_mark, "the journal's \
+                unconfirmed create names another VM or mark; not resuming this one");
+        }
+        same_vm && same_mark
     }
 
     /// Whether a plan of this directory replaces the VM of `token`.
     pub fn is_replaced(&self, fleet: &str, name: &str, token: &str) -> bool {
-        self.read(fleet, name).replacing.iter().any(|t| t == token)
+        self.lookup(fleet, name, token, Fact::Replacing).is_some()
     }
 
-    fn path(&self, fleet: &str, name: &str) -> Option<PathBuf> {
-        let digest = Sha256::digest(format!("{fleet}\0{name}").as_bytes());
-        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.as_ref().map(|dir| dir.join(format!("{hex}.json")))
+    /// The warnings made since the last call, each once per process.
+    pub fn take_warnings(&self) -> Vec<JournalWarning> {
+        std::mem::take(&mut self.local().warnings)
     }
 
-    fn read(&self, fleet: &str, name: &str) -> Entry {
-        self.path(fleet, name)
-            .and_then(|path| std::fs::read(path).ok())
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default()
+    /// Adds the warnings made since the last call to `diagnostics`.
+    pub fn report_to(&self, diagnostics: &mut tfplugin::Diagnostics) {
+        for warning in self.take_warnings() {
+            diagnostics.warning(warning.summary, warning.detail);
+        }
     }
 
-    fn change(&self, fleet: &str, name: &str, edit: impl FnOnce(&mut Entry)) {
-        let Some(path) = self.path(fleet, name) else {
+    /// The first name of [`Journal::record_create`].
+    pub fn creating(&self, fleet: &str, name: &str, token: &str) {
+        self.record_create(fleet, name, token);
+    }
+
+    /// The first name of [`Journal::confirm`].
+    pub fn confirmed(&self, fleet: &str, name: &str, token: &str) {
+        self.confirm(fleet, name, token);
+    }
+
+    /// The first name of [`Journal::record_replacement`].
+    pub fn replacing(&self, fleet: &str, name: &str, token: &str) {
+        self.record_replacement(fleet, name, token);
+    }
+
+    /// The first name of [`Journal::forget_replacement`].
+    pub fn not_replaced(&self, fleet: &str, name: &str, token: &str) {
+        self.forget_replacement(fleet, name, token);
+    }
+
+    /// Where the entries of `fleet` and `name` live, once killed writers' leftovers are
+    /// cleaned and the name's first-layout file is moved; `None` when nothing is kept.
+    fn place(&self, fleet: &str, name: &str) -> Option<Place> {
+        let workspace = self.dir.as_ref()?;
+        self.sweep_once(workspace);
+        let key = hex_hash(&format!("{fleet}\0{name}"), 12);
+        let place = Place {
+            workspace: workspace.clone(),
+            dir: workspace.join(&key),
+            key,
+        };
+        self.settle_first_layout(&place, fleet, name);
+        Some(place)
+    }
+
+    fn put(&self, path: &Path, entry: &Entry, change: Change) {
+        if let Err(error) = files::replace(path, &entry.bytes()) {
+            self.not_written(path, &entry.name, &error, change);
+        }
+    }
+
+    fn remove(&self, fleet: &str, name: &str, token: &str, fact: Fact, change: Change) {
+        let Some(place) = self.place(fleet, name) else {
             return;
         };
-        let _one_at_a_time = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        let mut entry = self.read(fleet, name);
-        let before = serde_json::to_vec(&entry).unwrap_or_default();
-        edit(&mut entry);
-        let after = serde_json::to_vec(&entry).unwrap_or_default();
-        if before == after {
+        let path = place.entry(token, fact);
+        if let Err(error) = files::remove(&path) {
+            self.not_written(&path, name, &error, change);
+        }
+    }
+
+    fn lookup(&self, fleet: &str, name: &str, token: &str, fact: Fact) -> Option<Entry> {
+        let place = self.place(fleet, name)?;
+        let path = place.entry(token, fact);
+        let why = match files::read(&path) {
+            Ok(None) => return self.lookup_in_place(&place, fleet, name, token, fact),
+            Ok(Some(bytes)) => match serde_json::from_slice::<Entry>(&bytes) {
+                Ok(entry) if entry.token == token => return Some(entry),
+                Ok(_) => "it is for another create token".to_owned(),
+                Err(error) => format!("not a journal entry: {error}"),
+            },
+            Err(error) => error.to_string(),
+        };
+        self.unreadable(&path, name, &why);
+        None
+    }
+
+    /// A token in a first-layout file that could not be moved.
+    fn lookup_in_place(
+        &self,
+        place: &Place,
+        fleet: &str,
+        name: &str,
+        token: &str,
+        fact: Fact,
+    ) -> Option<Entry> {
+        if !self.local().in_place.contains(&place.key) {
+            return None;
+        }
+        let path = legacy::file(&place.workspace, &place.key);
+        let lists = match files::read(&path).map(|bytes| bytes.map(|b| legacy::parse(&b))) {
+            Ok(Some(Ok(lists))) => lists,
+            Ok(None) => return None,
+            Ok(Some(Err(error))) => {
+                self.unreadable(&path, name, &format!("not a journal file: {error}"));
+                return None;
+            }
+            Err(error) => {
+                self.unreadable(&path, name, &error.to_string());
+                return None;
+            }
+        };
+        let list = match fact {
+            Fact::Unconfirmed => lists.unconfirmed,
+            Fact::Replacing => lists.replacing,
+        };
+        list.iter()
+            .any(|t| t == token)
+            .then(|| Entry::new(fleet, name, token))
+    }
+
+    /// Moves the name's first-layout file into entries, once per process: waits (briefly)
+    /// for another process moving it, takes over a move a killed process left, and reads the
+    /// file where it lies when it cannot be moved.
+    fn settle_first_layout(&self, place: &Place, fleet: &str, name: &str) {
+        if self.local().settled.contains(&place.key) {
             return;
         }
-        if let Err(error) = write_atomically(&path, &after) {
-            tracing::warn!(path = %path.display(), %error, "could not write the provider's \
-                journal; a create killed before Terraform stored it will need an import");
+        let give_up = Instant::now() + legacy::STALE_CLAIM + Duration::from_secs(1);
+        loop {
+            match self.move_first_layout(place, fleet, name) {
+                Ok(true) => break,
+                Ok(false) if Instant::now() < give_up => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                // Still another process's: looked at again by the next call.
+                Ok(false) => return,
+                Err(error) => {
+                    let path = legacy::file(&place.workspace, &place.key);
+                    if path.exists() {
+                        self.not_written(&path, name, &error, Change::MoveFirstLayout);
+                    }
+                    self.local().in_place.insert(place.key.clone());
+                    break;
+                }
+            }
+        }
+        self.local().settled.insert(place.key.clone());
+    }
+
+    /// One round of the move: claims the first-layout file and any stale claim, and moves
+    /// what it claimed. `Ok(true)` when no other process's move is still under way.
+    fn move_first_layout(&self, place: &Place, fleet: &str, name: &str) -> io::Result<bool> {
+        let legacy_file = legacy::file(&place.workspace, &place.key);
+        let mut mine: Vec<PathBuf> = legacy::claim(&legacy_file, &place.dir)?
+            .into_iter()
+            .collect();
+        let (fresh, stale) = legacy::pending(&place.dir)?;
+        for claim in &stale {
+            mine.extend(legacy::take_over(claim)?);
+        }
+        for claim in &mine {
+            self.move_claim(place, claim, fleet, name);
+        }
+        Ok(fresh.iter().all(|claim| mine.contains(claim)))
+    }
+
+    /// Writes the tokens of a claimed first-layout file as entries (never over newer ones),
+    /// then deletes the claim; an unreadable one is put aside and reported.
+    fn move_claim(&self, place: &Place, claim: &Path, fleet: &str, name: &str) {
+        let lists = match files::read(claim).map(|bytes| bytes.map(|b| legacy::parse(&b))) {
+            Ok(Some(Ok(lists))) => lists,
+            // Taken over meanwhile by another process.
+            Ok(None) => return,
+            Ok(Some(Err(error))) => {
+                let aside = legacy::put_aside(&place.dir);
+                let shown = match files::take(claim, &aside) {
+                    Ok(_) => aside,
+                    Err(_) => claim.to_owned(),
+                };
+                let why = format!("not a journal file: {error}");
+                self.unreadable(&shown, name, &why);
+                return;
+            }
+            Err(error) => return self.unreadable(claim, name, &error.to_string()),
+        };
+        let facts = [
+            (Fact::Unconfirmed, &lists.unconfirmed, Change::RecordCreate),
+            (Fact::Replacing, &lists.replacing, Change::RecordReplacement),
+        ];
+        let mut all_moved = true;
+        for (fact, tokens, change) in facts {
+            for token in tokens {
+                let path = place.entry(token, fact);
+                let bytes = Entry::new(fleet, name, token).bytes();
+                if let Err(error) = files::create_if_absent(&path, &bytes) {
+                    all_moved = false;
+                    self.not_written(&path, name, &error, change);
+                }
+            }
+        }
+        // Otherwise the claim stays, and is taken over (and moved again) once stale.
+        if all_moved && let Err(error) = files::remove(claim) {
+            tracing::warn!(path = %claim.display(), %error, "could not delete a moved journal \
+                file");
         }
     }
-}
 
-fn push_once(list: &mut Vec<String>, token: &str) {
-    if !list.iter().any(|t| t == token) {
-        list.push(token.to_owned());
+    /// Deletes the temporary files killed writers left, once per process.
+    fn sweep_once(&self, workspace: &Path) {
+        if std::mem::replace(&mut self.local().swept, true) {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(workspace) else {
+            return;
+        };
+        let mut folders = vec![workspace.to_owned()];
+        folders.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path()),
+        );
+        for folder in folders {
+            match files::remove_stale_temps(&folder, STALE_TEMP) {
+                Ok(0) => {}
+                Ok(removed) => {
+                    tracing::debug!(folder = %folder.display(), removed, "removed temporary \
+                        files of killed journal writes");
+                }
+                Err(error) => {
+                    tracing::warn!(folder = %folder.display(), %error, "could not clean the \
+                        provider's journal");
+                }
+            }
+        }
+    }
+
+    fn unreadable(&self, path: &Path, name: &str, why: &str) {
+        let detail = format!(
+            "{} could not be read ({why}), so it is ignored: a create of `{name}` killed \
+             before Terraform stored its VM cannot be resumed from it (the next apply asks \
+             for an import instead), and a `create_before_destroy` replacement it records \
+             may be refused. Delete the file to stop this warning.",
+            path.display()
+        );
+        self.warn(UNREADABLE, detail);
+    }
+
+    fn not_written(&self, path: &Path, name: &str, error: &io::Error, change: Change) {
+        let detail = format!(
+            "Could not change {}: {error}. {}",
+            path.display(),
+            change.consequence(name)
+        );
+        self.warn(NOT_WRITTEN, detail);
+    }
+
+    fn warn(&self, summary: &'static str, detail: String) {
+        let mut local = self.local();
+        if local.reported.insert(detail.clone()) {
+            tracing::warn!(%detail, "{summary}");
+            local.warnings.push(JournalWarning { summary, detail });
+        }
+    }
+
+    fn local(&self) -> MutexGuard<'_, Local> {
+        self.local.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&temporary, bytes)?;
-    std::fs::rename(&temporary, path)
+/// The first `bytes` bytes of the SHA-256 of `text`, in hex.
+fn hex_hash(text: &str, bytes: usize) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    digest[..bytes].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A workspace name as one path component.
@@ -178,51 +591,4 @@ fn file_safe(name: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_create_stays_resumable_until_the_state_holds_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let journal = Journal::at(Some(dir.path().join("default")));
-        journal.creating("", "edge-0", "t1");
-        journal.creating("", "edge-0", "t2");
-        assert!(journal.is_unconfirmed("", "edge-0", "t1"));
-        assert!(
-            !journal.is_unconfirmed("prod", "edge-0", "t1"),
-            "fleets apart"
-        );
-        assert!(!journal.is_unconfirmed("", "edge-1", "t1"), "names apart");
-        journal.confirmed("", "edge-0", "t2");
-        assert!(journal.is_unconfirmed("", "edge-0", "t1"));
-        assert!(!journal.is_unconfirmed("", "edge-0", "t2"));
-        // Another process reads what this one wrote.
-        let again = Journal::at(Some(dir.path().join("default")));
-        journal.creating("", "edge-0", "t3");
-        assert!(again.is_unconfirmed("", "edge-0", "t3"));
-        again.forget("", "edge-0", "t3");
-        assert!(!journal.is_unconfirmed("", "edge-0", "t3"));
-    }
-
-    #[test]
-    fn a_replacement_is_recorded_by_its_plan_and_dropped_when_kept_or_gone() {
-        let dir = tempfile::tempdir().unwrap();
-        let journal = Journal::at(Some(dir.path().to_owned()));
-        journal.replacing("", "edge-0", "old");
-        assert!(journal.is_replaced("", "edge-0", "old"));
-        journal.not_replaced("", "edge-0", "old");
-        assert!(!journal.is_replaced("", "edge-0", "old"));
-        journal.replacing("", "edge-0", "old");
-        journal.forget("", "edge-0", "old");
-        assert!(!journal.is_replaced("", "edge-0", "old"));
-    }
-
-    #[test]
-    fn no_directory_keeps_nothing_and_workspace_names_stay_one_component() {
-        let journal = Journal::at(None);
-        journal.creating("", "edge-0", "t1");
-        assert!(!journal.is_unconfirmed("", "edge-0", "t1"));
-        assert_eq!(file_safe("../prod/x"), "_prod_x");
-        assert_eq!(file_safe("team-a"), "team-a");
-    }
-}
+mod tests;

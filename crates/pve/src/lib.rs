@@ -135,7 +135,10 @@
 //! [`retry::wait_out_locks`] runs an attempt until it ends in anything but a lock, pausing on
 //! a [`retry::Backoff`] (200 ms doubling to 5 s, [`retry::Backoff::for_locks`]) until the
 //! caller's deadline, and [`Client::run_task`] is that loop for a task that may be repeated.
-//! `Backoff` is also the schedule for polls bounded by a deadline.
+//! `Backoff` is the one schedule: the retry helpers pause on it too, and so do a task wait's
+//! status reads and polls bounded by a deadline. Each pause is drawn from the upper half of
+//! its step, so callers that failed together do not all come back at once. Auth, not found
+//! and invalid are never retried or waited on.
 //!
 //! # Waiting for tasks
 //!

@@ -8,13 +8,18 @@
 //!
 //! Retried: [`ErrorKind::Transient`], a 5xx whose text says nothing more
 //! ([`Error::is_unexplained_server_error`]: for a write, only after the check), and
-//! [`ErrorKind::Locked`] when the policy says so, until the policy's lock deadline. Every retry
-//! is logged with its reason.
+//! [`ErrorKind::Locked`] when the policy says so, until the policy's lock deadline. Nothing
+//! else is: an error PVE explained (auth, not found, invalid, …) returns at once, with no
+//! pause. Every retry is logged with its reason.
 //!
 //! Above single calls, a lock that ends a *task* (`VM is locked (backup)`, checked again
-//! inside PVE's worker) is waited out by [`wait_out_locks`] on a [`Backoff`]: the one
-//! deadline-bound pause schedule for lock waits and polls. [`Client::run_task`] is that loop
-//! for a task that may be sent again.
+//! inside PVE's worker) is waited out by [`wait_out_locks`]. [`Client::run_task`] is that
+//! loop for a task that may be sent again.
+//!
+//! Every pause of all of them (and of the task wait's status reads) follows one schedule,
+//! [`Backoff`]: doubling steps, each pause drawn from the upper half of its step, so callers
+//! that failed together (parallel creates meeting one lock or one outage) do not all come
+//! back at the same instant, and no pause that would reach the caller's deadline.
 //!
 //! [`Client::run_task`]: crate::Client::run_task
 
@@ -47,6 +52,7 @@ pub struct RetryPolicy {
     pub retry_locked: bool,
     /// With `retry_locked`: keep waiting out a lock until this instant, however many attempts
     /// that takes (a backup may hold a VM for minutes). `None`: `max_attempts` bounds it.
+    /// No pause of this policy, for a lock or anything else, reaches this instant.
     pub locked_until: Option<tokio::time::Instant>,
 }
 
@@ -86,40 +92,42 @@ impl RetryPolicy {
         }
     }
 
-    /// Whether attempt `next` may be made after `error`, given the delay before it.
-    fn allows(&self, error: &Error, next: u32, delay: Duration) -> bool {
-        if !self.retries(error) {
-            return false;
-        }
-        match (error.kind(), self.locked_until) {
-            (ErrorKind::Locked, Some(until)) => ends_before(delay, until),
-            _ => next <= self.max_attempts.max(1),
+    /// This policy's schedule: `base_delay` doubling to `max_delay`, jittered, and, when
+    /// the policy has a lock deadline, no pause past it.
+    pub fn backoff(&self) -> Backoff {
+        match self.locked_until {
+            Some(until) => Backoff::new(self.base_delay, self.max_delay, until),
+            None => Backoff::unbounded(self.base_delay, self.max_delay),
         }
     }
 
-    /// After attempt `attempt` failed with `error`: logs and sleeps the pause before the next
-    /// attempt and returns its number, or returns `None` at once when the policy gives up.
-    async fn pause_after(&self, error: &Error, attempt: u32) -> Option<u32> {
-        let next = attempt + 1;
-        let delay = self.delay_before(next);
-        if !self.allows(error, next, delay) {
+    /// After attempt `attempt` failed with `error`: logs and sleeps the next pause of
+    /// `backoff` and returns the next attempt's number, or returns `None` at once when the
+    /// policy gives up (an error it does not retry, attempts or deadline used up).
+    async fn pause_after(&self, backoff: &mut Backoff, error: &Error, attempt: u32) -> Option<u32> {
+        if !self.retries(error) {
             return None;
         }
+        let next = attempt + 1;
+        // A lock is waited out until the deadline, however many attempts that takes.
+        let until_deadline = error.kind() == ErrorKind::Locked && self.locked_until.is_some();
+        if !until_deadline && next > self.max_attempts.max(1) {
+            return None;
+        }
+        let delay = backoff.next_delay()?;
         log_retry(error, next, delay);
         tokio::time::sleep(delay).await;
         Some(next)
     }
 
-    /// Delay before attempt `next` (2, 3, …): "equal jitter" (half fixed, half random) so
-    /// concurrent callers spread out but still back off.
+    /// A pause before attempt `next` (2, 3, …) on this policy's schedule: drawn from the
+    /// upper half of `base_delay` doubled `next - 2` times (at most `max_delay`).
     pub fn delay_before(&self, next: u32) -> Duration {
-        let exp = next.saturating_sub(2).min(16);
-        let full = self
-            .base_delay
-            .saturating_mul(1u32 << exp)
-            .min(self.max_delay);
-        let half = full / 2;
-        half + half.mul_f64(fastrand::f64())
+        jittered(step_at(
+            self.base_delay,
+            self.max_delay,
+            next.saturating_sub(2),
+        ))
     }
 }
 
@@ -130,13 +138,14 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
+    let mut backoff = policy.backoff();
     let mut attempt = 1;
     loop {
         let error = match ATTEMPT.scope(attempt, op()).await {
             Ok(v) => return Ok(v),
             Err(error) => error,
         };
-        match policy.pause_after(&error, attempt).await {
+        match policy.pause_after(&mut backoff, &error, attempt).await {
             Some(next) => attempt = next,
             None => return Err(error),
         }
@@ -178,6 +187,7 @@ where
     C: FnMut() -> CFut,
     CFut: Future<Output = Result<Option<T>>>,
 {
+    let mut backoff = policy.backoff();
     let mut attempt = 1;
     loop {
         let error = match ATTEMPT.scope(attempt, op()).await {
@@ -185,7 +195,7 @@ where
             Err(error) => error,
         };
         let unknown = error.outcome_unknown() || error.is_unexplained_server_error();
-        match policy.pause_after(&error, attempt).await {
+        match policy.pause_after(&mut backoff, &error, attempt).await {
             Some(next) => attempt = next,
             None => {
                 // The last attempt may have taken effect too: the caller must hear that
@@ -213,31 +223,37 @@ where
     }
 }
 
-/// Whether a pause of `delay` from now ends before `deadline`: the one test every wait in
-/// this crate makes before it sleeps.
-fn ends_before(delay: Duration, deadline: Instant) -> bool {
-    Instant::now() + delay < deadline
-}
-
-/// A pause schedule bounded by the caller's deadline: `first`, doubling up to `ceiling`, and
-/// no further pause once one would reach the deadline. Lock waits use [`Backoff::for_locks`];
-/// polls for a state PVE reaches by itself (a clone's lock gone, a destroyed VM gone) use
-/// [`Backoff::new`] with their own steps.
+/// The one pause schedule of this crate, bounded by the caller's deadline: steps of
+/// `first`, doubling up to `ceiling`; each pause is drawn at random from the upper half of
+/// its step ("equal jitter": callers that started together spread out, and every one still
+/// backs off); and no pause is made once one of a full step would reach the deadline. Lock
+/// waits use [`Backoff::for_locks`]; polls for a state PVE reaches by itself (a clone's lock
+/// gone, a destroyed VM gone) use [`Backoff::new`] with their own steps; a [`RetryPolicy`]
+/// makes its own ([`RetryPolicy::backoff`]).
 #[derive(Debug, Clone)]
 pub struct Backoff {
-    next: Duration,
+    /// The step of the next pause, before jitter.
+    step: Duration,
     ceiling: Duration,
     deadline: Instant,
 }
 
 impl Backoff {
-    /// Pauses of `first`, then twice the last one up to `ceiling`, until `deadline`.
+    /// Pauses of about `first`, then twice the last step up to `ceiling`, until `deadline`.
     pub fn new(first: Duration, ceiling: Duration, deadline: Instant) -> Backoff {
         Backoff {
-            next: first,
+            step: first,
             ceiling,
             deadline,
         }
+    }
+
+    /// The same schedule with no deadline: whoever uses it bounds it otherwise (a
+    /// [`RetryPolicy`] by its attempts).
+    pub fn unbounded(first: Duration, ceiling: Duration) -> Backoff {
+        // Far enough never to be reached, near enough not to overflow an `Instant`.
+        let never = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
+        Backoff::new(first, ceiling, never)
     }
 
     /// The schedule for waiting out a lock: 200 ms doubling to 5 s. PVE releases a lock by
@@ -251,15 +267,17 @@ impl Backoff {
         self.deadline
     }
 
-    /// The next pause, or `None` when it would reach the deadline (the schedule does not
-    /// advance then).
+    /// The next pause, or `None` when a full step would reach the deadline (the schedule
+    /// does not advance then, and stays stopped).
     pub fn next_delay(&mut self) -> Option<Duration> {
-        let current = self.next;
-        if !ends_before(current, self.deadline) {
+        // Decided on the full step, not the drawn pause, so the answer does not depend on
+        // the draw: once `None`, always `None`.
+        if Instant::now() + self.step >= self.deadline {
             return None;
         }
-        self.next = (current * 2).min(self.ceiling);
-        Some(current)
+        let delay = jittered(self.step);
+        self.step = step_at(self.step, self.ceiling, 1);
+        Some(delay)
     }
 
     /// Sleeps the next pause and returns `true`, or returns `false` at once when the
@@ -273,6 +291,17 @@ impl Backoff {
             None => false,
         }
     }
+}
+
+/// `first` doubled `doublings` times, at most `ceiling`.
+fn step_at(first: Duration, ceiling: Duration, doublings: u32) -> Duration {
+    first.saturating_mul(1u32 << doublings.min(16)).min(ceiling)
+}
+
+/// A pause drawn at random from the upper half of `step`.
+fn jittered(step: Duration) -> Duration {
+    let half = step / 2;
+    half + half.mul_f64(fastrand::f64())
 }
 
 /// An error that may be a PVE lock standing in the way, for [`wait_out_locks`]. Implemented
@@ -575,18 +604,49 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_backoff_doubles_to_its_ceiling_and_stops_before_the_deadline() {
-        let deadline = Instant::now() + Duration::from_secs(12);
+        let deadline = Instant::now() + Duration::from_secs(20);
         let mut backoff = Backoff::for_locks(deadline);
-        let mut slept = Vec::new();
-        while let Some(delay) = backoff.next_delay() {
-            slept.push(delay.as_millis());
+        let mut steps = Vec::new();
+        loop {
+            let step = backoff.step;
+            let Some(delay) = backoff.next_delay() else {
+                break;
+            };
+            assert!(delay >= step / 2 && delay <= step, "{delay:?} of {step:?}");
+            steps.push(step.as_millis());
             tokio::time::sleep(delay).await;
         }
-        // At 11.2 s, another 5 s would pass the deadline.
-        assert_eq!(slept, [200, 400, 800, 1600, 3200, 5000]);
-        assert!(!backoff.pause().await, "no pause past the deadline");
+        // 200 ms doubling to 5 s; the first six steps take 5.6 to 11.2 s, and 5 s steps go
+        // on while a full one still ends before the deadline: one to four more.
+        assert_eq!(steps[..6], [200, 400, 800, 1600, 3200, 5000]);
+        assert!(steps[6..].iter().all(|s| *s == 5000), "{steps:?}");
+        assert!((7..=10).contains(&steps.len()), "{steps:?}");
         assert!(Instant::now() < deadline);
+        assert!(
+            Instant::now() + Duration::from_secs(5) >= deadline,
+            "stopped no earlier"
+        );
+        assert!(!backoff.pause().await, "no pause past the deadline");
         assert_eq!(backoff.next_delay(), None, "stays stopped");
+    }
+
+    #[test]
+    fn schedules_started_together_spread_out() {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut first: Vec<Duration> = (0..50)
+            .map(|_| Backoff::for_locks(deadline).next_delay().unwrap())
+            .collect();
+        assert!(
+            first
+                .iter()
+                .all(|d| d.as_millis() >= 100 && d.as_millis() <= 200)
+        );
+        first.sort();
+        first.dedup();
+        // Fifty draws from 100 ms of nanoseconds: equal ones would be a broken source.
+        assert!(first.len() >= 45, "{} distinct of 50", first.len());
+        let spread = first[first.len() - 1] - first[0];
+        assert!(spread >= Duration::from_millis(50), "{spread:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -633,8 +693,132 @@ mod tests {
             .await
             .unwrap();
         }
-        // Two waits of two pauses each: 200, 400, then 800, 1600; the next is 3200.
-        assert_eq!(backoff.next_delay(), Some(Duration::from_millis(3200)));
+        // Two waits of two pauses each: steps of 200, 400, then 800, 1600; the next is 3200.
+        assert_eq!(backoff.step, Duration::from_millis(3200));
+        let next = backoff.next_delay().unwrap();
+        assert!(next >= Duration::from_millis(1600) && next <= Duration::from_millis(3200));
+    }
+
+    fn forbidden() -> Error {
+        Error::http(
+            "GET",
+            "/nodes/pve1/qemu/100/config",
+            403,
+            true,
+            "Permission check failed (/vms/100, VM.Audit)".into(),
+            BTreeMap::new(),
+        )
+    }
+    fn not_found() -> Error {
+        Error::http("GET", "/x", 404, true, "no such VM".into(), BTreeMap::new())
+    }
+    fn invalid() -> Error {
+        let errors = BTreeMap::from([("cores".to_owned(), "value must be >= 1".to_owned())]);
+        Error::http(
+            "PUT",
+            "/x",
+            400,
+            true,
+            "Parameter verification failed.".into(),
+            errors,
+        )
+    }
+
+    /// Auth, not found and invalid are PVE's clear answers: every helper returns them at
+    /// once, with one call and no pause, whatever the policy.
+    #[tokio::test(start_paused = true)]
+    async fn auth_not_found_and_invalid_are_never_retried_or_waited_on() {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let patient = RetryPolicy::default().with_locked_until(deadline);
+        let cases = [
+            (forbidden(), ErrorKind::Auth),
+            (not_found(), ErrorKind::NotFound),
+            (invalid(), ErrorKind::Invalid),
+        ];
+        for (error, kind) in cases {
+            assert_eq!(error.kind(), kind);
+            let began = Instant::now();
+            for policy in [RetryPolicy::default(), patient.clone()] {
+                let calls = Cell::new(0);
+                let err = retry_idempotent(&policy, || {
+                    calls.set(calls.get() + 1);
+                    let error = error.clone();
+                    async move { Err::<(), _>(error) }
+                })
+                .await
+                .unwrap_err();
+                assert_eq!((err.kind(), calls.get()), (kind, 1));
+
+                let (sends, checks) = (Cell::new(0), Cell::new(0));
+                let err = retry_with_check(
+                    &policy,
+                    || {
+                        sends.set(sends.get() + 1);
+                        let error = error.clone();
+                        async move { Err::<(), _>(error) }
+                    },
+                    || {
+                        checks.set(checks.get() + 1);
+                        async { Ok(Some(())) }
+                    },
+                )
+                .await
+                .unwrap_err();
+                assert_eq!((err.kind(), sends.get(), checks.get()), (kind, 1, 0));
+            }
+            let calls = Cell::new(0);
+            let err = wait_out_locks(&mut Backoff::for_locks(deadline), || {
+                calls.set(calls.get() + 1);
+                let error = error.clone();
+                async move { Err::<(), _>(error) }
+            })
+            .await
+            .unwrap_err();
+            assert_eq!((err.kind(), calls.get()), (kind, 1));
+            assert_eq!(Instant::now(), began, "{kind}: no pause at all");
+        }
+    }
+
+    /// A lock met on the way, then a 403 (the token lost its privilege meanwhile): the wait
+    /// ends at the 403, not at the deadline.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_ends_at_the_first_error_that_is_not_transient() {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let policy = RetryPolicy::default().with_locked_until(deadline);
+        let calls = Cell::new(0);
+        let err = retry_idempotent(&policy, || {
+            calls.set(calls.get() + 1);
+            let n = calls.get();
+            async move {
+                match n {
+                    1 => Err::<(), _>(locked()),
+                    2 => Err(transient_known()),
+                    _ => Err(forbidden()),
+                }
+            }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!((err.kind(), calls.get()), (ErrorKind::Auth, 3));
+        assert!(Instant::now() < deadline - Duration::from_secs(590));
+    }
+
+    /// Under a lock deadline, no pause of any kind reaches it: a transient error near the
+    /// deadline is returned instead of slept on.
+    #[tokio::test(start_paused = true)]
+    async fn no_retry_pause_reaches_the_policys_deadline() {
+        let deadline = Instant::now() + Duration::from_millis(150);
+        let policy = RetryPolicy::default().with_locked_until(deadline);
+        let calls = Cell::new(0);
+        let err = retry_idempotent(&policy, || {
+            calls.set(calls.get() + 1);
+            async { Err::<(), _>(transient_known()) }
+        })
+        .await
+        .unwrap_err();
+        // The first step (200 ms) would already pass it.
+        assert_eq!((err.kind(), calls.get()), (ErrorKind::Transient, 1));
+        assert!(Instant::now() < deadline);
     }
 
     #[test]

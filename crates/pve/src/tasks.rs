@@ -13,6 +13,18 @@ use crate::retry::{Backoff, RetryPolicy, retry_idempotent, wait_out_locks};
 use crate::upid::Upid;
 use crate::wire::{Form, de};
 
+/// How a task's status read is retried while the task is polled. A status PVE cannot give
+/// right now says nothing about the task, so the wait goes on through about half a minute
+/// of such trouble in a row (11 pauses of 200 ms doubling to 5 s: 18 to 36 s); the caller's
+/// deadline may end it sooner.
+const STATUS_READS: RetryPolicy = RetryPolicy {
+    max_attempts: 12,
+    base_delay: Duration::from_millis(200),
+    max_delay: Duration::from_secs(5),
+    retry_locked: false,
+    locked_until: None,
+};
+
 /// `GET /nodes/{node}/tasks/{upid}/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct TaskStatus {
@@ -155,8 +167,10 @@ impl Client {
     }
 
     /// Polls the task's status on the pacer's schedule until it is stopped, and returns its
-    /// exit status and the polls made. An invisible UPID is polled on for `unknown_grace`;
-    /// up to 20 transient polling errors in a row are polled through.
+    /// exit status and the polls made. An invisible UPID is polled on for `unknown_grace`
+    /// (the task list on another node lags behind the dispatch); a status read that fails
+    /// transiently is retried on the one back-off schedule ([`STATUS_READS`]), and any other
+    /// error ends the wait at once.
     async fn poll_until_stopped(
         &self,
         upid: &Upid,
@@ -164,14 +178,10 @@ impl Client {
         started: Instant,
     ) -> Result<(String, u32)> {
         let mut pacer = Pacer::new(self.task_times(), upid.task_type(), opts);
-        let mut transient_in_a_row = 0u32;
         loop {
             pacer.pause().await;
-            let status = match self.task_status(upid).await {
-                Ok(s) => {
-                    transient_in_a_row = 0;
-                    s
-                }
+            let status = match retry_idempotent(&STATUS_READS, || self.task_status(upid)).await {
+                Ok(s) => s,
                 Err(e)
                     if e.kind() == ErrorKind::NotFound
                         && started.elapsed() < opts.unknown_grace =>
@@ -181,17 +191,6 @@ impl Client {
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     return Err(Error::task_vanished(upid, e));
-                }
-                // A blip while polling says nothing about the task; the caller's deadline
-                // bounds how long we keep trying. Persistent trouble still surfaces.
-                Err(e)
-                    if (e.kind() == ErrorKind::Transient || e.is_unexplained_server_error())
-                        && transient_in_a_row < 20 =>
-                {
-                    tracing::debug!(reason = %e.message(), "task status unavailable; polling on");
-                    transient_in_a_row += 1;
-                    pacer.still_running();
-                    continue;
                 }
                 Err(e) => return Err(e),
             };

@@ -254,6 +254,47 @@ async fn invisible_upid_is_retried_then_reported() {
     env.shutdown().await;
 }
 
+/// A task's status PVE cannot give right now (a 503, a reset) says nothing about the task:
+/// the wait reads it again on the one back-off schedule. An answer that is not transient (a
+/// 403: the token lost its privilege) ends the wait at its first read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_wait_reads_through_outages_and_stops_at_a_refusal() {
+    let env = common::start().await;
+    env.admin.set_task_ms("qmclone", 300).await;
+    let client = &env.client;
+    let clone = |vmid| async move {
+        let template = client.node("pve1").qemu(9000);
+        template.clone_to(&CloneRequest::full(vmid)).await.unwrap()
+    };
+    let upid = clone(372).await;
+    env.admin
+        .set_faults(&faults(json!({"http": [
+            {"method": "GET", "path_regex": "/tasks/.*/status$", "status": 503, "count": 2},
+            {"method": "GET", "path_regex": "/tasks/.*/status$", "reset": true, "count": 2}
+        ]})))
+        .await;
+    env.client.wait_for_task(&upid).await.unwrap();
+    let status = format!("/nodes/pve1/tasks/{upid}/status");
+    let reads = env.admin.journal_count("GET", &status).await;
+    assert!(
+        reads >= 5,
+        "four failed reads and one that saw the end: {reads}"
+    );
+
+    env.admin.set_task_ms("qmclone", 60_000).await;
+    let upid = clone(373).await;
+    env.admin
+        .set_faults(&faults(json!({"http": [
+            {"method": "GET", "path_regex": "/tasks/.*/status$", "status": 403}
+        ]})))
+        .await;
+    let e = env.client.wait_for_task(&upid).await.unwrap_err();
+    assert_eq!((e.kind(), e.status()), (ErrorKind::Auth, Some(403)), "{e}");
+    let status = format!("/nodes/pve1/tasks/{upid}/status");
+    assert_eq!(env.admin.journal_count("GET", &status).await, 1);
+    env.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_5xx_and_resets_are_retried_for_idempotent_calls() {
     let env = common::start().await;
