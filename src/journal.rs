@@ -321,26 +321,6 @@ impl Journal {
         }
     }
 
-    /// The first name of [`Journal::record_create`].
-    pub fn creating(&self, fleet: &str, name: &str, token: &str) {
-        self.record_create(fleet, name, token);
-    }
-
-    /// The first name of [`Journal::confirm`].
-    pub fn confirmed(&self, fleet: &str, name: &str, token: &str) {
-        self.confirm(fleet, name, token);
-    }
-
-    /// The first name of [`Journal::record_replacement`].
-    pub fn replacing(&self, fleet: &str, name: &str, token: &str) {
-        self.record_replacement(fleet, name, token);
-    }
-
-    /// The first name of [`Journal::forget_replacement`].
-    pub fn not_replaced(&self, fleet: &str, name: &str, token: &str) {
-        self.forget_replacement(fleet, name, token);
-    }
-
     /// Where the entries of `fleet` and `name` live, once killed writers' leftovers are
     /// cleaned and the name's first-layout file is moved; `None` when nothing is kept.
     fn place(&self, fleet: &str, name: &str) -> Option<Place> {

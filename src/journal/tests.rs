@@ -75,20 +75,6 @@ fn a_replacement_is_recorded_by_its_plan_and_dropped_when_kept_or_gone() {
 }
 
 #[test]
-fn the_first_names_still_work() {
-    let dir = tempfile::tempdir().unwrap();
-    let journal = journal_in(dir.path());
-    journal.creating("", "edge-0", "t1");
-    assert!(journal.is_unconfirmed("", "edge-0", "t1"));
-    journal.confirmed("", "edge-0", "t1");
-    assert!(!journal.is_unconfirmed("", "edge-0", "t1"));
-    journal.replacing("", "edge-0", "t1");
-    assert!(journal.is_replaced("", "edge-0", "t1"));
-    journal.not_replaced("", "edge-0", "t1");
-    assert!(!journal.is_replaced("", "edge-0", "t1"));
-}
-
-#[test]
 fn no_directory_keeps_nothing_and_workspace_names_stay_one_component() {
     let journal = Journal::at(None);
     journal.record_create("", "edge-0", "t1");

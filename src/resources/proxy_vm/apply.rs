@@ -61,7 +61,7 @@ pub(super) async fn create(
     // Before the first write: if Terraform never stores this create, the next apply in this
     // working directory resumes it instead of refusing it as another state's VM.
     let journal = &configured.journal;
-    journal.creating(&desired.fleet, &desired.name, &desired.create_token);
+    journal.record_create(&desired.fleet, &desired.name, &desired.create_token);
     let mut private = Private {
         create_token: Some(desired.create_token.clone()),
         pending: Vec::new(),
@@ -102,6 +102,10 @@ pub(super) async fn create(
             // Whatever was made stays in state (Terraform taints it), so the next apply
             // replaces it and a destroy removes the VM and its seed: nothing leaks.
             let made = progress.get();
+            if made.vm.is_none() {
+                // Nothing was made: no VM of this token can need resuming.
+                journal.forget(&desired.fleet, &desired.name, &desired.create_token);
+            }
             if let Some((vmid, node)) = made.vm {
                 response.new_state = partial_state(
                     configured,

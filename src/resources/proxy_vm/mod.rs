@@ -46,7 +46,7 @@ fn note_replacement(configured: &Configured, request: &PlanRequest, response: &P
         // The create half of a replacement: its name and fleet are the planned VM's.
         let planned = &response.planned_state;
         if let Some(name) = planned.get_attr(attr::NAME).as_str() {
-            journal.replacing(&fleet_of(planned), name, &token);
+            journal.record_replacement(&fleet_of(planned), name, &token);
         }
         return;
     }
@@ -54,11 +54,11 @@ fn note_replacement(configured: &Configured, request: &PlanRequest, response: &P
         return;
     };
     let fleet = fleet_of(prior);
-    journal.confirmed(&fleet, name, &token);
+    journal.confirm(&fleet, name, &token);
     if response.requires_replace.is_empty() && !response.planned_state.is_null() {
-        journal.not_replaced(&fleet, name, &token);
+        journal.forget_replacement(&fleet, name, &token);
     } else if !response.requires_replace.is_empty() {
-        journal.replacing(&fleet, name, &token);
+        journal.record_replacement(&fleet, name, &token);
     }
 }
 
@@ -137,6 +137,7 @@ impl Resource for ProxyVm {
                     .diagnostics
                     .extend(plan_checks::severity_for(checks, invocation::current()));
             }
+            configured.journal.report_to(&mut response.diagnostics);
         }
         response
     }
@@ -160,16 +161,22 @@ impl Resource for ProxyVm {
                 };
             }
         };
-        match request.action() {
+        let mut response = match request.action() {
             ApplyAction::Create => create(ctx, &configured, &request).await,
             ApplyAction::Update => update(ctx, &configured, &request).await,
             ApplyAction::Delete => delete(ctx, &configured, &request).await,
-        }
+        };
+        configured.journal.report_to(&mut response.diagnostics);
+        response
     }
 
     async fn read(&self, _ctx: &Context, request: ReadRequest) -> ReadResponse {
         match self.shared.get() {
-            Ok(configured) => refresh::refresh(&configured, request).await,
+            Ok(configured) => {
+                let mut response = refresh::refresh(&configured, request).await;
+                configured.journal.report_to(&mut response.diagnostics);
+                response
+            }
             Err(d) => {
                 let mut response = ReadResponse {
                     new_state: request.current_state,

@@ -679,10 +679,11 @@ async fn check_vmid(
         Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {}
         // This working directory's create, finished but never stored: apply resumes it.
         Ownership::OursForThisName(mark)
-            if mark
-                .create_token
-                .as_deref()
-                .is_some_and(|token| configured.journal.is_unconfirmed(fleet, name, token)) => {}
+            if mark.create_token.as_deref().is_some_and(|token| {
+                configured
+                    .journal
+                    .is_unconfirmed_for(fleet, name, token, vmid, &mark.render())
+            }) => {}
         // The VM this replacement destroys first (an imported one included), not another
         // state's.
         Ownership::OursForThisName(mark)

@@ -104,7 +104,7 @@ async fn ours(
 ) {
     if let Some(token) = &private.create_token {
         // Terraform's state holds this create: no later create resumes it.
-        configured.journal.confirmed(state.fleet, state.name, token);
+        configured.journal.confirm(state.fleet, state.name, token);
     }
     response.new_state = observed.to_state(state.prior);
     if observed

@@ -175,7 +175,7 @@ fn judge_taken(
             return Ok(Some(Slot::Adopt {
                 vmid,
                 node,
-                resumed_token: own_killed_create(configured, desired, &mark),
+                resumed_token: own_killed_create(configured, desired, vmid, &mark),
             }));
         }
         // Its owner's destroy has begun: never adopted, and not shadowed by a second VM
@@ -193,7 +193,9 @@ fn judge_taken(
             match mark.create_token {
                 // This directory's create that finished after Terraform last heard of
                 // it (killed before it stored the VM): resumed, not refused.
-                Some(token) if journal.is_unconfirmed(fleet, name, &token) => {
+                Some(token)
+                    if journal.is_unconfirmed_for(fleet, name, &token, vmid, &mark.render()) =>
+                {
                     tracing::info!(vmid, %node, %name, "resuming this working directory's \
                         finished create that Terraform never stored");
                     return Ok(Some(Slot::Adopt {
@@ -239,7 +241,12 @@ fn judge_taken(
 /// the token as one Terraform never stored) with the very content this create would seed
 /// (the mark's keyed seed hash): resumed under that token, the seed it may have booted is
 /// this create's own. Any other unfinished create is another attempt's.
-fn own_killed_create(configured: &Configured, desired: &Desired, mark: &Mark) -> Option<String> {
+fn own_killed_create(
+    configured: &Configured,
+    desired: &Desired,
+    vmid: u32,
+    mark: &Mark,
+) -> Option<String> {
     let token = mark.create_token.as_deref()?;
     let same_content = mark.seed_hash.as_deref()
         == Some(&seed_hash(
@@ -247,9 +254,13 @@ fn own_killed_create(configured: &Configured, desired: &Desired, mark: &Mark) ->
             desired.user_data.as_deref(),
             desired.network_config.as_deref(),
         ));
-    let ours = configured
-        .journal
-        .is_unconfirmed(&desired.fleet, &desired.name, token);
+    let ours = configured.journal.is_unconfirmed_for(
+        &desired.fleet,
+        &desired.name,
+        token,
+        vmid,
+        &mark.render(),
+    );
     (same_content && ours).then(|| token.to_owned())
 }
 

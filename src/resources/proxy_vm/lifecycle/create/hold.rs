@@ -11,8 +11,8 @@
 //! cannot harm the other: each attempt uploads to a file named for its own token, and a
 //! create that stops this way deletes the file it uploaded.
 
+use pve::ErrorKind;
 use pve::qemu::ConfigUpdate;
-use pve::{Client, ErrorKind};
 use tokio::time::Instant;
 
 use super::super::super::model::Desired;
@@ -21,17 +21,20 @@ use super::super::error::{Step, StepError};
 use super::super::expected::{Expected, ExpectedToken};
 use super::super::marks::creating_mark;
 use super::super::owned::{CONDITIONAL_ATTEMPTS, Conditional, OwnedVm};
+use crate::context::Configured;
+use crate::journal::Journal;
 use crate::ownership::Phase;
 
 /// See the module doc.
 pub(super) struct Hold<'a> {
     pub vm: OwnedVm<'a>,
     pub desired: &'a Desired,
+    journal: &'a Journal,
 }
 
 impl<'a> Hold<'a> {
     pub fn new(
-        client: &'a Client,
+        configured: &'a Configured,
         node: &str,
         vmid: u32,
         desired: &'a Desired,
@@ -39,7 +42,7 @@ impl<'a> Hold<'a> {
     ) -> Self {
         Hold {
             vm: OwnedVm {
-                client,
+                client: &configured.client,
                 node: node.to_owned(),
                 vmid,
                 expected: Expected {
@@ -53,6 +56,7 @@ impl<'a> Hold<'a> {
                 deadline,
             },
             desired,
+            journal: &configured.journal,
         }
     }
 
@@ -148,6 +152,16 @@ impl<'a> Hold<'a> {
             .vm
             .conditional("mark the create finished", |seen| async move {
                 let done = creating_mark(self.desired).with_phase(Phase::Done).render();
+                // Before the mark says done: the journal knows which VM and mark this
+                // create finished, so it resumes only that one if Terraform never stores it.
+                let desired = self.desired;
+                self.journal.record_vm(
+                    &desired.fleet,
+                    &desired.name,
+                    &desired.create_token,
+                    self.vm.vmid,
+                    &done,
+                );
                 if seen.config.description().as_deref().map(str::trim_end) == Some(done.as_str()) {
                     return Ok(());
                 }

@@ -59,7 +59,7 @@ pub async fn create(
             },
             None => desired.clone(),
         };
-        let hold = Hold::new(client, &cloned.node, cloned.vmid, &resumed, deadline);
+        let hold = Hold::new(configured, &cloned.node, cloned.vmid, &resumed, deadline);
         // The first config write makes the VM this attempt's (and tags it, so listings
         // show it).
         let attached = hold.claim().await?;
@@ -85,7 +85,7 @@ pub async fn create(
         runtime.placed_as(index, vmid);
     }
     let desired = &resumed;
-    let hold = Hold::new(client, node, vmid, desired, deadline);
+    let hold = Hold::new(configured, node, vmid, desired, deadline);
     let (seed_volume, seed_bytes) = seed::build_seed(desired, node, vmid)?;
     progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
     let provisioned = provision(&hold, &seed_volume, seed_bytes).await;
