@@ -392,7 +392,8 @@ async fn concurrent_states_with_different_user_data_each_boot_their_own_seed() {
     }
     let (_sim, target) = start_sim(config).await;
     let sim = SimClient::new(&target);
-    let fleet = names("seeded", 8);
+    // Ten names, as the case was measured (#32 case 4).
+    let fleet = names("seeded", 10);
     // Seeds of clearly different sizes, so the bytes attached to a VM tell whose they are.
     let big = format!("#cloud-config\n# {}\n", "a".repeat(24_000));
     let small = "#cloud-config\npackages: [nginx]\n".to_owned();
@@ -414,6 +415,7 @@ async fn concurrent_states_with_different_user_data_each_boot_their_own_seed() {
         sim.set_faults(serde_json::json!({})).await;
         let context = format!("round {round}\n{}\n{}", out_a.all_text(), out_b.all_text());
         let vms = marked(&sim.state().await);
+        let first_seeds = sim.first_seeds().await;
         for (ws, user_data) in [(&a, &big), (&b, &small)] {
             let recorded = seeds_in_state(ws).await;
             for (name, vmid) in tracked(ws).await {
@@ -434,6 +436,14 @@ async fn concurrent_states_with_different_user_data_each_boot_their_own_seed() {
                     volume["size"].as_u64().unwrap(),
                     seed_size(&name, vmid, user_data),
                     "`{name}` (VM {vmid}) boots another state's user-data\n{context}"
+                );
+                // #32 case 4: the seed it booted first, when cloud-init ran the user-data,
+                // is its holder's too (the later claim used to re-seed a VM that had
+                // already booted the other state's seed).
+                assert_eq!(
+                    first_seeds.get(&vmid).map(String::as_str),
+                    Some(recorded[&name].as_str()),
+                    "`{name}` (VM {vmid}) first booted a seed its state did not make\n{context}"
                 );
             }
         }

@@ -71,8 +71,11 @@ impl Admin {
     /// `pve-sim --state-dir` writes them.
     pub fn connect(endpoint: &str, token: &str, ca_pem: &str) -> Admin {
         let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA parses");
+        // pve-sim closes a connection idle for 5 s, as pveproxy does: the client drops its
+        // idle connections well before, so no request is sent on one being closed.
         let http = reqwest::Client::builder()
             .tls_certs_only([ca])
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
             .build()
             .expect("client builds");
         Admin {

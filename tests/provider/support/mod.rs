@@ -441,7 +441,9 @@ pub struct SimClient {
 
 impl SimClient {
     pub fn new(target: &Target) -> Self {
-        let builder = reqwest::Client::builder();
+        // PVE (and pve-sim) close a connection idle for 5 s: idle ones are dropped before.
+        let builder =
+            reqwest::Client::builder().pool_idle_timeout(std::time::Duration::from_secs(2));
         let builder = match &target.ca_pem {
             Some(pem) => builder
                 .tls_certs_only(reqwest::Certificate::from_pem_bundle(pem.as_bytes()).unwrap()),
@@ -482,6 +484,16 @@ impl SimClient {
     /// `GET /_sim/state`.
     pub async fn state(&self) -> serde_json::Value {
         serde_json::to_value(self.admin().state().await).unwrap()
+    }
+
+    /// The seed volume each VM booted first (its first instance-id), by VMID.
+    pub async fn first_seeds(&self) -> std::collections::BTreeMap<u64, String> {
+        self.admin()
+            .first_seeds()
+            .await
+            .into_iter()
+            .map(|(vmid, boot)| (u64::from(vmid), boot.volid))
+            .collect()
     }
 
     /// `GET /_sim/journal`: every request, oldest first.

@@ -77,6 +77,20 @@ impl<'a> Hold<'a> {
         }
     }
 
+    /// What an error met while this create held the VM means: when the VM is no longer this
+    /// attempt's (another create took it over, or discarded it to clone it again, so the
+    /// step failed on a VM that is gone), the create was taken over whatever the step said,
+    /// and nothing of the VM belongs in this state.
+    pub async fn explain(&self, error: StepError) -> StepError {
+        if error.is_not_ours() {
+            return error;
+        }
+        match self.vm.read().await {
+            Err(StepError::NotOurs { .. }) => self.taken_over(),
+            _ => error,
+        }
+    }
+
     /// Makes the VM this create's: our token in the mark (replacing whatever token it holds:
     /// an interrupted create's, or a concurrent create's that claimed before our read, which
     /// then stops at its next write) and our tags, in one write conditional on the digest

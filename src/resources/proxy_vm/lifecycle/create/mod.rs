@@ -92,6 +92,7 @@ pub async fn create(
     let reported = match provisioned {
         Ok(reported) => reported,
         Err(error) => {
+            let error = hold.explain(error).await;
             if error.is_not_ours() {
                 // The VM is another create's, and no state will name our seed: this attempt
                 // removes the file it uploaded (its own name: nobody else's VM boots it).
