@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use tfplugin::{AttributePath, Diagnostics, Value};
 
@@ -172,25 +173,12 @@ pub fn seed_hash(
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// HMAC-SHA256 (RFC 2104) over `sha2`, the only hash this crate needs.
+/// HMAC-SHA256 (RFC 2104).
 fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut block_key = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        block_key[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block_key[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| block_key.map(|k| k ^ byte);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
+    // HMAC takes a key of any length (a longer one is hashed first): this never fails.
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC accepts any key length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
 }
 
 /// What a plan shows as `seed_hash` for the configured seed content: the prior value while
