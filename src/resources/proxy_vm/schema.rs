@@ -518,4 +518,39 @@ mod tests {
         );
         assert_eq!(write_only(), ["user_data", "network_config"]);
     }
+
+    #[test]
+    fn tags_must_be_written_as_pve_stores_them() {
+        let config = Value::object([(
+            "tags",
+            Value::Set(vec![Value::string("web"), Value::string("Edge")]),
+        )]);
+        let diags = validate_config(&config);
+        assert_eq!(diags.iter().count(), 1, "{diags:?}");
+        assert!(diags.iter().any(|d| d.detail.contains("write `edge`")));
+    }
+
+    #[test]
+    fn validation_points_at_attributes() {
+        let config = Value::object([
+            ("name", Value::string("edge_1")),
+            ("vlan_tag", Value::number(5000)),
+            ("cores", Value::Unknown),
+            ("user_data", Value::string("hello")),
+            (
+                "timeouts",
+                Value::object([("create", Value::string("soon"))]),
+            ),
+        ]);
+        let diags = validate_config(&config);
+        let paths: Vec<String> = diags
+            .iter()
+            .map(|d| format!("{:?}", d.attribute.as_ref().unwrap().steps()))
+            .collect();
+        assert_eq!(diags.iter().count(), 4, "{diags:?}");
+        assert!(paths.iter().any(|p| p.contains("\"name\"")));
+        assert!(paths.iter().any(|p| p.contains("\"vlan_tag\"")));
+        assert!(paths.iter().any(|p| p.contains("\"user_data\"")));
+        assert!(paths.iter().any(|p| p.contains("\"timeouts\"")));
+    }
 }
