@@ -206,15 +206,7 @@ pub(super) async fn update(
         .or_else(|| prior.get_attr(attr::NODE).as_str())
         .unwrap_or_default()
         .to_owned();
-    let vm_touching = [
-        attr::CORES,
-        attr::MEMORY,
-        attr::DISK_GIB,
-        attr::BRIDGE,
-        attr::VLAN_TAG,
-        attr::TAGS,
-        attr::STARTED,
-    ];
+    let vm_touching = schema::written_in_place();
     let changed = plan::changed_attributes(prior, planned);
     // A change PVE holds until the next boot is applied by the reboot this apply allows,
     // even when no attribute changes with it (reboot_if_needed set after a pending change):
@@ -300,12 +292,10 @@ pub(super) async fn update(
 fn pending_warning(vmid: u32, pending: &[String], changed: &[String]) -> Option<Diagnostic> {
     let touched: Vec<&str> = pending
         .iter()
-        .filter(|key| match key.as_str() {
-            "cores" | "memory" => changed.iter().any(|c| c == *key),
-            "net0" => changed
-                .iter()
-                .any(|c| c == attr::BRIDGE || c == attr::VLAN_TAG),
-            _ => false,
+        .filter(|key| {
+            schema::pending_attributes(key)
+                .into_iter()
+                .any(|name| changed.iter().any(|c| c == name))
         })
         .map(String::as_str)
         .collect();

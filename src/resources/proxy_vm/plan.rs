@@ -8,7 +8,7 @@ use tfplugin::{
 
 use super::attr;
 use super::model::{Private, planned_seed_hash, vmid_of};
-use super::schema::{self, AttrSpec, Kind, OnChange, Planned};
+use super::schema::{self, AttrSpec, DefaultValue, Kind, OnChange, Planned};
 use crate::context::Configured;
 
 /// Two resource instances with the same name in one fleet would fight over one VM: the
@@ -121,8 +121,10 @@ fn plan_declared(
             continue;
         }
         match spec.planned {
-            Planned::Default(value) => {
-                planned.set_attr(name, Value::Bool(value));
+            Planned::Default => {
+                if let Some(DefaultValue::Bool(value)) = spec.default {
+                    planned.set_attr(name, Value::Bool(value));
+                }
             }
             // An existing VM keeps what it was made with, whatever the provider says now.
             Planned::ProviderDefault(_) if !prior.is_null() => {
@@ -181,7 +183,8 @@ fn plan_power_state(planned: &mut Value, prior: &Value) {
 
 /// A VM created stopped reports no addresses.
 fn plan_create_addresses(planned: &mut Value) {
-    if planned.get_attr(attr::STARTED).as_bool().unwrap_or(true) {
+    let started = planned.get_attr(attr::STARTED).as_bool();
+    if started.unwrap_or_else(|| schema::default_bool(attr::STARTED)) {
         return;
     }
     for spec in guest_addresses() {
@@ -204,7 +207,10 @@ fn plan_update_addresses(prior: &Value, planned: &mut Value) {
         .any(|spec| match spec.on_change {
             OnChange::MovesAddress => true,
             OnChange::PendingUntilReboot => reboots,
-            OnChange::InPlace | OnChange::Replace | OnChange::ReplaceWhenShrunk => false,
+            OnChange::Setting
+            | OnChange::InPlace
+            | OnChange::Replace
+            | OnChange::ReplaceWhenShrunk => false,
         });
     if moves {
         for spec in guest_addresses() {

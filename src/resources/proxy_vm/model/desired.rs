@@ -4,12 +4,8 @@ use std::time::Duration;
 
 use tfplugin::Value;
 
-use super::super::attr;
+use super::super::{attr, schema};
 use crate::validate;
-
-pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-pub const DEFAULT_UPDATE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
-pub const DEFAULT_DELETE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// What the configuration (or plan) asks for. Optional numbers are `None` when unset or
 /// still unknown.
@@ -51,23 +47,31 @@ pub struct Timeouts {
 
 impl Timeouts {
     pub fn from_value(value: &Value) -> Self {
-        let read = |name: &str, default: Duration| {
+        let read = |name: &str| {
             value
                 .get_attr(name)
                 .as_str()
                 .and_then(|text| validate::duration(text).ok())
-                .unwrap_or(default)
+                .unwrap_or_else(|| schema::default_timeout(name))
         };
         Self {
-            create: read(attr::timeouts::CREATE, DEFAULT_CREATE_TIMEOUT),
-            update: read(attr::timeouts::UPDATE, DEFAULT_UPDATE_TIMEOUT),
-            delete: read(attr::timeouts::DELETE, DEFAULT_DELETE_TIMEOUT),
+            create: read(attr::timeouts::CREATE),
+            update: read(attr::timeouts::UPDATE),
+            delete: read(attr::timeouts::DELETE),
         }
     }
 }
 
 fn str_attr(value: &Value, name: &str) -> Option<String> {
     value.get_attr(name).as_str().map(str::to_owned)
+}
+
+/// A boolean, or its declared default when unset or unknown.
+fn bool_attr(value: &Value, name: &str) -> bool {
+    value
+        .get_attr(name)
+        .as_bool()
+        .unwrap_or_else(|| schema::default_bool(name))
 }
 
 fn num_attr<T: TryFrom<i64>>(value: &Value, name: &str) -> Option<T> {
@@ -106,15 +110,9 @@ impl Desired {
                 .unwrap_or_else(|| default_seed_storage.to_owned()),
             clone_storage: str_attr(planned, attr::CLONE_STORAGE),
             pool: str_attr(planned, attr::POOL),
-            started: planned.get_attr(attr::STARTED).as_bool().unwrap_or(true),
-            wait_for_address: planned
-                .get_attr(attr::WAIT_FOR_ADDRESS)
-                .as_bool()
-                .unwrap_or(true),
-            reboot_if_needed: planned
-                .get_attr(attr::REBOOT_IF_NEEDED)
-                .as_bool()
-                .unwrap_or(false),
+            started: bool_attr(planned, attr::STARTED),
+            wait_for_address: bool_attr(planned, attr::WAIT_FOR_ADDRESS),
+            reboot_if_needed: bool_attr(planned, attr::REBOOT_IF_NEEDED),
             timeouts: Timeouts::from_value(planned.get_attr(attr::TIMEOUTS)),
             fleet: str_attr(planned, attr::FLEET).unwrap_or_else(|| default_fleet.to_owned()),
             node_candidates: planned

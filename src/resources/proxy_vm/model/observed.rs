@@ -4,11 +4,7 @@ use std::collections::BTreeMap;
 
 use tfplugin::Value;
 
-use super::super::attr;
-
-/// How a pending change of `net0` is named (in the plan's warning, and in the private state
-/// of every earlier release, so it never changes): the attributes that set `net0`.
-const NET0_ATTRIBUTES: &str = "bridge/vlan_tag";
+use super::super::{attr, schema};
 
 /// What the cluster shows of one VM, read for drift.
 #[derive(Debug, Clone, Default)]
@@ -50,15 +46,13 @@ impl Observed {
     /// The pending keys that an attribute of this resource shows.
     pub fn pending_attributes(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
-        for key in &self.pending_keys {
-            let attribute = match key.as_str() {
-                "cores" => attr::CORES,
-                "memory" => attr::MEMORY,
-                "net0" => NET0_ATTRIBUTES,
-                _ => continue,
-            };
-            if !out.contains(&attribute) {
-                out.push(attribute);
+        for name in self
+            .pending_keys
+            .iter()
+            .filter_map(|k| schema::pending_name(k))
+        {
+            if !out.contains(&name) {
+                out.push(name);
             }
         }
         out
@@ -190,11 +184,9 @@ impl Observed {
             .unwrap_or_else(|| kept(prior, attr::POOL));
         state.set_attr(attr::POOL, pool);
         state.set_attr(attr::STARTED, Value::Bool(self.running));
-        for (name, default) in [
-            (attr::WAIT_FOR_ADDRESS, true),
-            (attr::REBOOT_IF_NEEDED, false),
-        ] {
-            state.set_attr(name, kept(prior, name).non_null_or(Value::Bool(default)));
+        for name in [attr::WAIT_FOR_ADDRESS, attr::REBOOT_IF_NEEDED] {
+            let default = Value::Bool(schema::default_bool(name));
+            state.set_attr(name, kept(prior, name).non_null_or(default));
         }
         for name in [attr::TIMEOUTS, attr::NODE_CANDIDATES] {
             state.set_attr(name, kept(prior, name));
