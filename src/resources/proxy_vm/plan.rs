@@ -10,6 +10,7 @@ use super::attr;
 use super::model::{Private, planned_seed_hash, vmid_of};
 use super::schema::{self, AttrSpec, DefaultValue, Kind, OnChange, Planned};
 use crate::context::Configured;
+use crate::ownership;
 
 /// Two resource instances with the same name in one fleet would fight over one VM: the
 /// second one planned in this provider process is refused, pointing at `name`. A planned
@@ -43,11 +44,7 @@ pub(super) fn refuse_duplicate_name(
         .runtime
         .note_planned_name(&fleet, name, &instance)
     {
-        let in_fleet = if fleet.is_empty() {
-            String::new()
-        } else {
-            format!(" in fleet `{fleet}`")
-        };
+        let in_fleet = ownership::in_fleet(&fleet);
         response.diagnostics.attribute_error(
             AttributePath::root().attr(attr::NAME),
             "Duplicate proxy VM name",
