@@ -14,11 +14,18 @@
 # #[ignore]d plus the tests that reported themselves skipped (`SKIPPED: <test> (<reason>)`,
 # recorded in PROXMOX_VE_TEST_SKIP_LOG: simulator-only tests in live mode, acceptance tests
 # without TF_ACC), which cargo counts as passed and this script does not.
+#
+# It first sets up what the tests need (scripts/install-test-deps.sh: the tools they run,
+# installed with apt-get as root or through sudo), or stops there with the one command to run,
+# so on a fresh machine this script alone is enough.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export TF_ACC="${TF_ACC:-1}"
 export CHECKPOINT_DISABLE=1
+
+printf '==> the tools the tests run\n'
+scripts/install-test-deps.sh
 # Stage 3 is the in-process suite whatever the shell has exported; stage 4 names its host.
 unset PROXMOX_VE_ENDPOINT PROXMOX_VE_API_TOKEN PROXMOX_VE_CA_CERT PROXMOX_VE_TEST_PREFIX
 for var in $(compgen -e PROXMOX_VE_TEST_); do unset "$var"; done

@@ -12,6 +12,7 @@ pub mod ownership;
 pub mod provider;
 pub mod resources;
 pub mod runtime;
+pub mod schema_table;
 pub mod validate;
 pub mod vmid;
 

@@ -153,6 +153,16 @@ pub fn new_create_token() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
+/// How a fleet is named after a VM's name in messages (`edge-0 in fleet \`blue\``): nothing
+/// for the default fleet.
+pub fn in_fleet(fleet: &str) -> String {
+    if fleet.is_empty() {
+        String::new()
+    } else {
+        format!(" in fleet `{fleet}`")
+    }
+}
+
 /// How a mark's owner is named in messages: the name, and the fleet when it has one.
 pub fn describe_owner(mark: &Mark) -> String {
     if mark.fleet.is_empty() {

@@ -80,9 +80,11 @@ fn platform() -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn release_artifacts_verify_and_install_through_a_mirror() {
-    if !acceptance_enabled("release_artifacts_verify_and_install_through_a_mirror") {
+    let test = "release_artifacts_verify_and_install_through_a_mirror";
+    if !acceptance_enabled(test) {
         return;
     }
+    support::require_tools(test, &["gpg", "bsdtar"]);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scratch = tempfile::Builder::new()
         .prefix("release-")
@@ -325,6 +327,7 @@ fn release_script_refuses_an_ecc_signing_key() {
     if !acceptance_enabled("release_script_refuses_an_ecc_signing_key") {
         return;
     }
+    support::require_tools("release_script_refuses_an_ecc_signing_key", &["gpg"]);
     let scratch = tempfile::Builder::new()
         .prefix("release-ecc-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))

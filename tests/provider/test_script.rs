@@ -18,12 +18,14 @@ struct Run {
     live_env: String,
 }
 
-/// Runs a copy of scripts/test.sh in a scratch tree, with a `cargo` that exits with `fmt`,
+/// Runs a copy of scripts/test.sh in a scratch tree, with a stand-in
+/// `scripts/install-test-deps.sh` that exits with `deps`, a `cargo` that exits with `fmt`,
 /// `clippy` and `test` as given and prints `test_output` for the workspace tests and
 /// `live_output` for each of the live stage's runs (recording its `SKIPPED` lines in the skip
 /// log, as the test harness does), a `target/debug/pve-sim` that writes its files and waits
 /// like the real one, and a sweeper that exits with `sweeper`.
 fn run_test_sh(
+    deps: i32,
     fmt: i32,
     clippy: i32,
     test: i32,
@@ -92,7 +94,9 @@ echo 'https://127.0.0.1:1' > "$dir/endpoint"
 echo 'https://127.0.0.1:1'
 exec sleep 600
 "#;
+    let deps = format!("#!/bin/sh\necho 'stand-in install-test-deps.sh'\nexit {deps}\n");
     for (path, text) in [
+        (scripts.join("install-test-deps.sh"), deps),
         (bin.join("cargo"), cargo),
         (debug.join("pve-sim"), pve_sim.to_owned()),
         (
@@ -160,7 +164,7 @@ test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
 /// Three labs, 9 tests each of which one skipped itself: 16 + 3 × 8 passed, 1 + 3 skipped.
 #[test]
 fn the_last_line_counts_every_test_binary_of_both_test_stages() {
-    let run = run_test_sh(0, 0, 0, PASSING, LIVE_PASSING, 0);
+    let run = run_test_sh(0, 0, 0, 0, PASSING, LIVE_PASSING, 0);
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert_eq!(
         run.stdout.lines().last(),
@@ -183,7 +187,7 @@ fn the_last_line_counts_every_test_binary_of_both_test_stages() {
 
 #[test]
 fn the_live_stage_points_the_tests_at_each_lab_it_started() {
-    let run = run_test_sh(0, 0, 0, PASSING, LIVE_PASSING, 0);
+    let run = run_test_sh(0, 0, 0, 0, PASSING, LIVE_PASSING, 0);
     let labs: Vec<Vec<&str>> = run
         .live_env
         .lines()
@@ -227,7 +231,7 @@ fn a_failing_test_counts_and_fails_the_script() {
         "{PASSING}test result: FAILED. 4 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out; \
             finished in 0.3s\n"
     );
-    let run = run_test_sh(0, 0, 101, &output, LIVE_PASSING, 0);
+    let run = run_test_sh(0, 0, 0, 101, &output, LIVE_PASSING, 0);
     assert_ne!(run.code, 0, "{}", run.stdout);
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines.last(), Some(&"44 passed, 2 failed, 4 skipped"));
@@ -236,7 +240,7 @@ fn a_failing_test_counts_and_fails_the_script() {
 
 #[test]
 fn a_lint_failure_still_runs_the_tests_and_fails_the_script() {
-    let run = run_test_sh(1, 101, 0, PASSING, LIVE_PASSING, 0);
+    let run = run_test_sh(0, 1, 101, 0, PASSING, LIVE_PASSING, 0);
     assert_ne!(run.code, 0, "{}", run.stdout);
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines.last(), Some(&"40 passed, 0 failed, 4 skipped"));
@@ -245,7 +249,7 @@ fn a_lint_failure_still_runs_the_tests_and_fails_the_script() {
 
 #[test]
 fn leftovers_of_the_live_run_fail_the_script() {
-    let run = run_test_sh(0, 0, 0, PASSING, LIVE_PASSING, 1);
+    let run = run_test_sh(0, 0, 0, 0, PASSING, LIVE_PASSING, 1);
     assert_ne!(run.code, 0, "{}", run.stdout);
     assert!(
         run.stdout
@@ -253,6 +257,68 @@ fn leftovers_of_the_live_run_fail_the_script() {
     );
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines[lines.len() - 2], "failed stages: live");
+}
+
+/// A machine that lacks the tests' tools and cannot install them stops before any stage, with
+/// what install-test-deps.sh said (the command to run), instead of failing deep inside a test.
+#[test]
+fn missing_tools_stop_the_script_before_any_stage() {
+    let run = run_test_sh(1, 0, 0, 0, PASSING, LIVE_PASSING, 0);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("stand-in install-test-deps.sh"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("==> [1/4]"), "{}", run.stdout);
+    let ok = run_test_sh(0, 0, 0, 0, PASSING, LIVE_PASSING, 0);
+    let first_stage = ok.stdout.find("==> [1/4]").unwrap();
+    assert!(ok.stdout[..first_stage].contains("stand-in install-test-deps.sh"));
+}
+
+/// scripts/install-test-deps.sh itself, for a user who is not root and has no sudo, with none
+/// of the tools: it stops at once and names the one command to run as root (it never tries
+/// apt-get, which is not on this PATH either).
+#[test]
+fn install_test_deps_names_the_command_when_it_cannot_install() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    let id = bin.path().join("id");
+    std::fs::write(&id, "#!/bin/sh\necho 1000\n").unwrap();
+    std::fs::set_permissions(&id, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
+    let out = Command::new("/bin/bash")
+        .arg(&script)
+        .env("PATH", bin.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the tests need xorriso genisoimage libarchive-tools util-linux cloud-init python3 \
+             gpg (Debian packages)"
+        ),
+        "{stderr}"
+    );
+    let command = stderr.lines().last().unwrap();
+    assert_eq!(command.trim(), script.display().to_string(), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing installed");
+}
+
+/// The packages the acceptance tests name for a missing tool are the ones the script installs.
+#[test]
+fn the_tests_name_the_packages_install_test_deps_installs() {
+    let script = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh"),
+    )
+    .unwrap();
+    for (tool, package) in crate::support::TOOL_PACKAGES {
+        assert!(
+            script.contains(&format!("\nneed {tool} {package}\n")),
+            "{tool}"
+        );
+    }
 }
 
 /// Every lab of the live stage is a world pve-sim accepts, with an env file of

@@ -12,7 +12,9 @@
 //! Only the shape is checked (one YAML mapping with a known `version`); the
 //! keys inside belong to Netplan and cloud-init. Errors never quote the text.
 
-use saphyr_parser::{Event, Parser, ScalarStyle};
+use std::ops::Range;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 
 use crate::user_data::{MISPLACED_TAB, UNSAFE_TAG, misplaced_tab, reject_unsafe_tag};
 
@@ -88,36 +90,7 @@ enum Value {
 /// Parses one YAML document that must be a mapping, keeping its scalar keys,
 /// their scalar values and one level of nested mappings.
 fn top_two_levels(text: &str) -> Result<Vec<(String, Value)>, NetworkConfigError> {
-    // Each open collection: its entries so far, a pending key, and whether it
-    // is a mapping (sequences are only walked through).
-    struct Open {
-        is_mapping: bool,
-        entries: Vec<(String, Value)>,
-        key: Option<String>,
-        expecting_key: bool,
-    }
-    let mut stack: Vec<Open> = Vec::new();
-    let mut root: Option<Vec<(String, Value)>> = None;
-    let mut documents = 0;
-    let mut tab_friendly = Vec::new();
-
-    // Records a finished value into the collection on top of the stack.
-    fn put(stack: &mut [Open], value: Value, scalar_text: Option<String>) {
-        let Some(top) = stack.last_mut() else { return };
-        if !top.is_mapping {
-            return;
-        }
-        if top.expecting_key {
-            top.key = scalar_text;
-            top.expecting_key = false;
-        } else {
-            if let Some(key) = top.key.take() {
-                top.entries.push((key, value));
-            }
-            top.expecting_key = true;
-        }
-    }
-
+    let mut walk = Walk::default();
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| NetworkConfigError::Yaml {
             line: e.marker().line(),
@@ -134,66 +107,118 @@ fn top_two_levels(text: &str) -> Result<Vec<(String, Value)>, NetworkConfigError
             column,
             reason: UNSAFE_TAG.to_owned(),
         })?;
-        match event {
-            Event::DocumentStart(_) => {
-                documents += 1;
-                if documents > 1 {
-                    return Err(NetworkConfigError::NotAMapping);
-                }
-            }
-            Event::MappingStart(..) | Event::SequenceStart(..) => {
-                stack.push(Open {
-                    is_mapping: matches!(event, Event::MappingStart(..)),
-                    entries: Vec::new(),
-                    key: None,
-                    expecting_key: true,
-                });
-            }
-            Event::MappingEnd | Event::SequenceEnd => {
-                let done = stack.pop().expect("the parser balances collections");
-                if stack.is_empty() {
-                    if !done.is_mapping {
-                        return Err(NetworkConfigError::NotAMapping);
-                    }
-                    root = Some(done.entries);
-                } else {
-                    // Keep nested mappings only directly under the root.
-                    let value = if done.is_mapping && stack.len() == 1 {
-                        Value::Mapping(done.entries)
-                    } else {
-                        Value::Other
-                    };
-                    put(&mut stack, value, None);
-                }
-            }
-            Event::Scalar(text, style, ..) => {
-                if style != ScalarStyle::Plain {
-                    tab_friendly.push(span.start.index()..span.end.index());
-                }
-                if stack.is_empty() {
-                    return Err(NetworkConfigError::NotAMapping);
-                }
-                let text = text.into_owned();
-                put(&mut stack, Value::Scalar(text.clone()), Some(text));
-            }
-            Event::Alias(_) => {
-                if stack.is_empty() {
-                    return Err(NetworkConfigError::NotAMapping);
-                }
-                put(&mut stack, Value::Other, None);
-            }
-            _ => {}
-        }
+        walk.step(event, &span)?;
     }
     // cloud-init reads this file with PyYAML too, which is strict about tabs.
-    if let Some((line, column)) = misplaced_tab(text, &tab_friendly) {
+    if let Some((line, column)) = misplaced_tab(text, &walk.tab_friendly) {
         return Err(NetworkConfigError::Yaml {
             line,
             column,
             reason: MISPLACED_TAB.to_owned(),
         });
     }
-    root.ok_or(NetworkConfigError::NotAMapping)
+    walk.root.ok_or(NetworkConfigError::NotAMapping)
+}
+
+/// An open collection: its entries so far, a pending key, and whether it is a
+/// mapping (sequences are only walked through).
+struct Open {
+    is_mapping: bool,
+    entries: Vec<(String, Value)>,
+    key: Option<String>,
+    expecting_key: bool,
+}
+
+/// The walk over the parser's events: the open collections, the root mapping
+/// once it closed, and where the quoted scalars are (tabs are fine in them).
+#[derive(Default)]
+struct Walk {
+    stack: Vec<Open>,
+    root: Option<Vec<(String, Value)>>,
+    documents: usize,
+    tab_friendly: Vec<Range<usize>>,
+}
+
+impl Walk {
+    /// Takes one event; a second document, or a root that is not a mapping,
+    /// is an error.
+    fn step(&mut self, event: Event<'_>, span: &Span) -> Result<(), NetworkConfigError> {
+        match event {
+            Event::DocumentStart(_) => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    return Err(NetworkConfigError::NotAMapping);
+                }
+            }
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                self.stack.push(Open {
+                    is_mapping: matches!(event, Event::MappingStart(..)),
+                    entries: Vec::new(),
+                    key: None,
+                    expecting_key: true,
+                });
+            }
+            Event::MappingEnd | Event::SequenceEnd => self.close()?,
+            Event::Scalar(text, style, ..) => {
+                if style != ScalarStyle::Plain {
+                    self.tab_friendly.push(span.start.index()..span.end.index());
+                }
+                if self.stack.is_empty() {
+                    return Err(NetworkConfigError::NotAMapping);
+                }
+                let text = text.into_owned();
+                self.put(Value::Scalar(text.clone()), Some(text));
+            }
+            Event::Alias(_) => {
+                if self.stack.is_empty() {
+                    return Err(NetworkConfigError::NotAMapping);
+                }
+                self.put(Value::Other, None);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Ends the collection on top of the stack: the root, or a value of its
+    /// parent.
+    fn close(&mut self) -> Result<(), NetworkConfigError> {
+        let done = self.stack.pop().expect("the parser balances collections");
+        if self.stack.is_empty() {
+            if !done.is_mapping {
+                return Err(NetworkConfigError::NotAMapping);
+            }
+            self.root = Some(done.entries);
+        } else {
+            // Keep nested mappings only directly under the root.
+            let value = if done.is_mapping && self.stack.len() == 1 {
+                Value::Mapping(done.entries)
+            } else {
+                Value::Other
+            };
+            self.put(value, None);
+        }
+        Ok(())
+    }
+
+    /// Records a finished value into the collection on top of the stack.
+    fn put(&mut self, value: Value, scalar_text: Option<String>) {
+        let Some(top) = self.stack.last_mut() else {
+            return;
+        };
+        if !top.is_mapping {
+            return;
+        }
+        if top.expecting_key {
+            top.key = scalar_text;
+            top.expecting_key = false;
+        } else {
+            if let Some(key) = top.key.take() {
+                top.entries.push((key, value));
+            }
+            top.expecting_key = true;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,14 +14,14 @@ pub mod requirements;
 use std::sync::Arc;
 
 use tfplugin::{
-    Attribute, AttributePath, Block, Context, DataSource, DataSourceResponse, Diagnostics, Nesting,
-    Schema, Type, Value,
+    AttributePath, Context, DataSource, DataSourceResponse, Diagnostics, Schema, Value,
 };
 
 pub use reason::{Finding, Reason};
 pub use report::{HealthReport, HealthRequest, NodeReport};
 
 use crate::context::{DEFAULT_SEED_STORAGE, Shared};
+use crate::schema_table::{self, Kind, Mode, Spec};
 use crate::validate;
 
 pub const TYPE_NAME: &str = "proxmox_health";
@@ -81,66 +81,140 @@ fn privileges_doc() -> String {
     .join("\n")
 }
 
-pub fn schema() -> Schema {
-    let reasons_doc = Reason::documentation();
-    let node = vec![
-        Attribute::new("name", Type::String).computed().description("Node name."),
-        Attribute::new("online", Type::Bool)
-            .computed()
-            .description("The cluster lists the node online and PVE could reach it."),
-        Attribute::new("version", Type::String).computed().description(
-            "The node's pve-manager version (e.g. `9.2.11`); the endpoint's version when the node \
+/// The attribute names, each written once.
+mod attr {
+    pub const NAME: &str = "name";
+    pub const ONLINE: &str = "online";
+    pub const VERSION: &str = "version";
+    pub const ISO_STORAGE_OK: &str = "iso_storage_ok";
+    pub const ISO_STORAGE_FREE_BYTES: &str = "iso_storage_free_bytes";
+    pub const TEMPLATES_OK: &str = "templates_ok";
+    pub const PRIVILEGES_OK: &str = "privileges_ok";
+    pub const BRIDGES_OK: &str = "bridges_ok";
+    pub const MEMORY_TOTAL_BYTES: &str = "memory_total_bytes";
+    pub const MEMORY_PROMISED_BYTES: &str = "memory_promised_bytes";
+    pub const ELIGIBLE: &str = "eligible";
+    pub const REASONS: &str = "reasons";
+    pub const MESSAGES: &str = "messages";
+    pub const NODE_NAMES: &str = "node_names";
+    pub const TEMPLATES: &str = "templates";
+    pub const ISO_STORAGE: &str = "iso_storage";
+    pub const BRIDGES: &str = "bridges";
+    pub const POOLS: &str = "pools";
+    pub const HEALTHY: &str = "healthy";
+    pub const NODES: &str = "nodes";
+}
+
+/// The attributes of each of `nodes`.
+const NODE_ATTRIBUTES: &[Spec] = &[
+    Spec::new(attr::NAME, Kind::String, Mode::Computed).description("Node name."),
+    Spec::new(attr::ONLINE, Kind::Bool, Mode::Computed)
+        .description("The cluster lists the node online and PVE could reach it."),
+    Spec::new(attr::VERSION, Kind::String, Mode::Computed).description(
+        "The node's pve-manager version (e.g. `9.2.11`); the endpoint's version when the node \
             status is unreadable; empty when unknown.",
-        ),
-        Attribute::new("iso_storage_ok", Type::Bool).computed().description(
-            "The ISO storage exists on the node, is enabled and active, accepts `iso` content and \
+    ),
+    Spec::new(attr::ISO_STORAGE_OK, Kind::Bool, Mode::Computed).description(
+        "The ISO storage exists on the node, is enabled and active, accepts `iso` content and \
             has at least 1 MiB free.",
-        ),
-        Attribute::new("iso_storage_free_bytes", Type::Number)
-            .computed()
-            .description("Free bytes PVE reports for the ISO storage on this node; null when \
-                unknown."),
-        Attribute::new("templates_ok", Type::Bool).computed().description(
-            "Every entry of `templates` can be cloned onto this node (true when `templates` is \
+    ),
+    Spec::new(attr::ISO_STORAGE_FREE_BYTES, Kind::Number, Mode::Computed).description(
+        "Free bytes PVE reports for the ISO storage on this node; null when \
+                unknown.",
+    ),
+    Spec::new(attr::TEMPLATES_OK, Kind::Bool, Mode::Computed).description(
+        "Every entry of `templates` can be cloned onto this node (true when `templates` is \
             empty).",
-        ),
-        Attribute::new("privileges_ok", Type::Bool)
-            .computed()
-            .description("The token holds every privilege the provider needs for VMs on this node \
-                (see the data source description)."),
-        Attribute::new("bridges_ok", Type::Bool)
-            .computed()
-            .description("Every entry of `bridges`, and every bridge a NIC of the `templates` \
-                names (a clone keeps them), exists on the node (true when both are empty)."),
-        Attribute::new("memory_total_bytes", Type::Number)
-            .computed()
-            .description("The node's memory, bytes; null when unknown (e.g. without `Sys.Audit`)."),
-        Attribute::new("memory_promised_bytes", Type::Number).computed().description(
-            "Memory configured for the VMs on the node (running or not; templates not counted), \
+    ),
+    Spec::new(attr::PRIVILEGES_OK, Kind::Bool, Mode::Computed).description(
+        "The token holds every privilege the provider needs for VMs on this node \
+                (see the data source description).",
+    ),
+    Spec::new(attr::BRIDGES_OK, Kind::Bool, Mode::Computed).description(
+        "Every entry of `bridges`, and every bridge a NIC of the `templates` \
+                names (a clone keeps them), exists on the node (true when both are empty).",
+    ),
+    Spec::new(attr::MEMORY_TOTAL_BYTES, Kind::Number, Mode::Computed)
+        .description("The node's memory, bytes; null when unknown (e.g. without `Sys.Audit`)."),
+    Spec::new(attr::MEMORY_PROMISED_BYTES, Kind::Number, Mode::Computed).description(
+        "Memory configured for the VMs on the node (running or not; templates not counted), \
             bytes; null when the cluster's VM listing could not be read. Placement counts it \
             against `memory_total_bytes`; PVE itself allows more (overcommit), so applies running \
             at the same time from different states can together promise more than the node has: \
             compare the two to see it.",
-        ),
-        Attribute::new("eligible", Type::Bool).computed().description(
-            "Whether `proxmox_proxy_vm` with `node` unset may place a VM here, for the given \
+    ),
+    Spec::new(attr::ELIGIBLE, Kind::Bool, Mode::Computed).description(
+        "Whether `proxmox_proxy_vm` with `node` unset may place a VM here, for the given \
             `templates`, `iso_storage` (the seed storage) and `bridges`: online, `iso_storage_ok`, \
             `templates_ok` and `bridges_ok`, the same checks placement makes (the VM's memory is \
             checked when it is placed). When false, `reasons` say why.",
-        ),
-        Attribute::new("reasons", Type::list(Type::String)).computed().description(format!(
+    ),
+    Spec::new(attr::REASONS, Kind::StringList, Mode::Computed).built_description(|| {
+        let reasons_doc = Reason::documentation();
+        format!(
             "Stable reason codes, sorted alphabetically, each once; empty when the node is \
             healthy. The codes:\n\n{reasons_doc}"
-        )),
-        Attribute::new("messages", Type::list(Type::String))
-            .computed()
-            .description("Human-readable explanations, one per finding, in the order found. Not \
-                stable: match on `reasons` instead."),
-    ];
-    Schema::new(
-        Block::new()
-            .description(format!(
-                "Checks that the cluster can run proxy VMs, node by node and concurrently: the API \
+        )
+    }),
+    Spec::new(attr::MESSAGES, Kind::StringList, Mode::Computed).description(
+        "Human-readable explanations, one per finding, in the order found. Not \
+                stable: match on `reasons` instead.",
+    ),
+];
+
+/// The data source's attributes, in the order the schema lists them.
+const ATTRIBUTES: &[Spec] = &[
+    Spec::new(attr::NODE_NAMES, Kind::StringList, Mode::Optional).description(
+        "Nodes to check. Defaults to every node `GET /nodes` lists. (The results \
+                        are in `nodes`.)",
+    ),
+    Spec::new(attr::TEMPLATES, Kind::StringList, Mode::Optional).description(
+        "Templates that must be clonable onto every checked node: names or VMIDs \
+                (`\"9000\"`).",
+    ),
+    Spec::new(attr::ISO_STORAGE, Kind::String, Mode::OptionalComputed).built_description(|| {
+        format!(
+            "Storage that receives the NoCloud seed ISOs. Defaults to the provider's \
+                        `seed_storage` (`{DEFAULT_SEED_STORAGE}` unless set)."
+        )
+    }),
+    Spec::new(attr::BRIDGES, Kind::StringList, Mode::Optional).description(
+        "Bridges (e.g. `vmbr0`) that must exist on every checked node (`GET \
+                /nodes/{node}/network`).",
+    ),
+    Spec::new(attr::POOLS, Kind::StringList, Mode::Optional).description(
+        "Resource pools the proxy VMs go into (their `pool`): the token must hold \
+                `Pool.Audit` on each, or PVE leaves the pool out of its listings and an imported \
+                or refreshed VM seems to be in no pool. PVE applies a pool's ACLs to its member \
+                VMs, so a VM privilege held on every one of these pools counts as held on `/vms`.",
+    ),
+    Spec::new(attr::HEALTHY, Kind::Bool, Mode::Computed).description(
+        "True when at least one node was checked and no node and no cluster-wide check \
+                reported a reason.",
+    ),
+    Spec::new(attr::VERSION, Kind::String, Mode::Computed).description(
+        "The PVE version of the API endpoint (`GET /version`), e.g. `9.2.11`; empty when \
+                unreachable.",
+    ),
+    Spec::new(attr::REASONS, Kind::StringList, Mode::Computed).description(
+        "Every reason code of the cluster and all nodes, sorted alphabetically, each once; \
+                empty when healthy. The codes are listed under `nodes.reasons`.",
+    ),
+    Spec::new(attr::MESSAGES, Kind::StringList, Mode::Computed).description(
+        "Every explanation: cluster-wide ones first, then node ones prefixed with the node \
+                name.",
+    ),
+    Spec::new(
+        attr::NODES,
+        Kind::ObjectList(NODE_ATTRIBUTES),
+        Mode::Computed,
+    )
+    .description("One result per checked node, in the order of `node_names` (or of `GET /nodes`)."),
+];
+
+pub fn schema() -> Schema {
+    let description = format!(
+        "Checks that the cluster can run proxy VMs, node by node and concurrently: the API \
                 answers with a trusted certificate and accepted token, PVE is version 9 or newer, \
                 each node is online, the ISO storage is present, active, accepts `iso` and has \
                 free space, each template exists and is a template, the bridges exist, and the \
@@ -157,59 +231,9 @@ unreachable endpoint) are reported on every node; if the node list itself is una
 Privileges checked (PVE 9 names, through `GET /access/permissions`; privileges granted only \
 through a pool are not seen):\n\n{}\n\n\
 Every reason code, with its meaning, is listed once, under `nodes.reasons`.",
-                privileges_doc()
-            ))
-            .attribute(
-                Attribute::new("node_names", Type::list(Type::String))
-                    .optional()
-                    .description(
-                        "Nodes to check. Defaults to every node `GET /nodes` lists. (The results \
-                        are in `nodes`.)",
-                    ),
-            )
-            .attribute(Attribute::new("templates", Type::list(Type::String)).optional().description(
-                "Templates that must be clonable onto every checked node: names or VMIDs \
-                (`\"9000\"`).",
-            ))
-            .attribute(
-                Attribute::new("iso_storage", Type::String)
-                    .optional()
-                    .computed()
-                    .description(format!(
-                        "Storage that receives the NoCloud seed ISOs. Defaults to the provider's \
-                        `seed_storage` (`{DEFAULT_SEED_STORAGE}` unless set)."
-                    )),
-            )
-            .attribute(Attribute::new("bridges", Type::list(Type::String)).optional().description(
-                "Bridges (e.g. `vmbr0`) that must exist on every checked node (`GET \
-                /nodes/{node}/network`).",
-            ))
-            .attribute(Attribute::new("pools", Type::list(Type::String)).optional().description(
-                "Resource pools the proxy VMs go into (their `pool`): the token must hold \
-                `Pool.Audit` on each, or PVE leaves the pool out of its listings and an imported \
-                or refreshed VM seems to be in no pool. PVE applies a pool's ACLs to its member \
-                VMs, so a VM privilege held on every one of these pools counts as held on `/vms`.",
-            ))
-            .attribute(Attribute::new("healthy", Type::Bool).computed().description(
-                "True when at least one node was checked and no node and no cluster-wide check \
-                reported a reason.",
-            ))
-            .attribute(Attribute::new("version", Type::String).computed().description(
-                "The PVE version of the API endpoint (`GET /version`), e.g. `9.2.11`; empty when \
-                unreachable.",
-            ))
-            .attribute(Attribute::new("reasons", Type::list(Type::String)).computed().description(
-                "Every reason code of the cluster and all nodes, sorted alphabetically, each once; \
-                empty when healthy. The codes are listed under `nodes.reasons`.",
-            ))
-            .attribute(Attribute::new("messages", Type::list(Type::String)).computed().description(
-                "Every explanation: cluster-wide ones first, then node ones prefixed with the node \
-                name.",
-            ))
-            .attribute(Attribute::nested("nodes", Nesting::List, node).computed().description(
-                "One result per checked node, in the order of `node_names` (or of `GET /nodes`).",
-            )),
-    )
+        privileges_doc()
+    );
+    Schema::new(schema_table::block(description, ATTRIBUTES))
 }
 
 /// The request a configuration asks for. `None` when a value is not yet known.
@@ -221,15 +245,15 @@ fn request_from(config: &Value, seed_storage: &str, clone_storage: Option<&str>)
             .map(|items| items.into_iter().map(str::to_owned).collect())
     };
     HealthRequest {
-        node_names: list("node_names"),
-        templates: list("templates").unwrap_or_default(),
+        node_names: list(attr::NODE_NAMES),
+        templates: list(attr::TEMPLATES).unwrap_or_default(),
         iso_storage: config
-            .get_attr("iso_storage")
+            .get_attr(attr::ISO_STORAGE)
             .as_str()
             .unwrap_or(seed_storage)
             .to_owned(),
-        bridges: list("bridges").unwrap_or_default(),
-        pools: list("pools").unwrap_or_default(),
+        bridges: list(attr::BRIDGES).unwrap_or_default(),
+        pools: list(attr::POOLS).unwrap_or_default(),
         clone_storage: clone_storage.map(str::to_owned),
     }
 }
@@ -244,38 +268,38 @@ fn codes(reasons: &[Reason]) -> Value {
 
 fn node_value(node: &NodeReport) -> Value {
     Value::object([
-        ("name", Value::from(node.name.clone())),
-        ("online", Value::from(node.online)),
-        ("version", Value::from(node.version.clone())),
-        ("iso_storage_ok", Value::from(node.iso_storage_ok)),
+        (attr::NAME, Value::from(node.name.clone())),
+        (attr::ONLINE, Value::from(node.online)),
+        (attr::VERSION, Value::from(node.version.clone())),
+        (attr::ISO_STORAGE_OK, Value::from(node.iso_storage_ok)),
         (
-            "iso_storage_free_bytes",
+            attr::ISO_STORAGE_FREE_BYTES,
             node.iso_storage_free_bytes
                 .and_then(|b| i64::try_from(b).ok())
                 .map_or(Value::Null, Value::from),
         ),
-        ("templates_ok", Value::from(node.templates_ok)),
-        ("privileges_ok", Value::from(node.privileges_ok)),
-        ("bridges_ok", Value::from(node.bridges_ok)),
+        (attr::TEMPLATES_OK, Value::from(node.templates_ok)),
+        (attr::PRIVILEGES_OK, Value::from(node.privileges_ok)),
+        (attr::BRIDGES_OK, Value::from(node.bridges_ok)),
         (
-            "memory_total_bytes",
+            attr::MEMORY_TOTAL_BYTES,
             node.memory_total_bytes
                 .and_then(|b| i64::try_from(b).ok())
                 .map_or(Value::Null, Value::from),
         ),
         (
-            "memory_promised_bytes",
+            attr::MEMORY_PROMISED_BYTES,
             node.memory_promised_bytes
                 .and_then(|b| i64::try_from(b).ok())
                 .map_or(Value::Null, Value::from),
         ),
         (
-            "eligible",
+            attr::ELIGIBLE,
             Value::from(node.online && node.iso_storage_ok && node.templates_ok && node.bridges_ok),
         ),
-        ("reasons", codes(&node.reasons())),
+        (attr::REASONS, codes(&node.reasons())),
         (
-            "messages",
+            attr::MESSAGES,
             strings(node.findings.iter().map(|f| f.message.clone())),
         ),
     ])
@@ -284,13 +308,13 @@ fn node_value(node: &NodeReport) -> Value {
 /// The state: the configuration plus every computed value.
 pub fn state_from(config: &Value, request: &HealthRequest, report: &HealthReport) -> Value {
     let mut state = config.clone();
-    state.set_attr("iso_storage", Value::from(request.iso_storage.clone()));
-    state.set_attr("healthy", Value::from(report.healthy()));
-    state.set_attr("version", Value::from(report.version.clone()));
-    state.set_attr("reasons", codes(&report.reasons()));
-    state.set_attr("messages", strings(report.messages()));
+    state.set_attr(attr::ISO_STORAGE, Value::from(request.iso_storage.clone()));
+    state.set_attr(attr::HEALTHY, Value::from(report.healthy()));
+    state.set_attr(attr::VERSION, Value::from(report.version.clone()));
+    state.set_attr(attr::REASONS, codes(&report.reasons()));
+    state.set_attr(attr::MESSAGES, strings(report.messages()));
     state.set_attr(
-        "nodes",
+        attr::NODES,
         Value::List(report.nodes.iter().map(node_value).collect()),
     );
     state
@@ -338,27 +362,27 @@ impl DataSource for HealthDataSource {
 
     async fn validate(&self, _ctx: &Context, config: &Value) -> Diagnostics {
         let mut diags = Diagnostics::new();
-        check_names(&mut diags, config, "node_names", non_empty_name);
+        check_names(&mut diags, config, attr::NODE_NAMES, non_empty_name);
         if config
-            .get_attr("node_names")
+            .get_attr(attr::NODE_NAMES)
             .as_elements()
             .is_some_and(<[Value]>::is_empty)
         {
             diags.attribute_error(
-                AttributePath::root().attr("node_names"),
+                AttributePath::root().attr(attr::NODE_NAMES),
                 "Invalid Attribute Value",
                 "Attribute node_names must name at least one node; leave it out to check every \
                 node",
             );
         }
-        check_names(&mut diags, config, "templates", non_empty_name);
-        check_names(&mut diags, config, "bridges", non_empty_name);
-        check_names(&mut diags, config, "pools", non_empty_name);
-        if let Some(storage) = config.get_attr("iso_storage").as_str()
+        check_names(&mut diags, config, attr::TEMPLATES, non_empty_name);
+        check_names(&mut diags, config, attr::BRIDGES, non_empty_name);
+        check_names(&mut diags, config, attr::POOLS, non_empty_name);
+        if let Some(storage) = config.get_attr(attr::ISO_STORAGE).as_str()
             && let Err(why) = validate::storage_id(storage)
         {
             diags.attribute_error(
-                AttributePath::root().attr("iso_storage"),
+                AttributePath::root().attr(attr::ISO_STORAGE),
                 "Invalid Attribute Value",
                 format!("Attribute iso_storage {why}"),
             );
@@ -398,5 +422,26 @@ impl DataSource for HealthDataSource {
             state: state_from(config, &request, &report),
             diagnostics: Diagnostics::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_attribute_name_has_a_spec() {
+        let source = include_str!("mod.rs");
+        let names = source.split("mod attr {").nth(1).unwrap();
+        let mut named = schema_table::declared_names(names.split('}').next().unwrap());
+        named.sort_unstable();
+        let mut declared: Vec<&str> = ATTRIBUTES
+            .iter()
+            .chain(NODE_ATTRIBUTES)
+            .map(|spec| spec.name)
+            .collect();
+        declared.sort_unstable();
+        declared.dedup();
+        assert_eq!(named, declared);
     }
 }

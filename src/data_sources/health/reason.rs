@@ -151,7 +151,7 @@ impl Reason {
     /// The reason a failed PVE call stands for.
     pub fn of_error(error: &pve::Error) -> Reason {
         match error.origin() {
-            pve::Origin::Transport { .. } if is_certificate_failure(error.message()) => {
+            pve::Origin::Transport { .. } if error.is_certificate_error() => {
                 Reason::CertificateInvalid
             }
             pve::Origin::Transport { .. } => Reason::Unreachable,
@@ -195,13 +195,6 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.code())
     }
-}
-
-/// rustls reports verification failures as "invalid peer certificate: UnknownIssuer" (or
-/// `NotValidForName`, `Expired`, …) inside reqwest's error chain.
-fn is_certificate_failure(message: &str) -> bool {
-    let lower = message.to_ascii_lowercase();
-    lower.contains("certificate") || lower.contains("unknownissuer")
 }
 
 /// One finding: a code plus the human sentence that explains it.
@@ -273,15 +266,5 @@ mod tests {
         assert_eq!(sentence("authentication failed!"), "authentication failed!");
         assert_eq!(sentence("no such storage"), "no such storage.");
         assert_eq!(sentence("done. "), "done.");
-    }
-
-    #[test]
-    fn certificate_failures_are_recognised_in_rustls_wording() {
-        assert!(is_certificate_failure(
-            "error sending request: client error (Connect): invalid peer certificate: UnknownIssuer"
-        ));
-        assert!(!is_certificate_failure(
-            "error sending request: tcp connect error: Connection refused (os error 111)"
-        ));
     }
 }

@@ -4,13 +4,11 @@
 use std::sync::Arc;
 
 use pve::cluster::ClusterVm;
-use tfplugin::{
-    Attribute, Block, Context, DataSource, DataSourceResponse, Diagnostic, Diagnostics, Nesting,
-    Schema, Type, Value,
-};
+use tfplugin::{Context, DataSource, DataSourceResponse, Diagnostic, Diagnostics, Schema, Value};
 
 use crate::context::Shared;
 use crate::ownership::{OWNER_TAG, fleet_in_tags, user_tags};
+use crate::schema_table::{self, Kind, Mode, Spec};
 
 pub const TYPE_NAME: &str = "proxmox_proxy_vms";
 
@@ -40,63 +38,56 @@ impl ProxyVmsDataSource {
     }
 }
 
+/// The attributes of each of `vms`.
+const VM_ATTRIBUTES: &[Spec] = &[
+    Spec::new(attr::VMID, Kind::Number, Mode::Computed).description("VMID."),
+    Spec::new(attr::NAME, Kind::String, Mode::Computed).description(
+        "VM name. PVE's listing shows names only once its statistics daemon has seen the VM \
+         (about 10 s after a clone), so a VM that was just created has an empty name.",
+    ),
+    Spec::new(attr::NODE, Kind::String, Mode::Computed).description("Node the VM is on now."),
+    Spec::new(attr::STATUS, Kind::String, Mode::Computed).description(
+        "`running`, `stopped`, or `unknown` while PVE has no statistics for the VM (just \
+         cloned, or its node offline).",
+    ),
+    Spec::new(attr::TAGS, Kind::StringList, Mode::Computed).built_description(|| {
+        format!(
+            "The VM's tags as PVE stores them (lower-case, sorted), without the provider's own \
+             `{OWNER_TAG}` tag."
+        )
+    }),
+    Spec::new(attr::LOCK, Kind::String, Mode::Computed).description(
+        "PVE's config lock (`clone`, `backup`, …), or an empty string when the VM is not \
+         locked.",
+    ),
+    Spec::new(attr::FLEET, Kind::String, Mode::Computed)
+        .description("The fleet the VM belongs to (empty for the default fleet)."),
+];
+
+/// The data source's attributes, in the order the schema lists them.
+const ATTRIBUTES: &[Spec] = &[
+    Spec::new(attr::ALL_FLEETS, Kind::Bool, Mode::Optional).description(
+        "List the VMs of every fleet, not only the provider's `fleet`. Defaults to `false`.",
+    ),
+    Spec::new(attr::NAME_PREFIX, Kind::String, Mode::Optional).description(
+        "Only VMs whose name starts with this prefix. VMs whose name PVE does not report yet \
+         (just cloned) never match a non-empty prefix.",
+    ),
+    Spec::new(attr::VMS, Kind::ObjectList(VM_ATTRIBUTES), Mode::Computed)
+        .description("The VMs of ours, sorted by VMID."),
+];
+
 pub fn schema() -> Schema {
-    let vm = vec![
-        Attribute::new(attr::VMID, Type::Number)
-            .computed()
-            .description("VMID."),
-        Attribute::new(attr::NAME, Type::String).computed().description(
-            "VM name. PVE's listing shows names only once its statistics daemon has seen the VM \
-             (about 10 s after a clone), so a VM that was just created has an empty name.",
-        ),
-        Attribute::new(attr::NODE, Type::String)
-            .computed()
-            .description("Node the VM is on now."),
-        Attribute::new(attr::STATUS, Type::String)
-            .computed()
-            .description(
-                "`running`, `stopped`, or `unknown` while PVE has no statistics for the VM (just \
-                 cloned, or its node offline).",
-            ),
-        Attribute::new(attr::TAGS, Type::list(Type::String))
-            .computed()
-            .description(format!(
-                "The VM's tags as PVE stores them (lower-case, sorted), without the provider's own \
-                 `{OWNER_TAG}` tag."
-            )),
-        Attribute::new(attr::LOCK, Type::String).computed().description(
-            "PVE's config lock (`clone`, `backup`, …), or an empty string when the VM is not \
-             locked.",
-        ),
-        Attribute::new(attr::FLEET, Type::String)
-            .computed()
-            .description("The fleet the VM belongs to (empty for the default fleet)."),
-    ];
-    Schema::new(
-        Block::new()
-            .description(format!(
-                "Lists every VM of the provider's fleet that carries the provider's ownership tag \
-                 `{OWNER_TAG}` across the cluster, from one `GET /cluster/resources?type=vm` call, \
-                 sorted by VMID. Compare it with the VMs in state to find orphans (VMs of ours \
-                 that no configuration manages, e.g. after a lost state: bring them back with \
-                 `import` blocks). Only VMs the token may audit (`VM.Audit`) are visible; other \
-                 guests, including containers, never appear. A VM whose clone has not finished yet \
-                 carries no tag and is not listed."
-            ))
-            .attribute(Attribute::new(attr::ALL_FLEETS, Type::Bool).optional().description(
-                "List the VMs of every fleet, not only the provider's `fleet`. Defaults to \
-                 `false`.",
-            ))
-            .attribute(Attribute::new(attr::NAME_PREFIX, Type::String).optional().description(
-                "Only VMs whose name starts with this prefix. VMs whose name PVE does not report \
-                 yet (just cloned) never match a non-empty prefix.",
-            ))
-            .attribute(
-                Attribute::nested(attr::VMS, Nesting::List, vm)
-                    .computed()
-                    .description("The VMs of ours, sorted by VMID."),
-            ),
-    )
+    let description = format!(
+        "Lists every VM of the provider's fleet that carries the provider's ownership tag \
+         `{OWNER_TAG}` across the cluster, from one `GET /cluster/resources?type=vm` call, \
+         sorted by VMID. Compare it with the VMs in state to find orphans (VMs of ours \
+         that no configuration manages, e.g. after a lost state: bring them back with \
+         `import` blocks). Only VMs the token may audit (`VM.Audit`) are visible; other \
+         guests, including containers, never appear. A VM whose clone has not finished yet \
+         carries no tag and is not listed."
+    );
+    Schema::new(schema_table::block(description, ATTRIBUTES))
 }
 
 /// Our VMs in a listing: QEMU guests with our tag, of `fleet` (every fleet when `None`),
@@ -215,6 +206,27 @@ mod tests {
                 "status": "running", "name": "edge-a", "tags": "proxyvm;proxyvm.fleet.prod"},
         ]))
         .unwrap()
+    }
+
+    #[test]
+    fn every_attribute_name_has_a_spec() {
+        let source = include_str!("mod.rs");
+        let names = source
+            .split("mod attr {")
+            .nth(1)
+            .unwrap()
+            .split('}')
+            .next()
+            .unwrap();
+        let mut declared: Vec<&str> = ATTRIBUTES
+            .iter()
+            .chain(VM_ATTRIBUTES)
+            .map(|s| s.name)
+            .collect();
+        declared.sort_unstable();
+        let mut named = schema_table::declared_names(names);
+        named.sort_unstable();
+        assert_eq!(named, declared);
     }
 
     #[test]

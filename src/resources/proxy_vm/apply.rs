@@ -1,6 +1,7 @@
 //! Apply of `proxmox_proxy_vm`: create, update and delete over the lifecycle, bounded by
 //! Terraform's timeouts and stop request, and turned into state and diagnostics.
 
+use pve::qemu::GuestInterface;
 use tfplugin::{ApplyRequest, ApplyResponse, Context, Diagnostic, Value, plan};
 
 use super::attr;
@@ -192,7 +193,7 @@ pub(super) async fn update(
         &configured.seed_storage,
         &fleet_of(prior),
     );
-    let mut private = Private::decode(&request.planned_private);
+    let private = Private::decode(&request.planned_private);
     let mut response = ApplyResponse {
         new_state: prior.clone(),
         private: private.encode(),
@@ -210,55 +211,21 @@ pub(super) async fn update(
         .or_else(|| prior.get_attr(attr::NODE).as_str())
         .unwrap_or_default()
         .to_owned();
-    let vm_touching = [
-        attr::CORES,
-        attr::MEMORY,
-        attr::DISK_GIB,
-        attr::BRIDGE,
-        attr::VLAN_TAG,
-        attr::TAGS,
-        attr::STARTED,
-    ];
+    let vm = UpdatedVm {
+        node: &node,
+        vmid,
+        prior,
+        private: &private,
+    };
     let changed = plan::changed_attributes(prior, planned);
-    // A change PVE holds until the next boot is applied by the reboot this apply allows,
-    // even when no attribute changes with it (reboot_if_needed set after a pending change):
-    // the state then shows the running values, and without the reboot the result would
-    // differ from the plan (#26).
-    let reboot_for_pending = desired.reboot_if_needed
-        && desired.started
-        && (!private.pending.is_empty() || changed.iter().any(|c| c == attr::REBOOT_IF_NEEDED));
     let mut interfaces = None;
-    if reboot_for_pending
-        || changed
-            .iter()
-            .any(|name| vm_touching.contains(&name.as_str()))
-    {
-        let disk_changed = changed.iter().any(|n| n == attr::DISK_GIB);
-        let deadline = tokio::time::Instant::now() + desired.timeouts.update;
-        let fleet = fleet_of(prior);
-        let expected = Expected {
-            name: prior.get_attr(attr::NAME).as_str(),
-            fleet: &fleet,
-            token: ExpectedToken::of_state(
-                private.create_token.as_deref(),
-                prior.get_attr(attr::SEED_HASH).as_str(),
-            ),
-        };
-        let work = lifecycle::update(
-            configured,
-            &node,
-            vmid,
-            expected,
-            &desired,
-            disk_changed,
-            deadline,
-        );
-        match bounded(ctx, desired.timeouts.update, "update", work).await {
-            Ok(updated) => {
-                if let Some(warning) = pending_warning(vmid, &updated.pending, &changed) {
+    if touches_vm(&desired, &private, &changed) {
+        match write_changes(ctx, configured, vm, &desired, &changed).await {
+            Ok((pending, reported)) => {
+                if let Some(warning) = pending_warning(vmid, &pending, &changed) {
                     response.diagnostics.push(warning);
                 }
-                interfaces = updated.interfaces;
+                interfaces = reported;
             }
             Err(error) => {
                 response
@@ -268,18 +235,86 @@ pub(super) async fn update(
             }
         }
     }
-    match lifecycle::observe_with(
+    let observed = lifecycle::observe_with(
         &configured.client,
-        &node,
+        vm.node,
         vmid,
         desired.pool.clone(),
         interfaces,
     )
-    .await
-    {
+    .await;
+    record_updated(observed, vm, &desired, planned, &mut response);
+    response
+}
+
+/// The VM an update changes: where it is, and its state and private data before.
+#[derive(Clone, Copy, Debug)]
+struct UpdatedVm<'a> {
+    node: &'a str,
+    vmid: u32,
+    prior: &'a Value,
+    private: &'a Private,
+}
+
+/// Whether the update has work on the VM: an attribute written in place changed, or a change
+/// PVE holds until the next boot is applied by the reboot this apply allows, even when no
+/// attribute changes with it (reboot_if_needed set after a pending change): the state then
+/// shows the running values, and without the reboot the result would differ from the plan
+/// (#26).
+fn touches_vm(desired: &Desired, private: &Private, changed: &[String]) -> bool {
+    let reboot_for_pending = desired.reboot_if_needed
+        && desired.started
+        && (!private.pending.is_empty() || changed.iter().any(|c| c == attr::REBOOT_IF_NEEDED));
+    let in_place = schema::written_in_place();
+    reboot_for_pending || changed.iter().any(|name| in_place.contains(&name.as_str()))
+}
+
+/// The lifecycle's update as this state's owner, bounded by the update timeout: the config
+/// keys it left pending, and the interfaces the agent reported if it (re)started the VM.
+async fn write_changes(
+    ctx: &Context,
+    configured: &Configured,
+    vm: UpdatedVm<'_>,
+    desired: &Desired,
+    changed: &[String],
+) -> Result<(Vec<String>, Option<Vec<GuestInterface>>), StepError> {
+    let disk_changed = changed.iter().any(|n| n == attr::DISK_GIB);
+    let deadline = tokio::time::Instant::now() + desired.timeouts.update;
+    let fleet = fleet_of(vm.prior);
+    let expected = Expected {
+        name: vm.prior.get_attr(attr::NAME).as_str(),
+        fleet: &fleet,
+        token: ExpectedToken::of_state(
+            vm.private.create_token.as_deref(),
+            vm.prior.get_attr(attr::SEED_HASH).as_str(),
+        ),
+    };
+    let work = lifecycle::update(
+        configured,
+        vm.node,
+        vm.vmid,
+        expected,
+        desired,
+        disk_changed,
+        deadline,
+    );
+    let updated = bounded(ctx, desired.timeouts.update, "update", work).await?;
+    Ok((updated.pending, updated.interfaces))
+}
+
+/// The state and private data of the VM as read after the update.
+fn record_updated(
+    observed: Result<Option<model::Observed>, StepError>,
+    vm: UpdatedVm<'_>,
+    desired: &Desired,
+    planned: &Value,
+    response: &mut ApplyResponse,
+) {
+    match observed {
         Ok(Some(observed)) => {
             response.new_state = observed.to_state(planned);
             keep_planned_addresses(planned, &mut response.new_state);
+            let mut private = vm.private.clone();
             private.pending = observed
                 .pending_attributes()
                 .into_iter()
@@ -290,13 +325,12 @@ pub(super) async fn update(
         Ok(None) => response.diagnostics.push(diagnostics::vm_error(
             "update",
             &desired.name,
-            format!("VM {vmid} disappeared during the update"),
+            format!("VM {} disappeared during the update", vm.vmid),
         )),
         Err(error) => response
             .diagnostics
             .push(step_diagnostic("update", &desired.name, &error)),
     }
-    response
 }
 
 /// Warns about what this apply left pending, not again on applies that do not touch it
@@ -304,12 +338,10 @@ pub(super) async fn update(
 fn pending_warning(vmid: u32, pending: &[String], changed: &[String]) -> Option<Diagnostic> {
     let touched: Vec<&str> = pending
         .iter()
-        .filter(|key| match key.as_str() {
-            "cores" | "memory" => changed.iter().any(|c| c == *key),
-            "net0" => changed
-                .iter()
-                .any(|c| c == attr::BRIDGE || c == attr::VLAN_TAG),
-            _ => false,
+        .filter(|key| {
+            schema::pending_attributes(key)
+                .into_iter()
+                .any(|name| changed.iter().any(|c| c == name))
         })
         .map(String::as_str)
         .collect();

@@ -8,8 +8,9 @@ use tfplugin::{
 
 use super::attr;
 use super::model::{Private, planned_seed_hash, vmid_of};
-use super::schema::{self, AttrSpec, Kind, OnChange, Planned};
+use super::schema::{self, AttrSpec, DefaultValue, Kind, OnChange, Planned};
 use crate::context::Configured;
+use crate::ownership;
 
 /// Two resource instances with the same name in one fleet would fight over one VM: the
 /// second one planned in this provider process is refused, pointing at `name`. A planned
@@ -43,11 +44,7 @@ pub(super) fn refuse_duplicate_name(
         .runtime
         .note_planned_name(&fleet, name, &instance)
     {
-        let in_fleet = if fleet.is_empty() {
-            String::new()
-        } else {
-            format!(" in fleet `{fleet}`")
-        };
+        let in_fleet = ownership::in_fleet(&fleet);
         response.diagnostics.attribute_error(
             AttributePath::root().attr(attr::NAME),
             "Duplicate proxy VM name",
@@ -121,8 +118,10 @@ fn plan_declared(
             continue;
         }
         match spec.planned {
-            Planned::Default(value) => {
-                planned.set_attr(name, Value::Bool(value));
+            Planned::Default => {
+                if let Some(DefaultValue::Bool(value)) = spec.default {
+                    planned.set_attr(name, Value::Bool(value));
+                }
             }
             // An existing VM keeps what it was made with, whatever the provider says now.
             Planned::ProviderDefault(_) if !prior.is_null() => {
@@ -181,7 +180,8 @@ fn plan_power_state(planned: &mut Value, prior: &Value) {
 
 /// A VM created stopped reports no addresses.
 fn plan_create_addresses(planned: &mut Value) {
-    if planned.get_attr(attr::STARTED).as_bool().unwrap_or(true) {
+    let started = planned.get_attr(attr::STARTED).as_bool();
+    if started.unwrap_or_else(|| schema::default_bool(attr::STARTED)) {
         return;
     }
     for spec in guest_addresses() {
@@ -204,7 +204,10 @@ fn plan_update_addresses(prior: &Value, planned: &mut Value) {
         .any(|spec| match spec.on_change {
             OnChange::MovesAddress => true,
             OnChange::PendingUntilReboot => reboots,
-            OnChange::InPlace | OnChange::Replace | OnChange::ReplaceWhenShrunk => false,
+            OnChange::Setting
+            | OnChange::InPlace
+            | OnChange::Replace
+            | OnChange::ReplaceWhenShrunk => false,
         });
     if moves {
         for spec in guest_addresses() {

@@ -4,12 +4,17 @@
 //! the write-only list, [`validate_config`] and the generic part of the plan are derived
 //! from that list, so adding an attribute touches it (and its name in `attr.rs`) only.
 
-use tfplugin::{Attribute, AttributePath, Block, Diagnostics, Nesting, Schema, Type, Value};
+use std::time::Duration;
+
+use tfplugin::{Attribute, AttributePath, Diagnostics, Schema, Value};
 
 use super::attr;
 use super::checks::{self, INVALID};
 use crate::context::Configured;
+pub use crate::schema_table::Mode;
+use crate::schema_table::{self, Declared};
 use crate::validate;
+use crate::vmid::{PVE_VMID_MAX, PVE_VMID_MIN};
 
 pub const TYPE_NAME: &str = "proxmox_proxy_vm";
 
@@ -39,34 +44,15 @@ const DESCRIPTION: &str = "A small proxy VM: a full clone of a cloud-init-ready 
     write. The workflows guide has the details.";
 
 /// What an attribute holds.
-#[derive(Clone, Copy, Debug)]
-pub enum Kind {
-    String,
-    Number,
-    Bool,
-    StringList,
-    StringSet,
-    /// One object of these attributes (or null).
-    Object(&'static [AttrSpec]),
-}
-
-/// Who sets an attribute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// The configuration, always.
-    Required,
-    /// The configuration, or nobody.
-    Optional,
-    /// The configuration, else the provider.
-    OptionalComputed,
-    /// The provider only.
-    Computed,
-}
+pub type Kind = schema_table::Kind<AttrSpec>;
 
 /// What a change of an attribute does to an existing VM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnChange {
-    /// Applied in place.
+    /// Nothing on the VM: it changes only what the provider does (how it waits, times out,
+    /// places or reboots), or the attribute is not the configuration's to change.
+    Setting,
+    /// Written to the VM in place.
     InPlace,
     /// PVE cannot apply it to the VM: the plan replaces the VM.
     Replace,
@@ -79,14 +65,44 @@ pub enum OnChange {
     PendingUntilReboot,
 }
 
+impl OnChange {
+    /// Whether a change is written to the existing VM (an update's work).
+    pub fn writes_vm(self) -> bool {
+        match self {
+            OnChange::InPlace
+            | OnChange::ReplaceWhenShrunk
+            | OnChange::MovesAddress
+            | OnChange::PendingUntilReboot => true,
+            OnChange::Setting | OnChange::Replace => false,
+        }
+    }
+}
+
+/// The value an unset attribute stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultValue {
+    Bool(bool),
+    /// A duration as the configuration writes one (`"15m"`).
+    Duration(&'static str),
+}
+
+impl std::fmt::Display for DefaultValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DefaultValue::Bool(value) => write!(f, "{value}"),
+            DefaultValue::Duration(text) => f.write_str(text),
+        }
+    }
+}
+
 /// How the plan sets an attribute, beyond `tfplugin::plan::plan_computed` (the configured
 /// value; unknown on create when computed and unset; on update the prior value).
 #[derive(Clone, Copy, Debug)]
 pub enum Planned {
     /// As `plan_computed` plans it.
     AsComputed,
-    /// Unset in the configuration: this value.
-    Default(bool),
+    /// Unset in the configuration: the declared default.
+    Default,
     /// Unset in the configuration: on create the provider's setting (when it has one), on
     /// update the prior value.
     ProviderDefault(fn(&Configured) -> Option<&str>),
@@ -119,8 +135,13 @@ pub struct AttrSpec {
     pub write_only: bool,
     pub on_change: OnChange,
     pub planned: Planned,
+    /// What an unset value stands for; the description says it.
+    pub default: Option<DefaultValue>,
+    /// The PVE config key that holds a change of this attribute when PVE applies it only at
+    /// the next boot (a pending change).
+    pub pending_key: Option<&'static str>,
     pub check: Option<Check>,
-    /// Markdown; the registry docs are generated from it.
+    /// Markdown; the registry docs are generated from it (with the default appended).
     pub description: &'static str,
 }
 
@@ -132,8 +153,10 @@ impl AttrSpec {
             mode,
             sensitive: false,
             write_only: false,
-            on_change: OnChange::InPlace,
+            on_change: OnChange::Setting,
             planned: Planned::AsComputed,
+            default: None,
+            pending_key: None,
             check: None,
             description: "",
         }
@@ -163,6 +186,24 @@ impl AttrSpec {
         self
     }
 
+    /// Unset, the attribute is `value`, in the plan too.
+    pub const fn default_bool(mut self, value: bool) -> Self {
+        self.default = Some(DefaultValue::Bool(value));
+        self.planned = Planned::Default;
+        self
+    }
+
+    /// Unset, the attribute is this duration (`"15m"`).
+    pub const fn default_duration(mut self, text: &'static str) -> Self {
+        self.default = Some(DefaultValue::Duration(text));
+        self
+    }
+
+    pub const fn pending_key(mut self, key: &'static str) -> Self {
+        self.pending_key = Some(key);
+        self
+    }
+
     pub const fn check(mut self, check: Check) -> Self {
         self.check = Some(check);
         self
@@ -172,30 +213,18 @@ impl AttrSpec {
         self.description = markdown;
         self
     }
+}
 
-    /// The attribute as the plugin protocol declares it.
-    pub fn attribute(&self) -> Attribute {
-        let attribute = match self.kind {
-            Kind::String => Attribute::new(self.name, Type::String),
-            Kind::Number => Attribute::new(self.name, Type::Number),
-            Kind::Bool => Attribute::new(self.name, Type::Bool),
-            Kind::StringList => Attribute::new(self.name, Type::list(Type::String)),
-            Kind::StringSet => Attribute::new(self.name, Type::set(Type::String)),
-            Kind::Object(nested) => Attribute::nested(
-                self.name,
-                Nesting::Single,
-                nested.iter().map(AttrSpec::attribute).collect(),
-            ),
+impl Declared for AttrSpec {
+    fn attribute(&self) -> Attribute {
+        let description = match self.default {
+            Some(default) => format!("{} Defaults to `{default}`.", self.description),
+            None => self.description.to_owned(),
         };
-        let mut attribute = match self.mode {
-            Mode::Required => attribute.required(),
-            Mode::Optional => attribute.optional(),
-            Mode::OptionalComputed => attribute.optional().computed(),
-            Mode::Computed => attribute.computed(),
-        };
+        let mut attribute = schema_table::attribute(self.name, self.kind, self.mode);
         attribute.sensitive = self.sensitive;
         attribute.write_only = self.write_only;
-        attribute.description(self.description)
+        attribute.description(description)
     }
 }
 
@@ -281,7 +310,7 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::VMID, Kind::Number, Mode::OptionalComputed)
         .replace_on_change()
-        .check(Check::Range(100, 999_999_999))
+        .check(Check::Range(PVE_VMID_MIN as i64, PVE_VMID_MAX as i64))
         .description(
             "The VMID. When unset, one is derived from `name` in the provider's VMID range (the \
             same name always starts at the same VMID, probing past VMs that are not ours). \
@@ -289,6 +318,7 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::CORES, Kind::Number, Mode::OptionalComputed)
         .on_change(OnChange::PendingUntilReboot)
+        .pending_key("cores")
         .check(Check::Range(1, 512))
         .description(
             "CPU cores. Unset keeps the template's. Changes in place; a running VM may need a \
@@ -296,6 +326,7 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::MEMORY, Kind::Number, Mode::OptionalComputed)
         .on_change(OnChange::PendingUntilReboot)
+        .pending_key("memory")
         .check(Check::Range(16, 16 * 1024 * 1024))
         .description(
             "Memory in MiB. Unset keeps the template's. Changes in place; a running VM may need a \
@@ -310,6 +341,7 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::BRIDGE, Kind::String, Mode::OptionalComputed)
         .on_change(OnChange::MovesAddress)
+        .pending_key("net0")
         .check(Check::Text(validate::bridge))
         .description(
             "Bridge of the first network interface (`net0`). Unset keeps the template's. Changes \
@@ -317,12 +349,14 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::VLAN_TAG, Kind::Number, Mode::OptionalComputed)
         .on_change(OnChange::MovesAddress)
+        .pending_key("net0")
         .check(Check::Range(1, 4094))
         .description(
             "VLAN tag of `net0`, 1–4094. Unset keeps the template's. Changes in place and keeps \
             the MAC address.",
         ),
     AttrSpec::new(attr::TAGS, Kind::StringSet, Mode::OptionalComputed)
+        .on_change(OnChange::InPlace)
         .check(Check::Custom(checks::tags))
         .description(
             "PVE tags, normalised as PVE stores them (lower case, sorted, unique). The provider's \
@@ -380,23 +414,23 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         .description("Resource pool to put the VM in. Changing it replaces the VM."),
     AttrSpec::new(attr::STARTED, Kind::Bool, Mode::OptionalComputed)
         .on_change(OnChange::MovesAddress)
-        .planned(Planned::Default(true))
+        .default_bool(true)
         .description(
-            "Whether the VM should be running. Defaults to `true`. Changes in place; a VM found \
-            stopped behind Terraform's back shows as drift and is started again.",
+            "Whether the VM should be running. Changes in place; a VM found stopped behind \
+            Terraform's back shows as drift and is started again.",
         ),
     AttrSpec::new(attr::WAIT_FOR_ADDRESS, Kind::Bool, Mode::OptionalComputed)
-        .planned(Planned::Default(true))
+        .default_bool(true)
         .description(
             "Whether create waits, within the create timeout, until the guest agent reports an \
-            IPv4 address. Defaults to `true`.",
+            IPv4 address.",
         ),
     AttrSpec::new(attr::REBOOT_IF_NEEDED, Kind::Bool, Mode::OptionalComputed)
-        .planned(Planned::Default(false))
+        .default_bool(false)
         .description(
             "Whether an update that PVE can only apply at the next boot (e.g. `cores` without CPU \
-            hotplug) reboots the VM. Defaults to `false`: such changes are reported as pending in \
-            a warning.",
+            hotplug) reboots the VM; without it, such changes are reported as pending in a \
+            warning.",
         ),
     AttrSpec::new(
         attr::TIMEOUTS,
@@ -439,22 +473,79 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
 ];
 
 /// The attributes of `timeouts`: durations like `"15m"` (see `model::Timeouts`).
-const TIMEOUT_ATTRIBUTES: &[AttrSpec] = &[
+pub const TIMEOUT_ATTRIBUTES: &[AttrSpec] = &[
     AttrSpec::new(attr::timeouts::CREATE, Kind::String, Mode::Optional)
-        .description("Create, including waiting for an address. Default `15m`."),
+        .default_duration("15m")
+        .description("Create, including waiting for an address."),
     AttrSpec::new(attr::timeouts::UPDATE, Kind::String, Mode::Optional)
-        .description("Update. Default `10m`."),
+        .default_duration("10m")
+        .description("Update."),
     AttrSpec::new(attr::timeouts::DELETE, Kind::String, Mode::Optional)
-        .description("Delete. Default `10m`."),
+        .default_duration("10m")
+        .description("Delete."),
 ];
 
 pub fn schema() -> Schema {
-    let block = ATTRIBUTES
+    Schema::new(schema_table::block(DESCRIPTION, ATTRIBUTES)).with_version(SCHEMA_VERSION)
+}
+
+/// The declaration of `name` in `table`.
+///
+/// # Panics
+/// When `name` has none: every name of `attr.rs` has one (a test checks it).
+pub fn spec_in(table: &'static [AttrSpec], name: &str) -> &'static AttrSpec {
+    table
         .iter()
-        .fold(Block::new().description(DESCRIPTION), |block, spec| {
-            block.attribute(spec.attribute())
-        });
-    Schema::new(block).with_version(SCHEMA_VERSION)
+        .find(|spec| spec.name == name)
+        .unwrap_or_else(|| panic!("`{name}` is not declared in the attribute table"))
+}
+
+/// What an unset boolean attribute stands for.
+pub fn default_bool(name: &str) -> bool {
+    match spec_in(ATTRIBUTES, name).default {
+        Some(DefaultValue::Bool(value)) => value,
+        other => panic!("`{name}` declares no boolean default: {other:?}"),
+    }
+}
+
+/// What an unset `timeouts` attribute stands for.
+pub fn default_timeout(name: &str) -> Duration {
+    match spec_in(TIMEOUT_ATTRIBUTES, name).default {
+        Some(DefaultValue::Duration(text)) => validate::duration(text)
+            .unwrap_or_else(|why| panic!("the default of timeouts.{name}: {why}")),
+        other => panic!("`timeouts.{name}` declares no duration default: {other:?}"),
+    }
+}
+
+/// Attributes whose change an update writes to the VM.
+pub fn written_in_place() -> Vec<&'static str> {
+    names_where(|spec| spec.on_change.writes_vm())
+}
+
+/// The attributes a pending change of the PVE config key `key` stands for, in schema order.
+pub fn pending_attributes(key: &str) -> Vec<&'static str> {
+    names_where(|spec| spec.pending_key == Some(key))
+}
+
+/// How a pending change of the PVE config key `key` is named, in the plan's warning and in
+/// the private state (of every earlier release too, so the form never changes): the
+/// attributes that set it, `/`-joined (`net0` is `bridge/vlan_tag`). `None` for a key no
+/// attribute sets.
+pub fn pending_name(key: &str) -> Option<&'static str> {
+    static NAMES: std::sync::OnceLock<Vec<(&'static str, String)>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        let mut names: Vec<(&'static str, String)> = Vec::new();
+        for key in ATTRIBUTES.iter().filter_map(|spec| spec.pending_key) {
+            if names.iter().all(|(known, _)| *known != key) {
+                names.push((key, pending_attributes(key).join("/")));
+            }
+        }
+        names
+    });
+    names
+        .iter()
+        .find(|(known, _)| *known == key)
+        .map(|(_, name)| name.as_str())
 }
 
 /// Attributes whose change cannot be applied to the existing VM.
@@ -517,5 +608,96 @@ mod tests {
             ]
         );
         assert_eq!(write_only(), ["user_data", "network_config"]);
+        assert_eq!(
+            written_in_place(),
+            [
+                "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started"
+            ]
+        );
+        assert_eq!(pending_attributes("net0"), ["bridge", "vlan_tag"]);
+        assert_eq!(pending_attributes("cores"), ["cores"]);
+        assert_eq!(pending_name("net0"), Some("bridge/vlan_tag"));
+        assert_eq!(pending_name("memory"), Some("memory"));
+        assert_eq!(pending_name("scsi0"), None);
+    }
+
+    #[test]
+    fn every_name_in_attr_rs_has_a_spec() {
+        let source = include_str!("attr.rs");
+        let (top, timeouts) = source
+            .split_once("pub mod timeouts")
+            .expect("attr.rs has `mod timeouts`");
+        let names = schema_table::declared_names(top);
+        assert_eq!(names.len(), ATTRIBUTES.len(), "{names:?}");
+        for name in names {
+            spec_in(ATTRIBUTES, name);
+        }
+        let names = schema_table::declared_names(timeouts);
+        assert_eq!(names.len(), TIMEOUT_ATTRIBUTES.len(), "{names:?}");
+        for name in names {
+            spec_in(TIMEOUT_ATTRIBUTES, name);
+            default_timeout(name);
+        }
+    }
+
+    #[test]
+    fn defaults_are_declared_once_and_said_in_the_description() {
+        assert!(default_bool(attr::STARTED));
+        assert!(!default_bool(attr::REBOOT_IF_NEEDED));
+        assert_eq!(
+            default_timeout(attr::timeouts::CREATE),
+            Duration::from_secs(15 * 60)
+        );
+        let started = spec_in(ATTRIBUTES, attr::STARTED).attribute();
+        assert!(
+            started.description.ends_with(" Defaults to `true`."),
+            "{}",
+            started.description
+        );
+        for spec in ATTRIBUTES {
+            let planned_default = matches!(spec.planned, Planned::Default);
+            let bool_default = matches!(spec.default, Some(DefaultValue::Bool(_)));
+            assert_eq!(planned_default, bool_default, "{}", spec.name);
+            assert!(
+                !spec.description.contains("Defaults to `"),
+                "{}: the default is appended from the declaration",
+                spec.name
+            );
+        }
+    }
+
+    #[test]
+    fn tags_must_be_written_as_pve_stores_them() {
+        let config = Value::object([(
+            "tags",
+            Value::Set(vec![Value::string("web"), Value::string("Edge")]),
+        )]);
+        let diags = validate_config(&config);
+        assert_eq!(diags.iter().count(), 1, "{diags:?}");
+        assert!(diags.iter().any(|d| d.detail.contains("write `edge`")));
+    }
+
+    #[test]
+    fn validation_points_at_attributes() {
+        let config = Value::object([
+            ("name", Value::string("edge_1")),
+            ("vlan_tag", Value::number(5000)),
+            ("cores", Value::Unknown),
+            ("user_data", Value::string("hello")),
+            (
+                "timeouts",
+                Value::object([("create", Value::string("soon"))]),
+            ),
+        ]);
+        let diags = validate_config(&config);
+        let paths: Vec<String> = diags
+            .iter()
+            .map(|d| format!("{:?}", d.attribute.as_ref().unwrap().steps()))
+            .collect();
+        assert_eq!(diags.iter().count(), 4, "{diags:?}");
+        assert!(paths.iter().any(|p| p.contains("\"name\"")));
+        assert!(paths.iter().any(|p| p.contains("\"vlan_tag\"")));
+        assert!(paths.iter().any(|p| p.contains("\"user_data\"")));
+        assert!(paths.iter().any(|p| p.contains("\"timeouts\"")));
     }
 }

@@ -57,6 +57,38 @@ fn record(line: &str) {
     }
 }
 
+/// The Debian package of each tool an acceptance test runs, as
+/// `scripts/install-test-deps.sh` installs them.
+pub const TOOL_PACKAGES: &[(&str, &str)] = &[("bsdtar", "libarchive-tools"), ("gpg", "gpg")];
+
+/// Fails `test` at once when a tool it runs is not on the PATH, naming the command that
+/// installs it: deep inside the test the failure would read only "cannot run bsdtar".
+pub fn require_tools(test: &str, tools: &[&str]) {
+    let on_path = |tool: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()))
+    };
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
+    if missing.is_empty() {
+        return;
+    }
+    let packages: Vec<&str> = missing
+        .iter()
+        .map(|tool| {
+            TOOL_PACKAGES
+                .iter()
+                .find(|(name, _)| name == tool)
+                .map_or(*tool, |(_, package)| package)
+        })
+        .collect();
+    panic!(
+        "{test} runs {}, not installed here: run scripts/install-test-deps.sh, or as root: \
+         apt-get install -y {}",
+        missing.join(", "),
+        packages.join(" ")
+    );
+}
+
 /// The reason a test gated on `TF_ACC` gives when it is unset.
 pub const NO_TF_ACC: &str = "set TF_ACC=1 to run terraform-driven acceptance tests";
 

@@ -281,3 +281,20 @@ fn assert_extracted_equal(dir: &Path, expected: &BTreeMap<&str, Vec<u8>>) {
         assert_eq!(&std::fs::read(dir.join(name)).unwrap(), bytes, "{name}");
     }
 }
+
+/// The packages these tests name for a missing tool are the ones
+/// `scripts/install-test-deps.sh` installs.
+#[test]
+fn the_packages_named_are_the_ones_install_test_deps_installs() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/install-test-deps.sh"
+    );
+    let script = std::fs::read_to_string(script).unwrap();
+    for (tool, package) in common::PACKAGES {
+        assert!(
+            script.contains(&format!("\nneed {tool} {package}\n")),
+            "{tool}"
+        );
+    }
+}

@@ -1,15 +1,25 @@
 //! Helpers for tests that judge our images with tools we did not write.
-//! Each test skips, with a printed reason, when its tool is not installed;
-//! `.ci/run` installs them (`apt-get install -y xorriso genisoimage cloud-init
-//! libarchive-tools`).
+//! Without `TF_ACC` each test skips, with a printed reason, when its tool is
+//! not installed; with `TF_ACC=1` (the README's suite, `scripts/test.sh`,
+//! which installs them first) a missing tool fails the test at once, naming
+//! the command that installs it, instead of leaving the images unjudged.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The Debian packages that provide the tools these tests use.
-pub const PACKAGES: &str = "xorriso genisoimage cloud-init libarchive-tools";
+/// The Debian package of each tool these tests run, as `scripts/install-test-deps.sh`
+/// installs them.
+pub const PACKAGES: &[(&str, &str)] = &[
+    ("xorriso", "xorriso"),
+    ("isoinfo", "genisoimage"),
+    ("cloud-init", "cloud-init"),
+    ("bsdtar", "libarchive-tools"),
+    ("blkid", "util-linux"),
+    ("python3", "python3"),
+];
 
-/// `name` on PATH, or `None` after printing why the calling test skips.
+/// `name` on PATH, or `None` after reporting why the calling test skips (a
+/// failure at once under `TF_ACC`).
 pub fn tool(name: &str, test: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
@@ -17,16 +27,13 @@ pub fn tool(name: &str, test: &str) -> Option<PathBuf> {
             .find(|candidate| candidate.is_file())
     });
     if found.is_none() {
-        skipped(
-            test,
-            &format!("`{name}` is not installed (apt-get install -y {PACKAGES})"),
-        );
+        missing(test, &format!("`{name}` is not installed"), name);
     }
     found
 }
 
 /// The Python that runs cloud-init (Debian's `/usr/bin/python3` with the
-/// `cloudinit` package), or `None` after printing why the test skips.
+/// `cloudinit` package), or `None` after reporting why the test skips.
 pub fn cloud_init_python(test: &str) -> Option<PathBuf> {
     let python = PathBuf::from("/usr/bin/python3");
     let importable = python.is_file()
@@ -37,12 +44,30 @@ pub fn cloud_init_python(test: &str) -> Option<PathBuf> {
     if importable {
         Some(python)
     } else {
-        skipped(
+        missing(
             test,
-            "cloud-init's Python package is not installed (apt-get install -y cloud-init)",
+            "cloud-init's Python package is not installed",
+            "cloud-init",
         );
         None
     }
+}
+
+/// A tool `test` needs is missing: under `TF_ACC` the test fails here, naming
+/// the command that installs it; otherwise it is reported skipped.
+fn missing(test: &str, what: &str, tool: &str) {
+    let package = PACKAGES
+        .iter()
+        .find(|(name, _)| *name == tool)
+        .map_or(tool, |(_, package)| package);
+    let install =
+        format!("run scripts/install-test-deps.sh, or as root: apt-get install -y {package}");
+    let tf_acc = std::env::var("TF_ACC").is_ok_and(|v| !v.is_empty() && v != "0");
+    assert!(
+        !tf_acc,
+        "{test}: {what}; TF_ACC=1 runs every test, so {install}"
+    );
+    skipped(test, &format!("{what} ({install})"));
 }
 
 /// Reports `test` skipped the way the workspace's tests do (`skip` in

@@ -1,0 +1,19 @@
+//! Typed views of the resource's values: what the configuration asks for, and what the
+//! cluster shows, turned into state. One module per job; this one only re-exports them, so
+//! the rest of the resource imports `model::…` whichever file a type lives in.
+
+mod desired;
+mod observed;
+mod private;
+mod seed_hash;
+mod state;
+mod write_only;
+
+pub use desired::{Desired, Timeouts};
+pub use observed::{Observed, RunningValues};
+pub use private::Private;
+pub use seed_hash::{planned_seed_hash, seed_hash};
+pub use state::{fleet_of, vmid_of};
+pub use write_only::refuse_write_only_without_support;
+
+pub use super::schema::validate_config;

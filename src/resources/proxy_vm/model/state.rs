@@ -1,0 +1,22 @@
+//! What a stored state says about the VM it tracks.
+
+use tfplugin::Value;
+
+use super::super::attr;
+
+/// The fleet a state's VM belongs to: states from before fleets existed have none, which is
+/// the default fleet.
+pub fn fleet_of(state: &Value) -> String {
+    state
+        .get_attr(attr::FLEET)
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+pub fn vmid_of(state: &Value) -> Option<u32> {
+    state
+        .get_attr(attr::VMID)
+        .as_i64()
+        .and_then(|v| u32::try_from(v).ok())
+}
