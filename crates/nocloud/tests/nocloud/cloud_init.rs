@@ -312,3 +312,80 @@ fn validator_agrees_with_pyyaml_on_cloud_config_syntax() {
         );
     }
 }
+
+/// What cloud-init made of the boot after the seed was taken away (`later_boot` in
+/// `nocloud_boot.py`): the cached instance trusted, the same instance id and network config.
+fn later_boot_is_quiet(result: &Value, instance_id: &str) -> bool {
+    let later = &result["later_boot"];
+    later["existing"] == "trust"
+        && later["datasource"] == "DataSourceNoCloud"
+        && later["restored_from_cache"] == json!(true)
+        && later["new_instance"] == json!(false)
+        && later["instance_id"] == json!(instance_id)
+        && later["network_config"] == result["network_config"]
+}
+
+#[test]
+fn a_detached_guest_boots_again_as_the_same_instance() {
+    let Some(tools) = tools("a_detached_guest_boots_again_as_the_same_instance") else {
+        return;
+    };
+    let seed = full_seed();
+    let result = boot(&tools, &seed);
+    assert_eq!(result["manual_cache_clean"], json!(true), "{result}");
+    // Written at the end of the first boot, for ds-identify on the next.
+    assert_eq!(result["manual_clean_marker"], json!(true), "{result}");
+    assert!(
+        later_boot_is_quiet(&result, &seed.build().unwrap().instance_id),
+        "{result}"
+    );
+}
+
+#[test]
+fn user_write_files_leaves_the_detached_seed_setting_alone() {
+    let Some(tools) = tools("user_write_files_leaves_the_detached_seed_setting_alone") else {
+        return;
+    };
+    // A user cloud-config whose write_files (and every other list of ours) replaces the
+    // vendor-data's keys of the same name: the top-level manual_cache_clean is not among them.
+    let user_data = "#cloud-config\nwrite_files:\n  - path: /etc/proxy.conf\n    content: \
+        listen 3128\n  - path: /etc/cloud/cloud.cfg.d/50-user.cfg\n    content: 'a: 1'\n\
+        packages: [squid]\nruncmd: [[systemctl, restart, squid]]\n";
+    assert_eq!(
+        user_data::validate(user_data).unwrap().kind,
+        UserDataKind::CloudConfig
+    );
+    let seed = nocloud::Seed::new("edge-5", "pve1/107").user_data(user_data);
+    let result = boot(&tools, &seed);
+    assert_eq!(result["write_files"].as_array().map(Vec::len), Some(2));
+    assert_eq!(result["packages"], json!(["squid"]), "{result}");
+    assert_eq!(result["manual_cache_clean"], json!(true), "{result}");
+    assert_eq!(result["manual_clean_marker"], json!(true), "{result}");
+    assert!(vendor_script_stored(&result), "{result}");
+    assert!(
+        later_boot_is_quiet(&result, &seed.build().unwrap().instance_id),
+        "{result}"
+    );
+}
+
+#[test]
+fn without_the_setting_a_detached_guest_loses_its_datasource() {
+    let test = "without_the_setting_a_detached_guest_loses_its_datasource";
+    let Some(tools) = tools(test) else {
+        return;
+    };
+    // The control, so the tests above can fail: the guest-agent vendor-data alone (what
+    // seeds carried before), and a user who turns the setting off. cloud-init then checks
+    // its cache against the datasource, finds none and drops the instance (on a real guest
+    // with `None` on the list: a new instance, fallback network config).
+    let old = full_seed().vendor_data(nocloud::render::vendor_data_guest_agent());
+    let turned_off = nocloud::Seed::new("edge-6", "pve1/108")
+        .user_data("#cloud-config\nmanual_cache_clean: false\nwrite_files: []\n");
+    for seed in [old, turned_off] {
+        let result = boot(&tools, &seed);
+        assert_ne!(result["manual_cache_clean"], json!(true), "{result}");
+        assert_eq!(result["manual_clean_marker"], json!(false), "{result}");
+        assert_eq!(result["later_boot"]["existing"], "check", "{result}");
+        assert_eq!(result["later_boot"]["datasource"], Value::Null, "{result}");
+    }
+}
