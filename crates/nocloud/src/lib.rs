@@ -95,7 +95,7 @@
 //! user-data cloud-config that sets `write_files` or any other key leaves the
 //! setting alone; only its own `manual_cache_clean` (or switching vendor-data
 //! off) changes it. `tests/nocloud/cloud_init.rs` runs cloud-init's own first
-//! and later boot on our seeds to show it.
+//! and later boot, and its ds-identify, on our seeds to show it.
 //!
 //! What a detached guest needs, and what it means:
 //!

@@ -31,7 +31,12 @@ fn tools(test: &str) -> Option<Tools> {
 /// Builds the seed's image, extracts it with xorriso, and returns what
 /// cloud-init concluded from the extracted files.
 fn boot(tools: &Tools, seed: &nocloud::Seed) -> Value {
-    let dir = tempfile::tempdir().unwrap();
+    boot_in(tools, seed, &tempfile::tempdir().unwrap())
+}
+
+/// [`boot`] in `dir`, which keeps cloud-init's files afterwards (`work/cloud` is its
+/// `/var/lib/cloud`).
+fn boot_in(tools: &Tools, seed: &nocloud::Seed, dir: &tempfile::TempDir) -> Value {
     let image = write_file(dir.path(), "seed.iso", &seed.build().unwrap().bytes);
     let extracted = dir.path().join("seed");
     run(Command::new(&tools.xorriso)
@@ -387,5 +392,112 @@ fn without_the_setting_a_detached_guest_loses_its_datasource() {
         assert_eq!(result["manual_clean_marker"], json!(false), "{result}");
         assert_eq!(result["later_boot"]["existing"], "check", "{result}");
         assert_eq!(result["later_boot"]["datasource"], Value::Null, "{result}");
+    }
+}
+
+/// Where distributions install ds-identify (Debian and Ubuntu, then Fedora and SUSE).
+fn ds_identify(test: &str) -> Option<PathBuf> {
+    let found = [
+        "/usr/lib/cloud-init/ds-identify",
+        "/usr/libexec/cloud-init/ds-identify",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file());
+    if found.is_none() {
+        common::skipped(
+            test,
+            "ds-identify is not installed (apt-get install -y cloud-init)",
+        );
+    }
+    found
+}
+
+/// Runs ds-identify as the systemd generator does on the boot after the seed was detached:
+/// `var_lib_cloud` is the guest's `/var/lib/cloud`, the guest is a PVE VM (QEMU's DMI
+/// strings) whose only filesystem is its root disk (stand-ins for `systemd-detect-virt` and
+/// `blkid`), and its cloud.cfg lists several datasources and None, as Debian's does. Returns
+/// whether cloud-init would run (exit 0) and the config ds-identify wrote for it.
+fn ds_identify_after_detach(ds_identify: &Path, var_lib_cloud: &Path) -> (bool, String) {
+    let root = tempfile::tempdir().unwrap();
+    let bin = root.path().join("stand-ins");
+    let dmi = root.path().join("sys/class/dmi/id");
+    for dir in [
+        root.path().join("etc/cloud"),
+        root.path().join("proc"),
+        bin.clone(),
+        dmi.clone(),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    for (name, value) in [
+        ("sys_vendor", "QEMU"),
+        ("product_name", "Standard PC (i440FX + PIIX, 1996)"),
+        ("board_name", ""),
+        ("chassis_asset_tag", ""),
+        ("product_serial", ""),
+        ("product_uuid", "6a1f0c4e-8d1b-4f7a-9c1e-2b3d4e5f6a7b"),
+    ] {
+        write_file(&dmi, name, format!("{value}\n").as_bytes());
+    }
+    // Not a single datasource plus None: with that list ds-identify enables cloud-init
+    // whatever it finds (and cloud-init then falls back to None: a new instance).
+    write_file(
+        &root.path().join("etc/cloud"),
+        "cloud.cfg",
+        b"datasource_list: [ NoCloud, ConfigDrive, OpenStack, None ]\n",
+    );
+    write_file(&root.path().join("proc"), "cmdline", b"root=/dev/vda1 ro\n");
+    for (name, output) in [
+        ("systemd-detect-virt", "kvm"),
+        ("blkid", "DEVNAME=/dev/vda1\nLABEL=root\nTYPE=ext4"),
+    ] {
+        let path = write_file(
+            &bin,
+            name,
+            format!("#!/bin/sh\nprintf '%s\\n' '{output}'\n").as_bytes(),
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let status = Command::new(ds_identify)
+        .arg("--force")
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("PATH_ROOT", root.path())
+        .env("PATH_VAR_LIB_CLOUD", var_lib_cloud)
+        .env("DI_LOG", root.path().join("ds-identify.log"))
+        .status()
+        .unwrap();
+    let written =
+        std::fs::read_to_string(root.path().join("run/cloud-init/cloud.cfg")).unwrap_or_default();
+    let log = std::fs::read_to_string(root.path().join("ds-identify.log")).unwrap_or_default();
+    (
+        status.success(),
+        format!("{written}\n--- ds-identify.log:\n{log}"),
+    )
+}
+
+#[test]
+fn ds_identify_keeps_cloud_init_on_for_a_detached_guest() {
+    let test = "ds_identify_keeps_cloud_init_on_for_a_detached_guest";
+    let (Some(tools), Some(ds_identify)) = (tools(test), ds_identify(test)) else {
+        return;
+    };
+    let ours = full_seed();
+    let old = full_seed().vendor_data(nocloud::render::vendor_data_guest_agent());
+    for (seed, stays_on) in [(ours, true), (old, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let result = boot_in(&tools, &seed, &dir);
+        let (enabled, written) =
+            ds_identify_after_detach(&ds_identify, &dir.path().join("work/cloud"));
+        assert_eq!(enabled, stays_on, "{written}\n{result}");
+        // With the marker ds-identify leaves the datasource list alone (the cache decides);
+        // without it, it finds no seed and turns cloud-init off for the boot.
+        assert_eq!(
+            written.contains("# manual_cache_clean."),
+            stays_on,
+            "{written}"
+        );
     }
 }
