@@ -3,10 +3,11 @@
 //!
 //! Resources are configuration: adding, changing or deleting one returns at once, and the
 //! HA manager (the CRM) acts on it later. Its view is `status/current`. Errors: an unknown
-//! `sid` is "no such resource 'vm:N'" (get) or "cannot delete service 'vm:N', not HA
-//! managed!" (delete), both [`crate::ErrorKind::NotFound`]; adding one twice is "resource ID
-//! 'vm:N' already defined", [`crate::ErrorKind::AlreadyExists`]. Reading needs `Sys.Audit`
-//! on `/`, writing `Sys.Console`.
+//! `sid` is "no such resource 'vm:N'" (get, and update through `PVE::HA::Config`) or
+//! "cannot delete service 'vm:N', not HA managed!" (delete), all
+//! [`crate::ErrorKind::NotFound`]; adding one twice is "resource ID 'vm:N' already
+//! defined", [`crate::ErrorKind::AlreadyExists`]. Reading needs `Sys.Audit` on `/`, writing
+//! `Sys.Console`.
 
 use serde::Deserialize;
 
