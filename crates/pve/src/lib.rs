@@ -169,6 +169,8 @@ pub mod pacing;
 pub mod pools;
 pub mod qemu;
 pub mod retry;
+#[cfg(test)]
+mod schema_contract;
 pub mod storage;
 pub mod tasks;
 pub mod upid;

@@ -13,7 +13,7 @@ use crate::wire::{
     ByteSize, CdromDrive, DiskDrive, Form, NetConfig, ParseError, Startup, boot_disk_key, de,
 };
 
-mod agent_files;
+pub(crate) mod agent_files;
 mod migrate;
 
 pub use agent_files::{FILE_WRITE_MAX_BYTES, FileContent};

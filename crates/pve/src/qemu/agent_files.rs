@@ -108,7 +108,7 @@ impl Agent<'_> {
     }
 }
 
-fn file_read_query(file: &str, range: Option<(u64, u32)>) -> Form {
+pub(crate) fn file_read_query(file: &str, range: Option<(u64, u32)>) -> Form {
     let query = Form::new().text("file", file);
     match range {
         Some((offset, count)) => query.int("offset", offset).int("count", count),
@@ -116,7 +116,7 @@ fn file_read_query(file: &str, range: Option<(u64, u32)>) -> Form {
     }
 }
 
-fn file_write_form(file: &str, bytes: &[u8]) -> std::result::Result<Form, String> {
+pub(crate) fn file_write_form(file: &str, bytes: &[u8]) -> std::result::Result<Form, String> {
     if bytes.len() > FILE_WRITE_MAX_BYTES {
         return Err(format!(
             "file-write takes at most {FILE_WRITE_MAX_BYTES} bytes, got {}",
