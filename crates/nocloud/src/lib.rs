@@ -119,6 +119,16 @@
 //! * Do not opt in to cloud-init's per-boot network updates (`updates: network:
 //!   when: [boot]`) on a detached guest: they ask a datasource that is gone.
 //!
+//! Nothing else is in vendor-data for this, on purpose. ds-identify reads
+//! `datasource_list` only from `/etc/cloud/cloud.cfg{,.d}` and the kernel
+//! command line, never from vendor-data, and a trusted boot searches no
+//! datasource, so a vendor `datasource_list` would act only when the cache is
+//! gone, and then the stored vendor config is gone with it. A vendor
+//! `network: {config: disabled}` changes nothing on trusted boots either
+//! (cloud-init renders network config only for a new instance). Files under
+//! `/etc/cloud/cloud.cfg.d/` would outlive `cloud-init clean` and need
+//! `write_files`, which a user's `write_files` replaces.
+//!
 //! The instance id stays what it was: a hash of the VM's name, its identity
 //! and the seed's files, so the same seed always says the same instance, and
 //! after detaching cloud-init keeps the id from its cache anyway. It does not
