@@ -126,8 +126,9 @@
 //! gone, and then the stored vendor config is gone with it. A vendor
 //! `network: {config: disabled}` changes nothing on trusted boots either
 //! (cloud-init renders network config only for a new instance). Files under
-//! `/etc/cloud/cloud.cfg.d/` would outlive `cloud-init clean` and need
-//! `write_files`, which a user's `write_files` replaces.
+//! `/etc/cloud/cloud.cfg.d/` would outlive `cloud-init clean`, and writing
+//! them takes `write_files` (which a user's `write_files` replaces) or a
+//! script that must also create the marker before the next boot.
 //!
 //! The instance id stays what it was: a hash of the VM's name, its identity
 //! and the seed's files, so the same seed always says the same instance, and
