@@ -314,6 +314,23 @@ impl Error {
         Some(AuthFailure::Permission(MissingPermission::default()))
     }
 
+    /// Whether a guest-agent file call failed because the file is not in the guest (qemu-ga's
+    /// `guest-file-open` failed with ENOENT), e.g. cloud-init's `result.json` before cloud-init
+    /// finished: "VM N qga command 'guest-file-open' failed - failed to open file '…' (mode:
+    /// 'r'): No such file or directory".
+    pub fn is_guest_file_missing(&self) -> bool {
+        self.message.contains("'guest-file-open' failed")
+            && self.message.contains("No such file or directory")
+    }
+
+    /// Whether the guest's agent refuses the command itself (qemu-ga's `--block-rpcs` or
+    /// `--allow-rpcs`, as some distributions ship it for file access): QEMU's
+    /// `qmp_dispatch` says "Command guest-file-open has been disabled" (older QEMU:
+    /// "The command … has been disabled for this instance"). Not a privilege of the token.
+    pub fn is_agent_command_disabled(&self) -> bool {
+        self.message.contains("qga command") && self.message.contains("has been disabled")
+    }
+
     /// Whether this error is the guest agent not (yet) answering — useful while waiting for boot.
     pub fn is_agent_not_running(&self) -> bool {
         self.message.contains("QEMU guest agent is not running")
@@ -927,6 +944,35 @@ mod tests {
         assert_eq!(task, ErrorKind::Auth);
         assert_eq!(http(500, "VM 100 not running\n").auth_failure(), None);
         assert_eq!(http(404, "").auth_failure(), None);
+    }
+
+    #[test]
+    fn guest_file_refusals() {
+        let http = |msg: &str| Error::http("GET", "/x", 500, true, msg.into(), BTreeMap::new());
+        let missing = http(
+            "VM 100 qga command 'guest-file-open' failed - failed to open file \
+             '/run/cloud-init/result.json' (mode: 'r'): No such file or directory\n",
+        );
+        assert!(missing.is_guest_file_missing());
+        assert!(!missing.is_agent_command_disabled());
+        // Not the VM gone: a missing guest file must never read as NotFound.
+        assert_eq!(missing.kind(), ErrorKind::Permanent);
+        for blocked in [
+            "VM 100 qga command 'guest-file-open' failed - Command guest-file-open has been \
+             disabled\n",
+            "VM 100 qga command 'guest-file-open' failed - The command guest-file-open has \
+             been disabled for this instance\n",
+        ] {
+            let blocked = http(blocked);
+            assert!(blocked.is_agent_command_disabled());
+            assert!(!blocked.is_guest_file_missing());
+        }
+        let denied = http(
+            "VM 100 qga command 'guest-file-open' failed - failed to open file '/etc/shadow' \
+             (mode: 'r'): Permission denied\n",
+        );
+        assert!(!denied.is_guest_file_missing() && !denied.is_agent_command_disabled());
+        assert!(!http("QEMU guest agent is not running\n").is_guest_file_missing());
     }
 
     #[test]

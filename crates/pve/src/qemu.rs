@@ -148,10 +148,14 @@ impl ConfigUpdate {
     pub fn onboot(self, enabled: bool) -> Self {
         self.set("onboot", if enabled { "1" } else { "0" })
     }
-    /// `startup` (`order=N,up=S,down=S`). PVE refuses an empty value: for a
-    /// [`Startup::is_empty`] one, `delete("startup")` instead.
+    /// `startup` (`order=N,up=S,down=S`); an empty one removes the key (PVE has no empty
+    /// value for it).
     pub fn startup(self, startup: &Startup) -> Self {
-        self.set("startup", startup.to_string())
+        if startup.is_empty() {
+            self.delete("startup")
+        } else {
+            self.set("startup", startup.to_string())
+        }
     }
     /// `tags`, `;`-joined.
     pub fn tags<S: AsRef<str>>(self, tags: &[S]) -> Self {
@@ -789,6 +793,8 @@ mod tests {
             form.encode(),
             "onboot=1&startup=order%3D1%2Cdown%3D60&ide2=none%2Cmedia%3Dcdrom"
         );
+        let cleared = ConfigUpdate::new().startup(&Startup::default()).to_form();
+        assert_eq!(cleared.encode(), "delete=startup");
     }
 
     #[test]
