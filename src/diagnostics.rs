@@ -65,13 +65,19 @@ fn hint(error: &pve::Error) -> Option<String> {
     if let Some(hint) = connection_hint(error) {
         return Some(hint);
     }
+    if let Some(pve::AuthFailure::Permission(missing)) = error.auth_failure() {
+        let needed = match (&missing.path, missing.privileges.as_slice()) {
+            (Some(path), [first, ..]) => format!("{first} on {path}"),
+            _ => "the privilege named above".to_owned(),
+        };
+        return Some(format!(
+            "The API token lacks {needed}. Grant it to the token's role (see \
+                docs/guides/pve-setup.md for the exact list), or run the proxmox_health data \
+                source to list every missing privilege."
+        ));
+    }
     let message = error.message();
     match error.kind() {
-        pve::ErrorKind::Auth if message.contains("Permission check failed") => Some(
-            "The API token lacks the privilege named above. Grant it to the token's role (see \
-                docs/guides/pve-setup.md for the exact list), or run the proxmox_health data \
-                source to list every missing privilege.".into(),
-        ),
         pve::ErrorKind::Auth => Some(
             "PVE refused the API token. Check PROXMOX_VE_API_TOKEN / api_token \
                 (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that \

@@ -108,11 +108,7 @@ pub enum StepError {
 }
 
 fn already_made_text(vmid: u32, node: &str, name: &str, fleet: &str) -> String {
-    let fleet = if fleet.is_empty() {
-        String::new()
-    } else {
-        format!(" in fleet `{fleet}`")
-    };
+    let fleet = crate::ownership::in_fleet(fleet);
     format!(
         "a proxy VM named `{name}`{fleet} already exists: VM {vmid} on node {node}, finished by \
         another Terraform state (another working directory, workspace or team) or by an earlier \
