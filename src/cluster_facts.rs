@@ -9,6 +9,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
+use pve::access::Permissions;
 use pve::nodes::{NetworkInterface, NodeSummary};
 use pve::pools::Pool;
 use pve::qemu::VmConfig;
@@ -62,7 +63,8 @@ pub struct ClusterFacts {
     pools: Memo<(), Vec<Pool>>,
     configs: Memo<(String, u32), VmConfig>,
     pool_audit: Memo<String, bool>,
-    privileges: Memo<String, bool>,
+    token_permissions: Memo<(), Permissions>,
+    path_permissions: Memo<String, Permissions>,
 }
 
 static READS: std::sync::LazyLock<RetryPolicy> = std::sync::LazyLock::new(RetryPolicy::default);
@@ -112,15 +114,27 @@ impl ClusterFacts {
             .await
     }
 
-    /// Whether the token holds `privilege` on `path`, as PVE computes it for that path (ACLs
-    /// on its parents, its pool, groups): asked once per path and privilege.
+    /// Whether the token holds `privilege` on `path`. The token's whole permission listing
+    /// (`GET /access/permissions`, PVE's effective permissions on every path it has an ACL
+    /// on) is asked once per process; only when it grants nothing there is `path` itself
+    /// asked (once), so privileges PVE derives otherwise (a pool the VM is in) still count.
     pub async fn holds(&self, client: &Client, path: &str, privilege: &str) -> Fact<bool> {
-        self.privileges
-            .get(&format!("{path} {privilege}"), || async {
-                let perms = retry_idempotent(&READS, || client.permissions(Some(path))).await?;
-                Ok(pve::access::has_privilege(&perms, path, privilege))
+        let everywhere = self
+            .token_permissions
+            .get(&(), || {
+                retry_idempotent(&READS, || client.permissions(None))
             })
-            .await
+            .await?;
+        if pve::access::has_privilege(&everywhere, path, privilege) {
+            return Ok(Arc::new(true));
+        }
+        let here = self
+            .path_permissions
+            .get(&path.to_owned(), || {
+                retry_idempotent(&READS, || client.permissions(Some(path)))
+            })
+            .await?;
+        Ok(Arc::new(pve::access::has_privilege(&here, path, privilege)))
     }
 
     /// A VM's config (for templates: whether it is one, its disk).

@@ -200,6 +200,21 @@ impl OwnedVm<'_> {
         .await
     }
 
+    /// [`OwnedVm::mark_deleting`] decided from `seen`, a read this destroy just made (its
+    /// checks read the same config), so the mark costs one write; a digest PVE refuses
+    /// (changed since) is decided again from fresh reads.
+    pub(super) async fn mark_deleting_from(&self, seen: Seen) -> Step<()> {
+        if seen.mark.phase == Phase::Deleting {
+            return Ok(());
+        }
+        let deleting = seen.mark.clone().with_phase(Phase::Deleting).render();
+        let change = Conditional::new(ConfigUpdate::new().description(&deleting), &seen.digest);
+        match self.write(&change).await {
+            Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => self.mark_deleting().await,
+            other => other,
+        }
+    }
+
     /// Undoes [`OwnedVm::mark_deleting`] of a destroy that was interrupted: the mark says
     /// `done` again. Nothing is written when it does not say `deleting`.
     pub(super) async fn unmark_deleting(&self) -> Step<()> {
@@ -229,6 +244,22 @@ impl OwnedVm<'_> {
         CFut: Future<Output = pve::Result<bool>>,
     {
         self.read().await?;
+        self.send_power_task(send, done).await
+    }
+
+    /// [`OwnedVm::power_task`] without its read: only right after a conditional write of
+    /// this operation proved the VM this instance's (a destroy's mark).
+    pub(super) async fn send_power_task<S, SFut, C, CFut>(
+        &self,
+        send: S,
+        done: C,
+    ) -> Step<Option<pve::Upid>>
+    where
+        S: FnMut() -> SFut,
+        SFut: Future<Output = pve::Result<pve::Upid>>,
+        C: FnMut() -> CFut,
+        CFut: Future<Output = pve::Result<bool>>,
+    {
         let mut send = send;
         let mut done = done;
         let sent = pve::retry_with_check(
@@ -257,8 +288,9 @@ impl OwnedVm<'_> {
 
     /// Destroys the VM with purge, checking before every send (the first, and each one
     /// after a lock made PVE end the task) that it is still this instance's and marked
-    /// `deleting`.
-    pub(super) async fn destroy(&self) -> Step<()> {
+    /// `deleting`. True when it is surely gone (this call's destroy task ended, or PVE no
+    /// longer knows it); false when an earlier destroy task was found still running.
+    pub(super) async fn destroy(&self) -> Step<bool> {
         let options = DestroyOptions {
             purge: true,
             destroy_unreferenced_disks: true,
@@ -269,7 +301,7 @@ impl OwnedVm<'_> {
             match self.read().await {
                 Ok(_) => {}
                 // Gone meanwhile (an earlier destroy task finished): done.
-                Err(StepError::NotOurs { .. }) if self.is_gone().await? => return Ok(()),
+                Err(StepError::NotOurs { .. }) if self.is_gone().await? => return Ok(true),
                 Err(e) => return Err(e),
             }
             let qemu = self.qemu();
@@ -291,9 +323,11 @@ impl OwnedVm<'_> {
             )
             .await;
             match sent {
-                Ok(Some(upid)) => tolerate_gone(wait(self.client, &upid, self.deadline).await),
-                Ok(None) => Ok(()),
-                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+                Ok(Some(upid)) => {
+                    tolerate_gone(wait(self.client, &upid, self.deadline).await).map(|()| true)
+                }
+                Ok(None) => Ok(false),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(true),
                 Err(e) => Err(e.into()),
             }
         })

@@ -33,6 +33,24 @@ pub(super) async fn stop(vm: &OwnedVm<'_>) -> Step<()> {
     }
 }
 
+/// Stops the VM hard right after this destroy marked it `deleting` (a conditional write,
+/// so it is this instance's): no status read first, since PVE's stop of a VM that is not
+/// running ends at once (`_do_vm_stop` in qemu-server's QemuServer.pm returns when no
+/// process runs). A lost answer is checked first, so a stop is sent once.
+pub(super) async fn stop_marked(vm: &OwnedVm<'_>) -> Step<()> {
+    let qemu = vm.qemu();
+    let sent = vm
+        .send_power_task(
+            || qemu.stop(),
+            || async { Ok(!qemu.status().await?.is_running()) },
+        )
+        .await;
+    if let Some(upid) = tolerate_gone_value(sent)? {
+        tolerate_gone(wait(vm.client, &upid, vm.deadline).await)?;
+    }
+    Ok(())
+}
+
 fn tolerate_gone_value<T>(outcome: Step<Option<T>>) -> Step<Option<T>> {
     match outcome {
         Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => Ok(None),

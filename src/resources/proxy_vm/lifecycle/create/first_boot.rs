@@ -51,6 +51,8 @@ pub(super) async fn discard(hold: &Hold<'_>) -> Step<()> {
         "the adopted VM may have booted another create's seed; destroying it to clone it again"
     );
     hold.unless_taken_over(teardown::stop(vm).await)?;
-    hold.unless_taken_over(vm.destroy().await)?;
-    teardown::wait_until_gone(vm).await
+    if !hold.unless_taken_over(vm.destroy().await)? {
+        teardown::wait_until_gone(vm).await?;
+    }
+    Ok(())
 }

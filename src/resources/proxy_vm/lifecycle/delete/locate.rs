@@ -3,8 +3,9 @@
 use pve::retry_idempotent;
 use tokio::time::Instant;
 
-use super::super::error::Step;
+use super::super::error::{Step, StepError};
 use super::super::expected::Expected;
+use super::super::owned::{OwnedVm, Seen};
 use super::super::slot::config_after_clone;
 use super::super::tasks::patient;
 use crate::context::Configured;
@@ -24,17 +25,50 @@ pub(super) enum AtVmid {
     },
 }
 
-/// Where the VM is (the process's listing, fetched once per provider process so a destroy of
-/// N VMs does not list the cluster N times; else the node the state names; else, moved since
-/// or not in the listing, one fresh look), and whose it is once any clone on it has ended
-/// (a clone still running has no mark yet).
-pub(super) async fn locate(
+/// Where the VM is and whose: the state's own VM with the read that proved it (one read in
+/// the usual case), or what else is at the VMID.
+pub(super) async fn locate<'a>(
+    configured: &'a Configured,
+    vmid: u32,
+    node_hint: &str,
+    expected: Expected<'a>,
+    deadline: Instant,
+) -> Step<(AtVmid, Option<(OwnedVm<'a>, Seen)>)> {
+    let Some(node) = node_of(configured, vmid, node_hint, deadline).await? else {
+        return Ok((AtVmid::Gone, None));
+    };
+    let vm = OwnedVm {
+        client: &configured.client,
+        node: node.clone(),
+        vmid,
+        expected,
+        deadline,
+    };
+    match vm.read().await {
+        Ok(seen) => return Ok((AtVmid::Ours(node), Some((vm, seen)))),
+        Err(StepError::NotOurs { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    // Not provably ours at first sight: a clone still running (no mark yet), a VM moved
+    // or gone, a mark edited or another's. Judged once any clone has ended.
+    let at_vmid = whose(&configured.client, &node, vmid, &expected, deadline).await?;
+    let AtVmid::Ours(node) = at_vmid else {
+        return Ok((at_vmid, None));
+    };
+    let vm = OwnedVm { node, ..vm };
+    let seen = vm.read().await?;
+    Ok((AtVmid::Ours(vm.node.clone()), Some((vm, seen))))
+}
+
+/// Where the VM is: the process's listing (fetched once per provider process, so a destroy
+/// of N VMs does not list the cluster N times), else the node the state names, else (moved
+/// since, or not in the listing) one fresh look.
+async fn node_of(
     configured: &Configured,
     vmid: u32,
     node_hint: &str,
-    expected: &Expected<'_>,
     deadline: Instant,
-) -> Step<AtVmid> {
+) -> Step<Option<String>> {
     let client = &configured.client;
     let listed = configured
         .runtime
@@ -43,18 +77,25 @@ pub(super) async fn locate(
         .iter()
         .find(|vm| vm.vmid == vmid)
         .map(|vm| vm.node.clone());
-    let location = match listed {
+    Ok(match listed {
         Some(node) => Some(node),
         None if !node_hint.is_empty() => Some(node_hint.to_owned()),
         None => retry_idempotent(&patient(deadline), || client.cluster().locate_vm(vmid))
             .await?
             .map(|entry| entry.node),
-    };
-    let found = match &location {
-        None => None,
-        Some(node) => config_after_clone(client, node, vmid, deadline).await?,
-    };
-    let Some((node, config)) = found else {
+    })
+}
+
+/// Whose the VM at `vmid` is, once any clone on it has ended (a clone still running has no
+/// mark yet).
+async fn whose(
+    client: &pve::Client,
+    node: &str,
+    vmid: u32,
+    expected: &Expected<'_>,
+    deadline: Instant,
+) -> Step<AtVmid> {
+    let Some((node, config)) = config_after_clone(client, node, vmid, deadline).await? else {
         return Ok(AtVmid::Gone);
     };
     let mark = config

@@ -20,7 +20,6 @@ use tokio::time::Instant;
 
 use super::error::{Step, StepError};
 use super::expected::Expected;
-use super::owned::OwnedVm;
 use super::teardown;
 use crate::context::Configured;
 use locate::AtVmid;
@@ -52,10 +51,11 @@ pub async fn delete(
         .runtime
         .lock_name(&format!("{}/{name}", expected.fleet))
         .await;
-    let at_vmid = locate::locate(configured, vmid, doomed.node_hint, &expected, deadline).await?;
+    let (at_vmid, ours) =
+        locate::locate(configured, vmid, doomed.node_hint, expected, deadline).await?;
     let mut note = None;
     match &at_vmid {
-        AtVmid::Gone => {}
+        AtVmid::Gone | AtVmid::Ours(_) => {}
         AtVmid::MarkLost(node) => {
             return Err(StepError::MarkLost {
                 vmid,
@@ -69,25 +69,19 @@ pub async fn delete(
                 "VM {vmid} on {node} is not this state's VM ({why}); it was left untouched."
             ));
         }
-        AtVmid::Ours(node) => {
-            let vm = OwnedVm {
-                client,
-                node: node.clone(),
-                vmid,
-                expected,
-                deadline,
-            };
-            let seen = vm.read().await?;
-            refusals::check_destroy_allowed(configured, &vm, &seen.config, doomed.seed.as_ref())
-                .await?;
-            // From here on no create adopts it, and every later step checks it is still ours.
-            vm.mark_deleting().await?;
-            teardown::stop(&vm).await?;
-            vm.destroy().await?;
+    }
+    if let Some((vm, seen)) = ours {
+        refusals::check_destroy_allowed(configured, &vm, &seen.config, doomed.seed.as_ref())
+            .await?;
+        // From here on no create adopts it, and every later step checks it is still ours.
+        vm.mark_deleting_from(seen).await?;
+        teardown::stop_marked(&vm).await?;
+        if !vm.destroy().await? {
+            // An earlier destroy task (a killed run's) is still finishing.
             teardown::wait_until_gone(&vm).await?;
-            // Placement and reads of this process no longer count it.
-            configured.runtime.forget_vm(vmid).await;
         }
+        // Placement and reads of this process no longer count it.
+        configured.runtime.forget_vm(vmid).await;
     }
     if let Some(seed) = &doomed.seed {
         let deleted =
