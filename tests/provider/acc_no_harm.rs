@@ -289,3 +289,47 @@ async fn an_interrupted_destroy_is_repaired_by_the_next_apply() {
     ws.destroy().await.success();
     assert_nothing_left(&sim).await;
 }
+
+/// #32 item 5: private data this release cannot read (a newer release wrote it) used to read
+/// as "no create token", so a refresh judged the VM another's and dropped it, and the next
+/// apply made a second VM of the name. The VM stays in state, a plan proposes nothing, and
+/// a destroy refuses without touching it.
+#[tokio::test(flavor = "multi_thread")]
+async fn unreadable_private_data_never_drops_or_touches_a_vm() {
+    let test = "unreadable_private_data_never_drops_or_touches_a_vm";
+    if !simulator_only(test, "the simulator's state") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&config("downgraded", "")).await;
+    ws.apply().await.success();
+    let vmid = the_vm(&sim, "downgraded").await["vmid"].as_u64().unwrap();
+    // What a newer release might have written: a field whose type this one does not know.
+    let path = ws.work_dir().join("terraform.tfstate");
+    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let instance = &mut state["resources"][0]["instances"][0];
+    use base64::Engine as _;
+    instance["private"] = Value::String(
+        base64::engine::general_purpose::STANDARD.encode(br#"{"create_token":{"v":2}}"#),
+    );
+    std::fs::write(&path, serde_json::to_string_pretty(&state).unwrap()).unwrap();
+
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false", "-detailed-exitcode"])
+        .await;
+    let text = flat(&plan.all_text());
+    assert_eq!(plan.code(), 0, "nothing planned for the kept VM:\n{text}");
+    assert!(text.contains("unreadable private data"), "{text}");
+    let journal_before = sim.journal().await.len();
+    let out = ws.destroy().await.failure();
+    assert!(
+        flat(&out.all_text()).contains("cannot be read"),
+        "{}",
+        out.all_text()
+    );
+    assert!(sim.writes_since(journal_before).await.is_empty());
+    assert_eq!(status_of(&sim, vmid).await, "running");
+    assert_eq!(ours_named(&sim, "downgraded").await.len(), 1);
+}

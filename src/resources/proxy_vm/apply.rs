@@ -193,11 +193,16 @@ pub(super) async fn update(
         &configured.seed_storage,
         &fleet_of(prior),
     );
-    let private = Private::decode(&request.planned_private);
     let mut response = ApplyResponse {
         new_state: prior.clone(),
-        private: private.encode(),
+        private: request.planned_private.clone(),
         ..Default::default()
+    };
+    let Ok(private) = Private::decode(&request.planned_private) else {
+        response
+            .diagnostics
+            .error("Unable to update proxy VM", model::UNREADABLE);
+        return response;
     };
     let Some(vmid) = vmid_of(prior) else {
         response
@@ -397,7 +402,14 @@ pub(super) async fn delete(
         .to_owned();
     let limit = model::Timeouts::from_value(prior.get_attr(attr::TIMEOUTS)).delete;
     let fleet = fleet_of(prior);
-    let private = Private::decode(&request.planned_private);
+    let Ok(private) = Private::decode(&request.planned_private) else {
+        response.new_state = prior.clone();
+        response.private = request.planned_private.clone();
+        response
+            .diagnostics
+            .error("Unable to delete proxy VM", model::UNREADABLE);
+        return response;
+    };
     let expected = Expected {
         name: Some(&name),
         fleet: &fleet,

@@ -37,7 +37,7 @@ pub use schema::TYPE_NAME;
 /// decides in its core (`-replace=ADDR`, a tainted instance) shows only as that second call,
 /// so the second call is what records it.
 fn note_replacement(configured: &Configured, request: &PlanRequest, response: &PlanResponse) {
-    let Some(token) = Private::decode(&request.prior_private).create_token else {
+    let Some(token) = Private::decode_or_default(&request.prior_private).create_token else {
         return;
     };
     let journal = &configured.journal;
@@ -109,7 +109,7 @@ impl Resource for ProxyVm {
             if !response.diagnostics.has_errors() && !response.planned_state.is_null() {
                 let checks = if request.prior_state.is_null() {
                     // A create half of a replacement carries the replaced VM's private data.
-                    let private = Private::decode(&request.prior_private);
+                    let private = Private::decode_or_default(&request.prior_private);
                     let replacing =
                         (private != Private::default()).then_some(private.create_token.as_deref());
                     plan_checks::check_create(

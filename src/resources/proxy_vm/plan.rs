@@ -28,7 +28,7 @@ pub(super) fn refuse_duplicate_name(
     // An existing VM is known by its create token. Terraform plans the create half of a
     // replacement in a second call that carries the first call's private data, so both
     // halves of a `-replace` count as the one instance they are.
-    let token = Private::decode(&request.prior_private).create_token;
+    let token = Private::decode_or_default(&request.prior_private).create_token;
     let instance = match (vmid_of(&request.prior_state), token) {
         // The first half of a replacement: Terraform plans its create separately.
         (Some(_), _) if replacing => return,
@@ -70,7 +70,8 @@ pub(super) fn plan_change(
         config,
         prior_private,
     } = request;
-    let private = Private::decode(&prior_private);
+    let readable = Private::decode(&prior_private);
+    let private = readable.clone().unwrap_or_default();
     let mut response = PlanResponse {
         planned_private: prior_private,
         ..Default::default()
@@ -88,7 +89,13 @@ pub(super) fn plan_change(
             configured.map_or(Value::Unknown, |c| Value::string(&c.fleet)),
         );
     }
-    plan_seed_hash(&mut planned, &prior, &config, &private);
+    if readable.is_err() && !prior.is_null() {
+        // Without its create token the hash cannot be recomputed: the VM is kept as it is
+        // (its refresh warned), never replaced for want of a key.
+        planned.set_attr(attr::SEED_HASH, prior.get_attr(attr::SEED_HASH).clone());
+    } else {
+        plan_seed_hash(&mut planned, &prior, &config, &private);
+    }
     plan_power_state(&mut planned, &prior);
     if prior.is_null() {
         plan_create_addresses(&mut planned);

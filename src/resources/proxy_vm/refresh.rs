@@ -8,7 +8,7 @@ use super::apply::step_diagnostic;
 use super::attr;
 use super::lifecycle::{self, Expected, ExpectedToken};
 use super::mark_restore::mark_to_restore;
-use super::model::{Observed, Private, fleet_of, vmid_of};
+use super::model::{Observed, Private, UNREADABLE, fleet_of, vmid_of};
 use crate::context::Configured;
 use crate::ownership::Phase;
 
@@ -32,7 +32,16 @@ pub(super) async fn refresh(configured: &Configured, request: ReadRequest) -> Re
     };
     let name = prior.get_attr(attr::NAME).as_str().map(str::to_owned);
     let fleet = fleet_of(&prior);
-    let mut private = Private::decode(&response.private);
+    let Ok(mut private) = Private::decode(&response.private) else {
+        // The VM's identity is unknown: kept as it was, never dropped (a refresh that
+        // dropped it would let the next apply make a second VM of the name).
+        response.new_state = prior;
+        response.diagnostics.warning(
+            "Proxy VM not refreshed: unreadable private data",
+            UNREADABLE,
+        );
+        return response;
+    };
     let expected = Expected {
         name: name.as_deref(),
         fleet: &fleet,

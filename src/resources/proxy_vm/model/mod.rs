@@ -11,7 +11,7 @@ mod write_only;
 
 pub use desired::{Desired, Timeouts};
 pub use observed::{Observed, RunningValues};
-pub use private::Private;
+pub use private::{Private, UNREADABLE};
 pub use seed_hash::{planned_seed_hash, seed_hash};
 pub use state::{fleet_of, vmid_of};
 pub use write_only::refuse_write_only_without_support;

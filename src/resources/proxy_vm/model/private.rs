@@ -16,10 +16,32 @@ pub struct Private {
     pub imported: bool,
 }
 
+/// Private bytes this release cannot read (written by a newer release, or damaged): the VM's
+/// identity (its create token) is unknown, so nothing may be decided from them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable;
+
+/// The diagnostic detail for [`Unreadable`] private data.
+pub const UNREADABLE: &str = "The provider's private data in this state cannot be read by this \
+    release (a newer release of the provider wrote it, or it was damaged), so this VM's create \
+    token is unknown. Nothing was changed and the VM stays in the state as it was. Use the \
+    provider release that wrote the state (or a newer one).";
+
 impl Private {
-    /// Private bytes from any earlier release (none, or not ours) read as empty.
-    pub fn decode(bytes: &[u8]) -> Private {
-        serde_json::from_slice(bytes).unwrap_or_default()
+    /// Private bytes from this or an earlier release: none reads as empty, fields this
+    /// release does not know are ignored; anything else is [`Unreadable`], never empty,
+    /// since empty would mean "a VM from before create tokens" and drop a VM of ours.
+    pub fn decode(bytes: &[u8]) -> Result<Private, Unreadable> {
+        if bytes.is_empty() {
+            return Ok(Private::default());
+        }
+        serde_json::from_slice(bytes).map_err(|_| Unreadable)
+    }
+
+    /// [`Private::decode`] where unreadable data may count as none: it only informs (a
+    /// warning, a duplicate-name key), never which VM is this state's.
+    pub fn decode_or_default(bytes: &[u8]) -> Private {
+        Private::decode(bytes).unwrap_or_default()
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -27,5 +49,27 @@ impl Private {
             return Vec::new();
         }
         serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_unreadable_bytes_are_unreadable() {
+        assert_eq!(Private::decode(b""), Ok(Private::default()));
+        let newer = br#"{"create_token":"t","a_field_of_a_newer_release":[1,2]}"#;
+        assert_eq!(
+            Private::decode(newer).map(|p| p.create_token),
+            Ok(Some("t".to_owned()))
+        );
+        // A changed type (a newer release's) or damaged bytes are not "no token".
+        assert_eq!(Private::decode(br#"{"create_token":7}"#), Err(Unreadable));
+        assert_eq!(Private::decode(b"\x00garbage"), Err(Unreadable));
+        assert_eq!(
+            Private::decode_or_default(b"\x00garbage"),
+            Private::default()
+        );
     }
 }
