@@ -118,6 +118,23 @@ pub(super) async fn clone_into_slot<'a>(
     })
 }
 
+/// The node of a VM this create would resume (an unfinished create of its name, or this
+/// directory's own finished one), found before placement: a VM that exists is resumed where
+/// it is, and placement, which may find no room left for a VM already there, is not run
+/// for it.
+pub(super) async fn resumable_node(
+    configured: &Configured,
+    desired: &Desired,
+    listing: &[pve::cluster::ClusterVm],
+    deadline: Instant,
+) -> Step<Option<String>> {
+    let (slot, _reservation) = choose_slot(configured, desired, listing, deadline).await?;
+    Ok(match slot {
+        Slot::Adopt { node, .. } => Some(node),
+        Slot::Fresh(_) => None,
+    })
+}
+
 /// Clones the template onto `vmid` with the mark of this create attempt, waiting out the task
 /// and a lock on the template. A lost or unexplained answer is checked against the cluster
 /// before anything is sent again, so a clone never happens twice. True when this call's own

@@ -41,7 +41,20 @@ pub async fn create(
     // (templates do not move during an apply; placement adds this process's own creates).
     // VMIDs are probed one by one, so no create lists the whole cluster.
     let listing = runtime.cluster_vms_once(client, false).await?;
-    let (placed, placement) = place::place(configured, desired, &listing).await?;
+    let resumable = match desired.node.is_empty() {
+        true => clone::resumable_node(configured, desired, &listing, deadline).await?,
+        false => None,
+    };
+    let (placed, placement) = match resumable {
+        Some(node) => (
+            Desired {
+                node,
+                ..desired.clone()
+            },
+            None,
+        ),
+        None => place::place(configured, desired, &listing).await?,
+    };
     let desired = &placed;
     let template = place::checked_template(configured, desired, &listing).await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Unworkable)?;
