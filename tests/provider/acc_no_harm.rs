@@ -70,6 +70,18 @@ async fn assert_nothing_left(sim: &SimClient) {
     );
 }
 
+/// The seed the VM's `ide2` names is still on storage.
+async fn assert_seed_kept(sim: &SimClient, config: &Value) {
+    let seed = seed_of(config);
+    assert!(
+        sim.volumes_on("proxy-seeds")
+            .await
+            .iter()
+            .any(|v| v["volid"] == seed.as_str()),
+        "the seed the VM boots is still there: {seed}"
+    );
+}
+
 fn seed_of(config: &Value) -> String {
     config["ide2"]
         .as_str()
@@ -162,14 +174,7 @@ async fn a_destroy_pve_would_refuse_changes_nothing() {
     );
     assert_eq!(config_of(&sim, vmid).await, before);
     assert_eq!(status_of(&sim, vmid).await, "running");
-    let seed = seed_of(&before);
-    assert!(
-        sim.volumes_on("proxy-seeds")
-            .await
-            .iter()
-            .any(|v| v["volid"] == seed.as_str()),
-        "the seed the VM boots is still there: {seed}"
-    );
+    assert_seed_kept(&sim, &before).await;
 
     sim.api(
         "PUT",
@@ -277,14 +282,7 @@ async fn an_interrupted_destroy_is_repaired_by_the_next_apply() {
     let description = config["description"].as_str().unwrap_or_default();
     assert!(description.contains("proxyvm-phase: done"), "{description}");
     assert_eq!(status_of(&sim, vmid).await, "running");
-    let seed = seed_of(&config);
-    assert!(
-        sim.volumes_on("proxy-seeds")
-            .await
-            .iter()
-            .any(|v| v["volid"] == seed.as_str()),
-        "the seed the VM boots is still there: {seed}"
-    );
+    assert_seed_kept(&sim, &config).await;
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
     assert_nothing_left(&sim).await;

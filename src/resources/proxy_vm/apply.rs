@@ -320,11 +320,7 @@ fn record_updated(
             response.new_state = observed.to_state(planned);
             keep_planned_addresses(planned, &mut response.new_state);
             let mut private = vm.private.clone();
-            private.pending = observed
-                .pending_attributes()
-                .into_iter()
-                .map(str::to_owned)
-                .collect();
+            private.note_pending(&observed);
             response.private = private.encode();
         }
         Ok(None) => response.diagnostics.push(diagnostics::vm_error(

@@ -157,11 +157,7 @@ async fn ours(
             response.new_state.set_attr(attr::POOL, Value::Null);
         }
     }
-    private.pending = observed
-        .pending_attributes()
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    private.note_pending(observed);
     response.private = private.encode();
 }
 

@@ -10,22 +10,13 @@ use super::error::{Step, StepError, unworkable};
 use super::owned::{OwnedVm, tolerate_gone};
 use super::tasks::{patient, wait};
 
-/// Stops the VM hard when it runs (it is going away). A lost answer is checked first, so a
-/// stop is sent once; a VM gone meanwhile (an earlier destroy finished it) is stopped.
+/// Stops the VM hard when it runs (it is going away), right after a check that it is still
+/// this instance's; a VM gone meanwhile (an earlier destroy finished it) is stopped.
 pub(super) async fn stop(vm: &OwnedVm<'_>) -> Step<()> {
-    let qemu = vm.qemu();
-    match retry_idempotent(&patient(vm.deadline), || qemu.status()).await {
+    match retry_idempotent(&patient(vm.deadline), || vm.qemu().status()).await {
         Ok(status) if status.is_running() => {
-            let sent = vm
-                .power_task(
-                    || qemu.stop(),
-                    || async { Ok(!qemu.status().await?.is_running()) },
-                )
-                .await;
-            if let Some(upid) = tolerate_gone_value(sent)? {
-                tolerate_gone(wait(vm.client, &upid, vm.deadline).await)?;
-            }
-            Ok(())
+            vm.read().await?;
+            stop_marked(vm).await
         }
         Ok(_) => Ok(()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
@@ -33,8 +24,8 @@ pub(super) async fn stop(vm: &OwnedVm<'_>) -> Step<()> {
     }
 }
 
-/// Stops the VM hard right after this destroy marked it `deleting` (a conditional write,
-/// so it is this instance's): no status read first, since PVE's stop of a VM that is not
+/// Stops the VM hard right after this operation proved it this instance's (a read, or a
+/// destroy's conditional mark): no status read first, since PVE's stop of a VM that is not
 /// running ends at once (`_do_vm_stop` in qemu-server's QemuServer.pm returns when no
 /// process runs). A lost answer is checked first, so a stop is sent once.
 pub(super) async fn stop_marked(vm: &OwnedVm<'_>) -> Step<()> {

@@ -44,6 +44,15 @@ impl Private {
         Private::decode(bytes).unwrap_or_default()
     }
 
+    /// Keeps what the VM holds until its next boot, for the plan's warning.
+    pub fn note_pending(&mut self, observed: &super::Observed) {
+        self.pending = observed
+            .pending_attributes()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         if *self == Private::default() {
             return Vec::new();
