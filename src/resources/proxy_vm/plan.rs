@@ -96,6 +96,7 @@ pub(super) fn plan_change(
         response.requires_replace = replacements(&prior, &planned, &mut response.diagnostics);
         warn_pending(&private.pending, &planned, &mut response.diagnostics);
         plan_update_addresses(&prior, &mut planned);
+        plan_update_location(&prior, &mut planned);
     }
     response.planned_state = planned;
     response
@@ -213,6 +214,15 @@ fn plan_update_addresses(prior: &Value, planned: &mut Value) {
         for spec in guest_addresses() {
             planned.set_attr(spec.name, Value::Unknown);
         }
+    }
+}
+
+/// An update acts on the VM where it is at apply time, and a VM moves by itself (a drain, an
+/// HA recovery; unseen with `-refresh=false`): where an update will find it is known only
+/// after the apply. A plan without changes keeps the refreshed node, so it stays empty.
+fn plan_update_location(prior: &Value, planned: &mut Value) {
+    if !plan::changed_attributes(prior, planned).is_empty() {
+        planned.set_attr(attr::CURRENT_NODE, Value::Unknown);
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use pve::{Backoff, ErrorKind, retry_idempotent};
 
 use super::error::{Step, StepError, unworkable};
+use super::ha_power::settle;
 use super::owned::{OwnedVm, tolerate_gone};
 use super::tasks::{patient, wait};
 
@@ -24,6 +25,11 @@ pub(super) async fn stop(vm: &OwnedVm<'_>) -> Step<()> {
                 .await;
             if let Some(upid) = tolerate_gone_value(sent)? {
                 tolerate_gone(wait(vm.client, &upid, vm.deadline).await)?;
+            }
+            // Under HA the stop was a request (`hastop`): PVE refuses to destroy a VM that
+            // still runs, so its stop is waited for.
+            if status.is_ha_managed() {
+                settle(vm, false).await?;
             }
             Ok(())
         }
