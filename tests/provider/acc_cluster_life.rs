@@ -445,16 +445,18 @@ async fn a_failed_node_s_proxies_are_recovered_or_kept() {
     assert_eq!(recovered["values"]["current_node"], "pve2", "{recovered}");
     assert_eq!(recovered["values"]["node"], "pve1", "{recovered}");
 
-    admin.recover_node("pve1").await;
     admin.recover_node("pve3").await;
     until(&sim, "the kept proxy ran again (onboot)", |state| {
         vms_named(state, "kept-0")[0]["status"] == "running"
     })
     .await;
     ws.assert_plans_empty().await;
+    // pve1, where the recovered proxy's seed was uploaded, is still down: the seed, on
+    // shared storage, is deleted through the node the VM was recovered to.
     ws.destroy().await.success();
     assert_nothing_left(&sim, "recovered-0", SHARED_SEEDS).await;
     assert_nothing_left(&sim, "kept-0", "proxy-seeds").await;
+    admin.recover_node("pve1").await;
 }
 
 /// A VM whose seed stays attached from a node-local storage cannot be migrated: PVE's
