@@ -9,15 +9,16 @@
 //! destroy with `purge` removes the HA resource (`API2/Qemu.pm` `destroy_vm`); a local CD-ROM
 //! image blocks a migration (`QemuMigrate.pm` `scan_local_volumes`: "local cdrom image");
 //! a node boot starts its `onboot` VMs in `startup` order (pve-manager `API2/Nodes.pm`
-//! `startall`). They need the in-process pve-sim: its node events (`/_sim/nodes/…`) and its
-//! world with a shared ISO storage.
+//! `startall`). Node events (`/_sim/nodes/…`) and HA need the in-process pve-sim; the drain
+//! and the migration refusal run on a live lab too (two nodes; the drain also a shared ISO
+//! storage), and skip with the reason when it lacks them.
 
 use std::time::{Duration, Instant};
 
 use crate::support;
 
 use serde_json::Value;
-use support::{SimClient, Workspace, flat, simulator_only, start_sim};
+use support::{Host, Observer, SimClient, Workspace, flat, simulator_only, start_sim};
 
 /// A shared ISO storage, so a VM's seed moves with it (the default `proxy-seeds` is local to
 /// each node).
@@ -213,55 +214,65 @@ async fn start_on_boot_changes_in_place() {
 
 /// Migrates `vmid` from `from` to `to` as an operator does through PVE's API, and waits for
 /// the task.
-async fn migrate(sim: &SimClient, from: &str, vmid: u64, to: &str) -> Value {
+async fn migrate(pve: &Observer, from: &str, vmid: u64, to: &str) -> Value {
     let path = format!("/nodes/{from}/qemu/{vmid}/migrate");
     let form = [("target", to), ("online", "1"), ("with-local-disks", "1")];
-    sim.api("POST", &path, &form).await
+    pve.api("POST", &path, &form).await
 }
 
 /// A drain: every VM of a node migrated away through PVE's API. The plan stays empty, the
 /// state follows (`current_node`), an update acts where the VM is now, also with a stale
-/// state (`-refresh=false`), and destroy leaves nothing.
+/// state (`-refresh=false`), and destroy leaves nothing. On a live lab it needs two nodes
+/// and a shared ISO storage (found through `GET /storage`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_drained_node_leaves_an_empty_plan() {
     let test = "a_drained_node_leaves_an_empty_plan";
-    if !simulator_only(test, "a world with a shared ISO storage") {
+    let Some(host) = Host::start(test, world).await else {
         return;
+    };
+    let pve = host.observer();
+    if host.facts.nodes.len() < 2 {
+        return support::skip(test, "needs two nodes (PROXMOX_VE_TEST_NODES)");
     }
-    let (_sim, target) = start_sim(world()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
-    ws.init_with(&fleet("drain", 2, "pve1", SHARED_SEEDS, ""))
-        .await;
+    let Some(seeds) = shared_iso_storage(&pve).await else {
+        return support::skip(
+            test,
+            "needs a shared storage with content `iso` on every node",
+        );
+    };
+    let (from, to) = (host.facts.node(0).to_owned(), host.facts.node(1).to_owned());
+    let base = host.name("drain");
+    let ws = Workspace::new(host.target.clone());
+    let hcl = |extra: &str| lab_fleet(&host, &base, 2, &from, &seeds, extra);
+    ws.init_with(&hcl("")).await;
     ws.apply().await.success();
-    let state = sim.state().await;
-    for vm in vms_named(&state, "drain-") {
-        let upid = migrate(&sim, "pve1", vmid(vm), "pve3").await;
-        sim.wait_task(&upid).await;
+    let vms = lab_vms(&pve, &base, 2).await;
+    if !may_migrate(&host, &from, vmid(&vms[0])).await {
+        return skip_without_migrate(test, &ws).await;
     }
-    let state = sim.state().await;
-    for vm in vms_named(&state, "drain-") {
-        assert_eq!(vm["node"], "pve3", "{vm}");
+    for vm in &vms {
+        pve.wait_task(&migrate(&pve, &from, vmid(vm), &to).await)
+            .await;
+    }
+    for vm in lab_vms(&pve, &base, 2).await {
+        assert_eq!(vm["node"], to.as_str(), "{vm}");
         assert_eq!(vm["status"], "running", "{vm}");
     }
     ws.assert_plans_empty().await;
     ws.apply().await.success();
     for resource in resources(&ws.state().await) {
-        assert_eq!(resource["values"]["node"], "pve1", "{resource}");
-        assert_eq!(resource["values"]["current_node"], "pve3", "{resource}");
+        assert_eq!(resource["values"]["node"], from.as_str(), "{resource}");
+        assert_eq!(
+            resource["values"]["current_node"],
+            to.as_str(),
+            "{resource}"
+        );
     }
 
     // Moved again behind a state that is not refreshed: the update finds it.
-    let first = vmid(vms_named(&state, "drain-0")[0]);
-    sim.wait_task(&migrate(&sim, "pve3", first, "pve2").await)
+    pve.wait_task(&migrate(&pve, &to, vmid(&vms[0]), &from).await)
         .await;
-    ws.write_main_tf(&fleet(
-        "drain",
-        2,
-        "pve1",
-        SHARED_SEEDS,
-        "  tags     = [\"drained\"]\n",
-    ));
+    ws.write_main_tf(&hcl("  tags     = [\"drained\"]\n"));
     let out = ws
         .terraform(&[
             "apply",
@@ -277,16 +288,87 @@ async fn a_drained_node_leaves_an_empty_plan() {
         "{}",
         out.stdout()
     );
-    let state = sim.state().await;
-    for vm in vms_named(&state, "drain-") {
+    for vm in lab_vms(&pve, &base, 2).await {
         let tags = vm["tags"].as_str().unwrap_or_default();
-        assert!(tags.split(';').any(|t| t == "drained"), "{vm}");
+        assert!(tags.split([';', ',', ' ']).any(|t| t == "drained"), "{vm}");
     }
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
-    assert_nothing_left(&sim, "drain-", SHARED_SEEDS).await;
+    assert!(pve.our_vms().await.is_empty(), "{:?}", pve.our_vms().await);
+    assert!(pve.volumes_on(&seeds).await.is_empty());
 }
 
+/// Whether the test's token may migrate `vmid` (an operator's privilege, `VM.Migrate`, that
+/// the provider itself never needs): PVE's migration precondition asks the same.
+async fn may_migrate(host: &Host, node: &str, vmid: u64) -> bool {
+    let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
+    SimClient::new(&host.target)
+        .try_api("GET", &path, &[])
+        .await
+        .is_some()
+}
+
+/// Skips the rest of a test whose token may not migrate, after destroying what it made.
+async fn skip_without_migrate(test: &str, ws: &Workspace) {
+    ws.destroy().await.success();
+    support::skip(
+        test,
+        "the test token lacks VM.Migrate, which an operator's migration needs",
+    );
+}
+
+/// A storage that takes ISO images and is shared by every node, if the cluster has one.
+async fn shared_iso_storage(pve: &Observer) -> Option<String> {
+    let storages = pve.api("GET", "/storage", &[]).await;
+    storages.as_array()?.iter().find_map(|storage| {
+        let content = storage["content"].as_str().unwrap_or_default();
+        let shared = storage["shared"] == 1 || storage["shared"] == "1";
+        let everywhere = storage["nodes"].is_null();
+        let enabled = storage["disable"].is_null() || storage["disable"] == 0;
+        (shared && everywhere && enabled && content.split(',').any(|c| c == "iso"))
+            .then(|| storage["storage"].as_str().unwrap_or_default().to_owned())
+    })
+}
+
+/// `count` proxies named `{base}-N` on `node` of the lab, seeds on `seeds`.
+fn lab_fleet(
+    host: &Host,
+    base: &str,
+    count: usize,
+    node: &str,
+    seeds: &str,
+    extra: &str,
+) -> String {
+    let bridge = &host.facts.bridge;
+    let template = &host.facts.template;
+    format!(
+        r#"{}
+provider "proxmox" {{
+  seed_storage = "{seeds}"
+}}
+
+resource "proxmox_proxy_vm" "edge" {{
+  count    = {count}
+  name     = "{base}-${{count.index}}"
+  template = "{template}"
+  node     = "{node}"
+  bridge   = "{bridge}"
+{extra}}}
+"#,
+        Workspace::preamble()
+    )
+}
+
+/// The lab's VMs of the fleet `base`, by name, `count` of them.
+async fn lab_vms(pve: &Observer, base: &str, count: usize) -> Vec<Value> {
+    let mut vms = Vec::new();
+    for i in 0..count {
+        let named = pve.ours_named(&format!("{base}-{i}")).await;
+        assert_eq!(named.len(), 1, "one VM {base}-{i}: {named:?}");
+        vms.extend(named);
+    }
+    vms
+}
 /// `status/current` of VM `vmid` on `node`.
 async fn current(sim: &SimClient, node: &str, vmid: u64) -> Value {
     let path = format!("/nodes/{node}/qemu/{vmid}/status/current");
@@ -461,20 +543,38 @@ async fn a_failed_node_s_proxies_are_recovered_or_kept() {
 
 /// A VM whose seed stays attached from a node-local storage cannot be migrated: PVE's
 /// migration task refuses the local CD-ROM image (`QemuMigrate.pm` `scan_local_volumes`),
-/// and the VM stays where it is, untouched, its plan empty.
+/// and the VM stays where it is, untouched, its plan empty. (The default world's
+/// `proxy-seeds` is node-local; on a live lab it needs two nodes and a node-local seed
+/// storage.)
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_local_seed_blocks_migration() {
     let test = "a_node_local_seed_blocks_migration";
-    if !simulator_only(test, "the simulator's state") {
+    let Some(host) = Host::start(test, pvesim::SimConfig::default).await else {
         return;
+    };
+    let pve = host.observer();
+    if host.facts.nodes.len() < 2 {
+        return support::skip(test, "needs two nodes (PROXMOX_VE_TEST_NODES)");
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
-    ws.init_with(&fleet("local", 1, "pve1", "local", "")).await;
+    let seeds = host.facts.seed_storage.clone();
+    let storage = pve.api("GET", &format!("/storage/{seeds}"), &[]).await;
+    if storage["shared"] == 1 || storage["shared"] == "1" {
+        return support::skip(
+            test,
+            "the seed storage is shared: the migration would succeed",
+        );
+    }
+    let (from, to) = (host.facts.node(0).to_owned(), host.facts.node(1).to_owned());
+    let base = host.name("local");
+    let ws = Workspace::new(host.target.clone());
+    ws.init_with(&lab_fleet(&host, &base, 1, &from, &seeds, ""))
+        .await;
     ws.apply().await.success();
-    let vm = the_vm(&sim, "local-0").await;
+    let vm = lab_vms(&pve, &base, 1).await.remove(0);
     let id = vmid(&vm);
+    if !may_migrate(&host, &from, id).await {
+        return skip_without_migrate(test, &ws).await;
+    }
     let seed = vm["config"]["ide2"]
         .as_str()
         .unwrap()
@@ -482,12 +582,12 @@ async fn a_node_local_seed_blocks_migration() {
         .next()
         .unwrap()
         .to_owned();
-    let upid = migrate(&sim, "pve1", id, "pve2").await;
-    let upid_text = upid.as_str().unwrap().to_owned();
-    let status_path = format!("/nodes/pve1/tasks/{upid_text}/status");
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let upid = migrate(&pve, &from, id, &to).await;
+    let upid = upid.as_str().unwrap().to_owned();
+    let status_path = format!("/nodes/{from}/tasks/{upid}/status");
+    let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
-        let status = sim.api("GET", &status_path, &[]).await;
+        let status = pve.api("GET", &status_path, &[]).await;
         if status["status"] == "stopped" {
             break status;
         }
@@ -496,13 +596,8 @@ async fn a_node_local_seed_blocks_migration() {
     };
     let exit = status["exitstatus"].as_str().unwrap_or_default();
     assert!(exit.contains("migration aborted"), "{status}");
-    let log = sim
-        .api(
-            "GET",
-            &format!("/nodes/pve1/tasks/{upid_text}/log"),
-            &[("limit", "500")],
-        )
-        .await;
+    let log_path = format!("/nodes/{from}/tasks/{upid}/log");
+    let log = pve.api("GET", &log_path, &[("limit", "500")]).await;
     let lines: Vec<&str> = log
         .as_array()
         .unwrap()
@@ -511,10 +606,11 @@ async fn a_node_local_seed_blocks_migration() {
         .collect();
     let refusal = format!("can't migrate local disk '{seed}': local cdrom image");
     assert!(lines.iter().any(|l| l.contains(&refusal)), "{lines:#?}");
-    let vm = the_vm(&sim, "local-0").await;
-    assert_eq!(vm["node"], "pve1", "{vm}");
+    let vm = pve.vm_at(id).await.expect("the VM is still there");
+    assert_eq!(vm["node"], from.as_str(), "{vm}");
     assert_eq!(vm["status"], "running", "{vm}");
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
-    assert_nothing_left(&sim, "local-0", "local").await;
+    assert!(pve.our_vms().await.is_empty(), "{:?}", pve.our_vms().await);
+    assert!(pve.volumes_on(&seeds).await.is_empty());
 }

@@ -422,6 +422,38 @@ mod tests {
     }
 
     #[test]
+    fn an_update_learns_where_the_vm_is_only_at_apply() {
+        let mut prior = created();
+        prior.set_attr("current_node", Value::string("pve2"));
+        prior.set_attr("started", Value::Bool(true));
+        prior.set_attr("start_on_boot", Value::Bool(true));
+        prior.set_attr("wait_for_address", Value::Bool(true));
+        prior.set_attr("reboot_if_needed", Value::Bool(false));
+        let planned = |change: &dyn Fn(&mut Value)| {
+            let mut proposed = prior.clone();
+            change(&mut proposed);
+            let mut config = config();
+            change(&mut config);
+            plan_change(
+                &schema::schema(),
+                None,
+                request(prior.clone(), proposed, config),
+            )
+            .planned_state
+            .get_attr("current_node")
+            .clone()
+        };
+        assert_eq!(planned(&|_| {}), Value::string("pve2"), "no change: kept");
+        assert_eq!(
+            planned(&|v| {
+                v.set_attr("cores", Value::number(2));
+            }),
+            Value::Unknown,
+            "a drain may move it before the update reaches it"
+        );
+    }
+
+    #[test]
     fn an_imported_vm_keeps_its_seed_while_user_data_is_unset() {
         let prior = created();
         let mut unset = config();

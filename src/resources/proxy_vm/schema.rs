@@ -727,6 +727,37 @@ mod tests {
     }
 
     #[test]
+    fn startup_must_set_a_part_and_whole_non_negative_numbers() {
+        let startup = |parts: Vec<(&str, Value)>| {
+            let config = Value::object([("startup", Value::object(parts))]);
+            validate_config(&config)
+                .iter()
+                .map(|d| d.detail.clone())
+                .collect::<Vec<_>>()
+        };
+        let empty = startup(vec![
+            ("order", Value::Null),
+            ("up", Value::Null),
+            ("down", Value::Null),
+        ]);
+        assert_eq!(empty.len(), 1, "{empty:?}");
+        assert!(empty[0].contains("set at least one"), "{empty:?}");
+        let negative = startup(vec![
+            ("order", Value::number(-1)),
+            ("up", Value::Null),
+            ("down", Value::Null),
+        ]);
+        assert_eq!(negative.len(), 1, "{negative:?}");
+        assert!(negative[0].contains("startup.order"), "{negative:?}");
+        let fine = startup(vec![
+            ("order", Value::number(2)),
+            ("up", Value::number(30)),
+            ("down", Value::Null),
+        ]);
+        assert!(fine.is_empty(), "{fine:?}");
+    }
+
+    #[test]
     fn validation_points_at_attributes() {
         let config = Value::object([
             ("name", Value::string("edge_1")),
