@@ -28,10 +28,16 @@ pub(super) async fn settle(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
         match retry_idempotent(&patient(vm.deadline), || qemu.status()).await {
             Ok(status) if status.is_running() == running => return Ok(()),
             Ok(status) => {
-                let state = status.ha.and_then(|ha| ha.state).unwrap_or_default();
-                tracing::debug!(vmid = vm.vmid, running, %state, "waiting for the HA manager");
+                let ha = status.ha.filter(|ha| ha.managed);
+                tracing::debug!(
+                    vmid = vm.vmid,
+                    running,
+                    ?ha,
+                    "waiting for the VM's power state"
+                );
                 if !polls.pause().await {
-                    return not_settled(vm, running, &state);
+                    let ha_state = ha.map(|ha| ha.state.unwrap_or_default());
+                    return not_settled(vm, running, ha_state.as_deref());
                 }
             }
             Err(e) if e.kind() == ErrorKind::NotFound && !running => return Ok(()),
@@ -40,13 +46,19 @@ pub(super) async fn settle(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
     }
 }
 
-fn not_settled(vm: &OwnedVm<'_>, running: bool, state: &str) -> Step<()> {
+fn not_settled(vm: &OwnedVm<'_>, running: bool, ha_state: Option<&str>) -> Step<()> {
     let wanted = if running { "started" } else { "stopped" };
-    unworkable(format!(
-        "VM {} on {} is HA-managed: PVE passed the request to the HA manager, which had not \
-        {wanted} it when the timeout ran out (its HA state: `{state}`). `ha-manager status` \
-        says why; a service in `error` leaves it only with `ha-manager set vm:{} --state \
-        disabled`.",
-        vm.vmid, vm.node, vm.vmid
-    ))
+    let (vmid, node) = (vm.vmid, &vm.node);
+    match ha_state {
+        Some(state) => unworkable(format!(
+            "VM {vmid} on {node} is HA-managed: PVE passed the request to the HA manager, which \
+            had not {wanted} it when the timeout ran out (its HA state: `{state}`). \
+            `ha-manager status` says why; a service in `error` leaves it only with \
+            `ha-manager set vm:{vmid} --state disabled`."
+        )),
+        None => unworkable(format!(
+            "VM {vmid} on {node} was not {wanted} when the timeout ran out; its task log on \
+            the node says why."
+        )),
+    }
 }
