@@ -72,9 +72,10 @@ stage 4/4 "live mode against three labs (pve-sim as a separate process each), th
 # they run once; the crash-resume module (about half the stage's time) depends on names,
 # not on ACLs, so it runs on the renamed lab and, for the copy-per-node clones, on
 # local-copies; the ACL lab runs every module that writes through the token (lifecycle,
-# listing, health).
+# listing, health). The cluster-life module's drain and migration refusal need two nodes, a
+# token that may migrate and (the drain) a shared ISO storage: the renamed lab has them.
 worlds=(
-  "renamed|acc_provider acc_proxy_vm acc_proxy_vm_resilience acc_proxy_vms acc_health acc_ownership acc_failure_paths"
+  "renamed|acc_provider acc_proxy_vm acc_proxy_vm_resilience acc_proxy_vms acc_health acc_ownership acc_failure_paths acc_cluster_life"
   "guide-acls|acc_proxy_vm acc_proxy_vms acc_health"
   "local-copies|acc_proxy_vm acc_proxy_vm_resilience acc_proxy_vms acc_health"
 )

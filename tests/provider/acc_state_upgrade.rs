@@ -1,5 +1,6 @@
 //! Acceptance: a state file written by the previous provider (commit 953641d, state schema
-//! version 0) is upgraded by the current one and plans empty against the VM the old one made.
+//! version 0) is upgraded by the current one and, after one in-place update that sets
+//! `start_on_boot` (added since, default `true`), plans empty against the VM the old one made.
 //!
 //! `tests/provider/fixtures/state_v0/` holds what the provider built from 953641d left behind after
 //! `terraform apply` of `resource.tf` with Terraform 1.11.4 against pve-sim:
@@ -92,8 +93,11 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
     assert!(instance(&old)["attributes"].get("fleet").is_none());
     std::fs::write(ws.work_dir().join("terraform.tfstate"), &old_text).unwrap();
 
-    // `network_config` became sensitive: Terraform records the new sensitivity with one
-    // in-place update that changes no attribute and sends nothing to PVE.
+    // `network_config` became sensitive: Terraform records the new sensitivity with an
+    // in-place update, which sends nothing for it. `start_on_boot` came later with a default
+    // of `true` (#31): the old state has none, so that same update sets it, and it is the
+    // only attribute that changes (where the VM is, `current_node`, is known after any
+    // update's apply) and the only thing written: `onboot=1`.
     let plan = ws
         .terraform(&["plan", "-no-color", "-input=false", "-refresh=false"])
         .await
@@ -103,10 +107,21 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
         text.contains("0 to add, 1 to change, 0 to destroy"),
         "{text}"
     );
-    assert!(
-        !text.contains(" -> ") && !text.contains("forces replacement"),
+    let changes: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("~ ") || l.starts_with("+ ") || l.starts_with("- "))
+        .filter(|l| l.contains(" = "))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            "~ current_node     = \"pve1\" -> (known after apply)",
+            "+ start_on_boot    = true"
+        ],
         "an attribute changes: {text}"
     );
+    assert!(!text.contains("forces replacement"), "{text}");
     let sim = SimClient::new(&ws.target);
     let journal_before = sim.journal().await.len();
     ws.terraform(&[
@@ -119,7 +134,12 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
     .await
     .success();
     let writes = sim.writes_since(journal_before).await;
-    assert!(writes.is_empty(), "the no-op update wrote: {writes:?}");
+    assert_eq!(writes.len(), 1, "one config write: {writes:?}");
+    let params = writes[0]["params"].as_object().unwrap();
+    let mut keys: Vec<&str> = params.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["digest", "onboot"], "{writes:?}");
+    assert_eq!(params["onboot"], "1", "{writes:?}");
     // Then, both without and with a refresh (which reads the old provider's VM), nothing to
     // do.
     ws.assert_plans_empty().await;
@@ -147,6 +167,9 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
     );
     // Optional arguments added since (with nothing to carry) are stored as null.
     assert_eq!(attributes.remove("node_candidates"), Some(Value::Null));
+    assert_eq!(attributes.remove("startup"), Some(Value::Null));
+    // Set by the update above (#31).
+    assert_eq!(attributes.remove("start_on_boot"), Some(Value::Bool(true)));
     assert_eq!(
         Value::Object(attributes),
         instance(&old)["attributes"],

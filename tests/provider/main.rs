@@ -10,6 +10,7 @@ mod pve_sim_bin;
 mod support;
 
 mod acc_clone_window;
+mod acc_cluster_life;
 mod acc_delete_and_vmid_choice;
 mod acc_docs;
 mod acc_examples;

@@ -216,6 +216,15 @@ pub(super) async fn update(
         .or_else(|| prior.get_attr(attr::NODE).as_str())
         .unwrap_or_default()
         .to_owned();
+    // Moved since the state was read (`-refresh=false`, a migration during the plan).
+    let node = match lifecycle::node_now(configured, vmid, &node).await {
+        Ok(node) => node,
+        Err(error) => {
+            let diagnostic = step_diagnostic("update", &desired.name, &error);
+            response.diagnostics.push(diagnostic);
+            return response;
+        }
+    };
     let vm = UpdatedVm {
         node: &node,
         vmid,

@@ -32,10 +32,19 @@ pub const IPV4_ADDRESSES: &str = "ipv4_addresses";
 pub const IPV6_ADDRESSES: &str = "ipv6_addresses";
 pub const SEED_VOLUME: &str = "seed_volume";
 pub const FLEET: &str = "fleet";
+pub const START_ON_BOOT: &str = "start_on_boot";
+pub const STARTUP: &str = "startup";
 
 /// The attributes of the `timeouts` object.
 pub mod timeouts {
     pub const CREATE: &str = "create";
     pub const UPDATE: &str = "update";
     pub const DELETE: &str = "delete";
+}
+
+/// The attributes of the `startup` object.
+pub mod startup {
+    pub const ORDER: &str = "order";
+    pub const UP: &str = "up";
+    pub const DOWN: &str = "down";
 }

@@ -88,3 +88,40 @@ pub fn timeouts(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
         }
     }
 }
+
+/// A `startup` object sets at least one part: PVE stores no empty start order (the key is
+/// removed), so `{}` would never read back as written.
+pub fn startup(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
+    if !value.is_wholly_known() || value.is_null() {
+        return;
+    }
+    let parts = [attr::startup::ORDER, attr::startup::UP, attr::startup::DOWN];
+    if parts.iter().all(|part| value.get_attr(part).is_null()) {
+        diags.attribute_error(
+            at.clone(),
+            INVALID,
+            "`startup` sets none of `order`, `up`, `down`: set at least one, or leave \
+             `startup` unset for no start order",
+        );
+    }
+    for part in parts {
+        if let Some(number) = value.get_attr(part).as_number()
+            && !number
+                .as_i64()
+                .is_some_and(|n| (0..=STARTUP_MAX).contains(&n))
+        {
+            diags.attribute_error(
+                at.clone().attr(part),
+                INVALID,
+                format!(
+                    "Attribute startup.{part} value must be a whole number between 0 and \
+                     {STARTUP_MAX}, got: {}",
+                    number.as_f64()
+                ),
+            );
+        }
+    }
+}
+
+/// The largest `startup` part the provider writes (PVE takes any non-negative integer).
+const STARTUP_MAX: i64 = u32::MAX as i64;

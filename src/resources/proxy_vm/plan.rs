@@ -103,6 +103,7 @@ pub(super) fn plan_change(
         response.requires_replace = replacements(&prior, &planned, &mut response.diagnostics);
         warn_pending(&private.pending, &planned, &mut response.diagnostics);
         plan_update_addresses(&prior, &mut planned);
+        plan_update_location(&prior, &mut planned);
     }
     response.planned_state = planned;
     response
@@ -220,6 +221,15 @@ fn plan_update_addresses(prior: &Value, planned: &mut Value) {
         for spec in guest_addresses() {
             planned.set_attr(spec.name, Value::Unknown);
         }
+    }
+}
+
+/// An update acts on the VM where it is at apply time, and a VM moves by itself (a drain, an
+/// HA recovery; unseen with `-refresh=false`): where an update will find it is known only
+/// after the apply. A plan without changes keeps the refreshed node, so it stays empty.
+fn plan_update_location(prior: &Value, planned: &mut Value) {
+    if !plan::changed_attributes(prior, planned).is_empty() {
+        planned.set_attr(attr::CURRENT_NODE, Value::Unknown);
     }
 }
 
@@ -415,6 +425,38 @@ mod tests {
             }),
             Value::Unknown,
             "a reboot may"
+        );
+    }
+
+    #[test]
+    fn an_update_learns_where_the_vm_is_only_at_apply() {
+        let mut prior = created();
+        prior.set_attr("current_node", Value::string("pve2"));
+        prior.set_attr("started", Value::Bool(true));
+        prior.set_attr("start_on_boot", Value::Bool(true));
+        prior.set_attr("wait_for_address", Value::Bool(true));
+        prior.set_attr("reboot_if_needed", Value::Bool(false));
+        let planned = |change: &dyn Fn(&mut Value)| {
+            let mut proposed = prior.clone();
+            change(&mut proposed);
+            let mut config = config();
+            change(&mut config);
+            plan_change(
+                &schema::schema(),
+                None,
+                request(prior.clone(), proposed, config),
+            )
+            .planned_state
+            .get_attr("current_node")
+            .clone()
+        };
+        assert_eq!(planned(&|_| {}), Value::string("pve2"), "no change: kept");
+        assert_eq!(
+            planned(&|v| {
+                v.set_attr("cores", Value::number(2));
+            }),
+            Value::Unknown,
+            "a drain may move it before the update reaches it"
         );
     }
 

@@ -470,6 +470,38 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
             "The fleet (provider attribute `fleet`) this VM belongs to; part of its ownership \
             mark.",
         ),
+    AttrSpec::new(attr::START_ON_BOOT, Kind::Bool, Mode::OptionalComputed)
+        .on_change(OnChange::InPlace)
+        .default_bool(true)
+        .description(
+            "Whether the node starts the VM when it boots (PVE's `onboot`), so a node reboot \
+            does not leave the proxy down until the next apply. Changes in place, without a \
+            reboot. An HA-managed VM is started by the HA manager instead, whatever this says.",
+        ),
+    AttrSpec::new(
+        attr::STARTUP,
+        Kind::Object(STARTUP_ATTRIBUTES),
+        Mode::Optional,
+    )
+    .on_change(OnChange::InPlace)
+    .check(Check::Custom(checks::startup))
+    .description(
+        "The VM's place in its node's start order (PVE's `startup`): `order` (lower starts \
+            first and stops last), `up` (seconds the node waits after starting this VM before \
+            starting the next) and `down` (seconds it waits for this VM to stop), each optional; \
+            set at least one. Unset: no order (PVE starts such VMs last). Changes in place, \
+            without a reboot; an order set by hand shows as drift.",
+    ),
+];
+
+/// The attributes of `startup`: whole numbers of PVE's `pve-startup-order` format.
+pub const STARTUP_ATTRIBUTES: &[AttrSpec] = &[
+    AttrSpec::new(attr::startup::ORDER, Kind::Number, Mode::Optional)
+        .description("Position in the node's start order; lower first."),
+    AttrSpec::new(attr::startup::UP, Kind::Number, Mode::Optional)
+        .description("Seconds to wait after starting this VM."),
+    AttrSpec::new(attr::startup::DOWN, Kind::Number, Mode::Optional)
+        .description("Seconds to wait for this VM to stop."),
 ];
 
 /// The attributes of `timeouts`: durations like `"15m"` (see `model::Timeouts`).
@@ -611,7 +643,15 @@ mod tests {
         assert_eq!(
             written_in_place(),
             [
-                "cores", "memory", "disk_gib", "bridge", "vlan_tag", "tags", "started"
+                "cores",
+                "memory",
+                "disk_gib",
+                "bridge",
+                "vlan_tag",
+                "tags",
+                "started",
+                "start_on_boot",
+                "startup"
             ]
         );
         assert_eq!(pending_attributes("net0"), ["bridge", "vlan_tag"]);
@@ -624,9 +664,17 @@ mod tests {
     #[test]
     fn every_name_in_attr_rs_has_a_spec() {
         let source = include_str!("attr.rs");
-        let (top, timeouts) = source
+        let (top, nested) = source
             .split_once("pub mod timeouts")
             .expect("attr.rs has `mod timeouts`");
+        let (timeouts, startup) = nested
+            .split_once("pub mod startup")
+            .expect("attr.rs has `mod startup` after `mod timeouts`");
+        let names = schema_table::declared_names(startup);
+        assert_eq!(names.len(), STARTUP_ATTRIBUTES.len(), "{names:?}");
+        for name in names {
+            spec_in(STARTUP_ATTRIBUTES, name);
+        }
         let names = schema_table::declared_names(top);
         assert_eq!(names.len(), ATTRIBUTES.len(), "{names:?}");
         for name in names {
@@ -644,6 +692,7 @@ mod tests {
     fn defaults_are_declared_once_and_said_in_the_description() {
         assert!(default_bool(attr::STARTED));
         assert!(!default_bool(attr::REBOOT_IF_NEEDED));
+        assert!(default_bool(attr::START_ON_BOOT));
         assert_eq!(
             default_timeout(attr::timeouts::CREATE),
             Duration::from_secs(15 * 60)
@@ -675,6 +724,37 @@ mod tests {
         let diags = validate_config(&config);
         assert_eq!(diags.iter().count(), 1, "{diags:?}");
         assert!(diags.iter().any(|d| d.detail.contains("write `edge`")));
+    }
+
+    #[test]
+    fn startup_must_set_a_part_and_whole_non_negative_numbers() {
+        let startup = |parts: Vec<(&str, Value)>| {
+            let config = Value::object([("startup", Value::object(parts))]);
+            validate_config(&config)
+                .iter()
+                .map(|d| d.detail.clone())
+                .collect::<Vec<_>>()
+        };
+        let empty = startup(vec![
+            ("order", Value::Null),
+            ("up", Value::Null),
+            ("down", Value::Null),
+        ]);
+        assert_eq!(empty.len(), 1, "{empty:?}");
+        assert!(empty[0].contains("set at least one"), "{empty:?}");
+        let negative = startup(vec![
+            ("order", Value::number(-1)),
+            ("up", Value::Null),
+            ("down", Value::Null),
+        ]);
+        assert_eq!(negative.len(), 1, "{negative:?}");
+        assert!(negative[0].contains("startup.order"), "{negative:?}");
+        let fine = startup(vec![
+            ("order", Value::number(2)),
+            ("up", Value::number(30)),
+            ("down", Value::Null),
+        ]);
+        assert!(fine.is_empty(), "{fine:?}");
     }
 
     #[test]

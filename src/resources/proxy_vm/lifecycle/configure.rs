@@ -6,6 +6,7 @@ use pve::qemu::{ConfigUpdate, VmConfig};
 use pve::wire::CdromDrive;
 
 use super::super::model::Desired;
+use super::boot_order;
 use super::error::{Step, StepError, unworkable};
 use super::marks::creating_mark;
 use super::owned::{Conditional, OwnedVm};
@@ -87,7 +88,7 @@ fn config_update(
     if desired.bridge.is_some() || desired.vlan_tag.is_some() {
         update = net_update(current, desired, update)?;
     }
-    Ok(update)
+    Ok(boot_order::update(current, desired, update))
 }
 
 /// net0 on the desired bridge and VLAN; the MAC stays in the value sent, since without it

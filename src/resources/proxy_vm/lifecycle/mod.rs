@@ -12,17 +12,21 @@
 //! A create reads top-down as its phases (`create/`): place, slot, clone, claim, seed,
 //! configure, grow, boot, ready, finish. Update (`update.rs`) runs configure, grow, boot and
 //! ready on the state's VM; delete (`delete/`) locates, judges and destroys; read
-//! (`read.rs`) observes. The phases shared by create and update live here: `configure`,
-//! `disk`, `power`, `ready`. `error` and `tasks` hold what every phase uses: the error type,
-//! the retry policy and the task wait. Every wait for a lock runs on `pve`'s one loop,
-//! [`pve::wait_out_locks`], bounded by the operation's deadline.
+//! (`read.rs`) observes. The phases shared by create and update live here: `configure`
+//! (with `boot_order`: what the node does with the VM at its own boot), `disk`, `power`
+//! (with `ha_power`: waiting for the VM itself when HA turns a power call into a request),
+//! `ready`; `whereabouts` finds where a VM moved to. `error` and `tasks` hold what every
+//! phase uses: the error type, the retry policy and the task wait. Every wait for a lock
+//! runs on `pve`'s one loop, [`pve::wait_out_locks`], bounded by the operation's deadline.
 
+mod boot_order;
 mod configure;
 mod create;
 mod delete;
 mod disk;
 mod error;
 mod expected;
+mod ha_power;
 mod marks;
 mod observe;
 mod owned;
@@ -35,6 +39,7 @@ mod slot;
 mod tasks;
 mod teardown;
 mod update;
+mod whereabouts;
 
 pub use create::create;
 pub use delete::{Doomed, RecordedSeed, delete};
@@ -43,6 +48,7 @@ pub use expected::{Expected, ExpectedToken};
 pub use observe::{observe, observe_with};
 pub use read::{Found, read};
 pub use update::update;
+pub use whereabouts::node_now;
 
 /// How far a create got, kept outside it: when a create is cut short (timeout, Ctrl-C, a
 /// failed step), the state still names the VM and the seed it made, so a refresh recognises

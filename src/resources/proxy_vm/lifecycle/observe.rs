@@ -121,6 +121,8 @@ pub(super) async fn observe_known(
         ipv6,
         pending_keys: view.pending_keys.clone(),
         running_with: RunningValues::of(&view.current),
+        onboot: config.onboot(),
+        startup: config.startup().and_then(Result::ok),
     }))
 }
 

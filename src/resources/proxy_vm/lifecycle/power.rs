@@ -5,6 +5,7 @@
 use pve::{Backoff, MaybeLocked, retry_idempotent, wait_out_locks};
 
 use super::error::Step;
+use super::ha_power::settle;
 use super::owned::OwnedVm;
 use super::tasks::{patient, wait};
 
@@ -21,6 +22,7 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
         if status.is_running() == running {
             return Ok(());
         }
+        let ha_managed = status.is_ha_managed();
         let upid = if running {
             vm.power_task(
                 || qemu.start(),
@@ -37,6 +39,8 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
         };
         let Some(upid) = upid else { return Ok(()) };
         match wait(vm.client, &upid, deadline).await {
+            // The task was only the request: the HA manager acts later.
+            Ok(_) if ha_managed => settle(vm, running).await,
             Ok(_) => Ok(()),
             Err(locked) if locked.lock().is_some() => Err(locked),
             Err(error) => {
@@ -88,7 +92,9 @@ pub(super) async fn reboot(vm: &OwnedVm<'_>) -> Step<()> {
             .await?;
         let Some(upid) = upid else { return Ok(()) };
         wait(vm.client, &upid, vm.deadline).await?;
-        Ok(())
+        // qemu-server's reboot ends once the VM stopped; qmeventd (or, for an HA-managed
+        // VM, the HA manager) starts it again, so its power state is what counts.
+        settle(vm, true).await
     })
     .await
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use pve::{Backoff, ErrorKind, retry_idempotent};
 
 use super::error::{Step, StepError, unworkable};
+use super::ha_power::settle;
 use super::owned::{OwnedVm, tolerate_gone};
 use super::tasks::{patient, wait};
 
@@ -38,6 +39,12 @@ pub(super) async fn stop_marked(vm: &OwnedVm<'_>) -> Step<()> {
         .await;
     if let Some(upid) = tolerate_gone_value(sent)? {
         tolerate_gone(wait(vm.client, &upid, vm.deadline).await)?;
+        // Under HA the stop was a request (`hastop`, its task ends at once): PVE refuses to
+        // destroy a VM that still runs, so its stop is waited for. The task's type says so,
+        // with no status read for the VMs HA does not manage.
+        if upid.task_type() == "hastop" {
+            settle(vm, false).await?;
+        }
     }
     Ok(())
 }

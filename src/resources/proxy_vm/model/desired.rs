@@ -36,6 +36,10 @@ pub struct Desired {
     pub node_candidates: Option<Vec<String>>,
     /// The random token of this create attempt, written into the mark (empty outside create).
     pub create_token: String,
+    /// PVE's `onboot`.
+    pub start_on_boot: bool,
+    /// PVE's `startup`; `None`: no start order.
+    pub startup: Option<pve::wire::Startup>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -120,6 +124,8 @@ impl Desired {
                 .as_string_list()
                 .map(|nodes| nodes.into_iter().map(str::to_owned).collect()),
             create_token: String::new(),
+            start_on_boot: bool_attr(planned, attr::START_ON_BOOT),
+            startup: super::startup_of(planned.get_attr(attr::STARTUP)),
         }
     }
 

@@ -2,6 +2,7 @@
 //! cluster shows, turned into state. One module per job; this one only re-exports them, so
 //! the rest of the resource imports `model::…` whichever file a type lives in.
 
+mod boot;
 mod desired;
 mod observed;
 mod private;
@@ -9,6 +10,7 @@ mod seed_hash;
 mod state;
 mod write_only;
 
+pub use boot::{startup_of, startup_value};
 pub use desired::{Desired, Timeouts};
 pub use observed::{Observed, RunningValues};
 pub use private::{Private, UNREADABLE};

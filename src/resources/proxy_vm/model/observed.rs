@@ -31,6 +31,10 @@ pub struct Observed {
     pub pending_keys: Vec<String>,
     /// What the VM runs with now, where a pending change differs.
     pub running_with: RunningValues,
+    /// PVE's `onboot`.
+    pub onboot: bool,
+    /// PVE's `startup` (`None` when unset or unreadable).
+    pub startup: Option<pve::wire::Startup>,
 }
 
 /// The in-place attributes as the running VM has them (pending changes not applied).
@@ -191,6 +195,8 @@ impl Observed {
         for name in [attr::TIMEOUTS, attr::NODE_CANDIDATES] {
             state.set_attr(name, kept(prior, name));
         }
+        state.set_attr(attr::START_ON_BOOT, Value::Bool(self.onboot));
+        state.set_attr(attr::STARTUP, super::startup_value(self.startup.as_ref()));
     }
 
     /// Where the VM runs and what its guest reports.

@@ -3,7 +3,7 @@
 
 use tokio::time::Instant;
 
-use super::super::error::Step;
+use super::super::error::{Step, StepError};
 use super::super::expected::ExpectedToken;
 use super::super::owned::tolerate_gone;
 use super::super::tasks::run_task;
@@ -30,8 +30,23 @@ pub(super) async fn delete_seed(
         return Ok(false);
     }
     if let Some((storage, _)) = seed.volume.split_once(':') {
+        let moved_to = match at_vmid {
+            AtVmid::Ours(node) if node != seed.node => Some(node.as_str()),
+            _ => None,
+        };
         let store = client.node(seed.node).storage(storage);
-        tolerate_gone(run_task(client, deadline, || store.delete_volume(seed.volume)).await)?;
+        let deleted = run_task(client, deadline, || store.delete_volume(seed.volume)).await;
+        match (deleted, moved_to) {
+            // The upload's node is down (595) and the VM was found on another node: a seed
+            // it moved with is on storage that node reaches (PVE migrates no local CD-ROM).
+            // Not found there, the seed is on the node that is down: an error, so the state
+            // keeps it for the next destroy.
+            (Err(StepError::Pve(e)), Some(node)) if e.status() == Some(595) => {
+                let store = client.node(node).storage(storage);
+                run_task(client, deadline, || store.delete_volume(seed.volume)).await?;
+            }
+            (outcome, _) => tolerate_gone(outcome)?,
+        }
     }
     Ok(true)
 }
