@@ -97,7 +97,10 @@ impl Checker {
                 };
                 vec![violation(
                     invariant,
-                    format!("{why}: state {state}: terraform {}:\n{}", ran.args, ran.text),
+                    format!(
+                        "{why}: state {state}: terraform {}:\n{}",
+                        ran.args, ran.text
+                    ),
                 )]
             }
             (Expect::Refusal, None) if !out.ran.is_empty() => vec![violation(
@@ -128,7 +131,7 @@ impl Checker {
         self.checks += 1;
         let mut found = Vec::new();
         if out.failed() && !out.killed && !faulted {
-            let asked_to_stop = matches!(op, Op::Apply(_, edits, _)
+            let asked_to_stop = matches!(op, Op::Apply(_, edits, _) | Op::Kill(_, edits, ..)
                 if edits.iter().any(|e| matches!(e, super::model::Edit::Started(_, false))));
             for vm in before.vms.values().filter(|vm| vm.running) {
                 if after.vms.get(&vm.vmid).is_some_and(|now| !now.running) && !asked_to_stop {
@@ -310,7 +313,10 @@ impl Checker {
                 if args[0] == "destroy" && ran.code() != 0 {
                     found.push(violation(
                         "I7",
-                        format!("the final destroy of state {state} failed:\n{}", ran.all_text()),
+                        format!(
+                            "the final destroy of state {state} failed:\n{}",
+                            ran.all_text()
+                        ),
                     ));
                 }
             }
@@ -328,14 +334,21 @@ impl Checker {
         for vm in cluster.vms.values().filter(|vm| !kept.contains(&vm.vmid)) {
             found.push(violation(
                 "I7",
-                format!("after every state's destroy, VM {} ({}) is left", vm.vmid, vm.name),
+                format!(
+                    "after every state's destroy, VM {} ({}) is left",
+                    vm.vmid, vm.name
+                ),
             ));
         }
         let booted: Vec<&str> = kept
             .iter()
             .filter_map(|vmid| cluster.vms.get(vmid).and_then(|vm| vm.seed()))
             .collect();
-        for seed in cluster.seeds.iter().filter(|s| !booted.contains(&s.as_str())) {
+        for seed in cluster
+            .seeds
+            .iter()
+            .filter(|s| !booted.contains(&s.as_str()))
+        {
             found.push(violation(
                 "I7",
                 format!("after every state's destroy, seed {seed} is left"),
@@ -355,7 +368,9 @@ async fn undo_the_operator(world: &mut World) {
             let _ = world.call("PUT", &path, &[("protection", "0")]).await;
         }
         if let Some(mark) = world.marks.remove(&vm.vmid) {
-            let _ = world.call("PUT", &path, &[("description", mark.as_str())]).await;
+            let _ = world
+                .call("PUT", &path, &[("description", mark.as_str())])
+                .await;
         }
     }
     world.marks.clear();

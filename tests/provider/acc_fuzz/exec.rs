@@ -106,7 +106,7 @@ pub async fn run(world: &mut World, op: &Op, armed: bool) -> Outcome {
         Op::Destroy(state) => destroy(world, *state, expect).await,
         Op::Import(state, slot, how) => import(world, *state, *slot, *how, expect).await,
         Op::Race => race(world).await,
-        Op::Kill(state, during, after) => kill(world, *state, *during, *after).await,
+        Op::Kill(state, edits, during, after) => kill(world, *state, edits, *during, *after).await,
         Op::Fault(kind) => fault(world, *kind).await,
         Op::Hand(state, slot, act) => hand(world, *state, *slot, *act).await,
         Op::Cluster(state, slot, act) => cluster(world, *state, *slot, *act).await,
@@ -202,7 +202,10 @@ fn held_slot(world: &World, state: usize, slot: usize) -> bool {
 
 async fn shrink(world: &mut World, state: usize, slot: usize) -> Outcome {
     let shrunk = world.states[state].config.with_shrunk_disk(slot);
-    world.ws(state).await.write_main_tf(&shrunk.render(state, ""));
+    world
+        .ws(state)
+        .await
+        .write_main_tf(&shrunk.render(state, ""));
     let mut out = Outcome::new(Some(state), Expect::Refusal);
     command(world, state, &APPLY, &mut out).await;
     world.write_config(state, "").await;
@@ -216,7 +219,11 @@ async fn state_cmd(
     which: &str,
     expect: Expect,
 ) -> Outcome {
-    let Some(held) = world.held(state).into_iter().find(|h| h.address == address(slot)) else {
+    let Some(held) = world
+        .held(state)
+        .into_iter()
+        .find(|h| h.address == address(slot))
+    else {
         return Outcome::skip("the state does not hold the VM");
     };
     let mut out = Outcome::new(Some(state), expect);
@@ -258,8 +265,13 @@ async fn destroy(world: &mut World, state: usize, expect: Expect) -> Outcome {
     let held = world.held(state);
     let mut out = Outcome::new(Some(state), expect);
     world.write_config(state, "").await;
-    if command(world, state, &["destroy", "-auto-approve", "-input=false", "-no-color"], &mut out)
-        .await
+    if command(
+        world,
+        state,
+        &["destroy", "-auto-approve", "-input=false", "-no-color"],
+        &mut out,
+    )
+    .await
     {
         out.destroyed = Some(held);
         world.states[state].behind_back = false;
@@ -296,7 +308,10 @@ async fn import(
             command(world, state, &args, &mut out).await
         }
         ImportHow::Block => {
-            let block = format!("\nimport {{\n  to = {}\n  id = \"{id}\"\n}}\n", address(slot));
+            let block = format!(
+                "\nimport {{\n  to = {}\n  id = \"{id}\"\n}}\n",
+                address(slot)
+            );
             world.write_config(state, &block).await;
             let ok = command(world, state, &APPLY, &mut out).await;
             world.write_config(state, "").await;
@@ -330,7 +345,16 @@ async fn race(world: &mut World) -> Outcome {
     out
 }
 
-async fn kill(world: &mut World, state: usize, during: KillDuring, after: u16) -> Outcome {
+async fn kill(
+    world: &mut World,
+    state: usize,
+    edits: &[Edit],
+    during: KillDuring,
+    after: u16,
+) -> Outcome {
+    for edit in edits {
+        world.states[state].config.apply(*edit);
+    }
     world.write_config(state, "").await;
     let args: &[&str] = match during {
         KillDuring::DuringApply => &APPLY,
@@ -374,7 +398,10 @@ async fn fault(world: &mut World, kind: FaultKind) -> Outcome {
                 "after_handling": lost, "count": count}]})
         }
         FaultKind::HeldLock(state, slot, tenths) => {
-            let Some(held) = world.held(state).into_iter().find(|h| h.address == address(slot))
+            let Some(held) = world
+                .held(state)
+                .into_iter()
+                .find(|h| h.address == address(slot))
             else {
                 return Outcome::skip("no VM to lock");
             };
@@ -399,29 +426,46 @@ async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Out
     };
     let base = format!("/nodes/{}/qemu/{}", vm.node, vm.vmid);
     let result = match act {
-        HandAct::StopVm => world.call_task("POST", &format!("{base}/status/stop"), &[]).await,
+        HandAct::StopVm => {
+            world
+                .call_task("POST", &format!("{base}/status/stop"), &[])
+                .await
+        }
         HandAct::StartVm if !vm.running => {
-            world.call_task("POST", &format!("{base}/status/start"), &[]).await
+            world
+                .call_task("POST", &format!("{base}/status/start"), &[])
+                .await
         }
         HandAct::StartVm => Ok(()),
         HandAct::DeleteVm => {
-            let _ = world.call_task("POST", &format!("{base}/status/stop"), &[]).await;
+            let _ = world
+                .call_task("POST", &format!("{base}/status/stop"), &[])
+                .await;
             let purge = [("purge", "1"), ("destroy-unreferenced-disks", "1")];
             world.call_task("DELETE", &base, &purge).await
         }
         HandAct::ProtectOn | HandAct::ProtectOff => {
             let on = if act == HandAct::ProtectOn { "1" } else { "0" };
-            world.call("PUT", &format!("{base}/config"), &[("protection", on)]).await.map(drop)
+            world
+                .call("PUT", &format!("{base}/config"), &[("protection", on)])
+                .await
+                .map(drop)
         }
         HandAct::EditMark => {
             world.marks.entry(vm.vmid).or_insert(vm.description.clone());
             let notes = [("description", "edge proxy, see the runbook")];
-            world.call("PUT", &format!("{base}/config"), &notes).await.map(drop)
+            world
+                .call("PUT", &format!("{base}/config"), &notes)
+                .await
+                .map(drop)
         }
         HandAct::RestoreMark => match world.marks.remove(&vm.vmid) {
             Some(mark) => {
                 let form = [("description", mark.as_str())];
-                world.call("PUT", &format!("{base}/config"), &form).await.map(drop)
+                world
+                    .call("PUT", &format!("{base}/config"), &form)
+                    .await
+                    .map(drop)
             }
             None => Ok(()),
         },

@@ -51,8 +51,10 @@ impl BootLedger {
         let vmid = parts.get(3).and_then(|v| v.parse::<u64>().ok());
         match (method, &parts[..]) {
             ("POST", ["nodes", _, "qemu", _, "clone"]) => {
+                // A second clone onto a VMID that exists fails in its task (PVE's "config
+                // file already exists"), though its POST was answered: only the first counts.
                 if let Some(newid) = number(&params["newid"]) {
-                    self.vms.insert(newid, Boot::default());
+                    self.vms.entry(newid).or_default();
                 }
             }
             ("POST" | "PUT", ["nodes", _, "qemu", _, "config"]) => {
@@ -98,11 +100,13 @@ fn number(value: &Value) -> Option<u64> {
 
 #[test]
 fn the_first_start_after_a_clone_boots_the_seed_ide2_names_then() {
-    let entry = |method: &str, path: &str, params: Value| {
-        serde_json::json!({"method": method, "path": path, "params": params, "status": 200})
-    };
+    let entry = |method: &str, path: &str, params: Value| serde_json::json!({"method": method, "path": path, "params": params, "status": 200});
     let journal = vec![
-        entry("POST", "/nodes/pve1/qemu/9000/clone", serde_json::json!({"newid": "7"})),
+        entry(
+            "POST",
+            "/nodes/pve1/qemu/9000/clone",
+            serde_json::json!({"newid": "7"}),
+        ),
         entry(
             "POST",
             "/nodes/pve1/qemu/7/config",

@@ -187,8 +187,9 @@ pub enum Op {
     Import(usize, usize, ImportHow),
     /// Both states apply at once.
     Race,
-    /// The command killed once the simulator answered this many more requests.
-    Kill(usize, KillDuring, u16),
+    /// The edits written, then the command killed once the simulator answered this many
+    /// more requests (an edit gives an apply work to be killed in).
+    Kill(usize, Vec<Edit>, KillDuring, u16),
     /// A fault in force for the next step only.
     Fault(FaultKind),
     Hand(usize, usize, HandAct),
@@ -218,7 +219,7 @@ impl Op {
     /// there).
     pub fn families(&self) -> Vec<Family> {
         let mut out = vec![self.family()];
-        if let Op::Apply(_, edits, _) = self {
+        if let Op::Apply(_, edits, _) | Op::Kill(_, edits, ..) = self {
             for edit in edits {
                 out.push(edit_family(*edit));
             }
@@ -258,9 +259,7 @@ fn apply_family(edits: &[Edit], mode: ApplyMode) -> Family {
 fn edit_family(edit: Edit) -> Family {
     match edit {
         Edit::Present(..) => Family::Apply,
-        Edit::Cores(..) | Edit::Memory(..) | Edit::Tags(..) | Edit::Started(..) => {
-            Family::InPlace
-        }
+        Edit::Cores(..) | Edit::Memory(..) | Edit::Tags(..) | Edit::Started(..) => Family::InPlace,
         Edit::Template(..) | Edit::UserData(..) | Edit::Disk(..) => Family::Replacing,
         Edit::Cbd(_) => Family::CreateBeforeDestroy,
     }
@@ -354,7 +353,9 @@ const TABLE: &[Row] = &[
         let e = g.edits(Family::Replacing);
         Op::Apply(s, e, ApplyMode::Plain)
     }),
-    (Family::ShrinkDisk, 2, |g| Op::ShrinkBelowTemplate(g.state(), g.slot())),
+    (Family::ShrinkDisk, 2, |g| {
+        Op::ShrinkBelowTemplate(g.state(), g.slot())
+    }),
     (Family::Replace, 4, |g| {
         let s = g.state();
         Op::Apply(s, vec![], ApplyMode::ReplaceSlot(g.slot()))
@@ -377,23 +378,35 @@ const TABLE: &[Row] = &[
     (Family::SavedPlan, 3, |g| Op::SavePlan(g.state())),
     (Family::SavedPlan, 3, |g| Op::ApplySaved(g.state())),
     (Family::Destroy, 4, |g| Op::Destroy(g.state())),
-    (Family::StateRmImport, 3, |g| Op::StateRm(g.state(), g.slot())),
+    (Family::StateRmImport, 3, |g| {
+        Op::StateRm(g.state(), g.slot())
+    }),
     (Family::StateRmImport, 4, |g| {
-        let how = if g.rng.bool() { ImportHow::Cli } else { ImportHow::Block };
+        let how = if g.rng.bool() {
+            ImportHow::Cli
+        } else {
+            ImportHow::Block
+        };
         Op::Import(g.state(), g.slot(), how)
     }),
     (Family::SecondState, 3, |g| {
         let e = g.edits(Family::Apply);
         Op::Apply(g.rng.usize(1..STATES), e, ApplyMode::Plain)
     }),
+    // The second state lets go of the names as often as it takes them, so the first state
+    // gets its own VMs back often enough to be checked strictly.
+    (Family::SecondState, 3, |g| {
+        Op::Destroy(g.rng.usize(1..STATES))
+    }),
     (Family::Race, 3, |_| Op::Race),
     (Family::Kill, 5, |g| {
-        let during = if g.rng.u8(0..3) == 0 {
-            KillDuring::DuringDestroy
-        } else {
-            KillDuring::DuringApply
-        };
-        Op::Kill(g.state(), during, g.rng.u16(1..80))
+        let state = g.state();
+        if g.rng.u8(0..3) == 0 {
+            return Op::Kill(state, vec![], KillDuring::DuringDestroy, g.rng.u16(1..40));
+        }
+        let family = [Family::InPlace, Family::Replacing][g.rng.usize(0..2)];
+        let edits = g.edits(family);
+        Op::Kill(state, edits, KillDuring::DuringApply, g.rng.u16(1..40))
     }),
     (Family::Faults, 8, |g| Op::Fault(fault(g))),
     (Family::HandPower, 6, |g| {
@@ -401,11 +414,19 @@ const TABLE: &[Row] = &[
         Op::Hand(g.state(), g.slot(), act)
     }),
     (Family::HandProtection, 4, |g| {
-        let act = if g.rng.bool() { HandAct::ProtectOn } else { HandAct::ProtectOff };
+        let act = if g.rng.bool() {
+            HandAct::ProtectOn
+        } else {
+            HandAct::ProtectOff
+        };
         Op::Hand(g.state(), g.slot(), act)
     }),
     (Family::HandMark, 3, |g| {
-        let act = if g.rng.bool() { HandAct::EditMark } else { HandAct::RestoreMark };
+        let act = if g.rng.bool() {
+            HandAct::EditMark
+        } else {
+            HandAct::RestoreMark
+        };
         Op::Hand(g.state(), g.slot(), act)
     }),
     (Family::Cluster, 3, |g| {

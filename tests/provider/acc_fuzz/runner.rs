@@ -16,6 +16,8 @@ pub struct Stats {
     pub sequences: u64,
     pub steps: u64,
     pub skipped_steps: u64,
+    /// Commands killed (SIGKILL) before they ended.
+    pub kills: u64,
     pub checks: u64,
     pub undecided: u64,
     pub shrink_runs: u64,
@@ -71,6 +73,7 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
         if out.skipped.is_some() {
             stats.skipped_steps += 1;
         }
+        stats.kills += u64::from(out.killed);
         if verbose {
             let codes: Vec<i32> = out.ran.iter().map(|r| r.code).collect();
             eprintln!(
@@ -201,10 +204,10 @@ pub fn regression_text(failure: &Failure) -> String {
     let ops: Vec<String> = failure
         .shortest
         .iter()
-        .map(|op| format!("            {op:?},"))
+        .map(|op| format!("            {},", rust(op)))
         .collect();
     format!(
-        "shortest sequence breaking {} (seed {}, {} of {} steps):\n\
+        "shortest sequence breaking {} (seed {}, {} of {} steps), for acc_fuzz/regressions.rs:\n\
          #[tokio::test(flavor = \"multi_thread\")]\n\
          async fn fuzz_seed_{}_{}() {{\n    \
              regression(\n        \"fuzz_seed_{}_{}\",\n        vec![\n{}\n        ],\n    \
@@ -219,6 +222,11 @@ pub fn regression_text(failure: &Failure) -> String {
         failure.violation.invariant.to_lowercase(),
         ops.join("\n"),
     )
+}
+
+/// An op as Rust source: its `Debug` form, with the one list an op holds as a `vec!`.
+pub fn rust(op: &Op) -> String {
+    format!("{op:?}").replace('[', "vec![")
 }
 
 pub fn env_u64(key: &str) -> Option<u64> {

@@ -93,7 +93,10 @@ impl World {
     pub async fn start() -> World {
         let (sim, target) = start_sim(sim_config()).await;
         let client = SimClient::new(&target);
-        let pem = target.ca_pem.as_deref().expect("the in-process simulator has a CA");
+        let pem = target
+            .ca_pem
+            .as_deref()
+            .expect("the in-process simulator has a CA");
         let http = reqwest::Client::builder()
             .tls_certs_only(reqwest::Certificate::from_pem_bundle(pem.as_bytes()).unwrap())
             .build()
@@ -244,7 +247,10 @@ impl World {
             _ => self.http.put(url).form(form),
         };
         let response = request
-            .header("Authorization", format!("PVEAPIToken={}", self.target.token))
+            .header(
+                "Authorization",
+                format!("PVEAPIToken={}", self.target.token),
+            )
             .send()
             .await
             .map_err(|e| (0, e.to_string()))?;
@@ -311,7 +317,10 @@ impl World {
             .env("TF_IN_AUTOMATION", "1")
             .env("PROXMOX_VE_ENDPOINT", &ws.target.endpoint)
             .env("PROXMOX_VE_API_TOKEN", &ws.target.token)
-            .env("PROXMOX_VE_CA_CERT", ws.target.ca_pem.as_deref().unwrap_or(""))
+            .env(
+                "PROXMOX_VE_CA_CERT",
+                ws.target.ca_pem.as_deref().unwrap_or(""),
+            )
             .env_remove("TF_LOG")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
