@@ -9,7 +9,7 @@ use super::exec::{Expect, Outcome};
 use super::ledger::BootLedger;
 use super::model::STATES;
 use super::ops::Op;
-use super::world::{Cluster, World};
+use super::world::{Cluster, SimVm, World};
 use crate::support::flat;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,9 +191,9 @@ impl Checker {
                 self.checks += 3;
                 let vm = cluster.vms.get(&held.vmid);
                 let holds = vm.is_some_and(|vm| vm.token() == held.token.as_deref());
-                if holds {
+                if let (true, Some(vm)) = (holds, vm) {
                     holders.entry(held.vmid).or_default().push(state);
-                    found.extend(self.first_boot(state, &held.token, held.vmid));
+                    found.extend(self.first_boot(state, &held.token, vm));
                 }
                 let excused = world.states[state].behind_back
                     || self.last_failed[state]
@@ -223,9 +223,16 @@ impl Checker {
         found
     }
 
-    /// I3 for one held VM.
-    fn first_boot(&mut self, state: usize, token: &Option<String>, vmid: u64) -> Vec<Violation> {
-        let (Some(token), Some((seed, certain))) = (token, self.ledger.first_boot(vmid)) else {
+    /// I3 for one held VM: from the simulator's record of the guest when it keeps one, else
+    /// from the journal.
+    fn first_boot(&mut self, state: usize, token: &Option<String>, vm: &SimVm) -> Vec<Violation> {
+        let vmid = vm.vmid;
+        let booted = match &vm.first_seed {
+            Some(Some(seed)) => Some((Some(seed.as_str()), true)),
+            Some(None) => None,
+            None => self.ledger.first_boot(vmid),
+        };
+        let (Some(token), Some((seed, certain))) = (token, booted) else {
             return Vec::new();
         };
         if !certain {
@@ -358,9 +365,15 @@ impl Checker {
     }
 }
 
-/// Protection off and the marks the operator replaced written back, so the final destroy
-/// meets VMs as Terraform left them.
+/// Failed nodes recovered, protection off and the marks the operator replaced written back,
+/// so the final destroy meets VMs as Terraform left them.
 async fn undo_the_operator(world: &mut World) {
+    // A node an op failed comes back (a simulator without node events answers 404).
+    for node in ["pve1", "pve2", "pve3"] {
+        let _ = world
+            .call("POST", &format!("/_sim/nodes/{node}/recover"), &[])
+            .await;
+    }
     let cluster = world.cluster().await;
     for vm in cluster.vms.values() {
         let path = format!("/nodes/{}/qemu/{}/config", vm.node, vm.vmid);

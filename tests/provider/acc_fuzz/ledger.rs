@@ -4,8 +4,9 @@
 //!
 //! Needs sim support to be exact: the journal shows requests, not task outcomes, so a start
 //! or config task made to fail, or a request whose connection dropped, leaves the derived
-//! first boot uncertain; such VMs are not judged (counted as skipped). Once pve-sim reports
-//! the seed a VM first booted in `/_sim/state`, that replaces this derivation.
+//! first boot uncertain; such VMs are not judged (counted as undecided). A simulator that
+//! reports each guest's first seed in `/_sim/state` (`vms[].guest.first_seed`, pve-sim's
+//! seed-life work) is read instead, checked at run time.
 
 use std::collections::BTreeMap;
 
@@ -100,7 +101,10 @@ fn number(value: &Value) -> Option<u64> {
 
 #[test]
 fn the_first_start_after_a_clone_boots_the_seed_ide2_names_then() {
-    let entry = |method: &str, path: &str, params: Value| serde_json::json!({"method": method, "path": path, "params": params, "status": 200});
+    let entry = |method: &str, path: &str, params: Value| {
+        let status = 200;
+        serde_json::json!({"method": method, "path": path, "params": params, "status": status})
+    };
     let journal = vec![
         entry(
             "POST",

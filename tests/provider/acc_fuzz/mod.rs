@@ -56,6 +56,10 @@ pub const FAMILIES_WAITING: &[(Family, &str)] = &[
         Family::Race,
         "#32 item 4: two states racing, a VM first boots the other's seed",
     ),
+    (
+        Family::HandDelete,
+        "found by the fuzzer, not yet in #32: a VM deleted by hand leaks its seed ISO",
+    ),
 ];
 
 /// The seeds CI runs, and the steps of each sequence (measured to stay well within five

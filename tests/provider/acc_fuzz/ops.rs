@@ -41,8 +41,10 @@ pub enum Family {
     Kill,
     /// Faults injected into the next step (5xx, resets, lost answers, held locks, tasks).
     Faults,
-    /// An operator stops, starts or deletes a VM through the PVE API.
+    /// An operator stops or starts a VM through the PVE API.
     HandPower,
+    /// An operator deletes a VM through the PVE API.
+    HandDelete,
     /// An operator turns `protection` on or off.
     HandProtection,
     /// An operator replaces the VM's description (the ownership mark).
@@ -53,7 +55,7 @@ pub enum Family {
 }
 
 impl Family {
-    pub const ALL: [Family; 20] = [
+    pub const ALL: [Family; 21] = [
         Family::Apply,
         Family::InPlace,
         Family::Replacing,
@@ -71,6 +73,7 @@ impl Family {
         Family::Kill,
         Family::Faults,
         Family::HandPower,
+        Family::HandDelete,
         Family::HandProtection,
         Family::HandMark,
         Family::Cluster,
@@ -210,6 +213,7 @@ impl Op {
             Op::Fault(_) => Family::Faults,
             Op::Hand(_, _, HandAct::ProtectOn | HandAct::ProtectOff) => Family::HandProtection,
             Op::Hand(_, _, HandAct::EditMark | HandAct::RestoreMark) => Family::HandMark,
+            Op::Hand(_, _, HandAct::DeleteVm) => Family::HandDelete,
             Op::Hand(..) => Family::HandPower,
             Op::Cluster(..) => Family::Cluster,
         }
@@ -409,9 +413,16 @@ const TABLE: &[Row] = &[
         Op::Kill(state, edits, KillDuring::DuringApply, g.rng.u16(1..40))
     }),
     (Family::Faults, 8, |g| Op::Fault(fault(g))),
-    (Family::HandPower, 6, |g| {
-        let act = [HandAct::StopVm, HandAct::StartVm, HandAct::DeleteVm][g.rng.usize(0..3)];
+    (Family::HandPower, 4, |g| {
+        let act = if g.rng.bool() {
+            HandAct::StopVm
+        } else {
+            HandAct::StartVm
+        };
         Op::Hand(g.state(), g.slot(), act)
+    }),
+    (Family::HandDelete, 2, |g| {
+        Op::Hand(g.state(), g.slot(), HandAct::DeleteVm)
     }),
     (Family::HandProtection, 4, |g| {
         let act = if g.rng.bool() {

@@ -85,6 +85,16 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
                 let error = text.find("Error:").map_or("", |at| &text[at..]);
                 eprintln!("    {}: {}", ran.args, &error[..error.len().min(300)]);
             }
+            let cluster = world.cluster().await;
+            for vm in cluster.vms.values() {
+                let seed = vm.seed().unwrap_or("-");
+                let token = vm.token().unwrap_or("-");
+                eprintln!(
+                    "    VM {} {} on {} running {} seed {seed} token {token}",
+                    vm.vmid, vm.name, vm.node, vm.running
+                );
+            }
+            eprintln!("    seeds {:?}", cluster.seeds);
         }
         let found = checker
             .after_step(&mut world, op, &out, &before, faulted || was_armed)

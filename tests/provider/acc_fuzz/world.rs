@@ -31,6 +31,10 @@ pub struct SimVm {
     pub description: String,
     pub ide2: Option<String>,
     pub protected: bool,
+    /// The seed volume the guest first booted, as the simulator reports it: `None` when
+    /// this simulator does not report guests (then the journal's [`super::ledger`] tells),
+    /// `Some(None)` when the guest booted no seed yet.
+    pub first_seed: Option<Option<String>>,
 }
 
 impl SimVm {
@@ -214,6 +218,9 @@ impl World {
                     description,
                     ide2: text("ide2"),
                     protected: text("protection").is_some_and(|p| p == "1"),
+                    first_seed: vm
+                        .get("guest")
+                        .map(|guest| guest["first_seed"]["volid"].as_str().map(str::to_owned)),
                 },
             );
         }
