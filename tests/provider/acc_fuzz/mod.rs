@@ -64,8 +64,8 @@ pub const FAMILIES_WAITING: &[(Family, &str)] = &[
 
 /// The seeds CI runs, and the steps of each sequence (measured to stay well within five
 /// minutes on two cores: see docs/dev/reliability.md).
-const CI_SEEDS: &[u64] = &[1, 2, 3];
-const CI_STEPS: usize = 10;
+const CI_SEEDS: &[u64] = &[1, 2, 3, 4, 5, 6];
+const CI_STEPS: usize = 12;
 
 fn waiting(family: Family) -> bool {
     FAMILIES_WAITING.iter().any(|(f, _)| *f == family)
@@ -111,14 +111,10 @@ async fn fixed_budget() {
     let started = Instant::now();
     let mut stats = Stats::default();
     let enabled = |f: Family| !waiting(f);
-    let failures = run_seeds(
-        CI_SEEDS.iter().copied(),
-        CI_STEPS,
-        &enabled,
-        None,
-        &mut stats,
-    )
-    .await;
+    // A failure is shrunk for two minutes at most here: CI reports it, a long run shrinks.
+    let shrink = Duration::from_secs(env_u64("FUZZ_SHRINK_SECONDS").unwrap_or(120));
+    let seeds = CI_SEEDS.iter().copied();
+    let failures = run_seeds(seeds, CI_STEPS, &enabled, None, shrink, &mut stats).await;
     let text = summary(&stats, &failures, started.elapsed());
     eprintln!("{text}");
     assert!(failures.is_empty(), "{text}");
@@ -143,7 +139,8 @@ async fn long_run() {
     let mut stats = Stats::default();
     let sequences = total.div_ceil(length) as u64;
     let seeds = first..first + sequences;
-    let failures = run_seeds(seeds, length, &enabled, until, &mut stats).await;
+    let shrink = Duration::from_secs(env_u64("FUZZ_SHRINK_SECONDS").unwrap_or(600));
+    let failures = run_seeds(seeds, length, &enabled, until, shrink, &mut stats).await;
     let text = summary(&stats, &failures, started.elapsed());
     eprintln!("{text}");
     assert!(failures.is_empty(), "{text}");

@@ -166,9 +166,9 @@ pub async fn run_seeds(
     steps: usize,
     enabled: &dyn Fn(Family) -> bool,
     until: Option<Instant>,
+    shrink_budget: Duration,
     stats: &mut Stats,
 ) -> Vec<Failure> {
-    let shrink_budget = Duration::from_secs(env_u64("FUZZ_SHRINK_SECONDS").unwrap_or(600));
     let mut failures = Vec::new();
     for seed in seeds {
         if until.is_some_and(|t| Instant::now() >= t) {
