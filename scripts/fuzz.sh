@@ -7,9 +7,10 @@
 #
 # SEED is the first sequence's seed (the next sequences take SEED+1, SEED+2, ...); STEPS is
 # the total number of steps, in sequences of FUZZ_SEQ_LEN (default 15) steps. Optional
-# environment: FUZZ_SECONDS (a wall-time cap), FUZZ_ALL=1 (also the families waiting for a
-# fix of a known bug), FUZZ_SHRINK_SECONDS (time to shrink each failure, default 600),
-# FUZZ_VERBOSE=1 (every step on stderr). Prints every failure with its seed, the sequence
+# environment: FUZZ_SECONDS (a wall-time cap), FUZZ_ALL=1 or FUZZ_ON=Race,HandMark,... (the
+# families waiting for a fix of a known bug, all or by name; the list is FAMILIES_WAITING in
+# tests/provider/acc_fuzz/mod.rs), FUZZ_SHRINK_SECONDS (time to shrink each failure, default
+# 600), FUZZ_VERBOSE=1 (every step on stderr). Prints every failure with its seed, the sequence
 # and the shortest failing sequence as a regression test, then the summary: sequences,
 # steps, invariant checks, failures. Exits non-zero when a failure was found.
 set -euo pipefail

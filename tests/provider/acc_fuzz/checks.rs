@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 
 use super::exec::{Expect, Outcome};
 use super::ledger::BootLedger;
-use super::model::STATES;
-use super::ops::Op;
+use super::model::{SLOTS, STATES, name};
 use super::world::{Cluster, SimVm, World};
 use crate::support::flat;
 
@@ -50,7 +49,6 @@ impl Checker {
     pub async fn after_step(
         &mut self,
         world: &mut World,
-        op: &Op,
         out: &Outcome,
         before: &Cluster,
         faulted: bool,
@@ -61,7 +59,12 @@ impl Checker {
         let mut found = Vec::new();
         found.extend(self.protocol(out));
         found.extend(self.expectation(out));
-        found.extend(self.harm(op, out, before, &cluster, faulted));
+        // Names some state's configuration wants stopped: a stop of those is no harm.
+        let stopped_by_config: Vec<String> = (0..SLOTS)
+            .filter(|slot| world.states.iter().any(|s| !s.config.slots[*slot].started))
+            .map(name)
+            .collect();
+        found.extend(self.harm(out, before, &cluster, faulted, &stopped_by_config));
         self.remember(out);
         found.extend(self.held_vms(world, &cluster));
         found.extend(self.destroyed(world, out, &cluster));
@@ -122,19 +125,18 @@ impl Checker {
     /// no VM boots a seed that is gone.
     fn harm(
         &mut self,
-        op: &Op,
         out: &Outcome,
         before: &Cluster,
         after: &Cluster,
         faulted: bool,
+        stopped_by_config: &[String],
     ) -> Vec<Violation> {
         self.checks += 1;
         let mut found = Vec::new();
         if out.failed() && !out.killed && !faulted {
-            let asked_to_stop = matches!(op, Op::Apply(_, edits, _) | Op::Kill(_, edits, ..)
-                if edits.iter().any(|e| matches!(e, super::model::Edit::Started(_, false))));
             for vm in before.vms.values().filter(|vm| vm.running) {
-                if after.vms.get(&vm.vmid).is_some_and(|now| !now.running) && !asked_to_stop {
+                let wanted = stopped_by_config.contains(&vm.name);
+                if after.vms.get(&vm.vmid).is_some_and(|now| !now.running) && !wanted {
                     found.push(violation(
                         "I4",
                         format!(

@@ -12,7 +12,7 @@
 //!   shortest failing sequence found (as a test for `regressions` below) are printed.
 //! - `fixed_budget` runs in CI (`TF_ACC=1`); `long_run` (ignored) is what
 //!   `scripts/fuzz.sh SEED STEPS` runs, with `FUZZ_SEED`, `FUZZ_STEPS`, `FUZZ_SECONDS`,
-//!   `FUZZ_SEQ_LEN`, `FUZZ_ALL` (families waiting for a fix switched on too) and
+//!   `FUZZ_SEQ_LEN`, `FUZZ_ALL` or `FUZZ_ON` (families waiting for a fix switched on) and
 //!   `FUZZ_VERBOSE` (every step on stderr).
 
 mod checks;
@@ -71,8 +71,16 @@ fn waiting(family: Family) -> bool {
     FAMILIES_WAITING.iter().any(|(f, _)| *f == family)
 }
 
-fn all_switched_on() -> bool {
-    std::env::var("FUZZ_ALL").is_ok_and(|v| !v.is_empty() && v != "0")
+/// Whether a waiting family is switched on for a long run: `FUZZ_ALL=1` (all of them), or
+/// its name in `FUZZ_ON` (e.g. `FUZZ_ON=Race,HandMark`).
+fn switched_on(family: Family) -> bool {
+    let all = std::env::var("FUZZ_ALL").is_ok_and(|v| !v.is_empty() && v != "0");
+    let named = std::env::var("FUZZ_ON").is_ok_and(|names| {
+        names
+            .split(',')
+            .any(|name| name.trim() == format!("{family:?}"))
+    });
+    all || named
 }
 
 fn summary(stats: &Stats, failures: &[Failure], wall: Duration) -> String {
@@ -122,7 +130,7 @@ async fn fixed_budget() {
 
 /// A long run: `FUZZ_SEED` (first seed, default 1), `FUZZ_STEPS` (total steps, default
 /// 200), `FUZZ_SEQ_LEN` (steps per sequence, default 15), `FUZZ_SECONDS` (a wall-time cap),
-/// `FUZZ_ALL=1` (the waiting families too).
+/// `FUZZ_ALL=1` or `FUZZ_ON=Family,...` (waiting families too).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a long fuzz run: scripts/fuzz.sh SEED STEPS"]
 async fn long_run() {
@@ -134,8 +142,7 @@ async fn long_run() {
     let total = env_u64("FUZZ_STEPS").unwrap_or(200) as usize;
     let length = env_u64("FUZZ_SEQ_LEN").unwrap_or(15).max(1) as usize;
     let until = env_u64("FUZZ_SECONDS").map(|s| started + Duration::from_secs(s));
-    let all = all_switched_on();
-    let enabled = move |f: Family| all || !waiting(f);
+    let enabled = |f: Family| !waiting(f) || switched_on(f);
     let mut stats = Stats::default();
     let sequences = total.div_ceil(length) as u64;
     let seeds = first..first + sequences;

@@ -97,7 +97,7 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
             eprintln!("    seeds {:?}", cluster.seeds);
         }
         let found = checker
-            .after_step(&mut world, op, &out, &before, faulted || was_armed)
+            .after_step(&mut world, &out, &before, faulted || was_armed)
             .await;
         if let Some(first) = found.into_iter().next() {
             result = Some((index, first));
@@ -169,7 +169,7 @@ pub async fn run_seeds(
     shrink_budget: Duration,
     stats: &mut Stats,
 ) -> Vec<Failure> {
-    let mut failures = Vec::new();
+    let mut failures: Vec<Failure> = Vec::new();
     for seed in seeds {
         if until.is_some_and(|t| Instant::now() >= t) {
             break;
@@ -181,7 +181,17 @@ pub async fn run_seeds(
         eprintln!("{}", report_head(seed, &sequence, step, &violation));
         let mut first = sequence.clone();
         first.truncate(step + 1);
-        let shortest = shrink(first, violation.invariant, shrink_budget, stats).await;
+        // The same invariant broken by the same kind of step as an earlier failure of this
+        // run is most likely the same bug: reported, not shrunk again.
+        let seen = failures
+            .iter()
+            .any(|f| signature(f) == signature_of(&first, &violation));
+        let shortest = if seen {
+            eprintln!("fuzz: like an earlier failure of this run; not shrunk");
+            first
+        } else {
+            shrink(first, violation.invariant, shrink_budget, stats).await
+        };
         let failure = Failure {
             seed,
             sequence,
@@ -193,6 +203,21 @@ pub async fn run_seeds(
         failures.push(failure);
     }
     failures
+}
+
+fn signature(failure: &Failure) -> (String, &'static str) {
+    let mut first = failure.sequence.clone();
+    first.truncate(failure.step + 1);
+    signature_of(&first, &failure.violation)
+}
+
+/// The invariant and the families of the step that broke it (the final teardown's own).
+fn signature_of(first: &[Op], violation: &Violation) -> (String, &'static str) {
+    let last = first
+        .last()
+        .map(|op| format!("{:?}", op.families()))
+        .unwrap_or_default();
+    (last, violation.invariant)
 }
 
 fn report_head(seed: u64, sequence: &[Op], step: usize, violation: &Violation) -> String {
