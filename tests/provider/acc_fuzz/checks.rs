@@ -17,6 +17,20 @@ pub struct Violation {
     pub detail: String,
 }
 
+impl Violation {
+    /// The invariant and the opening words of what broke it, numbers and names left out:
+    /// two failures of one shape are most likely one bug (shrinking keeps to it).
+    pub fn shape(&self) -> String {
+        let words: Vec<String> = self
+            .detail
+            .split_whitespace()
+            .take(5)
+            .map(|w| w.chars().filter(|c| !c.is_ascii_digit()).collect())
+            .collect();
+        format!("{} {}", self.invariant, words.join(" "))
+    }
+}
+
 fn violation(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }

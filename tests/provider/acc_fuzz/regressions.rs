@@ -70,6 +70,22 @@ async fn fuzz_destroy_of_a_protected_vm() {
     .await;
 }
 
+/// I4: a replacing apply of a protected VM fails at PVE's destroy, after stopping the VM
+/// (seed 2017).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "waits for #32 item 2"]
+async fn fuzz_seed_2017_replacing_a_protected_vm() {
+    regression(
+        "fuzz_seed_2017_replacing_a_protected_vm",
+        vec![
+            Apply(0, vec![Present(0, false), Present(0, true)], Plain),
+            Hand(0, 1, ProtectOn),
+            Apply(0, vec![UserData(1, 1)], Plain),
+        ],
+    )
+    .await;
+}
+
 /// I7: `terraform destroy` succeeds, forgets the VM whose mark an operator edited, and
 /// leaves it running (seed 101).
 #[tokio::test(flavor = "multi_thread")]
@@ -87,7 +103,8 @@ async fn fuzz_seed_101_destroy_after_the_mark_was_edited() {
 }
 
 /// I3: two states applying the same names at once; a VM ends held by the state whose seed
-/// it did not first boot.
+/// it did not first boot. Timing decides: seed 2014 broke it with one `Race`; these rounds
+/// broke it in every run so far.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "waits for #32 item 4"]
 async fn fuzz_two_states_racing() {

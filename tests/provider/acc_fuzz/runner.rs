@@ -114,14 +114,9 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
     result
 }
 
-/// Delta debugging: the shortest sequence found (within `budget`) that still breaks
-/// `invariant`.
-pub async fn shrink(
-    mut ops: Vec<Op>,
-    invariant: &str,
-    budget: Duration,
-    stats: &mut Stats,
-) -> Vec<Op> {
+/// Delta debugging: the shortest sequence found (within `budget`) that still fails in the
+/// same shape ([`Violation::shape`]).
+pub async fn shrink(mut ops: Vec<Op>, shape: &str, budget: Duration, stats: &mut Stats) -> Vec<Op> {
     let deadline = Instant::now() + budget;
     let mut chunks = 2usize;
     while ops.len() > 1 && Instant::now() < deadline {
@@ -136,7 +131,7 @@ pub async fn shrink(
             stats.shrink_runs += 1;
             let mut scratch = Stats::default();
             let failed = run_sequence(&candidate, &mut scratch).await;
-            if let Some((step, v)) = failed.filter(|(_, v)| v.invariant == invariant) {
+            if let Some((step, v)) = failed.filter(|(_, v)| v.shape() == shape) {
                 eprintln!(
                     "fuzz shrink: {} -> {} steps still break {}",
                     ops.len(),
@@ -190,7 +185,7 @@ pub async fn run_seeds(
             eprintln!("fuzz: like an earlier failure of this run; not shrunk");
             first
         } else {
-            shrink(first, violation.invariant, shrink_budget, stats).await
+            shrink(first, &violation.shape(), shrink_budget, stats).await
         };
         let failure = Failure {
             seed,
@@ -205,19 +200,19 @@ pub async fn run_seeds(
     failures
 }
 
-fn signature(failure: &Failure) -> (String, &'static str) {
+fn signature(failure: &Failure) -> (String, String) {
     let mut first = failure.sequence.clone();
     first.truncate(failure.step + 1);
     signature_of(&first, &failure.violation)
 }
 
-/// The invariant and the families of the step that broke it (the final teardown's own).
-fn signature_of(first: &[Op], violation: &Violation) -> (String, &'static str) {
+/// The families of the step that broke an invariant, and the failure's shape.
+fn signature_of(first: &[Op], violation: &Violation) -> (String, String) {
     let last = first
         .last()
         .map(|op| format!("{:?}", op.families()))
         .unwrap_or_default();
-    (last, violation.invariant)
+    (last, violation.shape())
 }
 
 fn report_head(seed: u64, sequence: &[Op], step: usize, violation: &Violation) -> String {
