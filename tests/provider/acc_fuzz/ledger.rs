@@ -52,10 +52,14 @@ impl BootLedger {
         let vmid = parts.get(3).and_then(|v| v.parse::<u64>().ok());
         match (method, &parts[..]) {
             ("POST", ["nodes", _, "qemu", _, "clone"]) => {
-                // A second clone onto a VMID that exists fails in its task (PVE's "config
-                // file already exists"), though its POST was answered: only the first counts.
+                // A second clone racing onto the same VMID fails in its task (PVE's "config
+                // file already exists"), though its POST was answered: the first one counts.
+                // A VM that booted is not being cloned: that one is gone, this is new.
                 if let Some(newid) = number(&params["newid"]) {
-                    self.vms.entry(newid).or_default();
+                    let boot = self.vms.entry(newid).or_default();
+                    if boot.booted {
+                        *boot = Boot::default();
+                    }
                 }
             }
             ("POST" | "PUT", ["nodes", _, "qemu", _, "config"]) => {
@@ -79,7 +83,8 @@ impl BootLedger {
                     boot.first = Some((boot.ide2.clone(), certain));
                 }
             }
-            ("DELETE", ["nodes", _, "qemu", _]) if certain => {
+            // Answered: PVE destroys the VM (no destroy task is made to fail here).
+            ("DELETE", ["nodes", _, "qemu", _]) if !lost => {
                 self.vms.remove(&vmid.unwrap());
             }
             _ => {}
@@ -131,4 +136,25 @@ fn the_first_start_after_a_clone_boots_the_seed_ide2_names_then() {
         Some((Some("proxy-seeds:iso/a.iso"), true))
     );
     assert_eq!(ledger.first_boot(8), None);
+    // Replaced at the same VMID (destroyed during a fault, then cloned again): a new VM.
+    let again = vec![
+        entry("DELETE", "/nodes/pve1/qemu/7", Value::Null),
+        entry(
+            "POST",
+            "/nodes/pve1/qemu/9000/clone",
+            serde_json::json!({"newid": "7"}),
+        ),
+        entry(
+            "POST",
+            "/nodes/pve1/qemu/7/config",
+            serde_json::json!({"ide2": "proxy-seeds:iso/c.iso,media=cdrom"}),
+        ),
+        entry("POST", "/nodes/pve1/qemu/7/status/start", Value::Null),
+    ];
+    let journal: Vec<Value> = journal.into_iter().chain(again).collect();
+    ledger.ingest(&journal, true);
+    assert_eq!(
+        ledger.first_boot(7),
+        Some((Some("proxy-seeds:iso/c.iso"), false))
+    );
 }
