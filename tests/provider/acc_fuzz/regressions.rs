@@ -127,21 +127,17 @@ async fn fuzz_two_states_racing() {
 }
 
 /// I7: an operator deletes a VM by hand (PVE's purge keeps the cdrom's ISO); the refresh
-/// drops the VM from state and forgets its seed, and the VM made again on another node
-/// never removes it: the seed ISO is left after every state's destroy (seed 301).
+/// drops the VM from state and forgets its seed, which nothing removes afterwards: the seed
+/// ISO is left after every state's destroy (seeds 301 and 2009; 2009's shrunk sequence).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "waits for a fix: a VM deleted by hand leaks its seed (not yet an item of #32)"]
-async fn fuzz_seed_301_a_vm_deleted_by_hand_leaks_its_seed() {
+async fn fuzz_seed_2009_a_vm_deleted_by_hand_leaks_its_seed() {
     regression(
-        "fuzz_seed_301_a_vm_deleted_by_hand_leaks_its_seed",
+        "fuzz_seed_2009_a_vm_deleted_by_hand_leaks_its_seed",
         vec![
-            Apply(0, vec![Cores(0, 1), Cores(0, 3)], Plain),
-            Apply(0, vec![Disk(1, 5)], Plain),
-            Hand(0, 1, DeleteVm),
-            Apply(1, vec![Present(1, true), Present(1, false)], Plain),
+            Apply(0, vec![Started(1, false), Memory(1, 512)], Plain),
+            Hand(0, 0, DeleteVm),
             Destroy(0),
-            Apply(0, vec![], TargetSlot(0)),
-            Apply(0, vec![Memory(0, 512), Cores(1, 1)], Plain),
         ],
     )
     .await;
