@@ -187,8 +187,12 @@ impl Checker {
         }
         for ran in &out.ran {
             let failed = ran.code != 0;
-            self.last_failed[ran.state] = failed;
-            self.last_warned[ran.state] = ran.text.contains("Warning:");
+            // `taint` and `state rm` read nothing from PVE: they neither warn nor excuse.
+            let reads_pve = !ran.args.starts_with("taint") && !ran.args.starts_with("state");
+            if reads_pve || failed {
+                self.last_failed[ran.state] = failed;
+                self.last_warned[ran.state] = ran.text.contains("Warning:");
+            }
             if failed {
                 self.needs_repair[ran.state] = true;
             } else if ran.args.starts_with("apply") {
