@@ -31,8 +31,9 @@ use crate::support::acceptance_enabled;
 use ops::Family;
 use runner::{Failure, Stats, env_u64, run_seeds};
 
-/// Families that find a bug issue #32 names, each with the item whose fix it waits for:
-/// off in CI until then (switch one on by deleting its line once the fix lands).
+/// Families that find a known bug (an item of issue #32, or one the fuzzer found), each with
+/// the fix it waits for: off in CI until then (switch one on by deleting its line once the
+/// fix lands, and un-ignore its test in `regressions`).
 pub const FAMILIES_WAITING: &[(Family, &str)] = &[
     (
         Family::CreateBeforeDestroy,
@@ -97,6 +98,11 @@ fn summary(stats: &Stats, failures: &[Failure], wall: Duration) -> String {
         failures.len(),
         wall.as_secs_f64()
     );
+    for (family, reason) in FAMILIES_WAITING {
+        if !switched_on(*family) {
+            text.push_str(&format!("\n  off: {family:?} (waits for {reason})"));
+        }
+    }
     for failure in failures {
         text.push_str(&format!(
             "\n  seed {}: {} after step {} of {}; shortest: {:?}",
@@ -154,7 +160,6 @@ async fn long_run() {
 }
 
 /// Runs one sequence (a shrunk failure) and fails on the violation it finds.
-#[allow(dead_code)]
 async fn regression(name: &str, sequence: Vec<ops::Op>) {
     if !acceptance_enabled(name) {
         return;
