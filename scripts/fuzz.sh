@@ -31,5 +31,5 @@ status=0
 cargo test --locked --test provider -- --ignored --nocapture --test-threads=1 \
   acc_fuzz::long_run 2>&1 | tee "$log" || status=$?
 echo
-grep -E '^(fuzz summary|  seed [0-9]+:)' "$log" || echo "fuzz: no summary (see above)"
+sed -n '/^fuzz summary/,/^$/p' "$log" | grep -v -e '^$' -e '^ok$' || echo "fuzz: no summary (see above)"
 exit "$status"

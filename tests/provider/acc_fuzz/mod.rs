@@ -100,7 +100,7 @@ fn summary(stats: &Stats, failures: &[Failure], wall: Duration) -> String {
     );
     for (family, reason) in FAMILIES_WAITING {
         if !switched_on(*family) {
-            text.push_str(&format!("\n  off: {family:?} (waits for {reason})"));
+            text.push_str(&format!("\n  off: {family:?}: {reason}"));
         }
     }
     for failure in failures {
@@ -130,7 +130,8 @@ async fn fixed_budget() {
     let seeds = CI_SEEDS.iter().copied();
     let failures = run_seeds(seeds, CI_STEPS, &enabled, None, shrink, &mut stats).await;
     let text = summary(&stats, &failures, started.elapsed());
-    eprintln!("{text}");
+    // On a line of its own: cargo prints the test's name before its output.
+    eprintln!("\n{text}");
     assert!(failures.is_empty(), "{text}");
 }
 
@@ -146,7 +147,8 @@ async fn long_run() {
     let started = Instant::now();
     let first = env_u64("FUZZ_SEED").unwrap_or(1);
     let total = env_u64("FUZZ_STEPS").unwrap_or(200) as usize;
-    let length = env_u64("FUZZ_SEQ_LEN").unwrap_or(15).max(1) as usize;
+    let total = total.max(1);
+    let length = (env_u64("FUZZ_SEQ_LEN").unwrap_or(15).max(1) as usize).min(total);
     let until = env_u64("FUZZ_SECONDS").map(|s| started + Duration::from_secs(s));
     let enabled = |f: Family| !waiting(f) || switched_on(f);
     let mut stats = Stats::default();
@@ -155,7 +157,8 @@ async fn long_run() {
     let shrink = Duration::from_secs(env_u64("FUZZ_SHRINK_SECONDS").unwrap_or(600));
     let failures = run_seeds(seeds, length, &enabled, until, shrink, &mut stats).await;
     let text = summary(&stats, &failures, started.elapsed());
-    eprintln!("{text}");
+    // On a line of its own: cargo prints the test's name before its output.
+    eprintln!("\n{text}");
     assert!(failures.is_empty(), "{text}");
 }
 
