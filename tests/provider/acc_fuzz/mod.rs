@@ -50,6 +50,11 @@ pub const FAMILIES_WAITING: &[(Family, &str)] = &[
         "#32 item 2: a destroy PVE refuses (protection) harms the VM",
     ),
     (
+        Family::KillDestroy,
+        "#32 item 2: a destroy killed between the seed delete and the VM's leaves a VM booting \
+         a deleted seed (seed 514); `deleting` is never undone (item 5)",
+    ),
+    (
         Family::HandMark,
         "#32 item 3: destroy drops a VM whose mark was edited",
     ),

@@ -37,8 +37,10 @@ pub enum Family {
     SecondState,
     /// Both states applying at the same moment.
     Race,
-    /// SIGKILL to terraform and the provider during an apply or destroy.
+    /// SIGKILL to terraform and the provider during an apply.
     Kill,
+    /// SIGKILL to terraform and the provider during a destroy.
+    KillDestroy,
     /// Faults injected into the next step (5xx, resets, lost answers, held locks, tasks).
     Faults,
     /// An operator stops or starts a VM through the PVE API.
@@ -55,7 +57,7 @@ pub enum Family {
 }
 
 impl Family {
-    pub const ALL: [Family; 21] = [
+    pub const ALL: [Family; 22] = [
         Family::Apply,
         Family::InPlace,
         Family::Replacing,
@@ -71,6 +73,7 @@ impl Family {
         Family::SecondState,
         Family::Race,
         Family::Kill,
+        Family::KillDestroy,
         Family::Faults,
         Family::HandPower,
         Family::HandDelete,
@@ -209,6 +212,7 @@ impl Op {
             Op::Destroy(_) => Family::Destroy,
             Op::StateRm(..) | Op::Import(..) => Family::StateRmImport,
             Op::Race => Family::Race,
+            Op::Kill(_, _, KillDuring::DuringDestroy, _) => Family::KillDestroy,
             Op::Kill(..) => Family::Kill,
             Op::Fault(_) => Family::Faults,
             Op::Hand(_, _, HandAct::ProtectOn | HandAct::ProtectOff) => Family::HandProtection,
@@ -403,14 +407,15 @@ const TABLE: &[Row] = &[
         Op::Destroy(g.rng.usize(1..STATES))
     }),
     (Family::Race, 3, |_| Op::Race),
-    (Family::Kill, 5, |g| {
+    (Family::Kill, 4, |g| {
         let state = g.state();
-        if g.rng.u8(0..3) == 0 {
-            return Op::Kill(state, vec![], KillDuring::DuringDestroy, g.rng.u16(1..40));
-        }
         let family = [Family::InPlace, Family::Replacing][g.rng.usize(0..2)];
         let edits = g.edits(family);
         Op::Kill(state, edits, KillDuring::DuringApply, g.rng.u16(1..40))
+    }),
+    (Family::KillDestroy, 2, |g| {
+        let state = g.state();
+        Op::Kill(state, vec![], KillDuring::DuringDestroy, g.rng.u16(1..40))
     }),
     (Family::Faults, 8, |g| Op::Fault(fault(g))),
     (Family::HandPower, 4, |g| {
