@@ -15,6 +15,7 @@ mod acc_delete_and_vmid_choice;
 mod acc_docs;
 mod acc_examples;
 mod acc_failure_paths;
+mod acc_fuzz;
 mod acc_health;
 mod acc_modules;
 mod acc_no_harm;

@@ -1,0 +1,418 @@
+//! The invariants of issue #32, checked after every step (I1 to I6, and I7 for each
+//! destroy), and I7 once every state is destroyed at the end of a sequence. Besides them,
+//! "I0": a command nothing in the world explains the failure of (no fault, no kill, no
+//! other state's VM of its names, no operator's hand on its VMs) succeeds.
+
+use std::collections::BTreeMap;
+
+use super::exec::{Expect, Outcome};
+use super::ledger::BootLedger;
+use super::model::{SLOTS, STATES, name};
+use super::world::{Cluster, SimVm, World};
+use crate::support::flat;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+impl Violation {
+    /// The invariant and the opening words of what broke it, numbers and names left out:
+    /// two failures of one shape are most likely one bug (shrinking keeps to it).
+    pub fn shape(&self) -> String {
+        let words: Vec<String> = self
+            .detail
+            .split_whitespace()
+            .take(5)
+            .map(|w| w.chars().filter(|c| !c.is_ascii_digit()).collect())
+            .collect();
+        format!("{} {}", self.invariant, words.join(" "))
+    }
+}
+
+fn violation(invariant: &'static str, detail: String) -> Violation {
+    Violation { invariant, detail }
+}
+
+/// What the checks remember between steps.
+#[derive(Default)]
+pub struct Checker {
+    pub ledger: BootLedger,
+    /// Invariant checks made, and I3 checks left out for want of certainty.
+    pub checks: u64,
+    pub undecided: u64,
+    /// Per state: its last command failed (or was killed) / warned.
+    last_failed: [bool; STATES],
+    last_warned: [bool; STATES],
+    /// Per state: a command failed and no apply succeeded since.
+    needs_repair: [bool; STATES],
+}
+
+/// What Terraform says when a provider breaks its protocol (I6).
+const INCONSISTENT: [&str; 4] = [
+    "Provider produced inconsistent result",
+    "Provider produced inconsistent final plan",
+    "Provider produced invalid plan",
+    "unexpected new value",
+];
+
+impl Checker {
+    /// Every check after one step; `before` is the cluster before it, `faulted`: a fault was
+    /// in force during it.
+    pub async fn after_step(
+        &mut self,
+        world: &mut World,
+        out: &Outcome,
+        before: &Cluster,
+        faulted: bool,
+    ) -> Vec<Violation> {
+        let journal = world.client.journal().await;
+        self.ledger.ingest(&journal, faulted);
+        let cluster = world.cluster().await;
+        let mut found = Vec::new();
+        found.extend(self.protocol(out));
+        found.extend(self.expectation(out));
+        // Names some state's configuration wants stopped: a stop of those is no harm.
+        let stopped_by_config: Vec<String> = (0..SLOTS)
+            .filter(|slot| world.states.iter().any(|s| !s.config.slots[*slot].started))
+            .map(name)
+            .collect();
+        found.extend(self.harm(out, before, &cluster, faulted, &stopped_by_config));
+        self.remember(out);
+        found.extend(self.held_vms(world, &cluster));
+        found.extend(self.destroyed(world, out, &cluster));
+        if out.settled && found.is_empty() {
+            found.extend(self.plan_is_empty(world, out.state.unwrap()).await);
+        }
+        found
+    }
+
+    /// I6: no inconsistent result, no unexpected new value.
+    fn protocol(&mut self, out: &Outcome) -> Vec<Violation> {
+        self.checks += 1;
+        out.ran
+            .iter()
+            .filter(|ran| INCONSISTENT.iter().any(|t| flat(&ran.text).contains(t)))
+            .map(|ran| violation("I6", format!("terraform {}:\n{}", ran.args, ran.text)))
+            .collect()
+    }
+
+    /// I0, and I4's "the next apply repairs it": a command the world gives no reason to
+    /// fail succeeds; a refusal is a failure that wrote nothing.
+    fn expectation(&mut self, out: &Outcome) -> Vec<Violation> {
+        self.checks += 1;
+        let failed = out.ran.iter().find(|ran| ran.code != 0);
+        match (out.expect, failed) {
+            (Expect::Success, Some(ran)) => {
+                let state = ran.state;
+                let invariant = if self.needs_repair[state] { "I4" } else { "I0" };
+                let why = if invariant == "I4" {
+                    "after an earlier failure, a command nothing explains the failure of failed"
+                } else {
+                    "a command nothing explains the failure of failed"
+                };
+                vec![violation(
+                    invariant,
+                    format!(
+                        "{why}: state {state}: terraform {}:\n{}",
+                        ran.args, ran.text
+                    ),
+                )]
+            }
+            (Expect::Refusal, None) if !out.ran.is_empty() => vec![violation(
+                "I4",
+                format!("a change PVE cannot make was not refused: {:?}", out.ran),
+            )],
+            (Expect::Refusal, Some(ran)) if out.writes > 0 => vec![violation(
+                "I4",
+                format!(
+                    "a refused command wrote {} times to PVE:\n{}",
+                    out.writes, ran.text
+                ),
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    /// I4: a command that failed by itself (no fault, no kill) stopped no running VM, and
+    /// no VM boots a seed that is gone.
+    fn harm(
+        &mut self,
+        out: &Outcome,
+        before: &Cluster,
+        after: &Cluster,
+        faulted: bool,
+        stopped_by_config: &[String],
+    ) -> Vec<Violation> {
+        self.checks += 1;
+        let mut found = Vec::new();
+        if out.failed() && !out.killed && !faulted {
+            for vm in before.vms.values().filter(|vm| vm.running) {
+                let wanted = stopped_by_config.contains(&vm.name);
+                if after.vms.get(&vm.vmid).is_some_and(|now| !now.running) && !wanted {
+                    found.push(violation(
+                        "I4",
+                        format!(
+                            "a failed command stopped running VM {} ({}):\n{}",
+                            vm.vmid,
+                            vm.name,
+                            failure_text(out)
+                        ),
+                    ));
+                }
+            }
+        }
+        for vm in after.vms.values() {
+            if let Some(seed) = vm.seed().filter(|s| !after.seeds.contains(*s)) {
+                found.push(violation(
+                    "I4",
+                    format!(
+                        "VM {} ({}) boots {seed}, which is deleted; last step:\n{}",
+                        vm.vmid,
+                        vm.name,
+                        failure_text(out)
+                    ),
+                ));
+            }
+        }
+        found
+    }
+
+    fn remember(&mut self, out: &Outcome) {
+        if let (Some(state), true) = (out.state, out.killed) {
+            self.last_failed[state] = true;
+            self.last_warned[state] = false;
+            self.needs_repair[state] = true;
+        }
+        for ran in &out.ran {
+            let failed = ran.code != 0;
+            // `taint` and `state rm` read nothing from PVE: they neither warn nor excuse.
+            let reads_pve = !ran.args.starts_with("taint") && !ran.args.starts_with("state");
+            if reads_pve || failed {
+                self.last_failed[ran.state] = failed;
+                self.last_warned[ran.state] = ran.text.contains("Warning:");
+            }
+            if failed {
+                self.needs_repair[ran.state] = true;
+            } else if ran.args.starts_with("apply") {
+                self.needs_repair[ran.state] = false;
+            }
+        }
+    }
+
+    /// I1 (each state's VMs exist with its token), I2 (no VM held twice), I3 (each held VM
+    /// first booted its holder's seed).
+    fn held_vms(&mut self, world: &World, cluster: &Cluster) -> Vec<Violation> {
+        let mut found = Vec::new();
+        let mut holders: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        for state in 0..world.states.len() {
+            for held in world.held(state) {
+                self.checks += 3;
+                let vm = cluster.vms.get(&held.vmid);
+                let holds = vm.is_some_and(|vm| vm.token() == held.token.as_deref());
+                if let (true, Some(vm)) = (holds, vm) {
+                    holders.entry(held.vmid).or_default().push(state);
+                    found.extend(self.first_boot(state, &held.token, vm));
+                }
+                let excused = world.states[state].behind_back
+                    || self.last_failed[state]
+                    || self.last_warned[state];
+                if !holds && !excused {
+                    let what = match vm {
+                        None => "does not exist".to_owned(),
+                        Some(vm) => format!("carries token {:?}", vm.token()),
+                    };
+                    found.push(violation(
+                        "I1",
+                        format!(
+                            "state {state} holds {} at VM {} with token {:?}, but the VM {what}, \
+                             and its last command neither failed nor warned",
+                            held.address, held.vmid, held.token
+                        ),
+                    ));
+                }
+            }
+        }
+        for (vmid, states) in holders.into_iter().filter(|(_, s)| s.len() > 1) {
+            found.push(violation(
+                "I2",
+                format!("VM {vmid} is held by states {states:?}"),
+            ));
+        }
+        found
+    }
+
+    /// I3 for one held VM: from the simulator's record of the guest when it keeps one, else
+    /// from the journal.
+    fn first_boot(&mut self, state: usize, token: &Option<String>, vm: &SimVm) -> Vec<Violation> {
+        let vmid = vm.vmid;
+        let booted = match &vm.first_seed {
+            Some(Some(seed)) => Some((Some(seed.as_str()), true)),
+            Some(None) => None,
+            None => self.ledger.first_boot(vmid),
+        };
+        let (Some(token), Some((seed, certain))) = (token, booted) else {
+            return Vec::new();
+        };
+        if !certain {
+            self.undecided += 1;
+            return Vec::new();
+        }
+        let file = seed.and_then(|s| s.split_once(":iso/")).map(|(_, f)| f);
+        if file.is_some_and(|f| nocloud::file_belongs_to_attempt(f, token)) {
+            return Vec::new();
+        }
+        vec![violation(
+            "I3",
+            format!(
+                "VM {vmid}, held by state {state}, first booted {seed:?}, not its holder's seed"
+            ),
+        )]
+    }
+
+    /// I7 for one destroy: a destroy that succeeded left none of the VMs it held.
+    fn destroyed(&mut self, world: &World, out: &Outcome, cluster: &Cluster) -> Vec<Violation> {
+        let (Some(state), Some(held)) = (out.state, &out.destroyed) else {
+            return Vec::new();
+        };
+        self.checks += 1;
+        held.iter()
+            .filter(|h| {
+                // Still there: its own VM, or one whose mark an operator edited away.
+                cluster.vms.get(&h.vmid).is_some_and(|vm| {
+                    h.token.is_none() || vm.token() == h.token.as_deref() || !vm.has_mark()
+                })
+            })
+            .filter(|h| !world.held(state).contains(h))
+            .map(|h| {
+                violation(
+                    "I7",
+                    format!(
+                        "terraform destroy in state {state} succeeded, forgot {} and left its \
+                         VM {}:\n{}",
+                        h.address,
+                        h.vmid,
+                        failure_text(out)
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// I5: after a successful apply, the plan is empty.
+    async fn plan_is_empty(&mut self, world: &mut World, state: usize) -> Vec<Violation> {
+        self.checks += 1;
+        let args = ["plan", "-detailed-exitcode", "-input=false", "-no-color"];
+        let plan = world.terraform(state, &args).await;
+        if plan.code() == 0 {
+            return Vec::new();
+        }
+        vec![violation(
+            "I5",
+            format!(
+                "state {state}: the plan after a successful apply is not empty (exit {}):\n{}",
+                plan.code(),
+                plan.all_text()
+            ),
+        )]
+    }
+
+    /// I7 at the end of a sequence: with faults gone and the operator's changes undone, a
+    /// converging apply and a destroy in every state leave no VM and no seed of ours, except
+    /// VMs a `state rm` left out of every state (and the seeds they boot).
+    pub async fn teardown(&mut self, world: &mut World) -> Vec<Violation> {
+        world.client.set_faults(serde_json::json!({})).await;
+        undo_the_operator(world).await;
+        let mut found = Vec::new();
+        for state in 0..world.states.len() {
+            if world.states[state].ws.is_none() {
+                continue;
+            }
+            let mut out = Outcome::teardown(state);
+            for args in [
+                &["apply", "-auto-approve", "-input=false", "-no-color"][..],
+                &["destroy", "-auto-approve", "-input=false", "-no-color"][..],
+            ] {
+                world.write_config(state, "").await;
+                let ran = world.terraform(state, args).await;
+                out.push(state, args, &ran);
+                if args[0] == "destroy" && ran.code() != 0 {
+                    found.push(violation(
+                        "I7",
+                        format!(
+                            "the final destroy of state {state} failed:\n{}",
+                            ran.all_text()
+                        ),
+                    ));
+                }
+            }
+            found.extend(self.protocol(&out));
+        }
+        found.extend(self.leftovers(world).await);
+        found
+    }
+
+    async fn leftovers(&mut self, world: &World) -> Vec<Violation> {
+        self.checks += 1;
+        let cluster = world.cluster().await;
+        let kept: Vec<u64> = world.forgotten.values().copied().collect();
+        let mut found = Vec::new();
+        for vm in cluster.vms.values().filter(|vm| !kept.contains(&vm.vmid)) {
+            found.push(violation(
+                "I7",
+                format!(
+                    "after every state's destroy, VM {} ({}) is left",
+                    vm.vmid, vm.name
+                ),
+            ));
+        }
+        let booted: Vec<&str> = kept
+            .iter()
+            .filter_map(|vmid| cluster.vms.get(vmid).and_then(|vm| vm.seed()))
+            .collect();
+        for seed in cluster
+            .seeds
+            .iter()
+            .filter(|s| !booted.contains(&s.as_str()))
+        {
+            found.push(violation(
+                "I7",
+                format!("after every state's destroy, seed {seed} is left"),
+            ));
+        }
+        found
+    }
+}
+
+/// Failed nodes recovered, protection off and the marks the operator replaced written back,
+/// so the final destroy meets VMs as Terraform left them.
+async fn undo_the_operator(world: &mut World) {
+    // A node an op failed comes back (a simulator without node events answers 404).
+    for node in ["pve1", "pve2", "pve3"] {
+        let _ = world
+            .call("POST", &format!("/_sim/nodes/{node}/recover"), &[])
+            .await;
+    }
+    let cluster = world.cluster().await;
+    for vm in cluster.vms.values() {
+        let path = format!("/nodes/{}/qemu/{}/config", vm.node, vm.vmid);
+        if vm.protected {
+            let _ = world.call("PUT", &path, &[("protection", "0")]).await;
+        }
+        if let Some(mark) = world.marks.remove(&vm.vmid) {
+            let _ = world
+                .call("PUT", &path, &[("description", mark.as_str())])
+                .await;
+        }
+    }
+    world.marks.clear();
+}
+
+fn failure_text(out: &Outcome) -> String {
+    out.ran
+        .iter()
+        .map(|ran| format!("terraform {} (exit {}):\n{}", ran.args, ran.code, ran.text))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

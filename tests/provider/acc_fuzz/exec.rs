@@ -1,0 +1,532 @@
+//! Runs one [`Op`] in a [`World`] and says what happened ([`Outcome`]): the terraform
+//! commands with their exit codes and text, whether the command was killed, and what the
+//! model expected of it. An op that does not apply now (a taint of a VM the state does not
+//! hold, a saved plan never made) is skipped, so every subsequence of a sequence still runs.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::model::{Edit, SLOTS, address, name};
+use super::ops::{ApplyMode, ClusterAct, Family, FaultKind, HandAct, ImportHow, KillDuring, Op};
+use super::world::{Cluster, Held, World, kill_group};
+use crate::support::TfOutput;
+
+/// What the model expected of an op's commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// Nothing in the world explains a failure: it must succeed.
+    Success,
+    /// Faults, a kill, another state or an operator's hand may make it fail.
+    MayFail,
+    /// It must be refused, before any write.
+    Refusal,
+}
+
+/// One terraform command an op ran.
+#[derive(Clone, Debug)]
+pub struct Ran {
+    pub state: usize,
+    pub args: String,
+    pub code: i32,
+    pub text: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub state: Option<usize>,
+    pub ran: Vec<Ran>,
+    pub killed: bool,
+    pub skipped: Option<&'static str>,
+    pub expect: Expect,
+    /// A full, refreshing apply of the state's current configuration succeeded: the next
+    /// plan must be empty (I5).
+    pub settled: bool,
+    /// What the state held before a destroy that succeeded (I7: none of it may be left).
+    pub destroyed: Option<Vec<Held>>,
+    /// Write requests the op's commands sent (a refusal sends none).
+    pub writes: usize,
+}
+
+impl Outcome {
+    fn new(state: Option<usize>, expect: Expect) -> Self {
+        Self {
+            state,
+            ran: Vec::new(),
+            killed: false,
+            skipped: None,
+            expect,
+            settled: false,
+            destroyed: None,
+            writes: 0,
+        }
+    }
+
+    fn skip(reason: &'static str) -> Self {
+        let mut out = Self::new(None, Expect::MayFail);
+        out.skipped = Some(reason);
+        out
+    }
+
+    /// The commands of the final teardown in a state.
+    pub fn teardown(state: usize) -> Self {
+        Self::new(Some(state), Expect::MayFail)
+    }
+
+    pub fn push(&mut self, state: usize, args: &[&str], output: &TfOutput) {
+        self.ran.push(Ran {
+            state,
+            args: args.join(" "),
+            code: output.code(),
+            text: output.all_text(),
+        });
+    }
+
+    pub fn failed(&self) -> bool {
+        self.killed || self.ran.iter().any(|r| r.code != 0)
+    }
+}
+
+const APPLY: [&str; 4] = ["apply", "-auto-approve", "-input=false", "-no-color"];
+
+/// Runs `op`; `armed`: a fault is in force for this step.
+pub async fn run(world: &mut World, op: &Op, armed: bool) -> Outcome {
+    let expect = match op.state() {
+        Some(state) => expectation(world, state, armed).await,
+        None => Expect::MayFail,
+    };
+    let before = world.journal_writes().await;
+    let mut out = match op {
+        Op::Apply(state, edits, mode) => apply(world, *state, edits, *mode, expect).await,
+        Op::ShrinkBelowTemplate(state, slot) => shrink(world, *state, *slot).await,
+        Op::Taint(state, slot) => state_cmd(world, *state, *slot, "taint", expect).await,
+        Op::StateRm(state, slot) => state_cmd(world, *state, *slot, "rm", expect).await,
+        Op::SavePlan(state) => save_plan(world, *state, expect).await,
+        Op::ApplySaved(state) => apply_saved(world, *state).await,
+        Op::Destroy(state) => destroy(world, *state, expect).await,
+        Op::Import(state, slot, how) => import(world, *state, *slot, *how, expect).await,
+        Op::Race => race(world).await,
+        Op::Kill(state, edits, during, after) => kill(world, *state, edits, *during, *after).await,
+        Op::Fault(kind) => fault(world, *kind).await,
+        Op::Hand(state, slot, act) => hand(world, *state, *slot, *act).await,
+        Op::Cluster(state, slot, act) => cluster(world, *state, *slot, *act).await,
+    };
+    out.writes = world.journal_writes().await - before;
+    out
+}
+
+/// What may explain a failure of a command in `state` now: faults, an operator's hand on
+/// one of its VMs, or a VM of its names that another state holds or a `state rm` left.
+async fn expectation(world: &World, state: usize, armed: bool) -> Expect {
+    if armed {
+        return Expect::MayFail;
+    }
+    let cluster = world.cluster().await;
+    let held = world.held(state);
+    let tampered = held.iter().any(|h| match cluster.vms.get(&h.vmid) {
+        Some(vm) => vm.protected || !vm.has_mark() || vm.token() != h.token.as_deref(),
+        None => false,
+    });
+    if tampered || held.iter().any(|h| world.marks.contains_key(&h.vmid)) {
+        return Expect::MayFail;
+    }
+    if contested(world, state, &cluster, &held) {
+        return Expect::MayFail;
+    }
+    Expect::Success
+}
+
+/// A VM of one of the state's names exists that this state neither holds nor made (its
+/// token is not in this directory's journal): another state's, or one `state rm` left.
+fn contested(world: &World, state: usize, cluster: &Cluster, held: &[Held]) -> bool {
+    let names: Vec<String> = (0..SLOTS).map(name).collect();
+    cluster.vms.values().any(|vm| {
+        let ours = held
+            .iter()
+            .any(|h| h.vmid == vm.vmid && h.token.as_deref() == vm.token());
+        let journaled = vm.token().is_some_and(|t| world.journal_mentions(state, t));
+        names.contains(&vm.name) && !ours && !journaled
+    })
+}
+
+async fn command(world: &mut World, state: usize, args: &[&str], out: &mut Outcome) -> bool {
+    let output = world.terraform(state, args).await;
+    out.push(state, args, &output);
+    output.code() == 0
+}
+
+async fn apply(
+    world: &mut World,
+    state: usize,
+    edits: &[Edit],
+    mode: ApplyMode,
+    expect: Expect,
+) -> Outcome {
+    let slot_present = |world: &World, slot: usize| world.states[state].config.slots[slot].present;
+    match mode {
+        ApplyMode::ReplaceSlot(slot) if !held_slot(world, state, slot) => {
+            return Outcome::skip("-replace of a VM the state does not hold");
+        }
+        ApplyMode::TargetSlot(slot) if !slot_present(world, slot) => {
+            return Outcome::skip("-target of a resource not configured");
+        }
+        _ => {}
+    }
+    for edit in edits {
+        world.states[state].config.apply(*edit);
+    }
+    world.write_config(state, "").await;
+    let flag = match mode {
+        ApplyMode::Plain => String::new(),
+        ApplyMode::ReplaceSlot(slot) => format!("-replace={}", address(slot)),
+        ApplyMode::TargetSlot(slot) => format!("-target={}", address(slot)),
+        ApplyMode::NoRefresh => "-refresh=false".to_owned(),
+    };
+    let mut args = APPLY.to_vec();
+    if !flag.is_empty() {
+        args.push(&flag);
+    }
+    let mut out = Outcome::new(Some(state), expect);
+    let ok = command(world, state, &args, &mut out).await;
+    let refreshing = matches!(mode, ApplyMode::Plain | ApplyMode::ReplaceSlot(_));
+    out.settled = ok && refreshing;
+    if mode != ApplyMode::NoRefresh {
+        world.states[state].behind_back = false;
+    }
+    out
+}
+
+fn held_slot(world: &World, state: usize, slot: usize) -> bool {
+    world.held(state).iter().any(|h| h.address == address(slot))
+}
+
+async fn shrink(world: &mut World, state: usize, slot: usize) -> Outcome {
+    let shrunk = world.states[state].config.with_shrunk_disk(slot);
+    world
+        .ws(state)
+        .await
+        .write_main_tf(&shrunk.render(state, ""));
+    let mut out = Outcome::new(Some(state), Expect::Refusal);
+    command(world, state, &APPLY, &mut out).await;
+    world.write_config(state, "").await;
+    out
+}
+
+async fn state_cmd(
+    world: &mut World,
+    state: usize,
+    slot: usize,
+    which: &str,
+    expect: Expect,
+) -> Outcome {
+    let Some(held) = world
+        .held(state)
+        .into_iter()
+        .find(|h| h.address == address(slot))
+    else {
+        return Outcome::skip("the state does not hold the VM");
+    };
+    let mut out = Outcome::new(Some(state), expect);
+    let target = address(slot);
+    let args: Vec<&str> = match which {
+        "taint" => vec!["taint", "-no-color", &target],
+        _ => vec!["state", "rm", "-no-color", &target],
+    };
+    if command(world, state, &args, &mut out).await && which == "rm" {
+        world.forgotten.insert((state, slot), held.vmid);
+    }
+    out
+}
+
+async fn save_plan(world: &mut World, state: usize, expect: Expect) -> Outcome {
+    let mut out = Outcome::new(Some(state), expect);
+    world.write_config(state, "").await;
+    let args = ["plan", "-input=false", "-no-color", "-out=saved.tfplan"];
+    if command(world, state, &args, &mut out).await {
+        world.states[state].saved = Some(world.states[state].config.clone());
+        world.states[state].behind_back = false;
+    }
+    out
+}
+
+async fn apply_saved(world: &mut World, state: usize) -> Outcome {
+    let Some(saved) = world.states[state].saved.take() else {
+        return Outcome::skip("no saved plan");
+    };
+    // A saved plan is stale once the state changed since: Terraform refuses it then.
+    let mut out = Outcome::new(Some(state), Expect::MayFail);
+    let args = ["apply", "-input=false", "-no-color", "saved.tfplan"];
+    let ok = command(world, state, &args, &mut out).await;
+    out.settled = ok && saved == world.states[state].config;
+    out
+}
+
+async fn destroy(world: &mut World, state: usize, expect: Expect) -> Outcome {
+    let held = world.held(state);
+    let mut out = Outcome::new(Some(state), expect);
+    world.write_config(state, "").await;
+    if command(
+        world,
+        state,
+        &["destroy", "-auto-approve", "-input=false", "-no-color"],
+        &mut out,
+    )
+    .await
+    {
+        out.destroyed = Some(held);
+        world.states[state].behind_back = false;
+    }
+    out
+}
+
+async fn import(
+    world: &mut World,
+    state: usize,
+    slot: usize,
+    how: ImportHow,
+    expect: Expect,
+) -> Outcome {
+    let cluster = world.cluster().await;
+    let held_anywhere = |world: &World, vmid: u64| {
+        (0..world.states.len()).any(|s| world.held(s).iter().any(|h| h.vmid == vmid))
+    };
+    let found = world
+        .forgotten
+        .iter()
+        .filter(|((_, s), _)| *s == slot)
+        .map(|(key, vmid)| (*key, *vmid))
+        .find(|(_, vmid)| cluster.vms.contains_key(vmid) && !held_anywhere(world, *vmid));
+    let present = world.states[state].config.slots[slot].present;
+    let (Some((key, vmid)), true, false) = (found, present, held_slot(world, state, slot)) else {
+        return Outcome::skip("no forgotten VM of the slot to import here");
+    };
+    let id = format!("{}/{vmid}", cluster.vms[&vmid].node);
+    let mut out = Outcome::new(Some(state), expect);
+    let ok = match how {
+        ImportHow::Cli => {
+            let args = ["import", "-input=false", "-no-color", &address(slot), &id];
+            command(world, state, &args, &mut out).await
+        }
+        ImportHow::Block => {
+            let block = format!(
+                "\nimport {{\n  to = {}\n  id = \"{id}\"\n}}\n",
+                address(slot)
+            );
+            world.write_config(state, &block).await;
+            let ok = command(world, state, &APPLY, &mut out).await;
+            world.write_config(state, "").await;
+            ok
+        }
+    };
+    if ok {
+        world.forgotten.remove(&key);
+    }
+    out
+}
+
+async fn race(world: &mut World) -> Outcome {
+    for state in 0..world.states.len() {
+        world.write_config(state, "").await;
+    }
+    let (a, b) = (
+        world.states[0].ws.as_ref().unwrap(),
+        world.states[1].ws.as_ref().unwrap(),
+    );
+    let (out_a, out_b) = tokio::join!(a.apply(), b.apply());
+    let mut out = Outcome::new(None, Expect::MayFail);
+    for (state, output) in [(0, out_a), (1, out_b)] {
+        out.ran.push(Ran {
+            state,
+            args: "apply (racing the other state)".to_owned(),
+            code: output.code(),
+            text: output.all_text(),
+        });
+    }
+    out
+}
+
+async fn kill(
+    world: &mut World,
+    state: usize,
+    edits: &[Edit],
+    during: KillDuring,
+    after: u16,
+) -> Outcome {
+    for edit in edits {
+        world.states[state].config.apply(*edit);
+    }
+    world.write_config(state, "").await;
+    let args: &[&str] = match during {
+        KillDuring::DuringApply => &APPLY,
+        KillDuring::DuringDestroy => &["destroy", "-auto-approve", "-input=false", "-no-color"],
+    };
+    let base = world.journal_len().await;
+    let mut child = world.spawn(state, args).await;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut out = Outcome::new(Some(state), Expect::MayFail);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            out.ran.push(Ran {
+                state,
+                args: format!("{} (exited before the kill point)", args.join(" ")),
+                code: status.code().unwrap_or(-1),
+                text: String::new(),
+            });
+            return out;
+        }
+        if world.journal_len().await >= base + usize::from(after) {
+            kill_group(&mut child);
+            out.killed = true;
+            return out;
+        }
+        assert!(Instant::now() < deadline, "terraform {args:?} never ended");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn fault(world: &mut World, kind: FaultKind) -> Outcome {
+    let faults = match kind {
+        FaultKind::Http5xx(endpoint, status, count) => {
+            let (method, path) = endpoint.matcher();
+            json!({"http": [{"method": method, "path_regex": path, "status": status,
+                "count": count}]})
+        }
+        FaultKind::Reset(endpoint, count) | FaultKind::LostAnswer(endpoint, count) => {
+            let (method, path) = endpoint.matcher();
+            let lost = matches!(kind, FaultKind::LostAnswer(..));
+            json!({"http": [{"method": method, "path_regex": path, "reset": true,
+                "after_handling": lost, "count": count}]})
+        }
+        FaultKind::HeldLock(state, slot, tenths) => {
+            let Some(held) = world
+                .held(state)
+                .into_iter()
+                .find(|h| h.address == address(slot))
+            else {
+                return Outcome::skip("no VM to lock");
+            };
+            json!({"held_locks": [{"vmid": held.vmid, "lock": "backup",
+                "seconds": f64::from(tenths) / 10.0}]})
+        }
+        FaultKind::TaskFail(task) => json!({"task_failures": [{"task_type": task, "nth": 1}]}),
+    };
+    world.client.set_faults(faults).await;
+    Outcome::new(None, Expect::MayFail)
+}
+
+async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Outcome {
+    let cluster = world.cluster().await;
+    let Some(vm) = world
+        .held(state)
+        .into_iter()
+        .find(|h| h.address == address(slot))
+        .and_then(|h| cluster.vms.get(&h.vmid).cloned())
+    else {
+        return Outcome::skip("the state holds no VM there");
+    };
+    let base = format!("/nodes/{}/qemu/{}", vm.node, vm.vmid);
+    let result = match act {
+        HandAct::StopVm => {
+            world
+                .call_task("POST", &format!("{base}/status/stop"), &[])
+                .await
+        }
+        HandAct::StartVm if !vm.running => {
+            world
+                .call_task("POST", &format!("{base}/status/start"), &[])
+                .await
+        }
+        HandAct::StartVm => Ok(()),
+        HandAct::DeleteVm => {
+            let _ = world
+                .call_task("POST", &format!("{base}/status/stop"), &[])
+                .await;
+            let purge = [("purge", "1"), ("destroy-unreferenced-disks", "1")];
+            world.call_task("DELETE", &base, &purge).await
+        }
+        HandAct::ProtectOn | HandAct::ProtectOff => {
+            let on = if act == HandAct::ProtectOn { "1" } else { "0" };
+            world
+                .call("PUT", &format!("{base}/config"), &[("protection", on)])
+                .await
+                .map(drop)
+        }
+        HandAct::EditMark => {
+            world.marks.entry(vm.vmid).or_insert(vm.description.clone());
+            let notes = [("description", "edge proxy, see the runbook")];
+            world
+                .call("PUT", &format!("{base}/config"), &notes)
+                .await
+                .map(drop)
+        }
+        HandAct::RestoreMark => match world.marks.remove(&vm.vmid) {
+            Some(mark) => {
+                let form = [("description", mark.as_str())];
+                world
+                    .call("PUT", &format!("{base}/config"), &form)
+                    .await
+                    .map(drop)
+            }
+            None => Ok(()),
+        },
+    };
+    for state in &mut world.states {
+        state.behind_back = true;
+    }
+    match result {
+        // PVE may refuse the operator too (a protected VM cannot be deleted): not ours.
+        Err(_) => Outcome::skip("PVE refused the operator"),
+        Ok(()) => Outcome::new(None, Expect::MayFail),
+    }
+}
+
+async fn cluster(world: &mut World, state: usize, slot: usize, act: ClusterAct) -> Outcome {
+    let cluster = world.cluster().await;
+    let Some(vm) = world
+        .held(state)
+        .into_iter()
+        .find(|h| h.address == address(slot))
+        .and_then(|h| cluster.vms.get(&h.vmid).cloned())
+    else {
+        return Outcome::skip("the state holds no VM there");
+    };
+    let next = match vm.node.as_str() {
+        "pve1" => "pve2",
+        "pve2" => "pve3",
+        _ => "pve1",
+    };
+    let sid = format!("vm:{}", vm.vmid);
+    let online = if vm.running { "1" } else { "0" };
+    let result = match act {
+        ClusterAct::Migrate => {
+            let path = format!("/nodes/{}/qemu/{}/migrate", vm.node, vm.vmid);
+            let form = [("target", next), ("online", online)];
+            world.call_task("POST", &path, &form).await
+        }
+        ClusterAct::HaAdd => world
+            .call("POST", "/cluster/ha/resources", &[("sid", sid.as_str())])
+            .await
+            .map(drop),
+        ClusterAct::NodeReboot | ClusterAct::NodeFail | ClusterAct::NodeRecover => {
+            let verb = match act {
+                ClusterAct::NodeReboot => "reboot",
+                ClusterAct::NodeFail => "fail",
+                _ => "recover",
+            };
+            let path = format!("/_sim/nodes/{}/{verb}", vm.node);
+            world.call("POST", &path, &[]).await.map(drop)
+        }
+    };
+    for state in &mut world.states {
+        state.behind_back = true;
+    }
+    match result {
+        // pve-sim answers a path it does not serve with 501 (PVE's API) or 404 (admin).
+        Err((404 | 501, _)) => {
+            world.unsupported.insert(Family::Cluster);
+            Outcome::skip("the simulator does not offer this yet")
+        }
+        Err(_) => Outcome::skip("PVE refused the operator"),
+        Ok(()) => Outcome::new(None, Expect::MayFail),
+    }
+}

@@ -1,0 +1,144 @@
+//! Sequences the fuzzer runs by name: the shortest failing sequences it found (pasted from
+//! its report, `scripts/fuzz.sh`), each ignored with the issue item whose fix it waits for
+//! (un-ignore it with the fix), and fixed sequences CI runs on every change.
+
+use super::model::Edit::*;
+use super::ops::ApplyMode::*;
+use super::ops::HandAct::*;
+use super::ops::ImportHow::*;
+use super::ops::Op::*;
+use super::regression;
+
+/// `state rm` and import, by CLI and by block, into the state that forgot the VM.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_state_rm_and_import_round_trip() {
+    regression(
+        "fuzz_state_rm_and_import_round_trip",
+        vec![
+            Apply(0, vec![Tags(0, true)], Plain),
+            StateRm(0, 0),
+            Import(0, 0, Cli),
+            StateRm(0, 1),
+            Import(0, 1, Block),
+            Apply(0, vec![Cores(1, 2)], Plain),
+        ],
+    )
+    .await;
+}
+
+/// I0: `-replace` of the state's own VM under `create_before_destroy` fails ("already
+/// exists ... finished by another Terraform state").
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "waits for #32 item 1"]
+async fn fuzz_replace_under_create_before_destroy() {
+    regression(
+        "fuzz_replace_under_create_before_destroy",
+        vec![
+            Apply(0, vec![Cbd(true)], Plain),
+            Apply(0, vec![], ReplaceSlot(0)),
+        ],
+    )
+    .await;
+}
+
+/// I0: after `terraform taint`, the apply's destroy half finds no create token (Terraform
+/// plans a tainted instance as a new create, so the planned private data is empty): it
+/// leaves the VM as "not this state's", and the create half fails "already exists". Found
+/// without `create_before_destroy`, with and without `-refresh=false` (seed 102).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "waits for #32 item 1"]
+async fn fuzz_seed_102_taint_then_apply() {
+    regression(
+        "fuzz_seed_102_taint_then_apply",
+        vec![
+            Apply(0, vec![Cbd(false)], Plain),
+            Taint(0, 0),
+            Apply(0, vec![Memory(1, 512), Cores(0, 3)], NoRefresh),
+        ],
+    )
+    .await;
+}
+
+/// I4: a destroy PVE refuses (protection) stopped the running VM first.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "waits for #32 item 2"]
+async fn fuzz_destroy_of_a_protected_vm() {
+    regression(
+        "fuzz_destroy_of_a_protected_vm",
+        vec![Apply(0, vec![], Plain), Hand(0, 0, ProtectOn), Destroy(0)],
+    )
+    .await;
+}
+
+/// I4: a replacing apply of a protected VM fails at PVE's destroy, after stopping the VM
+/// (seed 2017).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "waits for #32 item 2"]
+async fn fuzz_seed_2017_replacing_a_protected_vm() {
+    regression(
+        "fuzz_seed_2017_replacing_a_protected_vm",
+        vec![
+            Apply(0, vec![Present(0, false), Present(0, true)], Plain),
+            Hand(0, 1, ProtectOn),
+            Apply(0, vec![UserData(1, 1)], Plain),
+        ],
+    )
+    .await;
+}
+
+/// I7: `terraform destroy` succeeds, forgets the VM whose mark an operator edited, and
+/// leaves it running (seed 101).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "waits for #32 item 3"]
+async fn fuzz_seed_101_destroy_after_the_mark_was_edited() {
+    regression(
+        "fuzz_seed_101_destroy_after_the_mark_was_edited",
+        vec![
+            Apply(0, vec![Cores(1, 1), Memory(1, 512)], Plain),
+            Hand(0, 1, EditMark),
+            Destroy(0),
+        ],
+    )
+    .await;
+}
+
+/// I3: two states applying the same names at once; a VM ends held by the state whose seed
+/// it did not first boot. Timing decides: seed 2014 broke it with one `Race`; these rounds
+/// broke it in every run so far.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "waits for #32 item 4"]
+async fn fuzz_two_states_racing() {
+    regression(
+        "fuzz_two_states_racing",
+        vec![
+            Race,
+            Destroy(0),
+            Destroy(1),
+            Race,
+            Destroy(0),
+            Destroy(1),
+            Race,
+            Destroy(0),
+            Destroy(1),
+            Race,
+        ],
+    )
+    .await;
+}
+
+/// I7: an operator deletes a VM by hand (PVE's purge keeps the cdrom's ISO); the refresh
+/// drops the VM from state and forgets its seed, which nothing removes afterwards: the seed
+/// ISO is left after every state's destroy (seeds 301 and 2009; 2009's shrunk sequence).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "waits for a fix: a VM deleted by hand leaks its seed (not yet an item of #32)"]
+async fn fuzz_seed_2009_a_vm_deleted_by_hand_leaks_its_seed() {
+    regression(
+        "fuzz_seed_2009_a_vm_deleted_by_hand_leaks_its_seed",
+        vec![
+            Apply(0, vec![Started(1, false), Memory(1, 512)], Plain),
+            Hand(0, 0, DeleteVm),
+            Destroy(0),
+        ],
+    )
+    .await;
+}
