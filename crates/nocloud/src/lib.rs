@@ -33,12 +33,14 @@
 //!   `local-hostname` is the VM name.
 //! * `user-data`: the user's text, untouched. When none is given an empty
 //!   file is written, because NoCloud requires `user-data` to exist.
-//! * `vendor-data` ([`render::vendor_data_guest_agent`], the default): a
-//!   MIME multipart message with a cloud-config part (`packages:
-//!   [qemu-guest-agent]`, `runcmd: systemctl enable --now qemu-guest-agent`,
-//!   plus `systemctl start`, since Debian's unit is static) and a vendor
-//!   script that installs and starts the agent if it is still missing, so
-//!   the provider can read the VM's addresses.
+//! * `vendor-data` ([`render::vendor_data`], the default): a MIME multipart
+//!   message with a cloud-config part (`packages: [qemu-guest-agent]`,
+//!   `runcmd: systemctl enable --now qemu-guest-agent`, plus `systemctl
+//!   start`, since Debian's unit is static), a cloud-config part with
+//!   `manual_cache_clean: true` (see [Later boots without the
+//!   seed](#later-boots-without-the-seed)) and a vendor script that installs
+//!   and starts the agent if it is still missing, so the provider can read the
+//!   VM's addresses.
 //! * `network-config`: optional, passed through (version 2 is what the
 //!   provider documents; cloud-init also reads version 1).
 //!
@@ -72,6 +74,67 @@
 //!   case (in a plain cloud-config) so the plan can say so.
 //! * `vendor_data: {prefix: [...]}` in user-data runs our script through the
 //!   given command; that is the user's choice and still runs it.
+//!
+//! # Later boots without the seed
+//!
+//! The provider detaches the seed (`ide2: none,media=cdrom`) once cloud-init
+//! has finished, and deletes the ISO. Without more, cloud-init would not
+//! recognise the guest on its next boot: ds-identify finds no datasource and
+//! disables cloud-init, or, where it still runs, cloud-init checks its cache
+//! against a datasource that is gone, throws the cache away, renders its
+//! fallback network config (DHCP on the first NIC) over the seed's, and with
+//! `None` on its datasource list starts a new instance (new SSH host keys,
+//! per-instance modules again).
+//!
+//! [`render::DETACHED_SEED_CLOUD_CONFIG`] sets `manual_cache_clean: true`.
+//! cloud-init (0.7.9 or newer; the provider documents 20.x) then writes
+//! [`render::MANUAL_CLEAN_MARKER`] at the end of the first boot; on every
+//! later boot ds-identify keeps cloud-init enabled because of that marker, and
+//! cloud-init trusts its cache: the same instance, the same datasource and
+//! network config, per-boot modules as before, nothing searched for. A
+//! user-data cloud-config that sets `write_files` or any other key leaves the
+//! setting alone; only its own `manual_cache_clean` (or switching vendor-data
+//! off) changes it. `tests/nocloud/cloud_init.rs` runs cloud-init's own first
+//! and later boot, and its ds-identify, on our seeds to show it.
+//!
+//! What a detached guest needs, and what it means:
+//!
+//! * cloud-init 20.x or newer with the NoCloud datasource, and vendor-data
+//!   left on. Whether a guest got the setting is visible in the guest: the
+//!   marker file exists (readable through the agent's `file-read`). A guest
+//!   without it must keep its seed.
+//! * Re-provisioning: `cloud-init clean --reboot` (add `--logs` to start
+//!   afresh) with a seed attached runs the guest as a new instance from that
+//!   seed. `clean` removes the cache and the setting with it; without a seed
+//!   cloud-init then stays off.
+//! * A changed seed attached later is not read until `cloud-init clean`: the
+//!   cache is trusted. The provider replaces a VM whose user-data changes, so
+//!   it never relies on that.
+//! * An image made from such a guest must be cleaned first (`cloud-init clean`),
+//!   as cloud-init's docs say for every guest in trust mode.
+//! * A distribution upgrade that changes the Python minor version makes
+//!   cloud-init drop its cache once (`purge_cache_on_python_version_change`);
+//!   without a seed that boot looks for a datasource anew. Attach a seed
+//!   (`seed_lifetime = "vm"`) for that boot, or replace the VM.
+//! * Do not opt in to cloud-init's per-boot network updates (`updates: network:
+//!   when: [boot]`) on a detached guest: they ask a datasource that is gone.
+//!
+//! Nothing else is in vendor-data for this, on purpose. ds-identify reads
+//! `datasource_list` only from `/etc/cloud/cloud.cfg{,.d}` and the kernel
+//! command line, never from vendor-data, and a trusted boot searches no
+//! datasource, so a vendor `datasource_list` would act only when the cache is
+//! gone, and then the stored vendor config is gone with it. A vendor
+//! `network: {config: disabled}` changes nothing on trusted boots either
+//! (cloud-init renders network config only for a new instance). Files under
+//! `/etc/cloud/cloud.cfg.d/` would outlive `cloud-init clean`, and writing
+//! them takes `write_files` (which a user's `write_files` replaces) or a
+//! script that must also create the marker before the next boot.
+//!
+//! The instance id stays what it was: a hash of the VM's name, its identity
+//! and the seed's files, so the same seed always says the same instance, and
+//! after detaching cloud-init keeps the id from its cache anyway. It does not
+//! include the create attempt: a create that takes over another attempt's VM
+//! with the same content must not make a booted guest a new instance.
 //!
 //! # Other distributions
 //!
@@ -143,7 +206,7 @@ impl Seed {
             vm_identity: vm_identity.into(),
             user_data: Vec::new(),
             network_config: None,
-            vendor_data: Some(render::vendor_data_guest_agent().as_bytes().to_vec()),
+            vendor_data: Some(render::vendor_data().as_bytes().to_vec()),
             attempt: None,
         }
     }
@@ -330,7 +393,7 @@ mod tests {
         assert_eq!(files.network_config.as_deref(), Some(&b"version: 2\n"[..]));
         assert_eq!(
             files.vendor_data.as_deref(),
-            Some(render::vendor_data_guest_agent().as_bytes())
+            Some(render::vendor_data().as_bytes())
         );
         let meta = String::from_utf8(files.meta_data).unwrap();
         assert!(meta.contains(&format!("instance-id: {instance_id}\n")));

@@ -1,5 +1,5 @@
-//! The seed files we write ourselves: `meta-data` and the guest-agent
-//! `vendor-data`.
+//! The seed files we write ourselves: `meta-data` and `vendor-data` (the guest agent, and
+//! quiet boots once the seed is detached).
 
 use sha2::{Digest, Sha256};
 
@@ -101,9 +101,20 @@ fn yaml_double_quoted(text: &str) -> String {
     out
 }
 
+/// The vendor-data every seed carries by default: [`vendor_data_guest_agent`]'s two parts
+/// plus [`DETACHED_SEED_CLOUD_CONFIG`], so the guest keeps booting as the same instance once
+/// the provider detached its seed. A MIME multipart message, parts in this order:
+/// `guest-agent.cfg`, `detached-seed.cfg`, `guest-agent.sh`.
+pub fn vendor_data() -> &'static str {
+    VENDOR_DATA
+}
+
 /// The vendor-data that installs, enables and starts `qemu-guest-agent`: a
 /// MIME multipart message with [`GUEST_AGENT_CLOUD_CONFIG`] and
-/// [`GUEST_AGENT_SCRIPT`].
+/// [`GUEST_AGENT_SCRIPT`]. This was the whole default before
+/// [`DETACHED_SEED_CLOUD_CONFIG`] joined it in [`vendor_data`]; it stays byte for byte as it
+/// was, because text hashed into values that users keep (the provider's `seed_hash`) must
+/// never change under them.
 ///
 /// Two parts because cloud-init lets any top-level key of a user-data
 /// cloud-config replace the same key of vendor-data: user-data with its own
@@ -117,8 +128,16 @@ pub fn vendor_data_guest_agent() -> &'static str {
     GUEST_AGENT_VENDOR_DATA
 }
 
-/// The MIME boundary of [`vendor_data_guest_agent`]; it occurs in neither part.
+/// The MIME boundary of [`vendor_data`] and [`vendor_data_guest_agent`]; it occurs in no
+/// part.
 pub const VENDOR_DATA_BOUNDARY: &str = "==proxyvm-vendor-data-boundary==";
+
+/// The file cloud-init writes at the end of a first boot whose merged config says
+/// `manual_cache_clean: true` (`stages.py`, `Init._write_to_cache`), and the one ds-identify
+/// looks for (`manual_clean_and_existing`) to keep cloud-init enabled when no datasource
+/// can be found. Read through the guest agent, its presence says the guest will boot
+/// quietly without its seed; a guest without it must keep the seed.
+pub const MANUAL_CLEAN_MARKER: &str = "/var/lib/cloud/instance/manual-clean";
 
 macro_rules! guest_agent_cloud_config {
     () => {
@@ -133,6 +152,20 @@ runcmd:
   # with a notice, so start it explicitly as well.
   - [systemctl, enable, --now, qemu-guest-agent]
   - [systemctl, start, qemu-guest-agent]
+"
+    };
+}
+
+macro_rules! detached_seed_cloud_config {
+    () => {
+        "\
+#cloud-config
+# Written by terraform-provider-proxmox, which detaches this seed once
+# cloud-init has finished. On every later boot cloud-init then trusts its
+# cache: the same instance, datasource and network config, with no search
+# for the missing seed, no fallback network config and no new instance.
+# Per-boot modules still run. `cloud-init clean` ends it (re-provisioning).
+manual_cache_clean: true
 "
     };
 }
@@ -170,29 +203,91 @@ pub const GUEST_AGENT_CLOUD_CONFIG: &str = guest_agent_cloud_config!();
 /// The vendor-script part of [`vendor_data_guest_agent`].
 pub const GUEST_AGENT_SCRIPT: &str = guest_agent_script!();
 
+/// The cloud-config part of [`vendor_data`] that keeps later boots of a guest without its
+/// seed quiet: `manual_cache_clean: true`.
+///
+/// Why a top-level key of vendor-data, read from cloud-init's source (`stages.py`,
+/// `helpers.py`, `cmd/main.py`, `tools/ds-identify`):
+/// * cloud-init merges the instance's stored vendor cloud-config into its own config
+///   (`ConfigMerger`, `include_vendor`), so after the first boot's `consume_data` the key is
+///   set, and `activate_datasource` writes [`MANUAL_CLEAN_MARKER`] in that same boot;
+/// * on later boots ds-identify finds the marker and keeps cloud-init enabled without a
+///   datasource, and `init --local` reads the key (or the marker) before any datasource is
+///   fetched and restores the cached one with `existing="trust"`: not a new instance, the
+///   cached network config, no fallback;
+/// * a user's cloud-config replaces only the top-level keys it sets itself, so `write_files`
+///   (or any other key but `manual_cache_clean`) leaves it alone; a file written by our own
+///   `write_files` would have been dropped by the user's;
+/// * it lives in the instance directory, so `cloud-init clean` removes it and a cleaned guest
+///   provisions from a new seed as any other.
+///
+/// cloud-init's schema lists only module keys: `cloud-init schema` of releases since 23.4
+/// reports this key as unexpected (`--system` shows it for vendor-data); cloud-init itself
+/// validates only user-data at boot and uses the key either way.
+pub const DETACHED_SEED_CLOUD_CONFIG: &str = detached_seed_cloud_config!();
+
 // The layout `cloud-init devel make-mime` writes, with a fixed boundary so
 // the bytes never change.
-const GUEST_AGENT_VENDOR_DATA: &str = concat!(
-    "Content-Type: multipart/mixed; boundary=\"==proxyvm-vendor-data-boundary==\"\n",
-    "MIME-Version: 1.0\n",
-    "\n",
-    "--==proxyvm-vendor-data-boundary==\n",
-    "Content-Type: text/cloud-config; charset=\"us-ascii\"\n",
-    "MIME-Version: 1.0\n",
-    "Content-Transfer-Encoding: 7bit\n",
-    "Content-Disposition: attachment; filename=\"guest-agent.cfg\"\n",
-    "\n",
-    guest_agent_cloud_config!(),
-    "\n",
-    "--==proxyvm-vendor-data-boundary==\n",
-    "Content-Type: text/x-shellscript; charset=\"us-ascii\"\n",
-    "MIME-Version: 1.0\n",
-    "Content-Transfer-Encoding: 7bit\n",
-    "Content-Disposition: attachment; filename=\"guest-agent.sh\"\n",
-    "\n",
-    guest_agent_script!(),
-    "\n",
-    "--==proxyvm-vendor-data-boundary==--\n",
+macro_rules! part {
+    ($content_type:literal, $file:literal, $body:expr) => {
+        concat!(
+            "--==proxyvm-vendor-data-boundary==\n",
+            "Content-Type: ",
+            $content_type,
+            "; charset=\"us-ascii\"\n",
+            "MIME-Version: 1.0\n",
+            "Content-Transfer-Encoding: 7bit\n",
+            "Content-Disposition: attachment; filename=\"",
+            $file,
+            "\"\n",
+            "\n",
+            $body,
+            "\n",
+        )
+    };
+}
+
+macro_rules! multipart {
+    ($($part:expr),+ $(,)?) => {
+        concat!(
+            "Content-Type: multipart/mixed; boundary=\"==proxyvm-vendor-data-boundary==\"\n",
+            "MIME-Version: 1.0\n",
+            "\n",
+            $($part,)+
+            "--==proxyvm-vendor-data-boundary==--\n",
+        )
+    };
+}
+
+const GUEST_AGENT_VENDOR_DATA: &str = multipart!(
+    part!(
+        "text/cloud-config",
+        "guest-agent.cfg",
+        guest_agent_cloud_config!()
+    ),
+    part!(
+        "text/x-shellscript",
+        "guest-agent.sh",
+        guest_agent_script!()
+    ),
+);
+
+const VENDOR_DATA: &str = multipart!(
+    part!(
+        "text/cloud-config",
+        "guest-agent.cfg",
+        guest_agent_cloud_config!()
+    ),
+    part!(
+        "text/cloud-config",
+        "detached-seed.cfg",
+        detached_seed_cloud_config!()
+    ),
+    part!(
+        "text/x-shellscript",
+        "guest-agent.sh",
+        guest_agent_script!()
+    ),
 );
 
 #[cfg(test)]
@@ -203,7 +298,7 @@ mod tests {
         SeedContent {
             user_data,
             network_config: None,
-            vendor_data: Some(vendor_data_guest_agent().as_bytes()),
+            vendor_data: Some(vendor_data().as_bytes()),
         }
     }
 
@@ -264,6 +359,7 @@ mod tests {
         assert_eq!(validate(text).unwrap().kind, UserDataKind::MimeMultipart);
         assert!(text.contains(GUEST_AGENT_CLOUD_CONFIG));
         assert!(text.contains(GUEST_AGENT_SCRIPT));
+        assert!(!text.contains(DETACHED_SEED_CLOUD_CONFIG));
         assert!(text.contains(&format!("boundary=\"{VENDOR_DATA_BOUNDARY}\"")));
         assert_eq!(text.matches(VENDOR_DATA_BOUNDARY).count(), 4);
         assert!(text.ends_with(&format!("--{VENDOR_DATA_BOUNDARY}--\n")));
@@ -278,5 +374,40 @@ mod tests {
             validate(GUEST_AGENT_SCRIPT).unwrap().kind,
             UserDataKind::Script
         );
+    }
+
+    #[test]
+    fn default_vendor_data_adds_the_detached_seed_part_between_the_agent_parts() {
+        use crate::user_data::{UserDataKind, validate};
+        let text = vendor_data();
+        assert_eq!(validate(text).unwrap().kind, UserDataKind::MimeMultipart);
+        assert_eq!(text.matches(VENDOR_DATA_BOUNDARY).count(), 5);
+        assert!(text.is_ascii(), "declared us-ascii");
+        let agent = text.find(GUEST_AGENT_CLOUD_CONFIG).unwrap();
+        let detached = text.find(DETACHED_SEED_CLOUD_CONFIG).unwrap();
+        let script = text.find(GUEST_AGENT_SCRIPT).unwrap();
+        assert!(agent < detached && detached < script);
+        assert!(text.contains("filename=\"detached-seed.cfg\""));
+        assert_eq!(
+            validate(DETACHED_SEED_CLOUD_CONFIG).unwrap().kind,
+            UserDataKind::CloudConfig
+        );
+        // The one setting, as a top-level key (see its doc for why).
+        let keys: Vec<&str> = DETACHED_SEED_CLOUD_CONFIG
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .collect();
+        assert_eq!(keys, ["manual_cache_clean: true"]);
+        // Everything else is the guest-agent vendor-data's.
+        let without = text.replace(
+            &format!(
+                "--{VENDOR_DATA_BOUNDARY}\nContent-Type: text/cloud-config; \
+                 charset=\"us-ascii\"\nMIME-Version: 1.0\nContent-Transfer-Encoding: 7bit\n\
+                 Content-Disposition: attachment; filename=\"detached-seed.cfg\"\n\n\
+                 {DETACHED_SEED_CLOUD_CONFIG}\n"
+            ),
+            "",
+        );
+        assert_eq!(without, vendor_data_guest_agent());
     }
 }

@@ -1,10 +1,12 @@
-//! `/cluster/resources` and `/cluster/nextid`.
+//! `/cluster/resources`, `/cluster/nextid`, and `/cluster/ha` in [`ha`].
 
 use serde::Deserialize;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::wire::{Form, de, value_as_u64};
+
+pub mod ha;
 
 /// A VM row of `GET /cluster/resources?type=vm`. Fields from pvestatd (name, template, max*)
 /// are missing for a while after a clone; `lock` and `tags` come from the config directly.

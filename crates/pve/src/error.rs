@@ -103,6 +103,65 @@ pub enum ConnectFailure {
     Other,
 }
 
+/// Why PVE refused the caller, for an [`ErrorKind::Auth`] error: the fix differs (the token
+/// itself, or the role behind it).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// 401: the token was not accepted (unknown, expired, revoked, wrong secret; PVE 9.1.5
+    /// and later say only "Authentication failed!").
+    Credentials,
+    /// "Permission check failed …" (403, or a task that checked inside its worker): the
+    /// token is valid but lacks what this call needs.
+    Permission(MissingPermission),
+    /// 403 "URI '…' not available with API token, need proper ticket.": the call needs a
+    /// user session, whatever the token's privileges.
+    TokenNotAllowed,
+}
+
+/// What a "Permission check failed (…)" names (pve-common `raise_perm_exc`;
+/// pve-access-control `RPCEnvironment::check`/`check_any`): `(<path>, <priv>)`, `(<path>,
+/// A|B)` for any-of checks, a text of its own (`(user != root@pam)`), or nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MissingPermission {
+    /// The ACL path, e.g. `/vms/100`.
+    pub path: Option<String>,
+    /// The privileges, any one of which would do, e.g. `["VM.GuestAgent.FileRead",
+    /// "VM.GuestAgent.Unrestricted"]`.
+    pub privileges: Vec<String>,
+    /// Any other text inside the parentheses, e.g. `for modifying tag 'x'` or
+    /// `user != root@pam`.
+    pub detail: Option<String>,
+}
+
+impl MissingPermission {
+    /// Reads PVE's text; `None` unless it is a permission check's.
+    fn parse(message: &str) -> Option<MissingPermission> {
+        let rest = message.trim().strip_prefix(PERMISSION_TEXT)?.trim();
+        let Some(inner) = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) else {
+            return Some(MissingPermission::default());
+        };
+        let Some((path, privileges)) = inner
+            .split_once(", ")
+            .filter(|(path, _)| path.starts_with('/'))
+        else {
+            return Some(MissingPermission {
+                detail: Some(inner.to_owned()),
+                ..MissingPermission::default()
+            });
+        };
+        let (privileges, detail) = match privileges.split_once(' ') {
+            Some((privileges, detail)) => (privileges, Some(detail.to_owned())),
+            None => (privileges, None),
+        };
+        Some(MissingPermission {
+            path: Some(path.to_owned()),
+            privileges: privileges.split('|').map(str::to_owned).collect(),
+            detail,
+        })
+    }
+}
+
 /// An error from a PVE call. Every server-provided text in it has had the API token scrubbed.
 #[derive(Debug, Clone)]
 pub struct Error {
@@ -234,6 +293,42 @@ impl Error {
     /// the fix is configuration (`ca_cert`), never a retry.
     pub fn is_certificate_error(&self) -> bool {
         self.certificate
+    }
+
+    /// Why PVE refused the caller, when it did ([`ErrorKind::Auth`]); `None` for any other
+    /// error. The one place that reads PVE's texts for this: callers match on the result.
+    pub fn auth_failure(&self) -> Option<AuthFailure> {
+        if self.kind != ErrorKind::Auth {
+            return None;
+        }
+        if self.status() == Some(401) {
+            return Some(AuthFailure::Credentials);
+        }
+        if let Some(missing) = MissingPermission::parse(&self.message) {
+            return Some(AuthFailure::Permission(missing));
+        }
+        if self.message.contains(TOKEN_NOT_ALLOWED_TEXT) {
+            return Some(AuthFailure::TokenNotAllowed);
+        }
+        // Another 403: PVE refused without saying what was missing.
+        Some(AuthFailure::Permission(MissingPermission::default()))
+    }
+
+    /// Whether a guest-agent file call failed because the file is not in the guest (qemu-ga's
+    /// `guest-file-open` failed with ENOENT), e.g. cloud-init's `result.json` before cloud-init
+    /// finished: "VM N qga command 'guest-file-open' failed - failed to open file '…' (mode:
+    /// 'r'): No such file or directory".
+    pub fn is_guest_file_missing(&self) -> bool {
+        self.message.contains("'guest-file-open' failed")
+            && self.message.contains("No such file or directory")
+    }
+
+    /// Whether the guest's agent refuses the command itself (qemu-ga's `--block-rpcs` or
+    /// `--allow-rpcs`, as some distributions ship it for file access): QEMU's
+    /// `qmp_dispatch` says "Command guest-file-open has been disabled" (older QEMU:
+    /// "The command … has been disabled for this instance"). Not a privilege of the token.
+    pub fn is_agent_command_disabled(&self) -> bool {
+        self.message.contains("qga command") && self.message.contains("has been disabled")
     }
 
     /// Whether this error is the guest agent not (yet) answering — useful while waiting for boot.
@@ -411,6 +506,20 @@ const LOCKED_TEXTS: &[&str] = &["VM is locked (", "can't lock file"];
 /// and PVE::Tools::assert_if_modified's `detected modified configuration`.
 const CONFLICT_TEXTS: &[&str] = &["checksum mismatch", "detected modified configuration"];
 
+/// pve-common `PVE::Exception::raise_perm_exc`; a worker that checks a privilege fails its
+/// task with the same text.
+const PERMISSION_TEXT: &str = "Permission check failed";
+
+/// pve-manager `PVE/HTTPServer.pm` (`rest_handler`) for calls a token may not make.
+const TOKEN_NOT_ALLOWED_TEXT: &str = "not available with API token";
+
+/// pve-ha-manager `src/PVE/API2/HA/Resources.pm`: `api_copy_config` ("no such resource
+/// 'vm:100'") and `delete` ("cannot delete service 'vm:100', not HA managed!").
+const HA_NOT_FOUND_TEXTS: &[&str] = &["no such resource '", "not HA managed!"];
+
+/// pve-ha-manager `Resources.pm` `create`: "resource ID 'vm:100' already defined".
+const HA_ALREADY_EXISTS_TEXTS: &[&str] = &["' already defined"];
+
 const TRANSIENT_TEXTS: &[&str] = &[
     "got no worker upid",
     "QEMU guest agent is not running",
@@ -450,13 +559,17 @@ pub(crate) fn classify_http(
 /// Classify by the message text alone, order matters: a lock-timeout text also says "got
 /// timeout" but is a lock problem.
 fn classify_text(message: &str) -> Option<ErrorKind> {
-    if contains_any(message, LOCKED_TEXTS) {
+    if message.trim_start().starts_with(PERMISSION_TEXT) {
+        Some(ErrorKind::Auth)
+    } else if contains_any(message, LOCKED_TEXTS) {
         Some(ErrorKind::Locked)
     } else if contains_any(message, CONFLICT_TEXTS) {
         Some(ErrorKind::Conflict)
-    } else if contains_any(message, ALREADY_EXISTS_TEXTS) {
+    } else if contains_any(message, ALREADY_EXISTS_TEXTS)
+        || contains_any(message, HA_ALREADY_EXISTS_TEXTS)
+    {
         Some(ErrorKind::AlreadyExists)
-    } else if contains_any(message, NOT_FOUND_TEXTS) {
+    } else if contains_any(message, NOT_FOUND_TEXTS) || contains_any(message, HA_NOT_FOUND_TEXTS) {
         Some(ErrorKind::NotFound)
     } else if contains_any(message, TRANSIENT_TEXTS) {
         Some(ErrorKind::Transient)
@@ -771,6 +884,136 @@ mod tests {
         assert!(Error::transport("POST", "/x", false, true, "timeout".into()).outcome_unknown());
     }
 
+    #[test]
+    fn auth_failures_are_read_once() {
+        let http = |status: u16, msg: &str| {
+            Error::http("GET", "/x", status, true, msg.into(), BTreeMap::new())
+        };
+        assert_eq!(
+            http(401, "Authentication failed!\n").auth_failure(),
+            Some(AuthFailure::Credentials)
+        );
+        assert_eq!(
+            http(401, "invalid token value!").auth_failure(),
+            Some(AuthFailure::Credentials)
+        );
+        let missing = |e: Error| match e.auth_failure() {
+            Some(AuthFailure::Permission(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        let m = missing(http(403, "Permission check failed (/vms/100, VM.Audit)\n"));
+        assert_eq!(m.path.as_deref(), Some("/vms/100"));
+        assert_eq!(m.privileges, ["VM.Audit"]);
+        assert_eq!(m.detail, None);
+        // Agent.pm's file-read: any of two.
+        let m = missing(http(
+            403,
+            "Permission check failed \
+             (/vms/100, VM.GuestAgent.FileRead|VM.GuestAgent.Unrestricted)\n",
+        ));
+        assert_eq!(
+            m.privileges,
+            ["VM.GuestAgent.FileRead", "VM.GuestAgent.Unrestricted"]
+        );
+        let m = missing(http(
+            403,
+            "Permission check failed (/, Sys.Modify for modifying tag 'x')\n",
+        ));
+        assert_eq!(m.path.as_deref(), Some("/"));
+        assert_eq!(m.privileges, ["Sys.Modify"]);
+        assert_eq!(m.detail.as_deref(), Some("for modifying tag 'x'"));
+        let m = missing(http(403, "Permission check failed (user != root@pam)\n"));
+        assert_eq!(
+            (m.path, m.detail.as_deref()),
+            (None, Some("user != root@pam"))
+        );
+        assert_eq!(
+            missing(http(403, "Permission check failed\n")),
+            MissingPermission::default()
+        );
+        assert_eq!(
+            http(
+                403,
+                "URI '/nodes/pve1/termproxy' not available with API token, need proper ticket.\n"
+            )
+            .auth_failure(),
+            Some(AuthFailure::TokenNotAllowed)
+        );
+        // A worker's own check fails the task with the same text.
+        let task = classify_task_exit("Permission check failed (/vms/300, VM.Config.CDROM)");
+        assert_eq!(task, ErrorKind::Auth);
+        assert_eq!(http(500, "VM 100 not running\n").auth_failure(), None);
+        assert_eq!(http(404, "").auth_failure(), None);
+    }
+
+    #[test]
+    fn guest_file_refusals() {
+        let http = |msg: &str| Error::http("GET", "/x", 500, true, msg.into(), BTreeMap::new());
+        let missing = http(
+            "VM 100 qga command 'guest-file-open' failed - failed to open file \
+             '/run/cloud-init/result.json' (mode: 'r'): No such file or directory\n",
+        );
+        assert!(missing.is_guest_file_missing());
+        assert!(!missing.is_agent_command_disabled());
+        // Not the VM gone: a missing guest file must never read as NotFound.
+        assert_eq!(missing.kind(), ErrorKind::Permanent);
+        for blocked in [
+            "VM 100 qga command 'guest-file-open' failed - Command guest-file-open has been \
+             disabled\n",
+            "VM 100 qga command 'guest-file-open' failed - The command guest-file-open has \
+             been disabled for this instance\n",
+        ] {
+            let blocked = http(blocked);
+            assert!(blocked.is_agent_command_disabled());
+            assert!(!blocked.is_guest_file_missing());
+        }
+        let denied = http(
+            "VM 100 qga command 'guest-file-open' failed - failed to open file '/etc/shadow' \
+             (mode: 'r'): Permission denied\n",
+        );
+        assert!(!denied.is_guest_file_missing() && !denied.is_agent_command_disabled());
+        assert!(!http("QEMU guest agent is not running\n").is_guest_file_missing());
+    }
+
+    #[test]
+    fn ha_resource_texts() {
+        // pve-ha-manager src/PVE/API2/HA/Resources.pm (die texts, HTTP 500).
+        assert_eq!(
+            http(500, "no such resource 'vm:100'\n"),
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            http(500, "cannot delete service 'vm:100', not HA managed!\n"),
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            http(
+                500,
+                "create resource failed: resource ID 'vm:100' already defined\n"
+            ),
+            ErrorKind::AlreadyExists
+        );
+        // The 400 of a duplicate parameter stays Invalid.
+        assert_eq!(
+            classify_http(
+                400,
+                "Parameter verification failed.\n",
+                &params(&[(
+                    "sid",
+                    "duplicate parameter (already defined in URI) with conflicting values!"
+                )])
+            ),
+            ErrorKind::Invalid
+        );
+        assert_eq!(
+            http(
+                500,
+                "service 'vm:100' in error state, must be disabled and fixed first\n"
+            ),
+            ErrorKind::Permanent
+        );
+    }
+
     /// Every text we classify on is one PVE really prints: each must occur in the shared
     /// fact files (skipped where the checkout has no `shared/` beside it).
     #[test]
@@ -788,6 +1031,7 @@ mod tests {
             .chain(ALREADY_EXISTS_TEXTS)
             .chain(LOCKED_TEXTS)
             .chain(TRANSIENT_TEXTS)
+            .chain(&[PERMISSION_TEXT, TOKEN_NOT_ALLOWED_TEXT])
         {
             assert!(
                 facts.contains(needle) || providers.contains(needle),

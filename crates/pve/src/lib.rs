@@ -11,11 +11,15 @@
 //! - [`nodes`] (`/nodes`, `/nodes/{node}/status`, `/nodes/{node}/network`): [`Client::nodes`],
 //!   [`Client::node`] → [`nodes::Node::status`], [`nodes::Node::network`].
 //! - [`cluster`] (`/cluster/resources?type=vm`, `/cluster/nextid`): [`Client::cluster`] →
-//!   `vm_resources`, `locate_vm`, `next_id`.
+//!   `vm_resources`, `locate_vm`, `next_id`; [`cluster::ha`] (`/cluster/ha/resources[/{sid}]`,
+//!   `/cluster/ha/status/current`): `client.cluster().ha()` → `resources`, `resource`,
+//!   `add_resource`, `update_resource`, `delete_resource`, `status_current`.
 //! - [`qemu`] (`/nodes/{node}/qemu[/{vmid}/…]`): `client.node(n).qemu_list(full)`;
 //!   `client.node(n).qemu(vmid)` → `clone_to`, `config`, `config_current`, `update_config`
 //!   (PUT), `update_config_async` (POST), `pending`, `resize`, `status`, `start`, `stop`,
-//!   `shutdown`, `destroy`, `agent()` → `ping`, `network_get_interfaces`, `get_host_name`.
+//!   `shutdown`, `destroy`, `migrate_preconditions` (GET) and `migrate` (POST, in
+//!   `qemu/migrate.rs`), `agent()` → `ping`, `network_get_interfaces`, `get_host_name`,
+//!   `file_read`, `file_read_range`, `file_write` (in `qemu/agent_files.rs`).
 //! - [`storage`] (`/nodes/{node}/storage/…`): `client.node(n).storages(..)`, `.storage(id)` →
 //!   `status`, `content`, `volume`, `delete_volume`, `upload`.
 //! - [`tasks`] (`/nodes/{node}/tasks/{upid}/…`): [`Client::task_status`],
@@ -29,8 +33,8 @@
 //! - [`retry`]: [`retry::RetryPolicy`], [`retry::retry_idempotent`],
 //!   [`retry::retry_with_check`], [`retry::Backoff`], [`retry::wait_out_locks`].
 //! - [`wire`]: [`wire::Form`] (0/1 booleans), [`wire::de`] (int-or-string),
-//!   [`wire::Envelope`], [`wire::NetConfig`], [`wire::CdromDrive`], [`wire::DiskDrive`],
-//!   [`wire::ByteSize`].
+//!   [`wire::Envelope`], [`wire::NetConfig`], [`wire::CdromDrive`] (an ISO, or `none` once
+//!   detached), [`wire::DiskDrive`], [`wire::ByteSize`], [`wire::Startup`].
 //! - [`upid`]: [`Upid`] (parse, display verbatim, `node()`).
 //!
 //! # Example
@@ -92,15 +96,18 @@
 //! Every failure is an [`Error`] whose [`Error::kind`] is one of:
 //!
 //! - `NotFound`: 404; 500 "… does not exist", "unable to find configuration file …"; 400
-//!   `errors.upid = "no such task"`, `errors.storage = "No such storage."`.
+//!   `errors.upid = "no such task"`, `errors.storage = "No such storage."`; HA's "no such
+//!   resource '…'" and "… not HA managed!".
 //! - `AlreadyExists`: 400 `errors.vmid = "VM N already exists"`; 500 "… already exists on
-//!   node …"; task "… File exists".
+//!   node …"; task "… File exists"; HA's "resource ID '…' already defined".
 //! - `Locked`: "VM is locked (…)", "can't lock file '…' - got timeout" (HTTP or task exit
 //!   status).
 //! - `Transient`: connect/reset/timeout; 502/503/504/595/596/599; "got no worker upid"; "QEMU
 //!   guest agent is not running"; other "got timeout".
 //! - `Auth`: 401 ("Authentication failed!", "No ticket"), 403 ("Permission check failed
-//!   (/path, Priv)").
+//!   (/path, Priv)"), and a task that failed its own permission check (same text).
+//!   [`Error::auth_failure`] says which ([`AuthFailure`]: the token, or the privileges
+//!   [`MissingPermission`] names), so callers never read the text themselves.
 //! - `Invalid`: other 400 "Parameter verification failed." with the per-parameter map in
 //!   [`Error::param_errors`]; bad client configuration.
 //! - `Permanent`: a rejected TLS certificate ([`Error::is_certificate_error`]); everything else
@@ -165,6 +172,8 @@ pub mod pacing;
 pub mod pools;
 pub mod qemu;
 pub mod retry;
+#[cfg(test)]
+mod schema_contract;
 pub mod storage;
 pub mod tasks;
 pub mod upid;
@@ -172,7 +181,9 @@ pub mod version;
 pub mod wire;
 
 pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
-pub use error::{ConnectFailure, Error, ErrorKind, Origin, Result, TaskFailure};
+pub use error::{
+    AuthFailure, ConnectFailure, Error, ErrorKind, MissingPermission, Origin, Result, TaskFailure,
+};
 pub use pacing::{Pacer, TaskTimes, TaskWait};
 pub use retry::{
     Backoff, MaybeLocked, RetryPolicy, retry_idempotent, retry_with_check, wait_out_locks,

@@ -10,7 +10,15 @@ use crate::error::{Error, Result};
 use crate::nodes::Node;
 use crate::upid::Upid;
 use crate::wire::{
-    ByteSize, CdromDrive, DiskDrive, Form, NetConfig, ParseError, boot_disk_key, de,
+    ByteSize, CdromDrive, DiskDrive, Form, NetConfig, ParseError, Startup, boot_disk_key, de,
+};
+
+pub(crate) mod agent_files;
+mod migrate;
+
+pub use agent_files::{FILE_WRITE_MAX_BYTES, FileContent};
+pub use migrate::{
+    BlockingHaResource, LocalDisk, MigratePreconditions, MigrateRequest, NodeRefusal,
 };
 
 /// Calls under `/nodes/{node}/qemu/{vmid}`.
@@ -140,6 +148,15 @@ impl ConfigUpdate {
     pub fn onboot(self, enabled: bool) -> Self {
         self.set("onboot", if enabled { "1" } else { "0" })
     }
+    /// `startup` (`order=N,up=S,down=S`); an empty one removes the key (PVE has no empty
+    /// value for it).
+    pub fn startup(self, startup: &Startup) -> Self {
+        if startup.is_empty() {
+            self.delete("startup")
+        } else {
+            self.set("startup", startup.to_string())
+        }
+    }
     /// `tags`, `;`-joined.
     pub fn tags<S: AsRef<str>>(self, tags: &[S]) -> Self {
         let joined = tags.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(";");
@@ -238,6 +255,19 @@ impl VmConfig {
     /// Template flag.
     pub fn is_template(&self) -> bool {
         self.first_item_u64("template", "").is_some_and(|v| v != 0)
+    }
+    /// `onboot`: whether the node starts the VM when it boots (PVE's default is off).
+    pub fn onboot(&self) -> bool {
+        self.first_item_u64("onboot", "").is_some_and(|v| v != 0)
+    }
+    /// `startup`, parsed; `None` if absent (no order, no delays).
+    pub fn startup(&self) -> Option<Result<Startup, ParseError>> {
+        self.get_str("startup").map(|s| s.parse())
+    }
+    /// `protection`: PVE refuses to destroy the VM (and remove its disks) while set.
+    pub fn protection(&self) -> bool {
+        self.first_item_u64("protection", "")
+            .is_some_and(|v| v != 0)
     }
     /// `lock`, when the VM is locked.
     pub fn lock(&self) -> Option<String> {
@@ -369,9 +399,32 @@ pub struct VmStatus {
     /// Boot disk size, bytes.
     #[serde(default, deserialize_with = "de::opt_int")]
     pub maxdisk: Option<u64>,
+    /// HA membership (`status/current` only; `GET /nodes/{node}/qemu` rows lack it).
+    #[serde(default)]
+    pub ha: Option<VmHaStatus>,
+}
+
+/// `ha` of `GET …/status/current` (pve-ha-manager `PVE::HA::Config::get_service_status`):
+/// `{"managed":0}`, or `{"managed":1,"state":"started"}` for a VM under HA, whose power
+/// actions are then requests the HA manager carries out later. A resource with the
+/// requested state `ignored` reads as not managed, as PVE then acts directly.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct VmHaStatus {
+    /// Whether the HA stack manages the VM.
+    #[serde(default, deserialize_with = "de::bool01")]
+    pub managed: bool,
+    /// The HA manager's state of the service (`started`, `stopped`, `request_stop`,
+    /// `migrate`, `relocate`, `fence`, `recovery`, `freeze`, `error`, …); absent until the
+    /// manager has seen the resource.
+    #[serde(default)]
+    pub state: Option<String>,
 }
 
 impl VmStatus {
+    /// Whether the VM is an HA resource (start, stop and shutdown are then requests).
+    pub fn is_ha_managed(&self) -> bool {
+        self.ha.as_ref().is_some_and(|ha| ha.managed)
+    }
     /// Whether a QEMU process exists (a paused VM counts as running).
     pub fn is_running(&self) -> bool {
         self.status == "running"
@@ -706,6 +759,63 @@ mod tests {
         assert_eq!(form.get("tags"), Some("proxy;edge"));
         assert_eq!(form.get("delete"), Some("serial0,unused0"));
         assert!(ConfigUpdate::new().is_empty());
+    }
+
+    #[test]
+    fn boot_behaviour_and_protection_read_and_write() {
+        let cfg: VmConfig = serde_json::from_value(json!({
+            "onboot": 1, "startup": "order=2,up=30", "protection": "1",
+            "ide2": "none,media=cdrom"
+        }))
+        .unwrap();
+        assert!(cfg.onboot());
+        assert!(cfg.protection());
+        let startup = cfg.startup().unwrap().unwrap();
+        assert_eq!(
+            (startup.order, startup.up, startup.down),
+            (Some(2), Some(30), None)
+        );
+        assert!(cfg.cdrom("ide2").unwrap().unwrap().is_none());
+        // PVE's defaults when the keys are absent: off, no order, unprotected.
+        let bare: VmConfig = serde_json::from_value(json!({"onboot": 0})).unwrap();
+        assert!(!bare.onboot() && !bare.protection());
+        assert!(bare.startup().is_none());
+        let form = ConfigUpdate::new()
+            .onboot(true)
+            .startup(&Startup {
+                order: Some(1),
+                up: None,
+                down: Some(60),
+            })
+            .cdrom("ide2", &CdromDrive::none())
+            .to_form();
+        assert_eq!(
+            form.encode(),
+            "onboot=1&startup=order%3D1%2Cdown%3D60&ide2=none%2Cmedia%3Dcdrom"
+        );
+        let cleared = ConfigUpdate::new().startup(&Startup::default()).to_form();
+        assert_eq!(cleared.encode(), "delete=startup");
+    }
+
+    #[test]
+    fn ha_membership_from_status_current() {
+        let managed: VmStatus = serde_json::from_value(json!({
+            "vmid": 100, "status": "running", "ha": {"managed": 1, "state": "started"}
+        }))
+        .unwrap();
+        assert!(managed.is_ha_managed());
+        assert_eq!(
+            managed.ha.as_ref().unwrap().state.as_deref(),
+            Some("started")
+        );
+        let plain: VmStatus =
+            serde_json::from_value(json!({"vmid": 101, "status": "stopped", "ha": {"managed": 0}}))
+                .unwrap();
+        assert!(!plain.is_ha_managed());
+        // `GET /nodes/{node}/qemu` rows have no `ha`.
+        let row: VmStatus =
+            serde_json::from_value(json!({"vmid": "102", "status": "running"})).unwrap();
+        assert!(!row.is_ha_managed() && row.ha.is_none());
     }
 
     #[test]

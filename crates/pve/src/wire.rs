@@ -182,6 +182,21 @@ pub mod de {
         }
     }
 
+    /// Like [`bool01`], with `null` or a missing key (add `#[serde(default)]`) as `None`.
+    pub fn opt_bool01<'de, D>(d: D) -> Result<Option<bool>, D::Error>
+    where
+        D: Deserializer<'de>,
+    {
+        let v = Value::deserialize(d)?;
+        match &v {
+            Value::Null => Ok(None),
+            Value::Bool(b) => Ok(Some(*b)),
+            _ => value_to_i128(&v)
+                .map(|i| Some(i != 0))
+                .ok_or_else(|| D::Error::custom(format!("expected 0 or 1, got {v}"))),
+        }
+    }
+
     /// Any scalar as text (numbers become their decimal form).
     pub fn opt_string<'de, D>(d: D) -> Result<Option<String>, D::Error>
     where
@@ -438,6 +453,18 @@ impl CdromDrive {
     pub fn iso_file(&self) -> Option<&str> {
         self.volume.split_once(':')?.1.strip_prefix("iso/")
     }
+    /// An empty drive, `none,media=cdrom`: the drive stays (so the guest's device names do
+    /// not move) and holds no medium, as after a seed is detached.
+    pub fn none() -> CdromDrive {
+        CdromDrive {
+            volume: "none".to_owned(),
+            other: Vec::new(),
+        }
+    }
+    /// Whether the drive holds no medium (`none`).
+    pub fn is_none(&self) -> bool {
+        self.volume == "none"
+    }
 }
 
 impl FromStr for CdromDrive {
@@ -471,6 +498,71 @@ impl fmt::Display for CdromDrive {
             write!(f, ",{k}={v}")?;
         }
         f.write_str(",media=cdrom")
+    }
+}
+
+/// A VM's `startup` property string, `[order=]N,up=S,down=S`, every part optional: its place
+/// in the node's boot order and the delays after starting it and before stopping it, in
+/// seconds (pve-common `PVE::JSONSchema::pve_parse_startup_order`, format
+/// `pve-startup-order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Startup {
+    /// Position in the startup order (lower first; shutdown in reverse).
+    pub order: Option<u32>,
+    /// Seconds to wait after starting this VM before starting the next.
+    pub up: Option<u32>,
+    /// Seconds to wait for this VM to stop before stopping the next.
+    pub down: Option<u32>,
+}
+
+impl Startup {
+    /// Whether no part is set (PVE would store an empty string; delete the key instead).
+    pub fn is_empty(&self) -> bool {
+        *self == Startup::default()
+    }
+}
+
+impl FromStr for Startup {
+    type Err = ParseError;
+    /// PVE's rules: parts split on `,`, blank parts skipped, a bare number is the order,
+    /// anything else (an unknown key, a non-number) makes the whole value invalid.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut startup = Startup::default();
+        for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+            let (key, value) = match part.split_once('=') {
+                Some((key, value)) => (key, value),
+                None => ("order", part),
+            };
+            let number = (!value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| value.parse::<u32>().ok())
+                .flatten()
+                .ok_or_else(|| parse_err("startup", s, "not a non-negative number"))?;
+            match key {
+                "order" => startup.order = Some(number),
+                "up" => startup.up = Some(number),
+                "down" => startup.down = Some(number),
+                _ => return Err(parse_err("startup", s, "unknown key")),
+            }
+        }
+        Ok(startup)
+    }
+}
+
+impl fmt::Display for Startup {
+    /// `order=N,up=S,down=S` with the parts that are set, in that order.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts = [("order", self.order), ("up", self.up), ("down", self.down)];
+        let mut first = true;
+        for (key, value) in parts {
+            if let Some(value) = value {
+                if !first {
+                    f.write_str(",")?;
+                }
+                write!(f, "{key}={value}")?;
+                first = false;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -674,12 +766,49 @@ mod tests {
         assert_eq!(parsed.iso_file(), Some("edge-0.iso"));
         let none: CdromDrive = "none,media=cdrom".parse().unwrap();
         assert_eq!(none.iso_storage(), None);
+        assert_eq!(none.iso_file(), None);
+        assert!(none.is_none());
+        assert_eq!(none, CdromDrive::none());
+        assert_eq!(CdromDrive::none().to_string(), "none,media=cdrom");
+        assert!(!parsed.is_none());
         assert!("local:iso/x.iso".parse::<CdromDrive>().is_err());
         let with_size: CdromDrive = "local:iso/seed.iso,media=cdrom,size=364K".parse().unwrap();
         assert_eq!(
             with_size.to_string(),
             "local:iso/seed.iso,size=364K,media=cdrom"
         );
+    }
+
+    #[test]
+    fn startup_property_string_as_pve_parses_it() {
+        let full: Startup = "order=3,up=30,down=60".parse().unwrap();
+        assert_eq!(
+            full,
+            Startup {
+                order: Some(3),
+                up: Some(30),
+                down: Some(60)
+            }
+        );
+        assert_eq!(full.to_string(), "order=3,up=30,down=60");
+        // A bare number is the order; parts in any order; blanks skipped.
+        let bare: Startup = "up=5,,2".parse().unwrap();
+        assert_eq!((bare.order, bare.up, bare.down), (Some(2), Some(5), None));
+        assert_eq!(bare.to_string(), "order=2,up=5");
+        let down: Startup = "down=10".parse().unwrap();
+        assert_eq!(down.to_string(), "down=10");
+        assert!("".parse::<Startup>().unwrap().is_empty());
+        assert_eq!(Startup::default().to_string(), "");
+        for bad in [
+            "order=-1",
+            "up=x",
+            "delay=3",
+            "order=",
+            "1.5",
+            "up=99999999999",
+        ] {
+            assert!(bad.parse::<Startup>().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -31,7 +31,12 @@ fn tools(test: &str) -> Option<Tools> {
 /// Builds the seed's image, extracts it with xorriso, and returns what
 /// cloud-init concluded from the extracted files.
 fn boot(tools: &Tools, seed: &nocloud::Seed) -> Value {
-    let dir = tempfile::tempdir().unwrap();
+    boot_in(tools, seed, &tempfile::tempdir().unwrap())
+}
+
+/// [`boot`] in `dir`, which keeps cloud-init's files afterwards (`work/cloud` is its
+/// `/var/lib/cloud`).
+fn boot_in(tools: &Tools, seed: &nocloud::Seed, dir: &tempfile::TempDir) -> Value {
     let image = write_file(dir.path(), "seed.iso", &seed.build().unwrap().bytes);
     let extracted = dir.path().join("seed");
     run(Command::new(&tools.xorriso)
@@ -309,6 +314,190 @@ fn validator_agrees_with_pyyaml_on_cloud_config_syntax() {
             ours.is_ok(),
             pyyaml_accepts,
             "document {document:?}: ours {ours:?}"
+        );
+    }
+}
+
+/// What cloud-init made of the boot after the seed was taken away (`later_boot` in
+/// `nocloud_boot.py`): the cached instance trusted, the same instance id and network config.
+fn later_boot_is_quiet(result: &Value, instance_id: &str) -> bool {
+    let later = &result["later_boot"];
+    later["existing"] == "trust"
+        && later["datasource"] == "DataSourceNoCloud"
+        && later["restored_from_cache"] == json!(true)
+        && later["new_instance"] == json!(false)
+        && later["instance_id"] == json!(instance_id)
+        && later["network_config"] == result["network_config"]
+}
+
+#[test]
+fn a_detached_guest_boots_again_as_the_same_instance() {
+    let Some(tools) = tools("a_detached_guest_boots_again_as_the_same_instance") else {
+        return;
+    };
+    let seed = full_seed();
+    let result = boot(&tools, &seed);
+    assert_eq!(result["manual_cache_clean"], json!(true), "{result}");
+    // Written at the end of the first boot, for ds-identify on the next.
+    assert_eq!(result["manual_clean_marker"], json!(true), "{result}");
+    assert!(
+        later_boot_is_quiet(&result, &seed.build().unwrap().instance_id),
+        "{result}"
+    );
+}
+
+#[test]
+fn user_write_files_leaves_the_detached_seed_setting_alone() {
+    let Some(tools) = tools("user_write_files_leaves_the_detached_seed_setting_alone") else {
+        return;
+    };
+    // A user cloud-config whose write_files (and every other list of ours) replaces the
+    // vendor-data's keys of the same name: the top-level manual_cache_clean is not among them.
+    let user_data = "#cloud-config\nwrite_files:\n  - path: /etc/proxy.conf\n    content: \
+        listen 3128\n  - path: /etc/cloud/cloud.cfg.d/50-user.cfg\n    content: 'a: 1'\n\
+        packages: [squid]\nruncmd: [[systemctl, restart, squid]]\n";
+    assert_eq!(
+        user_data::validate(user_data).unwrap().kind,
+        UserDataKind::CloudConfig
+    );
+    let seed = nocloud::Seed::new("edge-5", "pve1/107").user_data(user_data);
+    let result = boot(&tools, &seed);
+    assert_eq!(result["write_files"].as_array().map(Vec::len), Some(2));
+    assert_eq!(result["packages"], json!(["squid"]), "{result}");
+    assert_eq!(result["manual_cache_clean"], json!(true), "{result}");
+    assert_eq!(result["manual_clean_marker"], json!(true), "{result}");
+    assert!(vendor_script_stored(&result), "{result}");
+    assert!(
+        later_boot_is_quiet(&result, &seed.build().unwrap().instance_id),
+        "{result}"
+    );
+}
+
+#[test]
+fn without_the_setting_a_detached_guest_loses_its_datasource() {
+    let test = "without_the_setting_a_detached_guest_loses_its_datasource";
+    let Some(tools) = tools(test) else {
+        return;
+    };
+    // The control, so the tests above can fail: the guest-agent vendor-data alone (what
+    // seeds carried before), and a user who turns the setting off. cloud-init then checks
+    // its cache against the datasource, finds none and drops the instance (on a real guest
+    // with `None` on the list: a new instance, fallback network config).
+    let old = full_seed().vendor_data(nocloud::render::vendor_data_guest_agent());
+    let turned_off = nocloud::Seed::new("edge-6", "pve1/108")
+        .user_data("#cloud-config\nmanual_cache_clean: false\nwrite_files: []\n");
+    for seed in [old, turned_off] {
+        let result = boot(&tools, &seed);
+        assert_ne!(result["manual_cache_clean"], json!(true), "{result}");
+        assert_eq!(result["manual_clean_marker"], json!(false), "{result}");
+        assert_eq!(result["later_boot"]["existing"], "check", "{result}");
+        assert_eq!(result["later_boot"]["datasource"], Value::Null, "{result}");
+    }
+}
+
+/// Where distributions install ds-identify (Debian and Ubuntu, then Fedora and SUSE).
+fn ds_identify(test: &str) -> Option<PathBuf> {
+    let found = [
+        "/usr/lib/cloud-init/ds-identify",
+        "/usr/libexec/cloud-init/ds-identify",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file());
+    if found.is_none() {
+        common::skipped(
+            test,
+            "ds-identify is not installed (apt-get install -y cloud-init)",
+        );
+    }
+    found
+}
+
+/// Runs ds-identify as the systemd generator does on the boot after the seed was detached:
+/// `var_lib_cloud` is the guest's `/var/lib/cloud`, the guest is a PVE VM (QEMU's DMI
+/// strings) whose only filesystem is its root disk (stand-ins for `systemd-detect-virt` and
+/// `blkid`), and its cloud.cfg lists several datasources and None, as Debian's does. Returns
+/// whether cloud-init would run (exit 0) and the config ds-identify wrote for it.
+fn ds_identify_after_detach(ds_identify: &Path, var_lib_cloud: &Path) -> (bool, String) {
+    let root = tempfile::tempdir().unwrap();
+    let bin = root.path().join("stand-ins");
+    let dmi = root.path().join("sys/class/dmi/id");
+    for dir in [
+        root.path().join("etc/cloud"),
+        root.path().join("proc"),
+        bin.clone(),
+        dmi.clone(),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    for (name, value) in [
+        ("sys_vendor", "QEMU"),
+        ("product_name", "Standard PC (i440FX + PIIX, 1996)"),
+        ("board_name", ""),
+        ("chassis_asset_tag", ""),
+        ("product_serial", ""),
+        ("product_uuid", "6a1f0c4e-8d1b-4f7a-9c1e-2b3d4e5f6a7b"),
+    ] {
+        write_file(&dmi, name, format!("{value}\n").as_bytes());
+    }
+    // Not a single datasource plus None: with that list ds-identify enables cloud-init
+    // whatever it finds (and cloud-init then falls back to None: a new instance).
+    write_file(
+        &root.path().join("etc/cloud"),
+        "cloud.cfg",
+        b"datasource_list: [ NoCloud, ConfigDrive, OpenStack, None ]\n",
+    );
+    write_file(&root.path().join("proc"), "cmdline", b"root=/dev/vda1 ro\n");
+    for (name, output) in [
+        ("systemd-detect-virt", "kvm"),
+        ("blkid", "DEVNAME=/dev/vda1\nLABEL=root\nTYPE=ext4"),
+    ] {
+        let path = write_file(
+            &bin,
+            name,
+            format!("#!/bin/sh\nprintf '%s\\n' '{output}'\n").as_bytes(),
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let status = Command::new(ds_identify)
+        .arg("--force")
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("PATH_ROOT", root.path())
+        .env("PATH_VAR_LIB_CLOUD", var_lib_cloud)
+        .env("DI_LOG", root.path().join("ds-identify.log"))
+        .status()
+        .unwrap();
+    let written =
+        std::fs::read_to_string(root.path().join("run/cloud-init/cloud.cfg")).unwrap_or_default();
+    let log = std::fs::read_to_string(root.path().join("ds-identify.log")).unwrap_or_default();
+    (
+        status.success(),
+        format!("{written}\n--- ds-identify.log:\n{log}"),
+    )
+}
+
+#[test]
+fn ds_identify_keeps_cloud_init_on_for_a_detached_guest() {
+    let test = "ds_identify_keeps_cloud_init_on_for_a_detached_guest";
+    let (Some(tools), Some(ds_identify)) = (tools(test), ds_identify(test)) else {
+        return;
+    };
+    let ours = full_seed();
+    let old = full_seed().vendor_data(nocloud::render::vendor_data_guest_agent());
+    for (seed, stays_on) in [(ours, true), (old, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let result = boot_in(&tools, &seed, &dir);
+        let (enabled, written) =
+            ds_identify_after_detach(&ds_identify, &dir.path().join("work/cloud"));
+        assert_eq!(enabled, stays_on, "{written}\n{result}");
+        // With the marker ds-identify leaves the datasource list alone (the cache decides);
+        // without it, it finds no seed and turns cloud-init off for the boot.
+        assert_eq!(
+            written.contains("# manual_cache_clean."),
+            stays_on,
+            "{written}"
         );
     }
 }

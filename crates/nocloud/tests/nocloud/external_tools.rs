@@ -233,20 +233,31 @@ fn extracted_cloud_configs_pass_cloud_init_schema() {
         .arg(&out));
 
     // vendor-data is MIME multipart; Python's email parser takes out its
-    // cloud-config part the way cloud-init does.
-    let split = "import email, sys\nmsg = email.message_from_file(open(sys.argv[1]))\nparts = \
-        [p.get_payload() for p in msg.walk() if p.get_content_type() == \
-        'text/cloud-config']\nassert len(parts) == 1, parts\nsys.stdout.write(parts[0])\n";
-    let part = run(Command::new(&python)
+    // cloud-config parts the way cloud-init does.
+    let split = "import email, json, sys\nmsg = email.message_from_file(open(sys.argv[1]))\n\
+        parts = [p.get_payload() for p in msg.walk() if p.get_content_type() == \
+        'text/cloud-config']\nsys.stdout.write(json.dumps(parts))\n";
+    let parts = run(Command::new(&python)
         .args(["-c", split])
         .arg(out.join("vendor-data")));
+    let parts: Vec<String> = serde_json::from_slice(&parts.stdout).unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&part.stdout),
-        nocloud::render::GUEST_AGENT_CLOUD_CONFIG
+        parts,
+        [
+            nocloud::render::GUEST_AGENT_CLOUD_CONFIG,
+            nocloud::render::DETACHED_SEED_CLOUD_CONFIG
+        ]
     );
-    let vendor_part = write_file(dir.path(), "vendor-cloud-config", &part.stdout);
+    let mut files = vec![out.join("user-data")];
+    for (index, part) in parts.iter().enumerate() {
+        files.push(write_file(
+            dir.path(),
+            &format!("vendor-cloud-config-{index}"),
+            part.as_bytes(),
+        ));
+    }
 
-    for file in [out.join("user-data"), vendor_part] {
+    for file in files {
         let result = run(Command::new(&cloud_init)
             .args(["schema", "--config-file"])
             .arg(&file));
