@@ -13,13 +13,16 @@
 //! configure, grow, boot, ready, finish. Update (`update.rs`) runs configure, grow, boot and
 //! ready on the state's VM; delete (`delete/`) locates, judges and destroys; read
 //! (`read.rs`) observes. The phases shared by create and update live here: `configure`,
-//! `disk`, `power`, `ready`. `error` and `tasks` hold what every phase uses: the error type,
+//! `disk`, `power`, `ready`, and the seed's life after the address (`seed_life`:
+//! cloud-init's verdict in `cloud_init`, the detach in `detach`). `error` and `tasks` hold what every phase uses: the error type,
 //! the retry policy and the task wait. Every wait for a lock runs on `pve`'s one loop,
 //! [`pve::wait_out_locks`], bounded by the operation's deadline.
 
+mod cloud_init;
 mod configure;
 mod create;
 mod delete;
+mod detach;
 mod disk;
 mod error;
 mod expected;
@@ -31,18 +34,20 @@ mod power;
 pub(crate) mod prechecks;
 mod read;
 mod ready;
+mod seed_life;
 mod slot;
 mod tasks;
 mod teardown;
 mod update;
 
-pub use create::create;
+pub use create::{Created, create};
 pub use delete::{Doomed, RecordedSeed, delete};
 pub use error::StepError;
 pub use expected::{Expected, ExpectedToken};
 pub use observe::{observe, observe_with};
 pub use read::{Found, read};
-pub use update::update;
+pub use seed_life::{Detach, detach, seed_ready_to_detach};
+pub use update::{Updated, update};
 
 /// How far a create got, kept outside it: when a create is cut short (timeout, Ctrl-C, a
 /// failed step), the state still names the VM and the seed it made, so a refresh recognises
