@@ -19,7 +19,7 @@ mod seed;
 use tokio::time::Instant;
 
 use super::error::{Step, StepError};
-use super::expected::Expected;
+use super::expected::{Expected, ExpectedToken};
 use super::owned::OwnedVm;
 use super::teardown;
 use crate::context::Configured;
@@ -54,6 +54,9 @@ pub async fn delete(
         .await;
     let at_vmid = locate::locate(configured, vmid, doomed.node_hint, &expected, deadline).await?;
     let mut note = None;
+    // The token of the VM's mark, once the VM proved ours without one in the state (a
+    // tainted VM's state, see `ExpectedToken::MadeBeforeTokens`): its seed is named for it.
+    let mut proven_token: Option<String> = None;
     match &at_vmid {
         AtVmid::Gone => {}
         AtVmid::MarkLost(node) => {
@@ -78,6 +81,7 @@ pub async fn delete(
                 deadline,
             };
             let seen = vm.read().await?;
+            proven_token = seen.mark.create_token.clone();
             refusals::check_destroy_allowed(configured, &vm, &seen.config, doomed.seed.as_ref())
                 .await?;
             // From here on no create adopts it, and every later step checks it is still ours.
@@ -90,8 +94,14 @@ pub async fn delete(
         }
     }
     if let Some(seed) = &doomed.seed {
+        let token = match (expected.token, proven_token.as_deref()) {
+            (ExpectedToken::MadeBeforeTokens { .. }, Some(token)) => {
+                ExpectedToken::Is { token, proof: None }
+            }
+            (token, _) => token,
+        };
         let deleted =
-            seed::delete_seed(client, seed, name, vmid, expected.token, &at_vmid, deadline).await?;
+            seed::delete_seed(client, seed, name, vmid, token, &at_vmid, deadline).await?;
         if let (false, Some(note)) = (deleted, &mut note) {
             note.push_str(&format!(
                 " Its seed {} was left too: it is not provably this state's, or that VM boots it.",
