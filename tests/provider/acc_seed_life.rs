@@ -70,7 +70,7 @@ async fn a_fleet_with_defaults_ends_with_every_seed_gone() {
 }
 
 /// `seed_lifetime = "vm"` keeps today's behaviour: the seed stays attached and on its
-/// storage until destroy, which removes it.
+/// storage until destroy, which removes it; the plan warns where that blocks migration.
 #[tokio::test(flavor = "multi_thread")]
 async fn seed_lifetime_vm_keeps_the_seed() {
     let test = "seed_lifetime_vm_keeps_the_seed";
@@ -81,7 +81,12 @@ async fn seed_lifetime_vm_keeps_the_seed() {
     let sim = SimClient::new(&target);
     let ws = Workspace::new(target);
     ws.init_with(&fleet(1, "  seed_lifetime = \"vm\"\n")).await;
-    ws.apply().await.success();
+    let out = ws.apply().await.success();
+    // `proxy-seeds` is a node-local directory in a three-node cluster: the plan warns that
+    // such a VM cannot migrate (qemu-server `QemuMigrate.pm`: "local cdrom image").
+    let text = flat(&out.all_text());
+    assert!(text.contains("Kept seed on node-local storage"), "{text}");
+    assert!(text.contains("local CD-ROM image"), "{text}");
     let vmid = sim.our_vms().await[0]["vmid"].as_u64().unwrap();
     assert!(ide2_of(&sim, vmid).await.starts_with("proxy-seeds:iso/"));
     assert_eq!(sim.volumes_on("proxy-seeds").await.len(), 1);
@@ -160,4 +165,122 @@ async fn a_create_that_did_not_wait_detaches_at_the_next_apply() {
     assert!(ide2_of(&sim, vmid).await.starts_with("none"));
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
+}
+
+/// A token without `VM.GuestAgent.FileRead` (nor `…Unrestricted`, which covers it): the
+/// create warns naming the privilege and the `pveum` line, counts the VM ready at its
+/// address, and keeps the seed; the plans after it stay empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_without_file_read_warns_and_keeps_the_seed() {
+    let test = "a_token_without_file_read_warns_and_keeps_the_seed";
+    if !simulator_only(test, "the simulator's privileges") {
+        return;
+    }
+    let mut config = pvesim::SimConfig::default();
+    for privileges in config.privileges.values_mut() {
+        privileges.retain(|p| p != "VM.GuestAgent.FileRead" && p != "VM.GuestAgent.Unrestricted");
+    }
+    let (_sim, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet(1, "")).await;
+    let out = ws.apply().await.success();
+    let text = flat(&out.all_text());
+    assert!(text.contains("VM.GuestAgent.FileRead"), "{text}");
+    assert!(text.contains("pveum role modify"), "{text}");
+    let vmid = sim.our_vms().await[0]["vmid"].as_u64().unwrap();
+    assert!(ide2_of(&sim, vmid).await.starts_with("proxy-seeds:iso/"));
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+}
+
+/// A guest whose qemu-ga blocks file reads (some distributions ship it so): a warning that
+/// says so, and the seed stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_that_refuses_file_reads_keeps_its_seed() {
+    let test = "a_guest_that_refuses_file_reads_keeps_its_seed";
+    if !simulator_only(test, "the simulator's faults") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    sim.set_faults(serde_json::json!({
+        "agent_blocked_commands": [
+            {"vm_name_regex": "^seed-life-", "commands": ["guest-file-open"]}
+        ]
+    }))
+    .await;
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet(1, "")).await;
+    let out = ws.apply().await.success();
+    let text = flat(&out.all_text());
+    assert!(text.contains("refuses file reads"), "{text}");
+    let vmid = sim.our_vms().await[0]["vmid"].as_u64().unwrap();
+    assert!(ide2_of(&sim, vmid).await.starts_with("proxy-seeds:iso/"));
+    ws.assert_plans_empty().await;
+    sim.set_faults(serde_json::json!({})).await;
+    ws.destroy().await.success();
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+}
+
+/// A detached VM is imported (its state records no seed) with an empty plan, and its
+/// destroy leaves nothing; a changed `user_data` after the detach replaces the VM, whose
+/// new seed leaves in turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn detached_vms_import_destroy_and_replace_on_a_new_user_data() {
+    let test = "detached_vms_import_destroy_and_replace_on_a_new_user_data";
+    if !simulator_only(test, "the simulator's state") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&fleet(
+        1,
+        "  user_data = \"#cloud-config\\npackages: [haproxy]\\n\"\n",
+    ))
+    .await;
+    ws.apply().await.success();
+    let first = sim.our_vms().await[0]["vmid"].as_u64().unwrap();
+    assert!(ide2_of(&sim, first).await.starts_with("none"));
+
+    ws.write_main_tf(&fleet(
+        1,
+        "  user_data = \"#cloud-config\\npackages: [nginx]\\n\"\n",
+    ));
+    let out = ws.apply().await.success();
+    assert!(
+        out.stdout().contains("1 added, 0 changed, 1 destroyed"),
+        "{}",
+        out.stdout()
+    );
+    let vms = sim.our_vms().await;
+    assert_eq!(vms.len(), 1, "{vms:?}");
+    let second = vms[0]["vmid"].as_u64().unwrap();
+    assert!(ide2_of(&sim, second).await.starts_with("none"));
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+
+    // Another working directory imports the detached VM.
+    let importer = Workspace::new(target);
+    importer.init_with(&fleet(1, "")).await;
+    importer
+        .terraform(&[
+            "import",
+            "-no-color",
+            "-input=false",
+            "proxmox_proxy_vm.edge[0]",
+            &format!("pve1/{second}"),
+        ])
+        .await
+        .success();
+    let state = importer.state().await.to_string();
+    assert!(!state.contains("proxy-seeds:iso/"), "{state}");
+    ws.terraform(&["state", "rm", "-no-color", "proxmox_proxy_vm.edge[0]"])
+        .await
+        .success();
+    importer.assert_plans_empty().await;
+    importer.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
 }

@@ -447,7 +447,7 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::WAIT_FOR, Kind::String, Mode::OptionalComputed)
         .default_text("cloud-init")
-        .check(Check::Text(super::model::check_wait_for))
+        .check(Check::Text(super::seed_life::check_wait_for))
         .description(
             "What a create (and an update that starts or reboots the VM) waits for, within its \
             timeout: `\"cloud-init\"`, the guest agent's IPv4 address and then cloud-init's \
@@ -459,7 +459,7 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::SEED_LIFETIME, Kind::String, Mode::OptionalComputed)
         .default_text("until_ready")
-        .check(Check::Text(super::model::check_seed_lifetime))
+        .check(Check::Text(super::seed_life::check_seed_lifetime))
         .description(
             "How long the NoCloud seed ISO (which holds `user_data` in clear) stays: \
             `\"until_ready\"` detaches it (`ide2: none`) and deletes the ISO once cloud-init \

@@ -228,7 +228,8 @@ mod tests {
         let clean = b"{\n \"v1\": {\n  \"datasource\": \"DataSourceNoCloud [seed=/dev/sr0]\",\n  \
             \"errors\": []\n }\n}\n";
         assert_eq!(result_errors(clean), Ok(Vec::new()));
-        let failed = br#"{"v1": {"datasource": null, "errors": ["('scripts_user', RuntimeError('Runparts: 1 failures'))"]}}"#;
+        let failed = br#"{"v1": {"datasource": null,
+            "errors": ["('scripts_user', RuntimeError('Runparts: 1 failures'))"]}}"#;
         assert_eq!(
             result_errors(failed).unwrap(),
             ["('scripts_user', RuntimeError('Runparts: 1 failures'))"]

@@ -10,13 +10,15 @@
 //! writes conditional on the digest of that read, the only way a digest exists.
 //!
 //! A create reads top-down as its phases (`create/`): place, slot, clone, claim, seed,
-//! configure, grow, boot, ready, finish. Update (`update.rs`) runs configure, grow, boot and
+//! configure, grow, boot, ready, finish, then cloud-init's verdict and the seed's
+//! detach. Update (`update.rs`) runs configure, grow, boot and
 //! ready on the state's VM; delete (`delete/`) locates, judges and destroys; read
 //! (`read.rs`) observes. The phases shared by create and update live here: `configure`,
 //! `disk`, `power`, `ready`, and the seed's life after the address (`seed_life`:
-//! cloud-init's verdict in `cloud_init`, the detach in `detach`). `error` and `tasks` hold what every phase uses: the error type,
-//! the retry policy and the task wait. Every wait for a lock runs on `pve`'s one loop,
-//! [`pve::wait_out_locks`], bounded by the operation's deadline.
+//! cloud-init's verdict in `cloud_init`, the detach in `detach`). `error` and `tasks` hold
+//! what every phase uses: the error type, the retry policy and the task wait. Every wait
+//! for a lock runs on `pve`'s one loop, [`pve::wait_out_locks`], bounded by the
+//! operation's deadline.
 
 mod cloud_init;
 mod configure;

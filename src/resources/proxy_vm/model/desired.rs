@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use tfplugin::Value;
 
+use super::super::seed_life::{SeedLifetime, WaitFor};
 use super::super::{attr, schema};
-use super::seed_life::{SeedLifetime, WaitFor};
 use crate::validate;
 
 /// What the configuration (or plan) asks for. Optional numbers are `None` when unset or

@@ -6,15 +6,14 @@ mod desired;
 mod observed;
 mod private;
 mod seed_hash;
-mod seed_life;
 mod state;
 mod write_only;
 
+pub use super::seed_life::{SeedLifetime, WaitFor};
 pub use desired::{Desired, Timeouts};
 pub use observed::{Observed, RunningValues};
 pub use private::Private;
 pub use seed_hash::{planned_seed_hash, seed_hash};
-pub use seed_life::{SeedLifetime, WaitFor, check_seed_lifetime, check_wait_for};
 pub use state::{fleet_of, vmid_of};
 pub use write_only::refuse_write_only_without_support;
 
