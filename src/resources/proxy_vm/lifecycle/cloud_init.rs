@@ -100,6 +100,18 @@ pub(super) async fn wait_for_cloud_init(
     };
     let mut pacer = pve::Pacer::new(client.task_times(), "cloud-init", &pace);
     loop {
+        // cloud-init's final stage ends after the agent answered: look after a pause (the
+        // pacer learns how long it takes), not at once.
+        if tokio::time::timeout_at(deadline, pacer.pause())
+            .await
+            .is_err()
+        {
+            return Err(StepError::Unworkable(format!(
+                "cloud-init in VM {vmid} did not finish within the timeout: \
+                 {RESULT_JSON} never appeared. The guest's /var/log/cloud-init-output.log says \
+                 what it is doing; raise timeouts.create, or set wait_for = \"address\"."
+            )));
+        }
         let answer = match read_guest_file(client, node, vmid, RESULT_JSON).await {
             // An agent restarting (cloud-init's package upgrades) answers nothing for a
             // moment: look again.
@@ -122,16 +134,6 @@ pub(super) async fn wait_for_cloud_init(
             }
             Some(GuestFile::Refused(why)) => return Ok(Verdict::Unknown(why)),
             Some(GuestFile::Missing) | None => {}
-        }
-        if tokio::time::timeout_at(deadline, pacer.pause())
-            .await
-            .is_err()
-        {
-            return Err(StepError::Unworkable(format!(
-                "cloud-init in VM {vmid} did not finish within the timeout: \
-                 {RESULT_JSON} never appeared. The guest's /var/log/cloud-init-output.log says \
-                 what it is doing; raise timeouts.create, or set wait_for = \"address\"."
-            )));
         }
         pacer.still_running();
     }
