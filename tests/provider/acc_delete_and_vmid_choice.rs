@@ -28,6 +28,9 @@ resource "proxmox_proxy_vm" "{label}" {{
   node             = "pve1"
   template         = "debian-13-proxy"
   wait_for_address = false
+  # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
+  # plans must stay empty.
+  seed_lifetime    = "vm"
 {extra}}}
 "#
     )

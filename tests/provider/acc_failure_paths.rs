@@ -150,6 +150,14 @@ const CREATE_STEPS: &[(&str, &str, &str)] = &[
     ("resize", "PUT", "/resize$"),
     ("start", "POST", "/status/start$"),
     ("agent", "GET", "/agent/network-get-interfaces$"),
+    // cloud-init's verdict and the seed's detach (`seed_lifetime = "until_ready"`).
+    ("cloud-init verdict", "GET", "/agent/file-read$"),
+    ("detach", "PUT", "/qemu/\\d+/config$"),
+    (
+        "detached seed delete",
+        "DELETE",
+        "/storage/proxy-seeds/content/",
+    ),
 ];
 
 /// Refresh and destroy calls.
@@ -193,6 +201,8 @@ async fn one_fault_everywhere(kind: &str) {
             "after a {kind} on the {step}"
         );
     }
+    // Destroy deletes the seed only of a VM that keeps it.
+    ws.write_main_tf(&one_vm_tf("  seed_lifetime = \"vm\"\n"));
     ws.apply().await.success();
     for (step, method, path) in LATER_STEPS {
         let since = sim.journal().await.len();

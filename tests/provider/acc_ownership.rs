@@ -30,6 +30,8 @@ resource "proxmox_proxy_vm" "edge" {{
   node     = "pve1"
   template = "debian-13-proxy"
   cores    = 1
+  # These tests are about which seed each VM boots: it stays attached (#30).
+  seed_lifetime = "vm"
 }}
 "#,
         Workspace::preamble()

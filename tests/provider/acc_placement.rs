@@ -25,6 +25,9 @@ resource "proxmox_proxy_vm" "spread" {{
   name             = "spread-${{count.index}}"
   template         = "debian-13-proxy"
   wait_for_address = false
+  # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
+  # plans must stay empty.
+  seed_lifetime    = "vm"
 {extra}}}
 "#,
         Workspace::preamble()

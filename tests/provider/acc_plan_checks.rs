@@ -537,6 +537,9 @@ resource "proxmox_proxy_vm" "fleet" {{
   bridge           = "vmbr0"
   pool             = "proxies"
   wait_for_address = false
+  # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
+  # plans must stay empty.
+  seed_lifetime    = "vm"
 }}
 "#,
         Workspace::preamble()

@@ -20,6 +20,9 @@ resource "proxmox_proxy_vm" "pooled" {{
   template         = "debian-13-proxy"
   pool             = "proxies"
   wait_for_address = false
+  # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
+  # plans must stay empty.
+  seed_lifetime    = "vm"
 }}
 "#,
         Workspace::preamble()

@@ -103,6 +103,9 @@ resource "proxmox_proxy_vm" "edge" {{
   bridge    = "{bridge}"
 {vlan}{pool}  tags      = ["edge", "team-a"]
   user_data = count.index == 2 ? "{user_data_of_last}" : "#cloud-config\npackages: [nginx]\n"
+  # This lifecycle checks the attached seed (its drift, its import); the default's detach
+  # has its own tests (acc_seed_life).
+  seed_lifetime = "vm"
 }}
 
 output "addresses" {{ value = proxmox_proxy_vm.edge[*].ipv4_address }}
@@ -397,6 +400,7 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
     ])
     .await
     .success();
+    settle_imported_settings(&ws).await;
     ws.assert_plans_empty().await;
     // And by bare VMID.
     ws.terraform(&["state", "rm", "proxmox_proxy_vm.edge[1]"])
@@ -411,6 +415,7 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
     ])
     .await
     .success();
+    settle_imported_settings(&ws).await;
     ws.assert_plans_empty().await;
 
     // Destroy leaves no VM of ours and no seed.
@@ -437,6 +442,18 @@ async fn foreign_vm(host: &Host) -> (u32, String) {
         return (100, "gitlab".into());
     }
     host.make_unmarked_vm("foreign").await
+}
+
+/// An import cannot know the configuration's settings (`seed_lifetime = "vm"` here): it
+/// records their defaults, and the next apply records the configured value, changing
+/// nothing on the VM.
+async fn settle_imported_settings(ws: &Workspace) {
+    let out = ws.apply().await.success();
+    assert!(
+        out.stdout().contains("0 added, 1 changed, 0 destroyed"),
+        "{}",
+        out.stdout()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

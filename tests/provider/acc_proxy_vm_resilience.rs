@@ -59,6 +59,8 @@ fn slow_sim() -> pvesim::SimConfig {
         ("qmconfig", 700),
         ("resize", 700),
         ("qmstart", 700),
+        // The detached seed's delete (#30): a window between `ide2: none` and the file gone.
+        ("imgdel", 700),
     ] {
         config.timings.task_ms.insert(task.into(), ms);
     }
@@ -88,6 +90,8 @@ enum KillPoint {
     AfterConfig,
     AfterResize,
     AfterStart,
+    /// Inside the seed's detach: `ide2` empty, the ISO not deleted yet.
+    InDetach,
 }
 
 fn reached(point: KillPoint, state: &Value) -> bool {
@@ -122,6 +126,12 @@ fn reached(point: KillPoint, state: &Value) -> bool {
                 && vm["status"] == "stopped"
         }
         KillPoint::AfterStart => vm["status"] == "running",
+        KillPoint::InDetach => {
+            config["ide2"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("none"))
+                && seeds
+        }
     }
 }
 
@@ -174,6 +184,12 @@ async fn reached_live(point: KillPoint, host: &Host, pve: &Observer, before: &[u
         KillPoint::AfterConfig => named && config["ide2"].is_string(),
         KillPoint::AfterResize => named && size_10g,
         KillPoint::AfterStart => named && vm["status"] == "running",
+        KillPoint::InDetach => {
+            named
+                && config["ide2"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("none"))
+        }
     }
 }
 
@@ -269,10 +285,18 @@ async fn kill_create_at(test: &str, point: KillPoint, placed: bool) {
             .unwrap()
             .contains("size=10G")
     );
+    // The resumed create waited for cloud-init and detached the seed (#30): no seed is
+    // left, not even the killed run's.
     assert_eq!(
         pve.volumes_on(&host.facts.seed_storage).await.len(),
-        1,
+        0,
         "seeds after a kill at {point:?}"
+    );
+    assert!(
+        ours[0]["config"]["ide2"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("none")),
+        "the seed is detached after a kill at {point:?}"
     );
     if let (Some(sim), Some(before)) = (host.sim(), &sim_before) {
         assert_eq!(
@@ -349,6 +373,7 @@ kill_point_test!(
     KillPoint::AfterStart,
     true
 );
+kill_point_test!(killed_inside_the_detach, KillPoint::InDetach);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ctrl_c_during_create_stops_promptly_and_the_next_apply_converges() {
@@ -395,7 +420,8 @@ async fn ctrl_c_during_create_stops_promptly_and_the_next_apply_converges() {
     );
     ws.apply().await.success();
     assert_eq!(pve.ours_named(&host.name("crash-0")).await.len(), 1);
-    assert_eq!(pve.volumes_on(&host.facts.seed_storage).await.len(), 1);
+    // The converged VM's seed left once cloud-init finished (#30): none is left over.
+    assert_eq!(pve.volumes_on(&host.facts.seed_storage).await.len(), 0);
     ws.destroy().await.success();
     assert!(pve.our_vms().await.is_empty());
     assert!(pve.volumes_on(&host.facts.seed_storage).await.is_empty());
@@ -447,9 +473,11 @@ async fn failed_start_taints_then_replaces_and_destroys_cleanly() {
     let ours = ours_named(&after, "crash-0");
     assert_eq!(ours.len(), 1, "{ours:#?}");
     assert_eq!(ours[0]["status"], "running");
+    // The replacement's own seed left once cloud-init finished (#30), so any seed here is
+    // the tainted VM's.
     assert_eq!(
         sim.volumes_on("proxy-seeds").await.len(),
-        1,
+        0,
         "the tainted VM's seed leaked"
     );
     assert!(

@@ -24,6 +24,9 @@ resource "proxmox_proxy_vm" "fleet" {{
   node_candidates  = ["pve1"]
   memory           = 1024
   wait_for_address = false
+  # Not waiting, the seeds would leave at the next apply (an in-place change): this test
+  # is about replacements, whose plans must otherwise be empty.
+  seed_lifetime    = "vm"
 }}
 
 # Made in the same apply as the replacement: its create lists the cluster while the old
@@ -35,6 +38,9 @@ resource "proxmox_proxy_vm" "canary" {{
   node_candidates  = ["pve1"]
   memory           = 512
   wait_for_address = false
+  # Not waiting, the seeds would leave at the next apply (an in-place change): this test
+  # is about replacements, whose plans must otherwise be empty.
+  seed_lifetime    = "vm"
 }}
 "#,
         Workspace::preamble(),

@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 
 use support::{SimClient, Workspace, acceptance_enabled, start_sim};
 
-/// Requests one create may cost: about 23 with instant tasks, 25-30 with real task lengths
-/// (`scripts/bench.sh`).
-const CREATE_BUDGET_PER_VM: usize = 30;
+/// Requests one create may cost: about 23 with instant tasks before #30; its seed life
+/// (cloud-init's verdict, the marker read, the detach: a conditional write and the ISO's
+/// delete) brings it to 32.4 with instant tasks. #30 aims at 6 more than before at most:
+/// not reached yet, so this budget only holds today's cost.
+const CREATE_BUDGET_PER_VM: usize = 33;
 /// Requests one refresh may cost per VM: the config with its pending changes, and the agent.
 const REFRESH_BUDGET_PER_VM: usize = 2;
 /// Requests one destroy may cost per VM, its refresh included (#32: 15.8 on 73db89b, whose
@@ -57,6 +59,8 @@ fn instant_sim() -> pvesim::SimConfig {
         *ms = 0;
     }
     config.timings.agent_boot_ms = 0;
+    // cloud-init's final stage too: its verdict is there at the first look.
+    config.timings.cloud_init_ms = 0;
     config
 }
 

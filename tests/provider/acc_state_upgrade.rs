@@ -144,8 +144,10 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
     // do.
     ws.assert_plans_empty().await;
 
-    // Persist the upgrade: the state moves to version 1 with the default fleet, and every
-    // attribute the old provider stored is carried over unchanged.
+    // Persist the upgrade: the state moves to version 2 with the default fleet, `wait_for`
+    // for the old `wait_for_address = true` (which goes null: deprecated), the default
+    // `seed_lifetime`, and every other attribute the old provider stored carried over
+    // unchanged.
     ws.terraform(&[
         "apply",
         "-refresh-only",
@@ -159,12 +161,23 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
         &std::fs::read_to_string(ws.work_dir().join("terraform.tfstate")).unwrap(),
     )
     .unwrap();
-    assert_eq!(instance(&new)["schema_version"], 1);
+    assert_eq!(instance(&new)["schema_version"], 2);
     let mut attributes = instance(&new)["attributes"].as_object().unwrap().clone();
     assert_eq!(
         attributes.remove("fleet"),
         Some(Value::String(String::new()))
     );
+    assert_eq!(
+        attributes.remove("wait_for"),
+        Some(Value::String("cloud-init".into()))
+    );
+    assert_eq!(
+        attributes.remove("seed_lifetime"),
+        Some(Value::String("until_ready".into()))
+    );
+    assert_eq!(instance(&old)["attributes"]["wait_for_address"], true);
+    assert_eq!(attributes.remove("wait_for_address"), Some(Value::Null));
+    attributes.insert("wait_for_address".into(), Value::Bool(true));
     // Optional arguments added since (with nothing to carry) are stored as null.
     assert_eq!(attributes.remove("node_candidates"), Some(Value::Null));
     assert_eq!(attributes.remove("startup"), Some(Value::Null));

@@ -31,6 +31,7 @@ mod acc_pve_setup;
 mod acc_release;
 mod acc_replace;
 mod acc_request_budget;
+mod acc_seed_life;
 mod acc_state_upgrade;
 mod acc_workflows;
 mod cli_versions_docs;

@@ -186,6 +186,11 @@ pub fn file(vm: &Vm, path: &str, now: Instant) -> Option<Vec<u8>> {
             guest.hostname.as_deref().unwrap_or("localhost")
         )),
         "/var/lib/cloud/data/instance-id" => guest.instance_id.as_ref().map(|i| format!("{i}\n")),
+        // cloud-init `stages.py` `Init._write_to_cache`: an empty marker in the instance
+        // directory once the merged config says `manual_cache_clean` (first boot on).
+        "/var/lib/cloud/instance/manual-clean" => {
+            (guest.manual_cache_clean && guest.instance_id.is_some()).then(String::new)
+        }
         _ => None,
     };
     text.map(String::into_bytes)

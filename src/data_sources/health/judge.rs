@@ -9,6 +9,7 @@ use pve::storage::StorageInfo;
 use super::facts::{ClusterSnapshot, NodeFacts, TemplateFact};
 use super::reason::{Finding, Reason};
 use super::report::{HealthReport, HealthRequest, NodeReport};
+use super::requirements;
 use super::requirements::{
     BRIDGE_PRIVILEGES, DISK_STORAGE_PRIVILEGES, ISO_STORAGE_PRIVILEGES, MIN_ISO_FREE_BYTES,
     MIN_PVE_MAJOR, NODE_PRIVILEGES, POOL_PRIVILEGES, TEMPLATE_PRIVILEGES, VM_PRIVILEGES,
@@ -424,9 +425,10 @@ fn judge_privileges(
         Ok(perms) => {
             let missing = missing_privileges(request, facts, name, perms);
             for (path, privilege) in &missing {
+                let hint = requirements::privilege_hint(privilege).unwrap_or_default();
                 findings.push(Finding::new(
                     Reason::PermissionMissing,
-                    format!("The token lacks {privilege} on {path}."),
+                    format!("The token lacks {privilege} on {path}.{hint}"),
                 ));
             }
             missing.is_empty()
@@ -506,10 +508,16 @@ pub fn missing_privileges(
                 .iter()
                 .all(|pool| has_privilege(perms, &format!("/pool/{pool}"), privilege))
     };
+    let held = |path: &str, privilege: &str| {
+        has_privilege(perms, path, privilege)
+            || requirements::COVERED_BY
+                .iter()
+                .any(|(p, by)| *p == privilege && has_privilege(perms, path, by))
+    };
     let mut seen = BTreeSet::new();
     needed
         .into_iter()
-        .filter(|(path, privilege)| !has_privilege(perms, path, privilege))
+        .filter(|(path, privilege)| !held(path, privilege))
         .filter(|(path, privilege)| {
             !(path == "/vms" && VM_PRIVILEGES.contains(privilege) && held_by_pools(privilege))
         })
@@ -738,6 +746,37 @@ mod tests {
         );
         assert_eq!(node.reasons(), vec![Reason::VersionUnsupported]);
         assert_eq!(node.version, "8.4.1");
+    }
+
+    /// Cloud-init's verdict needs VM.GuestAgent.FileRead, or VM.GuestAgent.Unrestricted
+    /// which covers it (qemu-server `API2/Qemu/Agent.pm`).
+    #[test]
+    fn file_read_is_needed_unless_unrestricted_covers_it() {
+        let missing_for = |perms: Permissions| {
+            let facts = ClusterSnapshot {
+                permissions: Ok(perms),
+                ..facts(template_on("pve1", &["vmdata"]))
+            };
+            missing_privileges(
+                &request(),
+                &facts,
+                "pve1",
+                facts.permissions.as_ref().unwrap(),
+            )
+        };
+        let mut perms = all_privileges();
+        perms.get_mut("/").unwrap().remove("VM.GuestAgent.FileRead");
+        assert_eq!(
+            missing_for(perms.clone()),
+            vec![("/vms".to_owned(), "VM.GuestAgent.FileRead")]
+        );
+        let hint = requirements::privilege_hint("VM.GuestAgent.FileRead").unwrap();
+        assert!(hint.contains("pveum role modify"), "{hint}");
+        perms
+            .get_mut("/")
+            .unwrap()
+            .insert("VM.GuestAgent.Unrestricted".to_owned(), true);
+        assert_eq!(missing_for(perms), vec![]);
     }
 
     #[test]

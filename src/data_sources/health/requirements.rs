@@ -19,8 +19,23 @@ pub const VM_PRIVILEGES: &[&str] = &[
     "VM.Config.Network",
     "VM.Config.Options",
     "VM.GuestAgent.Audit",
+    "VM.GuestAgent.FileRead",
     "VM.PowerMgmt",
 ];
+
+/// A privilege that another covers: qemu-server `API2/Qemu/Agent.pm` lets
+/// `VM.GuestAgent.Unrestricted` do whatever `…FileRead` does.
+pub const COVERED_BY: &[(&str, &str)] = &[("VM.GuestAgent.FileRead", "VM.GuestAgent.Unrestricted")];
+
+/// What a missing privilege costs, and the command that grants it to the setup guide's role,
+/// for the few whose lack does not stop every create.
+pub fn privilege_hint(privilege: &str) -> Option<&'static str> {
+    (privilege == "VM.GuestAgent.FileRead").then_some(
+        " Without it a create cannot read cloud-init's verdict: it warns, counts the VM ready at \
+         its address and keeps its seed attached. Grant it: pveum role modify \
+         ProxyVMProvisioner --append 1 --privs VM.GuestAgent.FileRead",
+    )
+}
 
 /// Privilege on `/vms/{template}`: cloning reads the template.
 pub const TEMPLATE_PRIVILEGES: &[&str] = &["VM.Clone"];

@@ -1,7 +1,6 @@
 //! Apply of `proxmox_proxy_vm`: create, update and delete over the lifecycle, bounded by
 //! Terraform's timeouts and stop request, and turned into state and diagnostics.
 
-use pve::qemu::GuestInterface;
 use tfplugin::{ApplyRequest, ApplyResponse, Context, Diagnostic, Value, plan};
 
 use super::attr;
@@ -67,6 +66,7 @@ pub(super) async fn create(
         create_token: Some(desired.create_token.clone()),
         pending: Vec::new(),
         imported: false,
+        seed_ready: false,
     };
     let progress = ProgressCell::default();
     let outcome = bounded(
@@ -78,10 +78,22 @@ pub(super) async fn create(
     .await;
     let mut response = ApplyResponse::default();
     match outcome {
-        Ok(observed) => {
-            response.new_state = observed.to_state(&request.planned_state);
+        Ok(created) => {
+            response.new_state = created.observed.to_state(&request.planned_state);
+            // A seed still on its storage stays recorded (a detach that did not finish:
+            // `ide2` may be empty already), so the next plan or destroy deletes it.
+            keep_undeleted_seed(&mut response.new_state, &created, progress.get());
+            for warning in &created.warnings {
+                response
+                    .diagnostics
+                    .warning(format!("Proxy VM {}", desired.name), warning);
+            }
             // A resumed create keeps the token of the run that made the VM.
-            let used = observed.mark.as_ref().and_then(|m| m.create_token.clone());
+            let used = created
+                .observed
+                .mark
+                .as_ref()
+                .and_then(|m| m.create_token.clone());
             if let Some(used) = used
                 && used != desired.create_token
             {
@@ -121,6 +133,19 @@ pub(super) async fn create(
         }
     }
     response
+}
+
+fn keep_undeleted_seed(state: &mut Value, created: &lifecycle::Created, made: lifecycle::Progress) {
+    let recorded = state
+        .get_attr(attr::SEED_VOLUME)
+        .as_str()
+        .unwrap_or_default();
+    if created.seed_deleted || !recorded.is_empty() {
+        return;
+    }
+    if let Some(volume) = made.seed_volume {
+        state.set_attr(attr::SEED_VOLUME, Value::string(volume));
+    }
 }
 
 /// The state of a half-made VM: every attribute the configuration gave, what can be read of
@@ -235,11 +260,16 @@ pub(super) async fn update(
     let mut interfaces = None;
     if touches_vm(&desired, &private, &changed) {
         match write_changes(ctx, configured, vm, &desired, &changed).await {
-            Ok((pending, reported)) => {
-                if let Some(warning) = pending_warning(vmid, &pending, &changed) {
+            Ok(updated) => {
+                if let Some(warning) = pending_warning(vmid, &updated.pending, &changed) {
                     response.diagnostics.push(warning);
                 }
-                interfaces = reported;
+                for warning in updated.warnings {
+                    response
+                        .diagnostics
+                        .warning(format!("Proxy VM {}", desired.name), warning);
+                }
+                interfaces = updated.interfaces;
             }
             Err(error) => {
                 response
@@ -247,6 +277,32 @@ pub(super) async fn update(
                     .push(step_diagnostic("update", &desired.name, &error));
                 return response;
             }
+        }
+    }
+    if let Some(volume) = seed_to_detach(prior, planned) {
+        let limit = desired.timeouts.update;
+        let deadline = tokio::time::Instant::now() + limit;
+        let seed_node = prior.get_attr(attr::NODE).as_str().unwrap_or(&node);
+        let work = lifecycle::detach(
+            configured,
+            vm.node,
+            vmid,
+            expected_of(&vm),
+            seed_node,
+            volume,
+            deadline,
+        );
+        let refused = match bounded(ctx, limit, "update", work).await {
+            Ok(lifecycle::Detach::Done) => None,
+            Ok(lifecycle::Detach::Kept(why)) => Some(why),
+            Err(error) => Some(error.to_string()),
+        };
+        if let Some(why) = refused {
+            response.diagnostics.error(
+                format!("Seed of proxy VM {} not detached", desired.name),
+                format!("{why} The seed stays recorded; the next apply tries again."),
+            );
+            return response;
         }
     }
     let observed = lifecycle::observe_with(
@@ -259,6 +315,27 @@ pub(super) async fn update(
     .await;
     record_updated(observed, vm, &desired, planned, &mut response);
     response
+}
+
+/// The seed the plan detaches: recorded before, dropped by the plan.
+fn seed_to_detach<'a>(prior: &'a Value, planned: &Value) -> Option<&'a str> {
+    let recorded = prior
+        .get_attr(attr::SEED_VOLUME)
+        .as_str()
+        .filter(|v| !v.is_empty())?;
+    (planned.get_attr(attr::SEED_VOLUME).as_str() == Some("")).then_some(recorded)
+}
+
+/// Whose VM an update of `vm` must find.
+fn expected_of<'a>(vm: &UpdatedVm<'a>) -> Expected<'a> {
+    Expected {
+        name: vm.prior.get_attr(attr::NAME).as_str(),
+        fleet: vm.prior.get_attr(attr::FLEET).as_str().unwrap_or_default(),
+        token: ExpectedToken::of_state(
+            vm.private.create_token.as_deref(),
+            vm.prior.get_attr(attr::SEED_HASH).as_str(),
+        ),
+    }
 }
 
 /// The VM an update changes: where it is, and its state and private data before.
@@ -291,7 +368,7 @@ async fn write_changes(
     vm: UpdatedVm<'_>,
     desired: &Desired,
     changed: &[String],
-) -> Result<(Vec<String>, Option<Vec<GuestInterface>>), StepError> {
+) -> Result<lifecycle::Updated, StepError> {
     let disk_changed = changed.iter().any(|n| n == attr::DISK_GIB);
     let deadline = tokio::time::Instant::now() + desired.timeouts.update;
     let fleet = fleet_of(vm.prior);
@@ -312,8 +389,7 @@ async fn write_changes(
         disk_changed,
         deadline,
     );
-    let updated = bounded(ctx, desired.timeouts.update, "update", work).await?;
-    Ok((updated.pending, updated.interfaces))
+    bounded(ctx, desired.timeouts.update, "update", work).await
 }
 
 /// The state and private data of the VM as read after the update.

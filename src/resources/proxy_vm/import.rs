@@ -67,6 +67,7 @@ pub(super) async fn import(configured: &Configured, id: &str) -> ImportResponse 
                 create_token: observed.mark.as_ref().and_then(|m| m.create_token.clone()),
                 pending: Vec::new(),
                 imported: true,
+                seed_ready: false,
             };
             response.imported.push(ImportedResource {
                 type_name: TYPE_NAME.into(),

@@ -11,6 +11,8 @@ mod plan;
 mod plan_checks;
 mod refresh;
 mod schema;
+mod seed_life;
+mod seed_plan;
 mod upgrade;
 
 use std::sync::Arc;

@@ -104,9 +104,29 @@ pub(super) fn plan_change(
         warn_pending(&private.pending, &planned, &mut response.diagnostics);
         plan_update_addresses(&prior, &mut planned);
         plan_update_location(&prior, &mut planned);
+        plan_seed_detach(&mut planned, &prior, &private, &response.requires_replace);
     }
     response.planned_state = planned;
     response
+}
+
+/// A seed a refresh found ready to leave (cloud-init finished, or `ide2` already empty
+/// after a detach that did not finish) is dropped from `seed_volume`: an in-place change,
+/// whose apply detaches and deletes it. Only with `seed_lifetime = "until_ready"`.
+fn plan_seed_detach(
+    planned: &mut Value,
+    prior: &Value,
+    private: &Private,
+    replacing: &[AttributePath],
+) {
+    let recorded = prior
+        .get_attr(attr::SEED_VOLUME)
+        .as_str()
+        .is_some_and(|v| !v.is_empty());
+    let until_ready = planned.get_attr(attr::SEED_LIFETIME).as_str() == Some("until_ready");
+    if private.seed_ready && recorded && until_ready && replacing.is_empty() {
+        planned.set_attr(attr::SEED_VOLUME, Value::string(""));
+    }
 }
 
 /// What each attribute's declaration says: write-only ones null, defaults for the unset.
@@ -126,11 +146,15 @@ fn plan_declared(
             continue;
         }
         match spec.planned {
-            Planned::Default => {
-                if let Some(DefaultValue::Bool(value)) = spec.default {
+            Planned::Default => match spec.default {
+                Some(DefaultValue::Bool(value)) => {
                     planned.set_attr(name, Value::Bool(value));
                 }
-            }
+                Some(DefaultValue::Text(text)) => {
+                    planned.set_attr(name, Value::string(text));
+                }
+                _ => {}
+            },
             // An existing VM keeps what it was made with, whatever the provider says now.
             Planned::ProviderDefault(_) if !prior.is_null() => {
                 planned.set_attr(name, prior.get_attr(name).clone());
@@ -142,6 +166,12 @@ fn plan_declared(
             }
             Planned::AsComputed | Planned::GuestAddress | Planned::ByRule => {}
         }
+    }
+    // The deprecated `wait_for_address = false` still means no wait while `wait_for` is unset.
+    if config.get_attr(attr::WAIT_FOR).is_null()
+        && config.get_attr(attr::WAIT_FOR_ADDRESS).as_bool() == Some(false)
+    {
+        planned.set_attr(attr::WAIT_FOR, Value::string("none"));
     }
 }
 

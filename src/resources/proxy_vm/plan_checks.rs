@@ -12,6 +12,7 @@ use super::attr;
 use super::lifecycle::placement;
 use super::lifecycle::prechecks::{Template, check_disk_size, choose_template, judge_template};
 use super::model::Desired;
+use super::seed_plan;
 use crate::context::Configured;
 use crate::diagnostics::connection_hint;
 use crate::invocation::Invocation;
@@ -176,6 +177,11 @@ async fn check_create_at(
         }
         if let Some(bridge) = known(planned, attr::BRIDGE) {
             check_bridge(configured, node, bridge, &mut findings).await;
+        }
+        if stage == Stage::Plan
+            && let Some(warning) = seed_plan::kept_seed_warning(configured, planned, node).await
+        {
+            findings.diagnostics.push(warning);
         }
         if let Some(found) = &template {
             let bridge = known(planned, attr::BRIDGE);

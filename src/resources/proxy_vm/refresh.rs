@@ -157,8 +157,33 @@ async fn ours(
             response.new_state.set_attr(attr::POOL, Value::Null);
         }
     }
+    private.seed_ready = seed_ready(configured, state.prior, observed).await;
     private.note_pending(observed);
     response.private = private.encode();
+}
+
+/// Whether the state's recorded seed may leave now (`seed_lifetime = "until_ready"`): its
+/// `ide2` is empty already (a detach that did not finish), or the VM boots it and
+/// cloud-init finished cleanly. The agent is asked only for such VMs, so a refresh of a
+/// fleet whose seeds are gone costs no request.
+async fn seed_ready(configured: &Configured, prior: &Value, observed: &Observed) -> bool {
+    let Some(recorded) = prior
+        .get_attr(attr::SEED_VOLUME)
+        .as_str()
+        .filter(|v| !v.is_empty())
+    else {
+        return false;
+    };
+    let lifetime = prior.get_attr(attr::SEED_LIFETIME).as_str();
+    if lifetime.unwrap_or("until_ready") != "until_ready" {
+        return false;
+    }
+    if observed.seed_detached {
+        return true;
+    }
+    observed.running
+        && observed.seed_volume.as_deref() == Some(recorded)
+        && lifecycle::seed_ready_to_detach(configured, &observed.node, observed.vmid).await
 }
 
 /// The warning for a VM of the state's name whose mark was edited away: kept in state (so no

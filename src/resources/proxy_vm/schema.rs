@@ -19,8 +19,9 @@ use crate::vmid::{PVE_VMID_MAX, PVE_VMID_MIN};
 pub const TYPE_NAME: &str = "proxmox_proxy_vm";
 
 /// The state's schema version: bump it with every change to the stored shape, and add the step
-/// that carries the previous version forward in `upgrade.rs`. Version 1 added `fleet`.
-pub const SCHEMA_VERSION: i64 = 1;
+/// that carries the previous version forward in `upgrade.rs`. Version 1 added `fleet`;
+/// version 2 `wait_for` (replacing `wait_for_address`) and `seed_lifetime`.
+pub const SCHEMA_VERSION: i64 = 2;
 
 const DESCRIPTION: &str = "A small proxy VM: a full clone of a cloud-init-ready template, given a \
     NoCloud seed ISO (user-data, network-config, and vendor-data that installs the QEMU guest \
@@ -84,6 +85,8 @@ pub enum DefaultValue {
     Bool(bool),
     /// A duration as the configuration writes one (`"15m"`).
     Duration(&'static str),
+    /// One of the attribute's spelled-out choices (`"cloud-init"`).
+    Text(&'static str),
 }
 
 impl std::fmt::Display for DefaultValue {
@@ -91,6 +94,7 @@ impl std::fmt::Display for DefaultValue {
         match self {
             DefaultValue::Bool(value) => write!(f, "{value}"),
             DefaultValue::Duration(text) => f.write_str(text),
+            DefaultValue::Text(text) => write!(f, "\"{text}\""),
         }
     }
 }
@@ -143,6 +147,8 @@ pub struct AttrSpec {
     pub check: Option<Check>,
     /// Markdown; the registry docs are generated from it (with the default appended).
     pub description: &'static str,
+    /// Still accepted, but Terraform warns where it is set.
+    pub deprecated: bool,
 }
 
 impl AttrSpec {
@@ -159,6 +165,7 @@ impl AttrSpec {
             pending_key: None,
             check: None,
             description: "",
+            deprecated: false,
         }
     }
 
@@ -193,6 +200,18 @@ impl AttrSpec {
         self
     }
 
+    /// Unset, the attribute is this text, in the plan too.
+    pub const fn default_text(mut self, text: &'static str) -> Self {
+        self.default = Some(DefaultValue::Text(text));
+        self.planned = Planned::Default;
+        self
+    }
+
+    pub const fn deprecated(mut self) -> Self {
+        self.deprecated = true;
+        self
+    }
+
     /// Unset, the attribute is this duration (`"15m"`).
     pub const fn default_duration(mut self, text: &'static str) -> Self {
         self.default = Some(DefaultValue::Duration(text));
@@ -224,6 +243,7 @@ impl Declared for AttrSpec {
         let mut attribute = schema_table::attribute(self.name, self.kind, self.mode);
         attribute.sensitive = self.sensitive;
         attribute.write_only = self.write_only;
+        attribute.deprecated = self.deprecated;
         attribute.description(description)
     }
 }
@@ -419,11 +439,36 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
             "Whether the VM should be running. Changes in place; a VM found stopped behind \
             Terraform's back shows as drift and is started again.",
         ),
-    AttrSpec::new(attr::WAIT_FOR_ADDRESS, Kind::Bool, Mode::OptionalComputed)
-        .default_bool(true)
+    AttrSpec::new(attr::WAIT_FOR_ADDRESS, Kind::Bool, Mode::Optional)
+        .deprecated()
         .description(
-            "Whether create waits, within the create timeout, until the guest agent reports an \
-            IPv4 address.",
+            "Deprecated: use `wait_for`. `false` stands for `wait_for = \"none\"` while \
+            `wait_for` is unset; `true` for the default.",
+        ),
+    AttrSpec::new(attr::WAIT_FOR, Kind::String, Mode::OptionalComputed)
+        .default_text("cloud-init")
+        .check(Check::Text(super::seed_life::check_wait_for))
+        .description(
+            "What a create (and an update that starts or reboots the VM) waits for, within its \
+            timeout: `\"cloud-init\"`, the guest agent's IPv4 address and then cloud-init's \
+            verdict (`/run/cloud-init/result.json`, read through the agent): errors fail the \
+            create with cloud-init's own words (the VM is kept and tainted, the next apply \
+            replaces it); `\"address\"`, the address only; `\"none\"`, nothing. A guest whose \
+            agent refuses file reads, or a token without `VM.GuestAgent.FileRead`, gets a \
+            warning and counts as ready at its address.",
+        ),
+    AttrSpec::new(attr::SEED_LIFETIME, Kind::String, Mode::OptionalComputed)
+        .default_text("until_ready")
+        .check(Check::Text(super::seed_life::check_seed_lifetime))
+        .description(
+            "How long the NoCloud seed ISO (which holds `user_data` in clear) stays: \
+            `\"until_ready\"` detaches it (`ide2: none`) and deletes the ISO once cloud-init \
+            finished without errors, so the VM can migrate and no secret stays on the storage; \
+            a create that did not wait for cloud-init leaves it to a later apply, whose plan \
+            shows the detach as an in-place change of `seed_volume`. The guest needs a \
+            cloud-init that honours `manual_cache_clean` (20.x or newer), which the seed's \
+            vendor-data sets; a guest without it keeps its seed (with a warning). `\"vm\"` \
+            keeps the seed attached until the VM is destroyed.",
         ),
     AttrSpec::new(attr::REBOOT_IF_NEEDED, Kind::Bool, Mode::OptionalComputed)
         .default_bool(false)
@@ -537,6 +582,14 @@ pub fn default_bool(name: &str) -> bool {
     match spec_in(ATTRIBUTES, name).default {
         Some(DefaultValue::Bool(value)) => value,
         other => panic!("`{name}` declares no boolean default: {other:?}"),
+    }
+}
+
+/// What an unset text attribute stands for.
+pub fn default_text(name: &str) -> &'static str {
+    match spec_in(ATTRIBUTES, name).default {
+        Some(DefaultValue::Text(text)) => text,
+        other => panic!("`{name}` declares no text default: {other:?}"),
     }
 }
 
@@ -705,8 +758,11 @@ mod tests {
         );
         for spec in ATTRIBUTES {
             let planned_default = matches!(spec.planned, Planned::Default);
-            let bool_default = matches!(spec.default, Some(DefaultValue::Bool(_)));
-            assert_eq!(planned_default, bool_default, "{}", spec.name);
+            let plain_default = matches!(
+                spec.default,
+                Some(DefaultValue::Bool(_) | DefaultValue::Text(_))
+            );
+            assert_eq!(planned_default, plain_default, "{}", spec.name);
             assert!(
                 !spec.description.contains("Defaults to `"),
                 "{}: the default is appended from the declaration",

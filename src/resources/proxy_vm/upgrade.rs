@@ -10,7 +10,7 @@ use tfplugin::{StateUpgrade, UpgradeRequest, UpgradeResponse, upgrade_state_json
 use super::schema;
 
 /// `STEPS[n]` turns schema version `n` into `n + 1`; one entry per version bump.
-const STEPS: &[StateUpgrade] = &[v0_to_v1];
+const STEPS: &[StateUpgrade] = &[v0_to_v1, v1_to_v2];
 
 pub fn upgrade(request: &UpgradeRequest) -> UpgradeResponse {
     upgrade_state_json(&schema::schema(), request, STEPS)
@@ -22,6 +22,25 @@ fn v0_to_v1(state: &mut Map<String, Json>) -> Result<(), String> {
     state
         .entry("fleet")
         .or_insert_with(|| Json::String(String::new()));
+    Ok(())
+}
+
+/// Version 2 replaced `wait_for_address` with `wait_for` and added `seed_lifetime`.
+/// `wait_for_address = true` (or unset) becomes the default `wait_for = "cloud-init"`, and
+/// the deprecated attribute null (as a configuration that no longer sets it plans it);
+/// `false` becomes `"none"` and stays `false`, so a configuration that still says so plans
+/// nothing. Existing VMs get the default `seed_lifetime`: their seed is detached by the first
+/// apply that finds cloud-init finished (the plan shows it).
+fn v1_to_v2(state: &mut Map<String, Json>) -> Result<(), String> {
+    let no_wait = state.get("wait_for_address") == Some(&Json::Bool(false));
+    let wait_for = if no_wait { "none" } else { "cloud-init" };
+    state.insert("wait_for".to_owned(), Json::String(wait_for.to_owned()));
+    if !no_wait {
+        state.insert("wait_for_address".to_owned(), Json::Null);
+    }
+    state
+        .entry("seed_lifetime")
+        .or_insert_with(|| Json::String("until_ready".to_owned()));
     Ok(())
 }
 
@@ -62,8 +81,25 @@ mod tests {
     }
 
     #[test]
+    fn version_1_waits_for_cloud_init_unless_it_did_not_wait() {
+        let waited = upgrade(&request(1, r#"{"id":"100","wait_for_address":true}"#));
+        assert!(!waited.diagnostics.has_errors(), "{:?}", waited.diagnostics);
+        let state = waited.upgraded_state;
+        assert_eq!(state.get_attr("wait_for").as_str(), Some("cloud-init"));
+        assert!(state.get_attr("wait_for_address").is_null());
+        assert_eq!(
+            state.get_attr("seed_lifetime").as_str(),
+            Some("until_ready")
+        );
+        let not = upgrade(&request(1, r#"{"id":"100","wait_for_address":false}"#));
+        let state = not.upgraded_state;
+        assert_eq!(state.get_attr("wait_for").as_str(), Some("none"));
+        assert_eq!(state.get_attr("wait_for_address").as_bool(), Some(false));
+    }
+
+    #[test]
     fn current_state_keeps_its_fleet() {
-        let upgraded = upgrade(&request(1, r#"{"id":"100","fleet":"blue"}"#));
+        let upgraded = upgrade(&request(2, r#"{"id":"100","fleet":"blue"}"#));
         assert!(
             !upgraded.diagnostics.has_errors(),
             "{:?}",

@@ -29,7 +29,6 @@ async fn fuzz_state_rm_and_import_round_trip() {
 /// I0: `-replace` of the state's own VM under `create_before_destroy` fails ("already
 /// exists ... finished by another Terraform state").
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for #32 item 1"]
 async fn fuzz_replace_under_create_before_destroy() {
     regression(
         "fuzz_replace_under_create_before_destroy",
@@ -46,7 +45,6 @@ async fn fuzz_replace_under_create_before_destroy() {
 /// leaves the VM as "not this state's", and the create half fails "already exists". Found
 /// without `create_before_destroy`, with and without `-refresh=false` (seed 102).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for #32 item 1"]
 async fn fuzz_seed_102_taint_then_apply() {
     regression(
         "fuzz_seed_102_taint_then_apply",
@@ -61,7 +59,6 @@ async fn fuzz_seed_102_taint_then_apply() {
 
 /// I4: a destroy PVE refuses (protection) stopped the running VM first.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for #32 item 2"]
 async fn fuzz_destroy_of_a_protected_vm() {
     regression(
         "fuzz_destroy_of_a_protected_vm",
@@ -73,7 +70,6 @@ async fn fuzz_destroy_of_a_protected_vm() {
 /// I4: a replacing apply of a protected VM fails at PVE's destroy, after stopping the VM
 /// (seed 2017).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for #32 item 2"]
 async fn fuzz_seed_2017_replacing_a_protected_vm() {
     regression(
         "fuzz_seed_2017_replacing_a_protected_vm",
@@ -89,7 +85,6 @@ async fn fuzz_seed_2017_replacing_a_protected_vm() {
 /// I7: `terraform destroy` succeeds, forgets the VM whose mark an operator edited, and
 /// leaves it running (seed 101).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for #32 item 3"]
 async fn fuzz_seed_101_destroy_after_the_mark_was_edited() {
     regression(
         "fuzz_seed_101_destroy_after_the_mark_was_edited",
@@ -106,7 +101,6 @@ async fn fuzz_seed_101_destroy_after_the_mark_was_edited() {
 /// it did not first boot. Timing decides: seed 2014 broke it with one `Race`; these rounds
 /// broke it in every run so far.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for #32 item 4"]
 async fn fuzz_two_states_racing() {
     regression(
         "fuzz_two_states_racing",
@@ -130,7 +124,6 @@ async fn fuzz_two_states_racing() {
 /// drops the VM from state and forgets its seed, which nothing removes afterwards: the seed
 /// ISO is left after every state's destroy (seeds 301 and 2009; 2009's shrunk sequence).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for a fix: a VM deleted by hand leaks its seed (not yet an item of #32)"]
 async fn fuzz_seed_2009_a_vm_deleted_by_hand_leaks_its_seed() {
     regression(
         "fuzz_seed_2009_a_vm_deleted_by_hand_leaks_its_seed",
@@ -138,6 +131,24 @@ async fn fuzz_seed_2009_a_vm_deleted_by_hand_leaks_its_seed() {
             Apply(0, vec![Started(1, false), Memory(1, 512)], Plain),
             Hand(0, 0, DeleteVm),
             Destroy(0),
+        ],
+    )
+    .await;
+}
+
+/// I1: found by `fixed_budget` once the mark family ran again after #32 item 3's fix: a VM
+/// whose mark was edited away, then an apply that replaces it (its destroy refuses, saying
+/// how to mark it again), then an apply with `-refresh=false`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "waits for a fix: a mark edited away, a replacing apply, then -refresh=false"]
+async fn fuzz_seed_4_i1() {
+    regression(
+        "fuzz_seed_4_i1",
+        vec![
+            Apply(0, vec![UserData(1, 1)], Plain),
+            Hand(0, 0, EditMark),
+            Apply(0, vec![UserData(0, 0)], Plain),
+            Apply(0, vec![Started(0, true)], NoRefresh),
         ],
     )
     .await;

@@ -25,11 +25,14 @@ pub enum ExpectedToken<'a> {
         token: &'a str,
         proof: Option<&'a str>,
     },
-    /// A state written before create tokens existed. Its VM was finished before tokens
-    /// existed too, and nothing ever adds a token to a finished VM's mark, so only a VM
-    /// whose mark has no token can be it: a same-name VM made since (by another state, after
-    /// this one's was deleted) never matches.
-    MadeBeforeTokens,
+    /// A state without a create token: written before create tokens existed, or a tainted
+    /// VM's, whose private data Terraform does not pass to the plan that replaces it (its
+    /// `plan` treats a tainted object as a new one), so the destroy half gets none. A VM
+    /// finished before tokens has no token in its mark, and nothing ever adds one, so a
+    /// mark without a token matches; a mark with one matches only when it carries `proof`,
+    /// the state's keyed seed hash (HMAC keyed with that very token: only that create's
+    /// mark and state hold it). A same-name VM made since by another state never matches.
+    MadeBeforeTokens { proof: Option<&'a str> },
 }
 
 impl<'a> ExpectedToken<'a> {
@@ -41,7 +44,9 @@ impl<'a> ExpectedToken<'a> {
                 token,
                 proof: seed_hash.filter(|h| !h.is_empty()),
             },
-            None => ExpectedToken::MadeBeforeTokens,
+            None => ExpectedToken::MadeBeforeTokens {
+                proof: seed_hash.filter(|h| !h.is_empty()),
+            },
         }
     }
 }
@@ -64,7 +69,12 @@ impl Expected<'_> {
             ));
         }
         match (self.token, mark.create_token.as_deref()) {
-            (ExpectedToken::Any, _) | (ExpectedToken::MadeBeforeTokens, None) => None,
+            (ExpectedToken::Any, _) | (ExpectedToken::MadeBeforeTokens { .. }, None) => None,
+            (ExpectedToken::MadeBeforeTokens { proof: Some(proof) }, Some(_))
+                if mark.seed_hash.as_deref() == Some(proof) =>
+            {
+                None
+            }
             (ExpectedToken::Is { token, .. }, Some(found)) if token == found => None,
             (
                 ExpectedToken::Is {
@@ -82,7 +92,7 @@ impl Expected<'_> {
                 create"
                     .to_owned(),
             ),
-            (ExpectedToken::MadeBeforeTokens, Some(_)) => Some(
+            (ExpectedToken::MadeBeforeTokens { .. }, Some(_)) => Some(
                 "it was created by a newer release of the provider than this state's VM (its mark \
                 carries a create token), so it is another state's VM of the same name"
                     .to_owned(),
@@ -118,9 +128,18 @@ mod tests {
         // A same-name VM made since, by another state: never this one's.
         assert!(
             state
-                .mismatch(Some(&mark(Some("other"), Some("h"))))
+                .mismatch(Some(&mark(Some("other"), Some("other-keyed"))))
                 .is_some()
         );
+        // A tainted VM's state (Terraform drops its private data when it plans the
+        // replacement) proves its VM with the keyed seed hash the VM's mark carries.
+        let tainted = expected(ExpectedToken::of_state(None, Some("keyed")));
+        assert_eq!(
+            tainted.mismatch(Some(&mark(Some("t"), Some("keyed")))),
+            None
+        );
+        let drifted = expected(ExpectedToken::of_state(None, Some("")));
+        assert!(drifted.mismatch(Some(&mark(Some("t"), Some("")))).is_some());
         assert!(state.mismatch(None).is_some());
     }
 

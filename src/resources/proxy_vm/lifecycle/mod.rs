@@ -10,19 +10,24 @@
 //! writes conditional on the digest of that read, the only way a digest exists.
 //!
 //! A create reads top-down as its phases (`create/`): place, slot, clone, claim, seed,
-//! configure, grow, boot, ready, finish. Update (`update.rs`) runs configure, grow, boot and
+//! configure, grow, boot, ready, finish, then cloud-init's verdict and the seed's
+//! detach. Update (`update.rs`) runs configure, grow, boot and
 //! ready on the state's VM; delete (`delete/`) locates, judges and destroys; read
 //! (`read.rs`) observes. The phases shared by create and update live here: `configure`
 //! (with `boot_order`: what the node does with the VM at its own boot), `disk`, `power`
 //! (with `ha_power`: waiting for the VM itself when HA turns a power call into a request),
-//! `ready`; `whereabouts` finds where a VM moved to. `error` and `tasks` hold what every
-//! phase uses: the error type, the retry policy and the task wait. Every wait for a lock
-//! runs on `pve`'s one loop, [`pve::wait_out_locks`], bounded by the operation's deadline.
+//! `ready`, and the seed's life after the address (`seed_life`: cloud-init's verdict in
+//! `cloud_init`, the detach in `detach`); `whereabouts` finds where a VM moved to. `error`
+//! and `tasks` hold what every phase uses: the error type, the retry policy and the task
+//! wait. Every wait for a lock runs on `pve`'s one loop, [`pve::wait_out_locks`], bounded
+//! by the operation's deadline.
 
 mod boot_order;
+mod cloud_init;
 mod configure;
 mod create;
 mod delete;
+mod detach;
 mod disk;
 mod error;
 mod expected;
@@ -35,19 +40,21 @@ mod power;
 pub(crate) mod prechecks;
 mod read;
 mod ready;
+mod seed_life;
 mod slot;
 mod tasks;
 mod teardown;
 mod update;
 mod whereabouts;
 
-pub use create::create;
+pub use create::{Created, create};
 pub use delete::{Doomed, RecordedSeed, delete};
 pub use error::StepError;
 pub use expected::{Expected, ExpectedToken};
 pub use observe::{observe, observe_with};
 pub use read::{Found, read};
-pub use update::update;
+pub use seed_life::{Detach, detach, seed_ready_to_detach};
+pub use update::{Updated, update};
 pub use whereabouts::node_now;
 
 /// How far a create got, kept outside it: when a create is cut short (timeout, Ctrl-C, a

@@ -95,6 +95,8 @@ pub(super) async fn observe_known(
         Some("paused") => "paused".to_owned(),
         _ => status.status.clone(),
     };
+    // `ide2: none,media=cdrom`: the seed was detached (`seed_lifetime = "until_ready"`).
+    let seed_drive = config.cdrom("ide2").and_then(Result::ok);
     Ok(Some(Observed {
         vmid,
         node: node.to_owned(),
@@ -113,7 +115,11 @@ pub(super) async fn observe_known(
         vlan_tag: net.as_ref().and_then(|n| n.tag),
         mac,
         tags: ownership::user_tags(&config.tags().join(";")),
-        seed_volume: config.cdrom("ide2").and_then(Result::ok).map(|d| d.volume),
+        seed_volume: seed_drive
+            .as_ref()
+            .filter(|d| !d.is_none())
+            .map(|d| d.volume.clone()),
+        seed_detached: seed_drive.as_ref().is_some_and(|d| d.is_none()),
         status: status_text,
         running: status.is_running(),
         pool,

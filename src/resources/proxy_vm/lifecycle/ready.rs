@@ -38,10 +38,10 @@ pub(super) async fn wait_for_address(
             let hint = if agent_answered {
                 "The VM runs and its guest agent answers, but the guest got no IPv4 address: check \
                 DHCP on the bridge/VLAN, or give a static address with `network_config`; or set \
-                wait_for_address = false."
+                wait_for = \"none\"."
             } else {
                 "The VM runs; check that the image can install qemu-guest-agent (the seed's \
-                vendor-data does it on Debian/Ubuntu), or set wait_for_address = false."
+                vendor-data does it on Debian/Ubuntu), or set wait_for = \"none\"."
             };
             return unworkable(format!(
                 "no IPv4 address from the guest agent within the create timeout (last answer: \

@@ -134,19 +134,22 @@ pub(super) async fn choose_slot<'a>(
         }
         // The listing may predate the VM; a create not placed yet has no node to guess, so
         // the VMID itself is looked up.
-        let listed = listing.iter().find(|vm| vm.vmid == vmid).map(|vm| vm.node.clone());
+        let listed = listing
+            .iter()
+            .find(|vm| vm.vmid == vmid)
+            .map(|vm| vm.node.clone());
         let node = match listed {
             Some(node) => node,
             None if !desired.node.is_empty() => desired.node.clone(),
-            None => match retry_idempotent(&RetryPolicy::default(), || {
-                client.cluster().locate_vm(vmid)
-            })
-            .await?
-            {
-                Some(entry) => entry.node,
-                // Gone since the probe: free again.
-                None => return Ok((Slot::Fresh(vmid), reservation)),
-            },
+            None => {
+                match retry_idempotent(&RetryPolicy::default(), || client.cluster().locate_vm(vmid))
+                    .await?
+                {
+                    Some(entry) => entry.node,
+                    // Gone since the probe: free again.
+                    None => return Ok((Slot::Fresh(vmid), reservation)),
+                }
+            }
         };
         // A VM being cloned has no mark yet: its ownership shows once the clone ends.
         let found = config_after_clone(client, &node, vmid, deadline).await?;

@@ -6,7 +6,7 @@ use pve::qemu::GuestInterface;
 use pve::retry_idempotent;
 use tokio::time::Instant;
 
-use super::super::model::Desired;
+use super::super::model::{Desired, WaitFor};
 use super::configure::write_config;
 use super::disk::grow_disk;
 use super::error::Step;
@@ -14,6 +14,7 @@ use super::expected::Expected;
 use super::owned::OwnedVm;
 use super::power::{ensure_power, reboot};
 use super::ready::wait_for_address;
+use super::seed_life::judge;
 use super::tasks::patient;
 use crate::context::Configured;
 
@@ -24,6 +25,8 @@ pub struct Updated {
     pub pending: Vec<String>,
     /// The VM was (re)started and its agent already reported these interfaces.
     pub interfaces: Option<Vec<GuestInterface>>,
+    /// What cloud-init's verdict after that boot warns about.
+    pub warnings: Vec<String>,
 }
 
 /// In-place changes: config, disk growth, power, and the reboot that applies pending
@@ -75,9 +78,12 @@ pub async fn update(
     }
     ensure_power(&vm, desired.started).await?;
     let booted = desired.started && (!was_running || rebooted);
-    if booted && desired.wait_for_address {
+    if booted && desired.wait_for.waits_for_address() {
         updated.interfaces =
             Some(wait_for_address(&configured.client, node, vmid, deadline).await?);
+        if desired.wait_for == WaitFor::CloudInit {
+            judge(&vm, &mut updated.warnings).await?;
+        }
     }
     Ok(updated)
 }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tfplugin::Value;
 
+use super::super::seed_life::{SeedLifetime, WaitFor};
 use super::super::{attr, schema};
 use crate::validate;
 
@@ -27,7 +28,8 @@ pub struct Desired {
     pub clone_storage: Option<String>,
     pub pool: Option<String>,
     pub started: bool,
-    pub wait_for_address: bool,
+    pub wait_for: WaitFor,
+    pub seed_lifetime: SeedLifetime,
     pub reboot_if_needed: bool,
     pub timeouts: Timeouts,
     /// The fleet the VM belongs to (the provider's, for a new VM).
@@ -78,6 +80,22 @@ fn bool_attr(value: &Value, name: &str) -> bool {
         .unwrap_or_else(|| schema::default_bool(name))
 }
 
+/// `wait_for` as planned; a plan of an earlier schema without it reads the deprecated
+/// `wait_for_address` (false: no wait).
+fn wait_for(planned: &Value) -> WaitFor {
+    if let Some(choice) = planned
+        .get_attr(attr::WAIT_FOR)
+        .as_str()
+        .and_then(WaitFor::parse)
+    {
+        return choice;
+    }
+    match planned.get_attr(attr::WAIT_FOR_ADDRESS).as_bool() {
+        Some(false) => WaitFor::Nothing,
+        _ => WaitFor::CloudInit,
+    }
+}
+
 fn num_attr<T: TryFrom<i64>>(value: &Value, name: &str) -> Option<T> {
     value
         .get_attr(name)
@@ -115,7 +133,12 @@ impl Desired {
             clone_storage: str_attr(planned, attr::CLONE_STORAGE),
             pool: str_attr(planned, attr::POOL),
             started: bool_attr(planned, attr::STARTED),
-            wait_for_address: bool_attr(planned, attr::WAIT_FOR_ADDRESS),
+            wait_for: wait_for(planned),
+            seed_lifetime: planned
+                .get_attr(attr::SEED_LIFETIME)
+                .as_str()
+                .and_then(SeedLifetime::parse)
+                .unwrap_or(SeedLifetime::UntilReady),
             reboot_if_needed: bool_attr(planned, attr::REBOOT_IF_NEEDED),
             timeouts: Timeouts::from_value(planned.get_attr(attr::TIMEOUTS)),
             fleet: str_attr(planned, attr::FLEET).unwrap_or_else(|| default_fleet.to_owned()),

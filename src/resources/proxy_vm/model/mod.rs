@@ -10,6 +10,7 @@ mod seed_hash;
 mod state;
 mod write_only;
 
+pub use super::seed_life::{SeedLifetime, WaitFor};
 pub use boot::{startup_of, startup_value};
 pub use desired::{Desired, Timeouts};
 pub use observed::{Observed, RunningValues};

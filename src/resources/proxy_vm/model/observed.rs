@@ -22,6 +22,8 @@ pub struct Observed {
     pub mac: Option<String>,
     pub tags: Vec<String>,
     pub seed_volume: Option<String>,
+    /// `ide2` holds no medium: the seed was detached once cloud-init finished.
+    pub seed_detached: bool,
     pub status: String,
     pub running: bool,
     pub pool: Option<String>,
@@ -188,11 +190,18 @@ impl Observed {
             .unwrap_or_else(|| kept(prior, attr::POOL));
         state.set_attr(attr::POOL, pool);
         state.set_attr(attr::STARTED, Value::Bool(self.running));
-        for name in [attr::WAIT_FOR_ADDRESS, attr::REBOOT_IF_NEEDED] {
-            let default = Value::Bool(schema::default_bool(name));
+        let default = Value::Bool(schema::default_bool(attr::REBOOT_IF_NEEDED));
+        let reboot = kept(prior, attr::REBOOT_IF_NEEDED).non_null_or(default);
+        state.set_attr(attr::REBOOT_IF_NEEDED, reboot);
+        for name in [attr::WAIT_FOR, attr::SEED_LIFETIME] {
+            let default = Value::string(schema::default_text(name));
             state.set_attr(name, kept(prior, name).non_null_or(default));
         }
-        for name in [attr::TIMEOUTS, attr::NODE_CANDIDATES] {
+        for name in [
+            attr::TIMEOUTS,
+            attr::NODE_CANDIDATES,
+            attr::WAIT_FOR_ADDRESS,
+        ] {
             state.set_attr(name, kept(prior, name));
         }
         state.set_attr(attr::START_ON_BOOT, Value::Bool(self.onboot));
@@ -218,6 +227,11 @@ impl Observed {
     /// upload, a hand-attached ISO, none) runs another user-data than this configuration's.
     pub fn seed_drift(&self, prior: &Value) -> Option<String> {
         let made = made_seed(prior)?;
+        if self.seed_detached {
+            // Detached by `seed_lifetime = "until_ready"`: the guest keeps the instance it
+            // booted; the mark's seed hash still says what it was made from.
+            return None;
+        }
         match self.seed_volume.as_deref() {
             Some(attached) if attached == made => None,
             Some(attached) => Some(format!(

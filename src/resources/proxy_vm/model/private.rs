@@ -14,6 +14,11 @@ pub struct Private {
     /// back). While both are unset, the plan keeps the VM's seed instead of replacing it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub imported: bool,
+    /// The last refresh found cloud-init finished (or the seed detached already) on a VM
+    /// whose seed is still recorded and whose `seed_lifetime` is `until_ready`: the plan
+    /// drops `seed_volume`, and the apply detaches and deletes it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seed_ready: bool,
 }
 
 /// Private bytes this release cannot read (written by a newer release, or damaged): the VM's

@@ -1,5 +1,13 @@
 //! The seed's content hash: keyed HMAC-SHA256, and the unkeyed SHA-256 of earlier releases.
 
+/// The vendor-data text every seed hash covers, fixed byte for byte: the whole vendor-data
+/// of the releases that stored the hashes users keep in their states and VMs' marks
+/// (`nocloud::render::vendor_data_guest_agent`). Seeds carry more vendor-data now
+/// (`nocloud::render::vendor_data`, with `manual_cache_clean`); hashing that would make every
+/// existing state plan a replacement, and the hash only has to change with what the
+/// configuration controls (`user_data`, `network_config`).
+const HASHED_VENDOR_DATA: &str = include_str!("hashed_vendor_data.txt");
+
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
@@ -19,7 +27,7 @@ pub fn seed_hash(
     for part in [
         user_data.unwrap_or_default().as_bytes(),
         network_config.map(str::as_bytes).unwrap_or(b"\0none"),
-        nocloud::render::vendor_data_guest_agent().as_bytes(),
+        HASHED_VENDOR_DATA.as_bytes(),
     ] {
         message.extend_from_slice(&(part.len() as u64).to_be_bytes());
         message.extend_from_slice(part);
@@ -145,6 +153,32 @@ mod tests {
             let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
             assert!(hex.starts_with(expected), "test case {}: {hex}", number + 1);
         }
+    }
+
+    #[test]
+    fn the_hashed_vendor_data_is_the_one_earlier_releases_hashed() {
+        assert_eq!(
+            HASHED_VENDOR_DATA,
+            nocloud::render::vendor_data_guest_agent()
+        );
+        assert_ne!(HASHED_VENDOR_DATA, nocloud::render::vendor_data());
+    }
+
+    /// The state the `state_v0` fixture holds (tests/provider/fixtures/state_v0, made by
+    /// release 953641d from its `resource.tf`: an unkeyed hash) plans no replacement.
+    #[test]
+    fn an_existing_states_hash_is_what_it_was() {
+        let fixture = include_str!("../../../../tests/provider/fixtures/state_v0/state-v0.json");
+        let state: serde_json::Value = serde_json::from_str(fixture).unwrap();
+        let stored = state["resources"][0]["instances"][0]["attributes"]["seed_hash"]
+            .as_str()
+            .unwrap();
+        let user_data = Some("#cloud-config\npackages: [nginx]\n");
+        assert_eq!(seed_hash(None, user_data, None), stored);
+        assert_eq!(
+            planned_seed_hash(Some(stored), Some("any-token"), user_data, None),
+            stored
+        );
     }
 
     /// Seed hashes are stored in states and in VMs' descriptions: the values today's code

@@ -18,6 +18,7 @@ use super::super::error::Step;
 use super::super::tasks::patient;
 use super::super::teardown;
 use super::hold::Hold;
+use crate::ownership::Phase;
 
 /// Whether the held VM may have booted a seed that is not this attempt's (see the module
 /// doc), from the `ide2` volume its claim read.
@@ -30,6 +31,16 @@ pub(super) async fn may_have_booted_another_seed(
             nocloud::file_belongs_to_attempt(file, &hold.desired.create_token)
         })
     };
+    if attached == Some("none") {
+        // An empty `ide2` on a finished VM of this token: this token's create detached the
+        // seed it booted (#30; a create killed inside the detach is resumed so).
+        let seen = hold.vm.read().await?;
+        if seen.mark.phase == Phase::Done
+            && seen.mark.create_token.as_deref() == Some(hold.desired.create_token.as_str())
+        {
+            return Ok(false);
+        }
+    }
     match attached.filter(|volume| volume.contains(":iso/")) {
         Some(volume) => Ok(!ours(volume)),
         // No seed attached: it booted none of ours, but a VM running without one was

@@ -22,15 +22,25 @@ use super::observe::observe_with;
 use super::power::ensure_power;
 use super::prechecks::check_disk_size;
 use super::ready::wait_for_address;
+use super::seed_life::{SeedOutcome, after_ready};
 use crate::context::Configured;
 use hold::Hold;
+
+/// A finished create: the VM as read at its end, and what the apply warns about.
+#[derive(Debug)]
+pub struct Created {
+    pub observed: Observed,
+    pub warnings: Vec<String>,
+    /// The seed was detached and deleted: the state records none.
+    pub seed_deleted: bool,
+}
 
 /// See the module doc.
 pub async fn create(
     configured: &Configured,
     desired: &Desired,
     progress: &ProgressCell,
-) -> Step<Observed> {
+) -> Step<Created> {
     let deadline = Instant::now() + desired.timeouts.create;
     let client = &configured.client;
     let runtime = &configured.runtime;
@@ -102,8 +112,8 @@ pub async fn create(
     let (seed_volume, seed_bytes) = seed::build_seed(desired, node, vmid)?;
     progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
     let provisioned = provision(&hold, &seed_volume, seed_bytes).await;
-    let reported = match provisioned {
-        Ok(reported) => reported,
+    let (reported, seed) = match provisioned {
+        Ok(provisioned) => provisioned,
         Err(error) => {
             let error = hold.explain(error).await;
             if error.is_not_ours() {
@@ -116,7 +126,11 @@ pub async fn create(
     };
     drop(cloned.reservation);
     match observe_with(client, node, vmid, desired.pool.clone(), reported).await? {
-        Some(observed) => Ok(observed),
+        Some(observed) => Ok(Created {
+            observed,
+            warnings: seed.warnings,
+            seed_deleted: seed.deleted,
+        }),
         None => Err(StepError::Unworkable(format!(
             "VM {vmid} vanished right after it was created"
         ))),
@@ -125,18 +139,18 @@ pub async fn create(
 
 /// The phases after the claim, on the held VM: seed, configure, grow, boot, ready, finish;
 /// then the seeds of earlier attempts at this VM slot go. The agent's interfaces when the
-/// create waited for them.
+/// create waited for them, and the warnings of cloud-init's verdict and the seed's detach.
 async fn provision(
     hold: &Hold<'_>,
     seed_volume: &str,
     seed_bytes: bytes::Bytes,
-) -> Step<Option<Vec<GuestInterface>>> {
+) -> Step<(Option<Vec<GuestInterface>>, SeedOutcome)> {
     let (vm, desired) = (&hold.vm, hold.desired);
     seed::upload_seed(vm.client, &vm.node, seed_volume, seed_bytes, vm.deadline).await?;
     hold.unless_taken_over(write_config(vm, desired, Some(seed_volume), true).await)?;
     hold.unless_taken_over(grow_disk(vm, desired.disk_gib).await)?;
     hold.unless_taken_over(ensure_power(vm, desired.started).await)?;
-    let reported = if desired.started && desired.wait_for_address {
+    let reported = if desired.started && desired.wait_for.waits_for_address() {
         Some(wait_for_address(vm.client, &vm.node, vm.vmid, vm.deadline).await?)
     } else {
         None
@@ -154,5 +168,8 @@ async fn provision(
         vm.deadline,
     )
     .await;
-    Ok(reported)
+    // After the finish: a create that fails on cloud-init's verdict leaves a finished VM
+    // (with its seed, for debugging) that the next apply replaces.
+    let seed = after_ready(vm, desired, &vm.node, seed_volume, reported.is_some()).await?;
+    Ok((reported, seed))
 }

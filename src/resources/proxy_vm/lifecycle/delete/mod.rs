@@ -19,7 +19,7 @@ mod seed;
 use tokio::time::Instant;
 
 use super::error::{Step, StepError};
-use super::expected::Expected;
+use super::expected::{Expected, ExpectedToken};
 use super::teardown;
 use crate::context::Configured;
 use locate::AtVmid;
@@ -54,6 +54,11 @@ pub async fn delete(
     let (at_vmid, ours) =
         locate::locate(configured, vmid, doomed.node_hint, expected, deadline).await?;
     let mut note = None;
+    // The token of the VM's mark, once the VM proved ours without one in the state (a
+    // tainted VM's state, see `ExpectedToken::MadeBeforeTokens`): its seed is named for it.
+    let proven_token = ours
+        .as_ref()
+        .and_then(|(_, seen)| seen.mark.create_token.clone());
     match &at_vmid {
         AtVmid::Gone | AtVmid::Ours(_) => {}
         AtVmid::MarkLost(node) => {
@@ -84,8 +89,14 @@ pub async fn delete(
         configured.runtime.forget_vm(vmid).await;
     }
     if let Some(seed) = &doomed.seed {
+        let token = match (expected.token, proven_token.as_deref()) {
+            (ExpectedToken::MadeBeforeTokens { .. }, Some(token)) => {
+                ExpectedToken::Is { token, proof: None }
+            }
+            (token, _) => token,
+        };
         let deleted =
-            seed::delete_seed(client, seed, name, vmid, expected.token, &at_vmid, deadline).await?;
+            seed::delete_seed(client, seed, name, vmid, token, &at_vmid, deadline).await?;
         if let (false, Some(note)) = (deleted, &mut note) {
             note.push_str(&format!(
                 " Its seed {} was left too: it is not provably this state's, or that VM boots it.",

@@ -1,0 +1,98 @@
+//! The detach phase (`seed_lifetime = "until_ready"`): once cloud-init finished without
+//! errors, the seed leaves the VM and the storage, in an order that makes a crash anywhere
+//! harmless and resumable:
+//! 1. the guest must hold cloud-init's `manual-clean` marker (`nocloud::render::
+//!    MANUAL_CLEAN_MARKER`), or it would lose its datasource at the next boot: without it the
+//!    seed stays, with a warning;
+//! 2. `ide2: none,media=cdrom`, a conditional write through the owner's handle (PVE applies
+//!    a media change on a running VM at once);
+//! 3. the ISO is deleted.
+//!
+//! A crash between 2 and 3 leaves a file no VM boots, still named in the state: the next
+//! apply (whose plan shows the detach) or destroy deletes it. Nothing a VM boots is deleted.
+
+use std::sync::Mutex;
+
+use pve::qemu::ConfigUpdate;
+use pve::wire::CdromDrive;
+
+use super::cloud_init::{GuestFile, read_guest_file};
+use super::error::Step;
+use super::owned::{Conditional, OwnedVm, tolerate_gone};
+use super::tasks::run_task;
+
+/// How a detach ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Detach {
+    /// The seed is detached and its ISO deleted.
+    Done,
+    /// The seed stays attached: why, for a warning.
+    Kept(String),
+}
+
+/// Detaches `seed_volume` (uploaded to `seed_node`) from the VM and deletes it; see the
+/// module doc. A VM that boots another volume as `ide2` keeps it, and `seed_volume` is
+/// deleted only when no VM of ours boots it.
+pub(super) async fn detach_seed(
+    vm: &OwnedVm<'_>,
+    seed_node: &str,
+    seed_volume: &str,
+) -> Step<Detach> {
+    // One read decides: a VM still booting the seed needs the guest's marker first, then
+    // the conditional write; one whose `ide2` is empty already (a detach resumed) only the
+    // file's delete.
+    let kept: Mutex<Option<String>> = Mutex::new(None);
+    vm.conditional("detach the seed", |seen| {
+        let kept = &kept;
+        async move {
+            let boots_seed = seen
+                .config
+                .cdrom("ide2")
+                .and_then(Result::ok)
+                .is_some_and(|d| d.volume == seed_volume);
+            if !boots_seed {
+                return Ok(());
+            }
+            if let Some(why) = marker_missing(vm).await? {
+                *kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                return Ok(());
+            }
+            let update = ConfigUpdate::new().cdrom("ide2", &CdromDrive::none());
+            vm.write(&Conditional::new(update, &seen.digest)).await?;
+            tracing::info!(vmid = vm.vmid, "detached the seed");
+            Ok(())
+        }
+    })
+    .await?;
+    if let Some(why) = kept.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Ok(Detach::Kept(why));
+    }
+    if let Some((storage, _)) = seed_volume.split_once(':') {
+        let store = vm.client.node(seed_node).storage(storage);
+        tolerate_gone(run_task(vm.client, vm.deadline, || store.delete_volume(seed_volume)).await)?;
+        tracing::info!(vmid = vm.vmid, volume = %seed_volume, "deleted the detached seed");
+    }
+    Ok(Detach::Done)
+}
+
+/// Why the seed must stay, when the guest lacks cloud-init's `manual-clean` marker or
+/// cannot be asked; `None` when the marker is there.
+async fn marker_missing(vm: &OwnedVm<'_>) -> Step<Option<String>> {
+    let marker = nocloud::render::MANUAL_CLEAN_MARKER;
+    Ok(
+        match read_guest_file(vm.client, &vm.node, vm.vmid, marker).await? {
+            GuestFile::Read(_) => None,
+            GuestFile::Missing => Some(format!(
+                "the guest of VM {} has no {marker} (its cloud-init does not honour \
+             `manual_cache_clean`, older than 20.x, or the user-data turned vendor-data off): \
+             without its seed it would lose its datasource and network config at the next \
+             boot, so the seed stays attached. Set seed_lifetime = \"vm\" to say so and \
+             silence this.",
+                vm.vmid
+            )),
+            GuestFile::Refused(why) => Some(format!(
+                "{why} Its seed stays attached until the guest can be asked."
+            )),
+        },
+    )
+}
