@@ -53,6 +53,8 @@ resource "proxmox_proxy_vm" "edge" {{
   name     = "{base}-${{count.index}}"
   template = "debian-13-proxy"
   node     = "{node}"
+  # The seed stays attached: these tests are about what it means for a migration.
+  seed_lifetime = "vm"
 {extra}}}
 "#,
         Workspace::preamble()
@@ -353,6 +355,8 @@ resource "proxmox_proxy_vm" "edge" {{
   template = "{template}"
   node     = "{node}"
   bridge   = "{bridge}"
+  # The seed stays attached: these tests are about what it means for a migration.
+  seed_lifetime = "vm"
 {extra}}}
 "#,
         Workspace::preamble()

@@ -279,31 +279,11 @@ pub(super) async fn update(
             }
         }
     }
-    if let Some(volume) = seed_to_detach(prior, planned) {
-        let limit = desired.timeouts.update;
-        let deadline = tokio::time::Instant::now() + limit;
-        let seed_node = prior.get_attr(attr::NODE).as_str().unwrap_or(&node);
-        let work = lifecycle::detach(
-            configured,
-            vm.node,
-            vmid,
-            expected_of(&vm),
-            seed_node,
-            volume,
-            deadline,
-        );
-        let refused = match bounded(ctx, limit, "update", work).await {
-            Ok(lifecycle::Detach::Done) => None,
-            Ok(lifecycle::Detach::Kept(why)) => Some(why),
-            Err(error) => Some(error.to_string()),
-        };
-        if let Some(why) = refused {
-            response.diagnostics.error(
-                format!("Seed of proxy VM {} not detached", desired.name),
-                format!("{why} The seed stays recorded; the next apply tries again."),
-            );
-            return response;
-        }
+    if let Some(volume) = seed_to_detach(prior, planned)
+        && let Err(refused) = detach_planned(ctx, configured, vm, &desired, volume).await
+    {
+        response.diagnostics.push(refused);
+        return response;
     }
     let observed = lifecycle::observe_with(
         &configured.client,
@@ -315,6 +295,38 @@ pub(super) async fn update(
     .await;
     record_updated(observed, vm, &desired, planned, &mut response);
     response
+}
+
+/// The detach the plan shows (a refresh found cloud-init finished after a create that did
+/// not wait): done now, or an error that keeps the seed recorded for the next apply.
+async fn detach_planned(
+    ctx: &Context,
+    configured: &Configured,
+    vm: UpdatedVm<'_>,
+    desired: &Desired,
+    volume: &str,
+) -> Result<(), Diagnostic> {
+    let limit = desired.timeouts.update;
+    let deadline = tokio::time::Instant::now() + limit;
+    let seed_node = vm.prior.get_attr(attr::NODE).as_str().unwrap_or(vm.node);
+    let work = lifecycle::detach(
+        configured,
+        vm.node,
+        vm.vmid,
+        expected_of(&vm),
+        seed_node,
+        volume,
+        deadline,
+    );
+    let refused = match bounded(ctx, limit, "update", work).await {
+        Ok(lifecycle::Detach::Done) => return Ok(()),
+        Ok(lifecycle::Detach::Kept(why)) => why,
+        Err(error) => error.to_string(),
+    };
+    Err(Diagnostic::error(
+        format!("Seed of proxy VM {} not detached", desired.name),
+        format!("{refused} The seed stays recorded; the next apply tries again."),
+    ))
 }
 
 /// The seed the plan detaches: recorded before, dropped by the plan.

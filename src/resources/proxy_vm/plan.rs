@@ -103,8 +103,8 @@ pub(super) fn plan_change(
         response.requires_replace = replacements(&prior, &planned, &mut response.diagnostics);
         warn_pending(&private.pending, &planned, &mut response.diagnostics);
         plan_update_addresses(&prior, &mut planned);
-        plan_update_location(&prior, &mut planned);
         plan_seed_detach(&mut planned, &prior, &private, &response.requires_replace);
+        plan_update_location(&prior, &mut planned);
     }
     response.planned_state = planned;
     response
@@ -464,7 +464,8 @@ mod tests {
         prior.set_attr("current_node", Value::string("pve2"));
         prior.set_attr("started", Value::Bool(true));
         prior.set_attr("start_on_boot", Value::Bool(true));
-        prior.set_attr("wait_for_address", Value::Bool(true));
+        prior.set_attr("wait_for", Value::string("cloud-init"));
+        prior.set_attr("seed_lifetime", Value::string("until_ready"));
         prior.set_attr("reboot_if_needed", Value::Bool(false));
         let planned = |change: &dyn Fn(&mut Value)| {
             let mut proposed = prior.clone();
