@@ -412,6 +412,22 @@ mod tests {
         );
     }
 
+    /// `name` as planned when `change` is made to both the prior state and the config.
+    fn planned_attr(prior: &Value, change: &dyn Fn(&mut Value), name: &str) -> Value {
+        let mut proposed = prior.clone();
+        change(&mut proposed);
+        let mut config = config();
+        change(&mut config);
+        plan_change(
+            &schema::schema(),
+            None,
+            request(prior.clone(), proposed, config),
+        )
+        .planned_state
+        .get_attr(name)
+        .clone()
+    }
+
     #[test]
     fn addresses_stay_known_unless_the_change_can_move_them() {
         let mut prior = created();
@@ -421,20 +437,7 @@ mod tests {
         prior.set_attr("started", Value::Bool(true));
         prior.set_attr("wait_for_address", Value::Bool(true));
         prior.set_attr("ipv4_address", Value::string("10.0.0.10"));
-        let planned = |change: &dyn Fn(&mut Value)| {
-            let mut proposed = prior.clone();
-            change(&mut proposed);
-            let mut config = config();
-            change(&mut config);
-            plan_change(
-                &schema::schema(),
-                None,
-                request(prior.clone(), proposed, config),
-            )
-            .planned_state
-            .get_attr("ipv4_address")
-            .clone()
-        };
+        let planned = |change: &dyn Fn(&mut Value)| planned_attr(&prior, change, "ipv4_address");
         assert_eq!(
             planned(&|v| {
                 v.set_attr("cores", Value::number(2));
@@ -467,20 +470,7 @@ mod tests {
         prior.set_attr("wait_for", Value::string("cloud-init"));
         prior.set_attr("seed_lifetime", Value::string("until_ready"));
         prior.set_attr("reboot_if_needed", Value::Bool(false));
-        let planned = |change: &dyn Fn(&mut Value)| {
-            let mut proposed = prior.clone();
-            change(&mut proposed);
-            let mut config = config();
-            change(&mut config);
-            plan_change(
-                &schema::schema(),
-                None,
-                request(prior.clone(), proposed, config),
-            )
-            .planned_state
-            .get_attr("current_node")
-            .clone()
-        };
+        let planned = |change: &dyn Fn(&mut Value)| planned_attr(&prior, change, "current_node");
         assert_eq!(planned(&|_| {}), Value::string("pve2"), "no change: kept");
         assert_eq!(
             planned(&|v| {
