@@ -43,6 +43,9 @@ pub struct Runtime {
     /// Memory this process promised to nodes for VMs it is creating: (node, bytes, VMID once
     /// known). Counted until the cluster listing shows the VM itself.
     placed: Mutex<Vec<(String, u64, Option<u32>)>>,
+    /// VMIDs whose refresh in this process warned that their mark was lost, so the plan
+    /// after it does not say it twice.
+    mark_lost_warned: Mutex<BTreeSet<u32>>,
 }
 
 impl Runtime {
@@ -71,6 +74,24 @@ impl Runtime {
         let owners = names.entry(format!("{fleet}/{name}")).or_default();
         owners.insert(instance);
         owners.len() == 1
+    }
+
+    /// Notes that this process's refresh warned of VM `vmid`'s lost mark.
+    pub fn note_mark_lost_warned(&self, vmid: u32) {
+        let mut warned = self
+            .mark_lost_warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        warned.insert(vmid);
+    }
+
+    /// Whether this process's refresh already warned of VM `vmid`'s lost mark.
+    pub fn mark_lost_warned(&self, vmid: u32) -> bool {
+        let warned = self
+            .mark_lost_warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        warned.contains(&vmid)
     }
 
     /// Serialises node choices within this process.

@@ -239,6 +239,45 @@ async fn destroy_keeps_a_vm_whose_mark_was_edited_away() {
     assert_nothing_left(&sim).await;
 }
 
+/// A VM whose mark was edited away, planned with `-refresh=false` after a refresh that saw
+/// it (fuzzer seed 4, I1): the plan still warns that nothing will be done on it; a refreshing
+/// plan says it once, not once from the refresh and again from the plan.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_without_refresh_still_warns_of_a_lost_mark() {
+    let test = "a_plan_without_refresh_still_warns_of_a_lost_mark";
+    if !simulator_only(test, "the simulator's state") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&config("unmarked", "")).await;
+    ws.apply().await.success();
+    let vmid = the_vm(&sim, "unmarked").await["vmid"].as_u64().unwrap();
+    sim.api(
+        "PUT",
+        &format!("/nodes/pve1/qemu/{vmid}/config"),
+        &[("description", "my proxy, do not touch")],
+    )
+    .await;
+
+    let refreshed = ws.apply().await.success();
+    let text = flat(&refreshed.all_text());
+    assert_eq!(
+        text.matches("lost its ownership mark").count(),
+        1,
+        "one warning from a refreshing apply: {text}"
+    );
+    let unrefreshed = ws
+        .terraform(&["plan", "-refresh=false", "-no-color"])
+        .await
+        .success();
+    let text = flat(&unrefreshed.all_text());
+    assert!(text.contains("lost its ownership mark"), "{text}");
+    assert!(text.contains("did not refresh it"), "{text}");
+    assert_eq!(status_of(&sim, vmid).await, "running");
+}
+
 /// A destroy that PVE fails after the provider marked the VM `deleting` and stopped it: the
 /// next apply keeps the VM (marked `done`, running again, an empty plan after it), and the
 /// destroy after that finishes it.

@@ -64,9 +64,7 @@ pub(super) async fn create(
     journal.record_create(&desired.fleet, &desired.name, &desired.create_token);
     let mut private = Private {
         create_token: Some(desired.create_token.clone()),
-        pending: Vec::new(),
-        imported: false,
-        seed_ready: false,
+        ..Private::default()
     };
     let progress = ProgressCell::default();
     let outcome = bounded(

@@ -65,9 +65,8 @@ pub(super) async fn import(configured: &Configured, id: &str) -> ImportResponse 
             let state = observed.to_state(&seed);
             let private = Private {
                 create_token: observed.mark.as_ref().and_then(|m| m.create_token.clone()),
-                pending: Vec::new(),
                 imported: true,
-                seed_ready: false,
+                ..Private::default()
             };
             response.imported.push(ImportedResource {
                 type_name: TYPE_NAME.into(),

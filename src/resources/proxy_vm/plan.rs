@@ -102,6 +102,7 @@ pub(super) fn plan_change(
     } else {
         response.requires_replace = replacements(&prior, &planned, &mut response.diagnostics);
         warn_pending(&private.pending, &planned, &mut response.diagnostics);
+        warn_mark_lost(&private, &prior, configured, &mut response.diagnostics);
         plan_update_addresses(&prior, &mut planned);
         plan_seed_detach(&mut planned, &prior, &private, &response.requires_replace);
         plan_update_location(&prior, &mut planned);
@@ -306,6 +307,31 @@ fn replacements(
 }
 
 /// Changes a read found PVE holding until the next boot, unless the apply reboots for them.
+/// A VM whose last refresh found its mark edited away, planned without a refresh of its own
+/// in this process (`-refresh=false`): the plan says so, as the refresh did, since an
+/// update or destroy of it will be refused.
+fn warn_mark_lost(
+    private: &Private,
+    prior: &Value,
+    configured: Option<&Configured>,
+    diagnostics: &mut Diagnostics,
+) {
+    let Some(vmid) = vmid_of(prior) else { return };
+    let warned = configured.is_some_and(|c| c.runtime.mark_lost_warned(vmid));
+    if !private.mark_lost || warned {
+        return;
+    }
+    diagnostics.warning(
+        "Proxy VM lost its ownership mark",
+        format!(
+            "At the last refresh, VM {vmid}'s description no longer carried this provider's \
+             ownership mark, and this plan did not refresh it. Nothing will be changed or \
+             destroyed on it until it is marked again; a plan with refresh shows the lines to \
+             put back."
+        ),
+    );
+}
+
 fn warn_pending(pending: &[String], planned: &Value, diagnostics: &mut Diagnostics) {
     if pending.is_empty() || planned.get_attr(attr::REBOOT_IF_NEEDED).as_bool() == Some(true) {
         return;

@@ -70,6 +70,9 @@ pub(super) async fn refresh(configured: &Configured, request: ReadRequest) -> Re
             let name = name.as_deref().unwrap_or_default();
             let warning = mark_lost_warning(&prior, name, &fleet, vmid, &node);
             response.diagnostics.push(warning);
+            configured.runtime.note_mark_lost_warned(vmid);
+            private.mark_lost = true;
+            response.private = private.encode();
         }
         Ok(lifecycle::Found::NotOurs { why, .. }) => {
             response.new_state = Value::Null;
@@ -157,6 +160,7 @@ async fn ours(
             response.new_state.set_attr(attr::POOL, Value::Null);
         }
     }
+    private.mark_lost = false;
     private.seed_ready = seed_ready(configured, state.prior, observed).await;
     private.note_pending(observed);
     response.private = private.encode();

@@ -34,12 +34,7 @@ use runner::{Failure, Stats, env_u64, run_seeds};
 /// Families that find a known bug (an item of issue #32, or one the fuzzer found), each with
 /// the fix it waits for: off in CI until then (switch one on by deleting its line once the
 /// fix lands, and un-ignore its test in `regressions`).
-pub const FAMILIES_WAITING: &[(Family, &str)] = &[(
-    Family::HandMark,
-    "found once #32 item 3 was fixed (seed 4, regressions::fuzz_seed_4_i1): a mark edited \
-     away, then a replacing apply and an apply with -refresh=false break I1; not yet \
-     understood",
-)];
+pub const FAMILIES_WAITING: &[(Family, &str)] = &[];
 
 /// The seeds CI runs, and the steps of each sequence (measured to stay well within five
 /// minutes on two cores: see docs/dev/reliability.md).

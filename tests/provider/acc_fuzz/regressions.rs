@@ -138,12 +138,12 @@ async fn fuzz_seed_2009_a_vm_deleted_by_hand_leaks_its_seed() {
 
 /// I1: found by `fixed_budget` once the mark family ran again after #32 item 3's fix: a VM
 /// whose mark was edited away, then an apply that replaces it (its destroy refuses, saying
-/// how to mark it again), then an apply with `-refresh=false`.
+/// how to mark it again), then an apply with `-refresh=false`, which said nothing of the
+/// lost mark: the refresh now records it in the private data, and such a plan warns.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for a fix: a mark edited away, a replacing apply, then -refresh=false"]
-async fn fuzz_seed_4_i1() {
+async fn fuzz_seed_4_a_lost_mark_planned_without_refresh() {
     regression(
-        "fuzz_seed_4_i1",
+        "fuzz_seed_4_a_lost_mark_planned_without_refresh",
         vec![
             Apply(0, vec![UserData(1, 1)], Plain),
             Hand(0, 0, EditMark),

@@ -19,6 +19,10 @@ pub struct Private {
     /// drops `seed_volume`, and the apply detaches and deletes it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub seed_ready: bool,
+    /// The last refresh found the VM without its ownership mark (edited away): a plan that
+    /// does not refresh (`-refresh=false`) still warns that nothing will be done on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mark_lost: bool,
 }
 
 /// Private bytes this release cannot read (written by a newer release, or damaged): the VM's
