@@ -46,6 +46,8 @@ pub struct Runtime {
     /// VMIDs whose refresh in this process warned that their mark was lost, so the plan
     /// after it does not say it twice.
     mark_lost_warned: Mutex<BTreeSet<u32>>,
+    /// Per `fleet/name`: the create token of the state's VM this process refreshed.
+    refreshed_tokens: Mutex<HashMap<String, String>>,
 }
 
 impl Runtime {
@@ -92,6 +94,24 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         warned.contains(&vmid)
+    }
+
+    /// Notes that this process refreshed the state's VM `name` in `fleet`, made by `token`.
+    pub fn note_refreshed(&self, fleet: &str, name: &str, token: &str) {
+        let mut tokens = self
+            .refreshed_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        tokens.insert(format!("{fleet}/{name}"), token.to_owned());
+    }
+
+    /// The create token of the state's VM `name` in `fleet` this process refreshed, if any.
+    pub fn refreshed_token(&self, fleet: &str, name: &str) -> Option<String> {
+        let tokens = self
+            .refreshed_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        tokens.get(&format!("{fleet}/{name}")).cloned()
     }
 
     /// Serialises node choices within this process.

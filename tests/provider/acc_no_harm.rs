@@ -373,3 +373,37 @@ async fn unreadable_private_data_never_drops_or_touches_a_vm() {
     assert_eq!(status_of(&sim, vmid).await, "running");
     assert_eq!(ours_named(&sim, "downgraded").await.len(), 1);
 }
+
+/// `terraform taint` alone under `create_before_destroy` (no `-replace` before it): Terraform
+/// plans a tainted instance as a create with no prior private data, so only the refresh
+/// just before that plan shows which VM it replaces. Found by the fuzzer (seed 7021, with
+/// `create_before_destroy` turned on in the same apply).
+#[tokio::test(flavor = "multi_thread")]
+async fn taint_alone_works_under_create_before_destroy() {
+    let test = "taint_alone_works_under_create_before_destroy";
+    if !simulator_only(test, "the simulator's state") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&config("cbd-taint", CREATE_BEFORE_DESTROY))
+        .await;
+    ws.apply().await.success();
+    let first = the_vm(&sim, "cbd-taint").await["vmid"].as_u64().unwrap();
+    ws.terraform(&["taint", "-no-color", "proxmox_proxy_vm.edge"])
+        .await
+        .success();
+    let out = ws.apply().await.success();
+    assert!(
+        out.stdout().contains("1 added, 0 changed, 1 destroyed"),
+        "{}",
+        out.stdout()
+    );
+    let second = the_vm(&sim, "cbd-taint").await["vmid"].as_u64().unwrap();
+    assert_ne!(second, first, "the tainted VM was replaced");
+    assert_eq!(ours_named(&sim, "cbd-taint").await.len(), 1);
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}

@@ -100,6 +100,12 @@ async fn a_second_state_with_the_same_name_never_takes_the_vm() {
         text.contains(&format!("terraform import 'ADDRESS' pve1/{vmid}")),
         "{text}"
     );
+    // The journal's own case, and what to do about it (#32).
+    let flat_text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat_text.contains("a saved plan applied in another directory"),
+        "{text}"
+    );
     assert!(text.contains("import {"), "{text}");
     let writes = sim.writes_since(journal_before).await;
     assert!(writes.is_empty(), "the refused apply wrote: {writes:?}");

@@ -38,12 +38,24 @@ pub use schema::TYPE_NAME;
 /// data. The provider's own `RequiresReplace` shows in the first; a replacement Terraform
 /// decides in its core (`-replace=ADDR`, a tainted instance) shows only as that second call,
 /// so the second call is what records it.
+///
+/// A tainted instance is planned in one call, as a create with neither prior state nor
+/// private data (Terraform's `plan` in node_resource_abstract_instance.go: "proceed below
+/// like we're creating an entirely new object"); its refresh just before, in this process,
+/// is the only sign of the VM it replaces, so that refresh's token is recorded. A second
+/// instance of the name cannot take that path: the duplicate-name check refuses it.
 fn note_replacement(configured: &Configured, request: &PlanRequest, response: &PlanResponse) {
-    let Some(token) = Private::decode_or_default(&request.prior_private).create_token else {
-        return;
-    };
     let journal = &configured.journal;
     let prior = &request.prior_state;
+    let private = Private::decode_or_default(&request.prior_private);
+    let Some(token) = private.create_token.or_else(|| {
+        let planned = &response.planned_state;
+        let name = planned.get_attr(attr::NAME).as_str()?;
+        let refreshed = configured.runtime.refreshed_token(&fleet_of(planned), name);
+        refreshed.filter(|_| prior.is_null() && request.prior_private.is_empty())
+    }) else {
+        return;
+    };
     if prior.is_null() {
         // The create half of a replacement: its name and fleet are the planned VM's.
         let planned = &response.planned_state;

@@ -117,6 +117,9 @@ async fn ours(
     if let Some(token) = &private.create_token {
         // Terraform's state holds this create: no later create resumes it.
         configured.journal.confirm(state.fleet, state.name, token);
+        configured
+            .runtime
+            .note_refreshed(state.fleet, state.name, token);
     }
     response.new_state = observed.to_state(state.prior);
     if observed

@@ -4,6 +4,7 @@
 
 use super::model::Edit::*;
 use super::ops::ApplyMode::*;
+use super::ops::ClusterAct::*;
 use super::ops::HandAct::*;
 use super::ops::ImportHow::*;
 use super::ops::Op::*;
@@ -149,6 +150,34 @@ async fn fuzz_seed_4_a_lost_mark_planned_without_refresh() {
             Hand(0, 0, EditMark),
             Apply(0, vec![UserData(0, 0)], Plain),
             Apply(0, vec![Started(0, true)], NoRefresh),
+        ],
+    )
+    .await;
+}
+
+/// I0: a tainted VM whose apply also turns `create_before_destroy` on fails (seed 7021).
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_7021_taint_then_create_before_destroy_on() {
+    regression(
+        "fuzz_seed_7021_taint_then_create_before_destroy_on",
+        vec![
+            Apply(0, vec![Present(0, true)], Plain),
+            Taint(0, 1),
+            Apply(0, vec![Cbd(true)], Plain),
+        ],
+    )
+    .await;
+}
+
+/// I0: a destroy while the node of a VM that is not under HA is failed (seed 7018).
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_7018_destroy_with_a_failed_node() {
+    regression(
+        "fuzz_seed_7018_destroy_with_a_failed_node",
+        vec![
+            Apply(0, vec![], TargetSlot(1)),
+            Cluster(0, 1, NodeFail),
+            Destroy(0),
         ],
     )
     .await;

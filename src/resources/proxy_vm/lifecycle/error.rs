@@ -117,7 +117,11 @@ fn already_made_text(vmid: u32, node: &str, name: &str, fleet: &str) -> String {
         proxmox_proxy_vm.edge[0]):\n  terraform import 'ADDRESS' {node}/{vmid}\nor with an import \
         block:\n  import {{\n    to = ADDRESS\n    id = \"{node}/{vmid}\"\n  }}\nOtherwise choose \
         another `name`, or give each configuration its own provider `fleet` (e.g. fleet = \
-        terraform.workspace)."
+        terraform.workspace).\n\nIf it is this configuration's own VM, being replaced under \
+        create_before_destroy: the plan records such a replacement in this working directory \
+        (.terraform/proxyvm/), so a saved plan applied in another directory, or a tainted VM \
+        planned with -refresh=false, is not recognised as one. Run plan and apply in one \
+        directory, with refresh."
     )
 }
 
