@@ -88,6 +88,16 @@ fn hint(error: &pve::Error) -> Option<String> {
                 Check the task list on the node; raise `timeouts`, or apply again once it is done: \
                 the next apply resumes where this one stopped.".into(),
         ),
+        // PVE's proxy could not reach the node that holds the VM (pve-http-server answers
+        // 595 for it): a node down stays down however often the provider retries.
+        pve::ErrorKind::Transient if error.status() == Some(595) => Some(
+            "PVE could not reach the node behind this request (HTTP 595: the node is down, or \
+                cut off from the one the provider talks to), every time the provider tried. \
+                Nothing on that node can be changed or destroyed until it answers, so nothing \
+                was: bring the node back (or move its VMs to a live node, as PVE's docs on a \
+                lost node describe), then run the command again. The state still holds the VM."
+                .into(),
+        ),
         pve::ErrorKind::Transient => Some(
             "The cluster answered with an error that usually passes (a node unreachable from the \
                 one the provider talks to, a busy proxy), every time the provider tried. The next \

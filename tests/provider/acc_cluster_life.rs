@@ -537,8 +537,27 @@ async fn a_failed_node_s_proxies_are_recovered_or_kept() {
     })
     .await;
     ws.assert_plans_empty().await;
-    // pve1, where the recovered proxy's seed was uploaded, is still down: the seed, on
-    // shared storage, is deleted through the node the VM was recovered to.
+
+    admin.fail_node("pve3").await;
+    // A destroy while pve3 is down cannot reach the kept proxy: it fails saying so, and the
+    // state keeps that VM for the destroy after the node is back (fuzzer seed 7018).
+    let kept = vmid(&the_vm(&sim, "kept-0").await);
+    let out = ws.destroy().await.failure();
+    let text = flat(&out.all_text());
+    assert!(text.contains("PVE could not reach the node"), "{text}");
+    assert!(text.contains("The state still holds the VM"), "{text}");
+    let listed = ws
+        .terraform(&["state", "list", "-no-color"])
+        .await
+        .success()
+        .stdout();
+    assert!(listed.contains("proxmox_proxy_vm.plain"), "{listed}");
+    assert_eq!(vmid(&the_vm(&sim, "kept-0").await), kept);
+
+    admin.recover_node("pve3").await;
+    // The failed destroy destroyed the recovered proxy (its node answers); the kept one
+    // goes now. pve1, where the recovered proxy's seed was uploaded, is still down: the
+    // seed, on shared storage, was deleted through the node the VM was recovered to.
     ws.destroy().await.success();
     assert_nothing_left(&sim, "recovered-0", SHARED_SEEDS).await;
     assert_nothing_left(&sim, "kept-0", "proxy-seeds").await;

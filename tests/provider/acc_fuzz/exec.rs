@@ -116,7 +116,8 @@ pub async fn run(world: &mut World, op: &Op, armed: bool) -> Outcome {
 }
 
 /// What may explain a failure of a command in `state` now: faults, an operator's hand on
-/// one of its VMs, or a VM of its names that another state holds or a `state rm` left.
+/// one of its VMs, one of its VMs on a node that is down, or a VM of its names that another
+/// state holds or a `state rm` left.
 async fn expectation(world: &World, state: usize, armed: bool) -> Expect {
     if armed {
         return Expect::MayFail;
@@ -128,6 +129,17 @@ async fn expectation(world: &World, state: usize, armed: bool) -> Expect {
         None => false,
     });
     if tampered || held.iter().any(|h| world.marks.contains_key(&h.vmid)) {
+        return Expect::MayFail;
+    }
+    // A VM on a node that is down can be neither changed nor destroyed (seed 7018).
+    let offline = world.offline_nodes().await;
+    let unreachable = held.iter().any(|h| {
+        cluster
+            .vms
+            .get(&h.vmid)
+            .is_some_and(|vm| offline.contains(&vm.node))
+    });
+    if unreachable {
         return Expect::MayFail;
     }
     if contested(world, state, &cluster, &held) {

@@ -169,7 +169,11 @@ async fn fuzz_seed_7021_taint_then_create_before_destroy_on() {
     .await;
 }
 
-/// I0: a destroy while the node of a VM that is not under HA is failed (seed 7018).
+/// Seed 7018 (I0): a destroy while the node of a VM that is not under HA is down fails; the
+/// fuzzer had not counted a node down as what explains it. Now it does, and the destroy
+/// says what to do (`acc_cluster_life::a_failed_node_s_proxies_are_recovered_or_kept`
+/// checks the words and that the state keeps the VM); the final teardown (the node
+/// recovered) must still leave nothing (I7).
 #[tokio::test(flavor = "multi_thread")]
 async fn fuzz_seed_7018_destroy_with_a_failed_node() {
     regression(

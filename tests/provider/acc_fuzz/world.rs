@@ -234,6 +234,20 @@ impl World {
         cluster
     }
 
+    /// The nodes PVE lists as not online (`GET /nodes`, `status`).
+    pub async fn offline_nodes(&self) -> Vec<String> {
+        let Ok(nodes) = self.call("GET", "/nodes", &[]).await else {
+            return Vec::new();
+        };
+        nodes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["status"] != "online")
+            .filter_map(|n| n["node"].as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// A request as an operator (or the simulator's admin) makes it: `path` under
     /// `/api2/json`, or starting with `/_sim/`. Returns `data`, or the status and text.
     pub async fn call(
