@@ -35,7 +35,8 @@ async fn ide2_of(sim: &SimClient, vmid: u64) -> String {
 }
 
 /// A fleet made with the defaults ends with every seed detached and deleted: no file of
-/// ours on the seed storage, `ide2: none`, `seed_volume` empty, and an empty plan.
+/// ours on the seed storage, `ide2: none`, `seed_volume` empty, and an empty plan; then
+/// every VM migrates to another node, and the plan stays empty.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fleet_with_defaults_ends_with_every_seed_gone() {
     let test = "a_fleet_with_defaults_ends_with_every_seed_gone";
@@ -64,6 +65,19 @@ async fn a_fleet_with_defaults_ends_with_every_seed_gone() {
     );
     let state = ws.state().await.to_string();
     assert!(!state.contains("proxy-seeds:iso/"), "{state}");
+    ws.assert_plans_empty().await;
+
+    // With the seed gone from its node-local storage, every VM migrates (PVE's API, as an
+    // operator draining pve1 does), and the plan stays empty.
+    for vm in &vms {
+        let vmid = vm["vmid"].as_u64().unwrap();
+        let path = format!("/nodes/pve1/qemu/{vmid}/migrate");
+        let form = [("target", "pve2"), ("online", "1"), ("with-local-disks", "1")];
+        let upid = sim.api("POST", &path, &form).await;
+        sim.wait_task(&upid).await;
+    }
+    let moved = sim.our_vms().await;
+    assert!(moved.iter().all(|vm| vm["node"] == "pve2"), "{moved:?}");
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
     assert!(sim.our_vms().await.is_empty());
