@@ -72,7 +72,11 @@ async fn a_fleet_with_defaults_ends_with_every_seed_gone() {
     for vm in &vms {
         let vmid = vm["vmid"].as_u64().unwrap();
         let path = format!("/nodes/pve1/qemu/{vmid}/migrate");
-        let form = [("target", "pve2"), ("online", "1"), ("with-local-disks", "1")];
+        let form = [
+            ("target", "pve2"),
+            ("online", "1"),
+            ("with-local-disks", "1"),
+        ];
         let upid = sim.api("POST", &path, &form).await;
         sim.wait_task(&upid).await;
     }

@@ -438,15 +438,22 @@ async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Out
     };
     let base = format!("/nodes/{}/qemu/{}", vm.node, vm.vmid);
     let result = match act {
+        // Under HA the task only queues a request (qemu-server `vm_stop`/`vm_start`: `ha
+        // stop`/`ha start` for the CRM), and the VM changes later: wait for it, so that a
+        // stop HA carries out during the next command is not taken for that command's.
         HandAct::StopVm => {
-            world
+            let stopped = world
                 .call_task("POST", &format!("{base}/status/stop"), &[])
-                .await
+                .await;
+            world.settle_power(vm.vmid, false).await;
+            stopped
         }
         HandAct::StartVm if !vm.running => {
-            world
+            let started = world
                 .call_task("POST", &format!("{base}/status/start"), &[])
-                .await
+                .await;
+            world.settle_power(vm.vmid, true).await;
+            started
         }
         HandAct::StartVm => Ok(()),
         HandAct::DeleteVm => {

@@ -186,3 +186,20 @@ async fn fuzz_seed_7018_destroy_with_a_failed_node() {
     )
     .await;
 }
+
+/// Seed 8011 (I4, the fuzzer's own): an operator's stop of a VM under HA only queues a
+/// request for HA's manager, which stopped the VM during the next command; the fuzzer took
+/// that stop for the command's. The hand now waits for the VM to stop.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_8011_a_stop_under_ha_lands_later() {
+    regression(
+        "fuzz_seed_8011_a_stop_under_ha_lands_later",
+        vec![
+            Apply(0, vec![Tags(0, true), Memory(0, 512)], Plain),
+            Cluster(0, 1, HaAdd),
+            Hand(0, 1, StopVm),
+            Apply(1, vec![Cores(1, 2)], Plain),
+        ],
+    )
+    .await;
+}

@@ -234,6 +234,18 @@ impl World {
         cluster
     }
 
+    /// Waits (at most 30 s) until VM `vmid` runs (`running`) or not, or is gone.
+    pub async fn settle_power(&self, vmid: u64, running: bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            match self.cluster().await.vms.get(&vmid) {
+                Some(vm) if vm.running != running => {}
+                _ => return,
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// The nodes PVE lists as not online (`GET /nodes`, `status`).
     pub async fn offline_nodes(&self) -> Vec<String> {
         let Ok(nodes) = self.call("GET", "/nodes", &[]).await else {
