@@ -5,6 +5,7 @@
 use super::model::Edit::*;
 use super::ops::ApplyMode::*;
 use super::ops::ClusterAct::*;
+use super::ops::FaultKind::*;
 use super::ops::HandAct::*;
 use super::ops::ImportHow::*;
 use super::ops::Op::*;
@@ -199,6 +200,22 @@ async fn fuzz_seed_8011_a_stop_under_ha_lands_later() {
             Cluster(0, 1, HaAdd),
             Hand(0, 1, StopVm),
             Apply(1, vec![Cores(1, 2)], Plain),
+        ],
+    )
+    .await;
+}
+
+/// Seed 8023 (I7, the fuzzer's own): a `backup` lock a fault held at the end of a sequence
+/// refused the teardown's restore of an edited mark, so the final destroy rightly refused
+/// the unmarked VM. The teardown now retries the operator's changes while PVE refuses them.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_8023_a_lock_at_the_end_refuses_the_mark_restore() {
+    regression(
+        "fuzz_seed_8023_a_lock_at_the_end_refuses_the_mark_restore",
+        vec![
+            Apply(0, vec![Template(1, 0), Disk(1, 6)], Plain),
+            Hand(0, 1, EditMark),
+            Fault(HeldLock(0, 1, 29)),
         ],
     )
     .await;
