@@ -112,8 +112,9 @@ pub(super) async fn wait_for_cloud_init(
         {
             return Err(StepError::Unworkable(format!(
                 "cloud-init in VM {vmid} did not finish within the timeout: \
-                 {STATUS_JSON} never said modules-final finished. The guest's /var/log/cloud-init-output.log says \
-                 what it is doing; raise timeouts.create, or set wait_for = \"address\"."
+                 {STATUS_JSON} never said modules-final finished. The guest's \
+                 /var/log/cloud-init-output.log says what it is doing; raise timeouts.create, \
+                 or set wait_for = \"address\"."
             )));
         }
         let answer = match read_guest_file(client, node, vmid, STATUS_JSON).await {
