@@ -15,7 +15,9 @@ use support::{SimClient, Workspace, acceptance_enabled, start_sim};
 
 /// Requests one create may cost, with instant tasks: 23 on 73db89b (before #30); 25.4 on
 /// this tree without the seed life (`wait_for = "address"`: #31 and #32's checks), 31.4 with
-/// it (32.4 while cloud-init's verdict read `result.json`, then `status.json`).
+/// it (up to 31.7 when parallel clones retry on the template's lock more often; 32.4 while
+/// cloud-init's verdict read `result.json`, then `status.json`). #30's aim, 23 + 6, is not
+/// reached: the seed life is held to its 6 below, the rest grew with #31 and #32.
 const CREATE_BUDGET_PER_VM: usize = 32;
 /// What #30's seed life adds to a create (#30: at most 6): cloud-init's verdict (one
 /// `status.json` read when it finished by the first look), the detach (the config read
