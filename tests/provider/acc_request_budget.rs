@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use support::{SimClient, Workspace, acceptance_enabled, start_sim};
 
-/// Requests one create may cost, with instant tasks: 23 on 73db89b (before #30); 25.4 on
-/// this tree without the seed life (`wait_for = "address"`: #31 and #32's checks), 31.4 with
-/// it (up to 31.7 when parallel clones retry on the template's lock more often; 32.4 while
-/// cloud-init's verdict read `result.json`, then `status.json`). #30's aim, 23 + 6, is not
-/// reached: the seed life is held to its 6 below, the rest grew with #31 and #32.
+/// Requests one create may cost, with instant tasks: 25.4 on 73db89b, before #30 (this
+/// test's count there, three runs, though its comment said about 23), and the same on this
+/// tree waiting for the address only; 31.4 with the seed life
+/// (up to 31.7 when parallel clones retry on the template's lock more often; 32.4 while
+/// cloud-init's verdict read `result.json`, then `status.json`): #30's 6 more, no more.
 const CREATE_BUDGET_PER_VM: usize = 32;
 /// What #30's seed life adds to a create (#30: at most 6): cloud-init's verdict (one
 /// `status.json` read when it finished by the first look), the detach (the config read
