@@ -15,9 +15,9 @@ use support::{SimClient, Workspace, acceptance_enabled, start_sim};
 
 /// Requests one create may cost, with instant tasks: 25.4 on 73db89b, before #30 (this
 /// test's count there, three runs, though its comment said about 23), and the same on this
-/// tree waiting for the address only; 31.4 with the seed life
-/// (up to 31.7 when parallel clones retry on the template's lock more often; 32.4 while
-/// cloud-init's verdict read `result.json`, then `status.json`): #30's 6 more, no more.
+/// tree waiting for the address only; 31.4 with the seed life (up to 31.7 when parallel
+/// clones retry on the template's lock more often; 32.4 while cloud-init's verdict read
+/// `result.json`, then `status.json`): #30's 6 more, no more.
 const CREATE_BUDGET_PER_VM: usize = 32;
 /// What #30's seed life adds to a create (#30: at most 6): cloud-init's verdict (one
 /// `status.json` read when it finished by the first look), the detach (the config read
