@@ -366,6 +366,12 @@ async fn cloud_init_errors_on_demand() {
         result,
         json!({"v1": {"datasource": NOCLOUD, "errors": [failure]}})
     );
+    // `status_wrapper` writes status.json (the stage's `errors`, `finished`) just before
+    // result.json, whose `v1.errors` joins every stage's: one read of status.json tells both.
+    let status: Value = serde_json::from_str(&read_when_there(&h, 187, STATUS).await).unwrap();
+    assert_eq!(status["v1"]["modules-final"]["errors"], json!([failure]));
+    assert!(status["v1"]["modules-final"]["finished"].is_f64());
+    assert_eq!(status["v1"]["stage"], Value::Null);
     let log = read_when_there(&h, 187, OUTPUT_LOG).await;
     assert!(log.contains(&format!("[WARNING]: {failure}\n")), "{log}");
     assert_eq!(

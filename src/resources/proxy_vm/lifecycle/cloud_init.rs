@@ -1,11 +1,14 @@
-//! Cloud-init's verdict, read through the guest agent after the address: cloud-init's
-//! `modules-final` writes `/run/cloud-init/result.json` (`{"v1": {"datasource", "errors"}}`)
-//! at its very end, and `init-local` deletes it at each boot's start (cloud-init
-//! `cmd/main.py`, `status_wrapper`), so its presence says this boot's cloud-init finished.
-//! Errors there fail the create; recoverable errors ("degraded") appear only in
-//! `status.json` (`v1.<stage>.recoverable_errors`) and are a warning. A guest that cannot be
-//! asked (its agent refuses file reads, the token lacks `VM.GuestAgent.FileRead`) counts
-//! as ready at its address, with a warning that names the cause.
+//! Cloud-init's verdict, read through the guest agent after the address, from
+//! `/run/cloud-init/status.json` alone: one guest read per look. cloud-init `cmd/main.py`
+//! `status_wrapper` deletes `status.json` and `result.json` at `init-local` (run at every
+//! boot by cloud-init's own units) and rewrites `status.json` at each stage's start and end;
+//! `modules-final`'s `finished` is set only when this boot's final stage ended, in the same
+//! write that holds every stage's `errors` and `recoverable_errors` (the write just before
+//! `result.json`, whose `v1.errors` is those `errors` joined). `cloud-init status`
+//! (`cmd/status.py`, `get_errors`) reads the errors from `status.json` the same way.
+//! Errors fail the create; recoverable errors ("degraded") are a warning. A guest that
+//! cannot be asked (its agent refuses file reads, the token lacks `VM.GuestAgent.FileRead`)
+//! counts as ready at its address, with a warning that names the cause.
 
 use std::time::Duration;
 
@@ -84,7 +87,8 @@ fn is_disabled(e: &pve::Error) -> bool {
         || (e.message().contains("Command guest-file") && e.message().contains("has been disabled"))
 }
 
-/// Waits (on a backoff bounded by `deadline`) until `result.json` exists, and judges it.
+/// Waits (on a backoff bounded by `deadline`) until `status.json` says this boot's
+/// `modules-final` finished, and judges it.
 /// Errors end the wait with [`StepError::Unworkable`] quoting them and the output log's
 /// last lines.
 pub(super) async fn wait_for_cloud_init(
@@ -108,11 +112,12 @@ pub(super) async fn wait_for_cloud_init(
         {
             return Err(StepError::Unworkable(format!(
                 "cloud-init in VM {vmid} did not finish within the timeout: \
-                 {RESULT_JSON} never appeared. The guest's /var/log/cloud-init-output.log says \
-                 what it is doing; raise timeouts.create, or set wait_for = \"address\"."
+                 {STATUS_JSON} never said modules-final finished. The guest's \
+                 /var/log/cloud-init-output.log says what it is doing; raise timeouts.create, \
+                 or set wait_for = \"address\"."
             )));
         }
-        let answer = match read_guest_file(client, node, vmid, RESULT_JSON).await {
+        let answer = match read_guest_file(client, node, vmid, STATUS_JSON).await {
             // An agent restarting (cloud-init's package upgrades) answers nothing for a
             // moment: look again.
             Err(StepError::Pve(e)) if !e.kind_is_final() => None,
@@ -120,17 +125,22 @@ pub(super) async fn wait_for_cloud_init(
         };
         match answer {
             Some(GuestFile::Read(bytes)) => {
-                pacer.finished();
-                let errors = result_errors(&bytes).map_err(StepError::Unworkable)?;
-                if !errors.is_empty() {
-                    let log = output_log_tail(client, node, vmid).await;
-                    return Err(StepError::Unworkable(failure_text(vmid, &errors, log)));
-                }
-                let recoverable = match read_guest_file(client, node, vmid, STATUS_JSON).await {
-                    Ok(GuestFile::Read(bytes)) => recoverable_errors(&bytes),
-                    _ => Vec::new(),
+                let Some(status) = final_status(&bytes).map_err(StepError::Unworkable)? else {
+                    pacer.still_running();
+                    continue;
                 };
-                return Ok(Verdict::Clean { recoverable });
+                pacer.finished();
+                if !status.errors.is_empty() {
+                    let log = output_log_tail(client, node, vmid).await;
+                    return Err(StepError::Unworkable(failure_text(
+                        vmid,
+                        &status.errors,
+                        log,
+                    )));
+                }
+                return Ok(Verdict::Clean {
+                    recoverable: status.recoverable,
+                });
             }
             Some(GuestFile::Refused(why)) => return Ok(Verdict::Unknown(why)),
             Some(GuestFile::Missing) | None => {}
@@ -154,40 +164,53 @@ impl FinalKind for pve::Error {
     }
 }
 
-/// `v1.errors` of `result.json`.
-fn result_errors(bytes: &[u8]) -> Result<Vec<String>, String> {
-    let json: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| format!("cloud-init's {RESULT_JSON} is not JSON: {e}"))?;
-    let errors = json
-        .pointer("/v1/errors")
-        .and_then(serde_json::Value::as_array)
-        .ok_or_else(|| format!("cloud-init's {RESULT_JSON} has no v1.errors"))?;
-    Ok(errors.iter().map(as_text).collect())
+/// What a finished boot's `status.json` says.
+#[derive(Debug, PartialEq, Eq)]
+struct FinalStatus {
+    /// Every stage's `errors`, as `result.json`'s `v1.errors` joins them.
+    errors: Vec<String>,
+    /// Every stage's `recoverable_errors` (`{LEVEL: [messages]}`), as `LEVEL: message`.
+    recoverable: Vec<String>,
 }
 
-/// Every stage's `recoverable_errors` (`{LEVEL: [messages]}`) in `status.json`.
-fn recoverable_errors(bytes: &[u8]) -> Vec<String> {
-    let Ok(json) = serde_json::from_slice::<serde_json::Value>(bytes) else {
-        return Vec::new();
+/// `None` while this boot's `modules-final` has not finished (its `finished` is null until
+/// `status_wrapper`'s last write); an unreadable file is an error.
+fn final_status(bytes: &[u8]) -> Result<Option<FinalStatus>, String> {
+    let json: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| format!("cloud-init's {STATUS_JSON} is not JSON: {e}"))?;
+    let stages = json
+        .get("v1")
+        .and_then(serde_json::Value::as_object)
+        .ok_or_else(|| format!("cloud-init's {STATUS_JSON} has no v1"))?;
+    let finished = stages
+        .get("modules-final")
+        .and_then(|stage| stage.get("finished"))
+        .is_some_and(serde_json::Value::is_number);
+    if !finished {
+        return Ok(None);
+    }
+    let mut status = FinalStatus {
+        errors: Vec::new(),
+        recoverable: Vec::new(),
     };
-    let Some(stages) = json.get("v1").and_then(serde_json::Value::as_object) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for stage in stages.values() {
-        let Some(levels) = stage
+    // Stages in sorted order, as `cmd/status.py` `get_errors` walks them.
+    for stage in stages.values().filter_map(serde_json::Value::as_object) {
+        let errors = stage.get("errors").and_then(serde_json::Value::as_array);
+        status
+            .errors
+            .extend(errors.into_iter().flatten().map(as_text));
+        let levels = stage
             .get("recoverable_errors")
-            .and_then(serde_json::Value::as_object)
-        else {
-            continue;
-        };
-        for (level, messages) in levels {
+            .and_then(serde_json::Value::as_object);
+        for (level, messages) in levels.into_iter().flatten() {
             for message in messages.as_array().into_iter().flatten() {
-                out.push(format!("{level}: {}", as_text(message)));
+                status
+                    .recoverable
+                    .push(format!("{level}: {}", as_text(message)));
             }
         }
     }
-    out
+    Ok(Some(status))
 }
 
 fn as_text(value: &serde_json::Value) -> String {
@@ -224,29 +247,72 @@ fn failure_text(vmid: u32, errors: &[String], log: Option<String>) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn result_json_errors_are_read_as_cloud_init_writes_them() {
-        // cloud-init `cmd/main.py` `status_wrapper`: indent 1, sorted keys.
-        let clean = b"{\n \"v1\": {\n  \"datasource\": \"DataSourceNoCloud [seed=/dev/sr0]\",\n  \
-            \"errors\": []\n }\n}\n";
-        assert_eq!(result_errors(clean), Ok(Vec::new()));
-        let failed = br#"{"v1": {"datasource": null,
-            "errors": ["('scripts_user', RuntimeError('Runparts: 1 failures'))"]}}"#;
-        assert_eq!(
-            result_errors(failed).unwrap(),
-            ["('scripts_user', RuntimeError('Runparts: 1 failures'))"]
-        );
-        assert!(result_errors(b"{}").is_err());
-        assert!(result_errors(b"not json").is_err());
+    /// `status.json` as cloud-init `cmd/main.py` `status_wrapper` writes it (indent 1,
+    /// sorted keys; every stage a `nullstatus` until it starts): `stage` names the stage
+    /// running, and `modules-final`'s `finished` stays null until its end.
+    fn status_json(final_finished: &str, final_errors: &str, init_errors: &str) -> Vec<u8> {
+        format!(
+            r#"{{
+ "v1": {{
+  "datasource": "DataSourceNoCloud [seed=/dev/sr0]",
+  "init": {{"errors": [{init_errors}], "finished": 4.1, "recoverable_errors": {{}},
+   "start": 3.2}},
+  "init-local": {{"errors": [], "finished": 2.9, "recoverable_errors": {{}}, "start": 2.1}},
+  "modules-config": {{"errors": [], "finished": 5.3, "recoverable_errors": {{}},
+   "start": 4.6}},
+  "modules-final": {{"errors": [{final_errors}], "finished": {final_finished},
+   "recoverable_errors": {{"WARNING": ["apt slow"]}}, "start": 5.8}},
+  "stage": {stage}
+ }}
+}}
+"#,
+            stage = if final_finished == "null" {
+                "\"modules-final\""
+            } else {
+                "null"
+            }
+        )
+        .into_bytes()
     }
 
     #[test]
-    fn recoverable_errors_come_from_every_stage_of_status_json() {
-        let status = br#"{"v1": {"datasource": "nocloud", "stage": null,
-            "init": {"errors": [], "recoverable_errors": {}},
-            "modules-final": {"errors": [], "recoverable_errors": {"WARNING": ["apt slow"]}}}}"#;
-        assert_eq!(recoverable_errors(status), ["WARNING: apt slow"]);
-        assert!(recoverable_errors(b"[]").is_empty());
+    fn a_final_stage_still_running_is_no_verdict_yet() {
+        assert_eq!(final_status(&status_json("null", "", "")), Ok(None));
+        // Between `init-local`'s fresh file and `modules-final`'s start.
+        let early = br#"{"v1": {"datasource": null, "stage": null,
+            "init-local": {"errors": [], "finished": 2.9, "recoverable_errors": {}, "start": 2.1},
+            "modules-final": {"errors": [], "finished": null, "recoverable_errors": {},
+            "start": null}}}"#;
+        assert_eq!(final_status(early), Ok(None));
+    }
+
+    #[test]
+    fn a_finished_boot_gives_every_stage_s_errors_and_recoverable_errors() {
+        let clean = final_status(&status_json("7.25", "", "")).unwrap().unwrap();
+        assert_eq!(
+            clean,
+            FinalStatus {
+                errors: Vec::new(),
+                recoverable: vec!["WARNING: apt slow".to_owned()],
+            }
+        );
+        let failed = final_status(&status_json(
+            "7.25",
+            r#""('scripts_user', RuntimeError('Runparts: 1 failures'))""#,
+            r#""sys.exit(1) called""#,
+        ))
+        .unwrap()
+        .unwrap();
+        // Sorted stages, as `result.json` and `cloud-init status` join them.
+        assert_eq!(
+            failed.errors,
+            [
+                "sys.exit(1) called",
+                "('scripts_user', RuntimeError('Runparts: 1 failures'))"
+            ]
+        );
+        assert!(final_status(b"{}").is_err());
+        assert!(final_status(b"not json").is_err());
     }
 
     #[test]
