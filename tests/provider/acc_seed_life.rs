@@ -113,6 +113,35 @@ async fn seed_lifetime_vm_keeps_the_seed() {
     assert!(sim.volumes_on("proxy-seeds").await.is_empty());
 }
 
+/// A degraded cloud-init (recoverable errors only, `cloud-init status` "degraded") is a
+/// warning quoting them: the create succeeds and the seed still leaves.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_degraded_cloud_init_is_a_warning() {
+    let test = "a_degraded_cloud_init_is_a_warning";
+    if !simulator_only(test, "the simulator's faults") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let warning = "Failed to set locale en_US.UTF-8";
+    sim.set_faults(serde_json::json!({
+        "cloud_init_errors": [{"vm_name_regex": "^seed-life-", "errors": [],
+                               "recoverable_errors": [warning]}]
+    }))
+    .await;
+    ws.init_with(&fleet(1, "")).await;
+    let out = ws.apply().await.success();
+    let text = flat(&out.all_text());
+    assert!(text.contains("degraded"), "{text}");
+    assert!(text.contains(warning), "{text}");
+    let vmid = sim.our_vms().await[0]["vmid"].as_u64().unwrap();
+    assert!(ide2_of(&sim, vmid).await.starts_with("none"), "{text}");
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
+
 /// A user-data whose final stage fails makes the apply fail quoting cloud-init's error; the
 /// VM and its seed stay (tainted) and the next apply replaces the VM.
 #[tokio::test(flavor = "multi_thread")]

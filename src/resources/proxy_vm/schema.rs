@@ -451,7 +451,7 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         .description(
             "What a create (and an update that starts or reboots the VM) waits for, within its \
             timeout: `\"cloud-init\"`, the guest agent's IPv4 address and then cloud-init's \
-            verdict (`/run/cloud-init/result.json`, read through the agent): errors fail the \
+            verdict (`/run/cloud-init/status.json`, read through the agent): errors fail the \
             create with cloud-init's own words (the VM is kept and tainted, the next apply \
             replaces it); `\"address\"`, the address only; `\"none\"`, nothing. A guest whose \
             agent refuses file reads, or a token without `VM.GuestAgent.FileRead`, gets a \

@@ -4,7 +4,7 @@
 /// What a create (and an update that boots the VM) waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitFor {
-    /// The agent's address, then cloud-init's verdict (`/run/cloud-init/result.json`).
+    /// The agent's address, then cloud-init's verdict (`/run/cloud-init/status.json`).
     CloudInit,
     /// The agent's address only.
     Address,
