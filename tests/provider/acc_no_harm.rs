@@ -52,6 +52,23 @@ async fn config_of(sim: &SimClient, vmid: u64) -> Value {
         .await
 }
 
+/// An operator's change of one config key of VM `vmid` on pve1.
+async fn set_config(sim: &SimClient, vmid: u64, key: &str, value: &str) {
+    let path = format!("/nodes/pve1/qemu/{vmid}/config");
+    sim.api("PUT", &path, &[(key, value)]).await;
+}
+
+/// A simulator with one VM named `name` applied: its handles, the workspace and the VMID.
+async fn one_applied_vm(name: &str) -> (pvesim::Sim, SimClient, Workspace, u64) {
+    let (sim_handle, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&config(name, "")).await;
+    ws.apply().await.success();
+    let vmid = the_vm(&sim, name).await["vmid"].as_u64().unwrap();
+    (sim_handle, sim, ws, vmid)
+}
+
 async fn status_of(sim: &SimClient, vmid: u64) -> String {
     sim.api(
         "GET",
@@ -151,18 +168,8 @@ async fn a_destroy_pve_would_refuse_changes_nothing() {
     if !simulator_only(test, "the simulator's state") {
         return;
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
-    ws.init_with(&config("protected", "")).await;
-    ws.apply().await.success();
-    let vmid = the_vm(&sim, "protected").await["vmid"].as_u64().unwrap();
-    sim.api(
-        "PUT",
-        &format!("/nodes/pve1/qemu/{vmid}/config"),
-        &[("protection", "1")],
-    )
-    .await;
+    let (_sim, sim, ws, vmid) = one_applied_vm("protected").await;
+    set_config(&sim, vmid, "protection", "1").await;
     let before = config_of(&sim, vmid).await;
     let journal_before = sim.journal().await.len();
 
@@ -179,12 +186,7 @@ async fn a_destroy_pve_would_refuse_changes_nothing() {
     assert_eq!(status_of(&sim, vmid).await, "running");
     assert_seed_kept(&sim, &before).await;
 
-    sim.api(
-        "PUT",
-        &format!("/nodes/pve1/qemu/{vmid}/config"),
-        &[("delete", "protection")],
-    )
-    .await;
+    set_config(&sim, vmid, "delete", "protection").await;
     ws.assert_plans_empty().await;
     ws.apply().await.success();
     ws.destroy().await.success();
@@ -200,22 +202,12 @@ async fn destroy_keeps_a_vm_whose_mark_was_edited_away() {
     if !simulator_only(test, "the simulator's state") {
         return;
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
-    ws.init_with(&config("unmarked", "")).await;
-    ws.apply().await.success();
-    let vmid = the_vm(&sim, "unmarked").await["vmid"].as_u64().unwrap();
+    let (_sim, sim, ws, vmid) = one_applied_vm("unmarked").await;
     let marked = config_of(&sim, vmid).await["description"]
         .as_str()
         .unwrap()
         .to_owned();
-    sim.api(
-        "PUT",
-        &format!("/nodes/pve1/qemu/{vmid}/config"),
-        &[("description", "my proxy, do not touch")],
-    )
-    .await;
+    set_config(&sim, vmid, "description", "my proxy, do not touch").await;
 
     let out = ws.destroy().await.failure();
     let text = flat(&out.all_text());
@@ -229,12 +221,7 @@ async fn destroy_keeps_a_vm_whose_mark_was_edited_away() {
         .stdout();
     assert!(listed.contains("proxmox_proxy_vm.edge"), "{listed}");
 
-    sim.api(
-        "PUT",
-        &format!("/nodes/pve1/qemu/{vmid}/config"),
-        &[("description", &marked)],
-    )
-    .await;
+    set_config(&sim, vmid, "description", &marked).await;
     ws.destroy().await.success();
     assert_nothing_left(&sim).await;
 }
@@ -248,18 +235,8 @@ async fn a_plan_without_refresh_still_warns_of_a_lost_mark() {
     if !simulator_only(test, "the simulator's state") {
         return;
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
-    ws.init_with(&config("unmarked", "")).await;
-    ws.apply().await.success();
-    let vmid = the_vm(&sim, "unmarked").await["vmid"].as_u64().unwrap();
-    sim.api(
-        "PUT",
-        &format!("/nodes/pve1/qemu/{vmid}/config"),
-        &[("description", "my proxy, do not touch")],
-    )
-    .await;
+    let (_sim, sim, ws, vmid) = one_applied_vm("unmarked").await;
+    set_config(&sim, vmid, "description", "my proxy, do not touch").await;
 
     let refreshed = ws.apply().await.success();
     let text = flat(&refreshed.all_text());
