@@ -823,3 +823,136 @@ async fn a_vm_booting_another_seed_than_its_states_is_drift() {
     ws.destroy().await.success();
     assert!(marked(&sim.state().await).is_empty());
 }
+
+/// A VM this create cloned, adopted by a concurrent create of the same name before this
+/// create's claim (fuzzer seed 9074, I3): the other create seeds and starts it, so the
+/// guest first boots the other's seed. The claim finds that seed attached, so the VM is
+/// discarded and cloned again: the VM the state ends with first booted its holder's seed.
+/// The window is made wide on purpose: the clone takes 1.5 s, and the claim's first config
+/// reads answer 500 (retried) while the test plays the other create.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_another_create_started_before_the_claim_is_cloned_again() {
+    let test = "a_vm_another_create_started_before_the_claim_is_cloned_again";
+    if !simulator_only(test, "the simulator's faults and its record of first boots") {
+        return;
+    }
+    let mut config = pvesim::SimConfig::default();
+    config.timings.task_ms.insert("qmclone".into(), 1500);
+    let (sim_handle, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&fleet_tf(None, &names("raced", 1))).await;
+    let pve = pve::Client::new(pve::ClientConfig::new(
+        target.endpoint.clone(),
+        pve::ApiToken::parse(&target.token).unwrap(),
+        pve::TlsTrust::CaPem(target.ca_pem.clone().unwrap()),
+    ))
+    .unwrap();
+
+    let (out, other_seed) = tokio::join!(
+        ws.apply(),
+        another_create_before_the_claim(&sim, &pve, "raced-0")
+    );
+    out.success();
+    let vmid = tracked(&ws).await["raced-0"];
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let first = admin.first_seeds().await[&(vmid as u32)].volid.clone();
+    let vm = sim.state().await["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|vm| vm["vmid"] == vmid)
+        .cloned()
+        .unwrap();
+    let description = vm["config"]["description"].as_str().unwrap().to_owned();
+    let token = description
+        .lines()
+        .find_map(|l| l.strip_prefix("proxyvm-create: "))
+        .unwrap();
+    assert_ne!(
+        first, other_seed,
+        "the held VM first booted the other create's seed"
+    );
+    let file = first.split_once(":iso/").unwrap().1;
+    assert!(
+        nocloud::file_belongs_to_attempt(file, token),
+        "the held VM first booted {first}, not a seed of its holder's token {token}"
+    );
+    ws.destroy().await.success();
+}
+
+/// Plays a concurrent create of `name`: once this create's clone is under way, its claim's
+/// config reads fail for a while; meanwhile, once the clone ended, the VM is marked with
+/// another token, gets that token's seed and is started. Returns that seed's volume.
+async fn another_create_before_the_claim(sim: &SimClient, pve: &pve::Client, name: &str) -> String {
+    let vm = until_vm(sim, name, |_| true).await;
+    let (node, vmid) = (
+        vm["node"].as_str().unwrap().to_owned(),
+        vm["vmid"].as_u64().unwrap(),
+    );
+    sim.set_faults(serde_json::json!({"http": [{"method": "GET",
+        "path_regex": format!("^/nodes/{node}/qemu/{vmid}/config$"), "status": 500, "count": 3}]}))
+        .await;
+    let vm = until_vm(sim, name, |vm| vm["lock"].is_null()).await;
+    let other = "0123456789abcdef0123456789abcdef";
+    let description = vm["config"]["description"].as_str().unwrap();
+    let mark: Vec<String> = description
+        .lines()
+        .map(|line| match line.strip_prefix("proxyvm-create: ") {
+            Some(_) => format!("proxyvm-create: {other}"),
+            None => line.to_owned(),
+        })
+        .collect();
+    let iso = nocloud::Seed::new(name, format!("{node}/{vmid}"))
+        .attempt(other)
+        .user_data("#cloud-config\n")
+        .build()
+        .unwrap();
+    let upid = pve
+        .node(&node)
+        .storage("proxy-seeds")
+        .upload(pve::storage::Upload::iso(
+            &iso.file_name_suggestion,
+            iso.bytes,
+        ))
+        .await
+        .unwrap();
+    pve.wait_for_task(&upid).await.unwrap();
+    let volume = format!("proxy-seeds:iso/{}", iso.file_name_suggestion);
+    let config = format!("/nodes/{node}/qemu/{vmid}/config");
+    let ide2 = format!("{volume},media=cdrom");
+    let form = [("description", mark.join("\n")), ("ide2", ide2)];
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    sim.api("PUT", &config, &form).await;
+    let upid = sim
+        .api(
+            "POST",
+            &format!("/nodes/{node}/qemu/{vmid}/status/start"),
+            &[],
+        )
+        .await;
+    sim.wait_task(&upid).await;
+    volume
+}
+
+/// The VM named `name` in pve-sim's state, once `ready` holds for it (within a minute).
+async fn until_vm(sim: &SimClient, name: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let state = sim.state().await;
+        let found = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|vm| vm["name"] == name && ready(vm))
+            .cloned();
+        if let Some(vm) = found {
+            return vm;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no VM {name} as awaited"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}

@@ -20,17 +20,27 @@ use super::super::teardown;
 use super::hold::Hold;
 use crate::ownership::Phase;
 
+/// Whether the `ide2` volume the claim read is a seed of another attempt. For a VM this
+/// attempt cloned that is all there is to know: only a create adopts and starts it
+/// meanwhile, and a create attaches its seed before it starts the VM.
+pub(super) fn another_seed_attached(hold: &Hold<'_>, attached: Option<&str>) -> bool {
+    attached
+        .filter(|volume| volume.contains(":iso/"))
+        .is_some_and(|volume| !is_this_attempts(hold, volume))
+}
+
+fn is_this_attempts(hold: &Hold<'_>, volume: &str) -> bool {
+    volume
+        .split_once(":iso/")
+        .is_some_and(|(_, file)| nocloud::file_belongs_to_attempt(file, &hold.desired.create_token))
+}
+
 /// Whether the held VM may have booted a seed that is not this attempt's (see the module
 /// doc), from the `ide2` volume its claim read.
 pub(super) async fn may_have_booted_another_seed(
     hold: &Hold<'_>,
     attached: Option<&str>,
 ) -> Step<bool> {
-    let ours = |volume: &str| {
-        volume.split_once(":iso/").is_some_and(|(_, file)| {
-            nocloud::file_belongs_to_attempt(file, &hold.desired.create_token)
-        })
-    };
     if attached == Some("none") {
         // An empty `ide2` on a finished VM of this token: this token's create detached the
         // seed it booted (#30; a create killed inside the detach is resumed so).
@@ -42,7 +52,7 @@ pub(super) async fn may_have_booted_another_seed(
         }
     }
     match attached.filter(|volume| volume.contains(":iso/")) {
-        Some(volume) => Ok(!ours(volume)),
+        Some(volume) => Ok(!is_this_attempts(hold, volume)),
         // No seed attached: it booted none of ours, but a VM running without one was
         // started by someone, and whatever it ran is not its holder's seed.
         None => {
