@@ -176,6 +176,21 @@ fn a_journal_that_cannot_be_written_says_so() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert_eq!(warnings[0].summary, NOT_WRITTEN);
     assert!(warnings[0].detail.contains("asks for an import"));
+    // Every other change says what its loss means.
+    journal.record_replacement("", "edge-0", "t1");
+    journal.forget_replacement("", "edge-0", "t1");
+    journal.confirm("", "edge-0", "t1");
+    let warnings = journal.take_warnings();
+    assert!(
+        warnings.iter().all(|w| w.summary == NOT_WRITTEN),
+        "{warnings:?}"
+    );
+    let details: Vec<&str> = warnings.iter().map(|w| w.detail.as_str()).collect();
+    assert_eq!(details.len(), 3, "{details:?}");
+    assert!(details[0].contains("will be refused as another state's VM"));
+    assert!(details[1].contains("may be made beside it"));
+    assert!(details[2].contains("could resume its VM after it left this state"));
+    assert!(details.iter().all(|d| d.contains("Not a directory")));
 }
 
 #[test]

@@ -668,6 +668,53 @@ pub fn validate_config(config: &Value) -> Diagnostics {
 mod tests {
     use super::*;
 
+    /// The table is built in a const context, so its builders never run at run time: here
+    /// each is run, and sets what it names and nothing else.
+    #[test]
+    fn each_builder_sets_what_it_names() {
+        let plain = AttrSpec::new("probe", Kind::Bool, Mode::Optional);
+        assert!(!plain.sensitive && !plain.write_only && !plain.deprecated);
+        assert_eq!(plain.on_change, OnChange::Setting);
+        assert!(matches!(plain.planned, Planned::AsComputed));
+        assert_eq!(
+            (plain.default, plain.pending_key, plain.description),
+            (None, None, "")
+        );
+        assert!(plain.check.is_none());
+
+        let spec = plain
+            .sensitive()
+            .write_only()
+            .deprecated()
+            .replace_on_change()
+            .pending_key("cores")
+            .check(Check::Range(1, 4))
+            .description("what it is");
+        assert!(spec.sensitive && spec.write_only && spec.deprecated);
+        assert_eq!(spec.on_change, OnChange::Replace);
+        assert_eq!(spec.pending_key, Some("cores"));
+        assert!(matches!(spec.check, Some(Check::Range(1, 4))));
+        assert_eq!(spec.description, "what it is");
+        let spec = spec.on_change(OnChange::InPlace).planned(Planned::ByRule);
+        assert_eq!(spec.on_change, OnChange::InPlace);
+        assert!(matches!(spec.planned, Planned::ByRule));
+
+        // A declared default is what the plan shows, except a timeout's (never planned).
+        let flag = plain.default_bool(true);
+        assert_eq!(flag.default, Some(DefaultValue::Bool(true)));
+        assert!(matches!(flag.planned, Planned::Default));
+        let choice = plain.default_text("vm");
+        assert_eq!(choice.default, Some(DefaultValue::Text("vm")));
+        assert!(matches!(choice.planned, Planned::Default));
+        let timeout = plain.default_duration("15m");
+        assert_eq!(timeout.default, Some(DefaultValue::Duration("15m")));
+        assert!(matches!(timeout.planned, Planned::AsComputed));
+        assert_eq!(
+            [flag, choice, timeout].map(|s| s.default.unwrap().to_string()),
+            ["true", "\"vm\"", "15m"]
+        );
+    }
+
     #[test]
     fn every_attribute_has_a_description_and_a_unique_name() {
         let mut names = names_where(|_| true);
