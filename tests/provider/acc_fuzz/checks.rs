@@ -45,6 +45,9 @@ pub struct Checker {
     /// Per state: its last command failed (or was killed) / warned.
     last_failed: [bool; STATES],
     last_warned: [bool; STATES],
+    /// Per state: the plan it saved (`plan -out`) warned. Applying a saved plan reads
+    /// nothing from PVE for what it leaves unchanged, so its plan's warnings stand for it.
+    saved_warned: [bool; STATES],
     /// Per state: a command failed and no apply succeeded since.
     needs_repair: [bool; STATES],
 }
@@ -189,9 +192,15 @@ impl Checker {
             let failed = ran.code != 0;
             // `taint` and `state rm` read nothing from PVE: they neither warn nor excuse.
             let reads_pve = !ran.args.starts_with("taint") && !ran.args.starts_with("state");
+            let warned = ran.text.contains("Warning:");
+            if ran.args.starts_with("plan") && ran.args.contains("-out=saved.tfplan") {
+                self.saved_warned[ran.state] = warned;
+            }
+            let applies_saved = ran.args.starts_with("apply") && ran.args.contains("saved.tfplan");
             if reads_pve || failed {
                 self.last_failed[ran.state] = failed;
-                self.last_warned[ran.state] = ran.text.contains("Warning:");
+                self.last_warned[ran.state] =
+                    warned || (applies_saved && self.saved_warned[ran.state]);
             }
             if failed {
                 self.needs_repair[ran.state] = true;
