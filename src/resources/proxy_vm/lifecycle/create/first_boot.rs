@@ -20,10 +20,25 @@ use super::super::teardown;
 use super::hold::Hold;
 use crate::ownership::Phase;
 
+/// Whether the held VM, cloned by this attempt (`made_here`) or adopted, may have booted
+/// another attempt's seed. Even a VM this attempt cloned may have been adopted, seeded and
+/// started by a concurrent create between the clone and the claim (fuzzer seed 9074).
+pub(super) async fn booted_another_seed(
+    hold: &Hold<'_>,
+    made_here: bool,
+    attached: Option<&str>,
+) -> Step<bool> {
+    if made_here {
+        Ok(another_seed_attached(hold, attached))
+    } else {
+        may_have_booted_another_seed(hold, attached).await
+    }
+}
+
 /// Whether the `ide2` volume the claim read is a seed of another attempt. For a VM this
 /// attempt cloned that is all there is to know: only a create adopts and starts it
 /// meanwhile, and a create attaches its seed before it starts the VM.
-pub(super) fn another_seed_attached(hold: &Hold<'_>, attached: Option<&str>) -> bool {
+fn another_seed_attached(hold: &Hold<'_>, attached: Option<&str>) -> bool {
     attached
         .filter(|volume| volume.contains(":iso/"))
         .is_some_and(|volume| !is_this_attempts(hold, volume))
@@ -37,10 +52,7 @@ fn is_this_attempts(hold: &Hold<'_>, volume: &str) -> bool {
 
 /// Whether the held VM may have booted a seed that is not this attempt's (see the module
 /// doc), from the `ide2` volume its claim read.
-pub(super) async fn may_have_booted_another_seed(
-    hold: &Hold<'_>,
-    attached: Option<&str>,
-) -> Step<bool> {
+async fn may_have_booted_another_seed(hold: &Hold<'_>, attached: Option<&str>) -> Step<bool> {
     if attached == Some("none") {
         // An empty `ide2` on a finished VM of this token: this token's create detached the
         // seed it booted (#30; a create killed inside the detach is resumed so).

@@ -86,14 +86,7 @@ pub async fn create(
         // The first config write makes the VM this attempt's (and tags it, so listings
         // show it).
         let attached = hold.claim().await?;
-        // Even a VM this attempt cloned may have been adopted, seeded and started by a
-        // concurrent create between the clone and this claim (fuzzer seed 9074).
-        let booted = if cloned.made_here {
-            first_boot::another_seed_attached(&hold, attached.as_deref())
-        } else {
-            first_boot::may_have_booted_another_seed(&hold, attached.as_deref()).await?
-        };
-        if !booted {
+        if !first_boot::booted_another_seed(&hold, cloned.made_here, attached.as_deref()).await? {
             break (cloned, resumed);
         }
         if discarded {
