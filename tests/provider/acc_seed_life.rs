@@ -214,6 +214,46 @@ async fn a_create_that_did_not_wait_detaches_at_the_next_apply() {
     ws.destroy().await.success();
 }
 
+/// A VM created stopped keeps its seed (nothing booted it); the apply that starts it waits
+/// for cloud-init and detaches the seed itself, so the plan after it is empty (fuzzer seed
+/// 10020). Its plan shows `seed_volume` as known after apply.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_apply_that_starts_a_stopped_vm_detaches_its_seed() {
+    let test = "the_apply_that_starts_a_stopped_vm_detaches_its_seed";
+    if !simulator_only(test, "the simulator's state") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet(1, "  started = false\n")).await;
+    ws.apply().await.success();
+    assert_eq!(sim.volumes_on("proxy-seeds").await.len(), 1);
+    ws.assert_plans_empty().await;
+
+    ws.write_main_tf(&fleet(1, "  started = true\n"));
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    assert!(
+        flat(&plan.stdout()).contains("seed_volume = \"proxy-seeds:iso/"),
+        "{}",
+        plan.stdout()
+    );
+    assert!(
+        plan.stdout().contains("(known after apply)"),
+        "{}",
+        plan.stdout()
+    );
+    ws.apply().await.success();
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    let vmid = sim.our_vms().await[0]["vmid"].as_u64().unwrap();
+    assert!(ide2_of(&sim, vmid).await.starts_with("none"));
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
+
 /// A token without `VM.GuestAgent.FileRead` (nor `…Unrestricted`, which covers it): the
 /// create warns naming the privilege and the `pveum` line, counts the VM ready at its
 /// address, and keeps the seed; the plans after it stay empty.

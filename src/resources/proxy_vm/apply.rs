@@ -256,6 +256,7 @@ pub(super) async fn update(
     };
     let changed = plan::changed_attributes(prior, planned);
     let mut interfaces = None;
+    let mut cloud_init_clean = false;
     if touches_vm(&desired, &private, &changed) {
         match write_changes(ctx, configured, vm, &desired, &changed).await {
             Ok(updated) => {
@@ -268,6 +269,7 @@ pub(super) async fn update(
                         .warning(format!("Proxy VM {}", desired.name), warning);
                 }
                 interfaces = updated.interfaces;
+                cloud_init_clean = updated.cloud_init_clean;
             }
             Err(error) => {
                 response
@@ -277,11 +279,14 @@ pub(super) async fn update(
             }
         }
     }
-    if let Some(volume) = seed_to_detach(prior, planned)
-        && let Err(refused) = detach_planned(ctx, configured, vm, &desired, volume).await
-    {
-        response.diagnostics.push(refused);
-        return response;
+    let detached = detach_seed(ctx, configured, vm, &desired, planned, cloud_init_clean).await;
+    match detached {
+        Ok(Some(kept)) => response.diagnostics.push(kept),
+        Ok(None) => {}
+        Err(refused) => {
+            response.diagnostics.push(refused);
+            return response;
+        }
     }
     let observed = lifecycle::observe_with(
         &configured.client,
@@ -293,6 +298,27 @@ pub(super) async fn update(
     .await;
     record_updated(observed, vm, &desired, planned, &mut response);
     response
+}
+
+/// The seed this update lets go: the one the plan dropped (an error if it stays), or the
+/// one a clean cloud-init after this apply's first boot of the VM frees (the plan left
+/// `seed_volume` unknown: a warning if it stays, and the next plan shows its detach).
+async fn detach_seed(
+    ctx: &Context,
+    configured: &Configured,
+    vm: UpdatedVm<'_>,
+    desired: &Desired,
+    planned: &Value,
+    cloud_init_clean: bool,
+) -> Result<Option<Diagnostic>, Diagnostic> {
+    if let Some(volume) = seed_to_detach(vm.prior, planned) {
+        detach_planned(ctx, configured, vm, desired, volume).await?;
+    } else if let Some(volume) = seed_to_detach_after_boot(vm.prior, planned, cloud_init_clean)
+        && let Err(kept) = detach_planned(ctx, configured, vm, desired, volume).await
+    {
+        return Ok(Some(Diagnostic::warning(kept.summary, kept.detail)));
+    }
+    Ok(None)
 }
 
 /// The detach the plan shows (a refresh found cloud-init finished after a create that did
@@ -334,6 +360,21 @@ fn seed_to_detach<'a>(prior: &'a Value, planned: &Value) -> Option<&'a str> {
         .as_str()
         .filter(|v| !v.is_empty())?;
     (planned.get_attr(attr::SEED_VOLUME).as_str() == Some("")).then_some(recorded)
+}
+
+/// The seed that may leave after this apply's first boot of the VM (the plan left
+/// `seed_volume` unknown for it): only when that boot's cloud-init finished cleanly.
+fn seed_to_detach_after_boot<'a>(
+    prior: &'a Value,
+    planned: &Value,
+    cloud_init_clean: bool,
+) -> Option<&'a str> {
+    let recorded = prior
+        .get_attr(attr::SEED_VOLUME)
+        .as_str()
+        .filter(|v| !v.is_empty())?;
+    let open = matches!(planned.get_attr(attr::SEED_VOLUME), Value::Unknown);
+    (open && cloud_init_clean).then_some(recorded)
 }
 
 /// Whose VM an update of `vm` must find.

@@ -7,7 +7,7 @@ use tfplugin::{
 };
 
 use super::attr;
-use super::model::{Private, planned_seed_hash, vmid_of};
+use super::model::{self, Private, WaitFor, planned_seed_hash, vmid_of};
 use super::schema::{self, AttrSpec, DefaultValue, Kind, OnChange, Planned};
 use crate::context::Configured;
 use crate::ownership;
@@ -125,9 +125,23 @@ fn plan_seed_detach(
         .as_str()
         .is_some_and(|v| !v.is_empty());
     let until_ready = planned.get_attr(attr::SEED_LIFETIME).as_str() == Some("until_ready");
-    if private.seed_ready && recorded && until_ready && replacing.is_empty() {
-        planned.set_attr(attr::SEED_VOLUME, Value::string(""));
+    if !(recorded && until_ready && replacing.is_empty()) {
+        return;
     }
+    if private.seed_ready {
+        planned.set_attr(attr::SEED_VOLUME, Value::string(""));
+    } else if first_boot_waits_for_cloud_init(planned, prior) {
+        // The update starts the VM and waits for cloud-init: a clean verdict lets the same
+        // apply detach the seed (fuzzer seed 10020: else the plan after it showed the detach).
+        planned.set_attr(attr::SEED_VOLUME, Value::Unknown);
+    }
+}
+
+/// Whether the update starts a stopped VM and waits for cloud-init's verdict.
+fn first_boot_waits_for_cloud_init(planned: &Value, prior: &Value) -> bool {
+    let starts = prior.get_attr(attr::STARTED).as_bool() == Some(false)
+        && planned.get_attr(attr::STARTED).as_bool() == Some(true);
+    starts && model::wait_for(planned) == WaitFor::CloudInit
 }
 
 /// What each attribute's declaration says: write-only ones null, defaults for the unset.

@@ -465,7 +465,9 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
             `\"until_ready\"` detaches it (`ide2: none`) and deletes the ISO once cloud-init \
             finished without errors, so the VM can migrate and no secret stays on the storage; \
             a create that did not wait for cloud-init leaves it to a later apply, whose plan \
-            shows the detach as an in-place change of `seed_volume`. The guest needs a \
+            shows the detach as an in-place change of `seed_volume` (an apply that starts a \
+            VM created stopped waits for cloud-init and detaches it itself: its plan shows \
+            `seed_volume` as known after apply). The guest needs a \
             cloud-init that honours `manual_cache_clean` (20.x or newer), which the seed's \
             vendor-data sets; a guest without it keeps its seed (with a warning). `\"vm\"` \
             keeps the seed attached until the VM is destroyed.",

@@ -239,13 +239,13 @@ async fn fuzz_seed_10014_a_saved_plan_warned_of_the_lost_mark() {
 }
 
 /// Seed 10020 (I5): a VM created stopped keeps its seed (the create could not wait for
-/// cloud-init); the apply that starts it waits for cloud-init's verdict but leaves the seed,
-/// so the plan right after shows its detach.
+/// cloud-init); the apply that starts it waited for cloud-init's verdict but left the seed,
+/// so the plan right after showed its detach. That apply now detaches it (its plan leaves
+/// `seed_volume` unknown).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for a fix: the apply that first starts a VM detaches its seed"]
-async fn fuzz_seed_10020_starting_a_vm_leaves_its_detach_to_the_next_plan() {
+async fn fuzz_seed_10020_the_apply_that_starts_a_vm_detaches_its_seed() {
     regression(
-        "fuzz_seed_10020_starting_a_vm_leaves_its_detach_to_the_next_plan",
+        "fuzz_seed_10020_the_apply_that_starts_a_vm_detaches_its_seed",
         vec![
             Apply(0, vec![Tags(0, false), Started(1, false)], Plain),
             Apply(0, vec![Started(1, true), Tags(0, false)], Plain),

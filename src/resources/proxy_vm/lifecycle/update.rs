@@ -27,6 +27,8 @@ pub struct Updated {
     pub interfaces: Option<Vec<GuestInterface>>,
     /// What cloud-init's verdict after that boot warns about.
     pub warnings: Vec<String>,
+    /// That boot's cloud-init finished without errors (its verdict was read).
+    pub cloud_init_clean: bool,
 }
 
 /// In-place changes: config, disk growth, power, and the reboot that applies pending
@@ -82,7 +84,7 @@ pub async fn update(
         updated.interfaces =
             Some(wait_for_address(&configured.client, node, vmid, deadline).await?);
         if desired.wait_for == WaitFor::CloudInit {
-            judge(&vm, &mut updated.warnings).await?;
+            updated.cloud_init_clean = judge(&vm, &mut updated.warnings).await?;
         }
     }
     Ok(updated)

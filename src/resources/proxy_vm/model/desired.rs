@@ -82,7 +82,7 @@ fn bool_attr(value: &Value, name: &str) -> bool {
 
 /// `wait_for` as planned; a plan of an earlier schema without it reads the deprecated
 /// `wait_for_address` (false: no wait).
-fn wait_for(planned: &Value) -> WaitFor {
+pub fn wait_for(planned: &Value) -> WaitFor {
     if let Some(choice) = planned
         .get_attr(attr::WAIT_FOR)
         .as_str()

@@ -12,7 +12,7 @@ mod write_only;
 
 pub use super::seed_life::{SeedLifetime, WaitFor};
 pub use boot::{startup_of, startup_value};
-pub use desired::{Desired, Timeouts};
+pub use desired::{Desired, Timeouts, wait_for};
 pub use observed::{Observed, RunningValues};
 pub use private::{Private, UNREADABLE};
 pub use seed_hash::{planned_seed_hash, seed_hash};
