@@ -233,14 +233,7 @@ pub(super) async fn update(
             .error("Unable to update proxy VM", "the state has no VMID");
         return response;
     };
-    let node = prior
-        .get_attr(attr::CURRENT_NODE)
-        .as_str()
-        .or_else(|| prior.get_attr(attr::NODE).as_str())
-        .unwrap_or_default()
-        .to_owned();
-    // Moved since the state was read (`-refresh=false`, a migration during the plan).
-    let node = match lifecycle::node_now(configured, vmid, &node).await {
+    let node = match node_now(configured, prior, vmid).await {
         Ok(node) => node,
         Err(error) => {
             let diagnostic = step_diagnostic("update", &desired.name, &error);
@@ -254,6 +247,15 @@ pub(super) async fn update(
         prior,
         private: &private,
     };
+    // The detach the plan shows goes first, while the VM is as the refresh saw it (running,
+    // its guest able to show its marker): a stop in this same apply would hide the guest
+    // (fuzzer seed 10066).
+    if let Some(volume) = seed_to_detach(prior, planned)
+        && let Err(refused) = detach_planned(ctx, configured, vm, &desired, volume).await
+    {
+        response.diagnostics.push(refused);
+        return response;
+    }
     let changed = plan::changed_attributes(prior, planned);
     let mut interfaces = None;
     let mut cloud_init_clean = false;
@@ -279,14 +281,10 @@ pub(super) async fn update(
             }
         }
     }
-    let detached = detach_seed(ctx, configured, vm, &desired, planned, cloud_init_clean).await;
-    match detached {
-        Ok(Some(kept)) => response.diagnostics.push(kept),
-        Ok(None) => {}
-        Err(refused) => {
-            response.diagnostics.push(refused);
-            return response;
-        }
+    if let Some(kept) =
+        detach_after_boot(ctx, configured, vm, &desired, planned, cloud_init_clean).await
+    {
+        response.diagnostics.push(kept);
     }
     let observed = lifecycle::observe_with(
         &configured.client,
@@ -300,25 +298,32 @@ pub(super) async fn update(
     response
 }
 
-/// The seed this update lets go: the one the plan dropped (an error if it stays), or the
-/// one a clean cloud-init after this apply's first boot of the VM frees (the plan left
-/// `seed_volume` unknown: a warning if it stays, and the next plan shows its detach).
-async fn detach_seed(
+/// Where the state's VM is now: moved since the state was read (`-refresh=false`, a
+/// migration during the plan) or where the state last saw it.
+async fn node_now(configured: &Configured, prior: &Value, vmid: u32) -> Result<String, StepError> {
+    let node = prior
+        .get_attr(attr::CURRENT_NODE)
+        .as_str()
+        .or_else(|| prior.get_attr(attr::NODE).as_str())
+        .unwrap_or_default();
+    lifecycle::node_now(configured, vmid, node).await
+}
+
+/// After this apply's first boot of the VM (the plan left `seed_volume` unknown), the seed
+/// a clean cloud-init frees: a warning if it stays (the next plan shows its detach).
+async fn detach_after_boot(
     ctx: &Context,
     configured: &Configured,
     vm: UpdatedVm<'_>,
     desired: &Desired,
     planned: &Value,
     cloud_init_clean: bool,
-) -> Result<Option<Diagnostic>, Diagnostic> {
-    if let Some(volume) = seed_to_detach(vm.prior, planned) {
-        detach_planned(ctx, configured, vm, desired, volume).await?;
-    } else if let Some(volume) = seed_to_detach_after_boot(vm.prior, planned, cloud_init_clean)
-        && let Err(kept) = detach_planned(ctx, configured, vm, desired, volume).await
-    {
-        return Ok(Some(Diagnostic::warning(kept.summary, kept.detail)));
-    }
-    Ok(None)
+) -> Option<Diagnostic> {
+    let volume = seed_to_detach_after_boot(vm.prior, planned, cloud_init_clean)?;
+    let kept = detach_planned(ctx, configured, vm, desired, volume)
+        .await
+        .err()?;
+    Some(Diagnostic::warning(kept.summary, kept.detail))
 }
 
 /// The detach the plan shows (a refresh found cloud-init finished after a create that did

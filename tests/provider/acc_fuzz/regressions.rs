@@ -253,3 +253,23 @@ async fn fuzz_seed_10020_the_apply_that_starts_a_vm_detaches_its_seed() {
     )
     .await;
 }
+
+/// Seed 10066 (I0): a node reboot started a VM configured stopped (`start_on_boot`), whose
+/// guest then finished cloud-init; the next apply planned both its stop and its seed's
+/// detach, stopped it first, and the detach could not ask the stopped guest for its marker.
+/// The planned detach now goes first, while the VM is as the refresh saw it.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_10066_a_planned_detach_goes_before_the_stop() {
+    regression(
+        "fuzz_seed_10066_a_planned_detach_goes_before_the_stop",
+        vec![
+            Apply(0, vec![Started(1, false)], Plain),
+            Destroy(0),
+            Apply(0, vec![Memory(1, 768)], Plain),
+            Cluster(0, 1, NodeReboot),
+            Hand(0, 0, ProtectOff),
+            Apply(0, vec![Present(0, true)], Plain),
+        ],
+    )
+    .await;
+}
