@@ -331,6 +331,12 @@ impl Error {
         self.message.contains("qga command") && self.message.contains("has been disabled")
     }
 
+    /// Whether PVE refused to destroy a VM because it runs: qemu-server `API2/Qemu.pm`,
+    /// `destroy_vm`'s early checks: "VM N is running - destroy failed".
+    pub fn is_destroy_of_running_vm(&self) -> bool {
+        self.message.contains("is running - destroy failed")
+    }
+
     /// Whether this error is the guest agent not (yet) answering — useful while waiting for boot.
     pub fn is_agent_not_running(&self) -> bool {
         self.message.contains("QEMU guest agent is not running")
@@ -973,6 +979,16 @@ mod tests {
         );
         assert!(!denied.is_guest_file_missing() && !denied.is_agent_command_disabled());
         assert!(!http("QEMU guest agent is not running\n").is_guest_file_missing());
+    }
+
+    #[test]
+    fn a_destroy_refused_because_the_vm_runs() {
+        let http = |msg: &str| Error::http("DELETE", "/x", 500, true, msg.into(), BTreeMap::new());
+        // qemu-server API2/Qemu.pm, destroy_vm's early checks.
+        assert!(http("VM 190246 is running - destroy failed\n").is_destroy_of_running_vm());
+        assert!(
+            !http("can't remove VM 100 - protection mode enabled\n").is_destroy_of_running_vm()
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 use pve::retry_idempotent;
 
-use super::super::error::Step;
+use super::super::error::{Step, StepError};
 use super::super::tasks::patient;
 use super::super::teardown;
 use super::hold::Hold;
@@ -75,16 +75,33 @@ async fn may_have_booted_another_seed(hold: &Hold<'_>, attached: Option<&str>) -
     }
 }
 
+/// How often the discard stops the VM again when PVE refuses its destroy because it runs.
+const DISCARD_ATTEMPTS: usize = 3;
+
 /// Stops and destroys the held VM (purge), and waits until PVE no longer knows it, so its
-/// VMID can be cloned again.
+/// VMID can be cloned again. The create this one took the VM from may start it once more
+/// between the stop and the destroy (its start is not a config write, so it learns of the
+/// claim only at its next one): PVE then refuses the destroy, and the VM is stopped again.
 pub(super) async fn discard(hold: &Hold<'_>) -> Step<()> {
     let vm = &hold.vm;
     tracing::info!(
         vmid = vm.vmid,
         "the adopted VM may have booted another create's seed; destroying it to clone it again"
     );
-    hold.unless_taken_over(teardown::stop(vm).await)?;
-    if !hold.unless_taken_over(vm.destroy().await)? {
+    let mut attempt = 1;
+    let gone = loop {
+        hold.unless_taken_over(teardown::stop(vm).await)?;
+        match vm.destroy().await {
+            Err(StepError::Pve(e))
+                if e.is_destroy_of_running_vm() && attempt < DISCARD_ATTEMPTS =>
+            {
+                tracing::info!(vmid = vm.vmid, "started again meanwhile; stopping it again");
+                attempt += 1;
+            }
+            other => break hold.unless_taken_over(other)?,
+        }
+    };
+    if !gone {
         teardown::wait_until_gone(vm).await?;
     }
     Ok(())
