@@ -320,7 +320,6 @@ fn replacements(
     paths
 }
 
-/// Changes a read found PVE holding until the next boot, unless the apply reboots for them.
 /// A VM whose last refresh found its mark edited away, planned without a refresh of its own
 /// in this process (`-refresh=false`): the plan says so, as the refresh did, since an
 /// update or destroy of it will be refused.
@@ -346,6 +345,7 @@ fn warn_mark_lost(
     );
 }
 
+/// Changes a read found PVE holding until the next boot, unless the apply reboots for them.
 fn warn_pending(pending: &[String], planned: &Value, diagnostics: &mut Diagnostics) {
     if pending.is_empty() || planned.get_attr(attr::REBOOT_IF_NEEDED).as_bool() == Some(true) {
         return;
