@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::model::{Edit, SLOTS, address, name};
 use super::ops::{ApplyMode, ClusterAct, Family, FaultKind, HandAct, ImportHow, KillDuring, Op};
-use super::world::{Cluster, Held, World, kill_group};
+use super::world::{Cluster, Held, SimVm, World, kill_group};
 use crate::support::TfOutput;
 
 /// What the model expected of an op's commands.
@@ -426,14 +426,18 @@ async fn fault(world: &mut World, kind: FaultKind) -> Outcome {
     Outcome::new(None, Expect::MayFail)
 }
 
-async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Outcome {
+/// The VM the state holds at `slot`, as the simulator has it now.
+async fn held_vm(world: &World, state: usize, slot: usize) -> Option<SimVm> {
     let cluster = world.cluster().await;
-    let Some(vm) = world
+    world
         .held(state)
         .into_iter()
         .find(|h| h.address == address(slot))
         .and_then(|h| cluster.vms.get(&h.vmid).cloned())
-    else {
+}
+
+async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Outcome {
+    let Some(vm) = held_vm(world, state, slot).await else {
         return Outcome::skip("the state holds no VM there");
     };
     let base = format!("/nodes/{}/qemu/{}", vm.node, vm.vmid);
@@ -500,13 +504,7 @@ async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Out
 }
 
 async fn cluster(world: &mut World, state: usize, slot: usize, act: ClusterAct) -> Outcome {
-    let cluster = world.cluster().await;
-    let Some(vm) = world
-        .held(state)
-        .into_iter()
-        .find(|h| h.address == address(slot))
-        .and_then(|h| cluster.vms.get(&h.vmid).cloned())
-    else {
+    let Some(vm) = held_vm(world, state, slot).await else {
         return Outcome::skip("the state holds no VM there");
     };
     let next = match vm.node.as_str() {
