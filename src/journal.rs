@@ -144,6 +144,12 @@ impl Entry {
         }
     }
 
+    /// Whether `bytes` are an entry of `token` that names VM `vmid`.
+    fn names_vm(bytes: &[u8], token: &str, vmid: u32) -> bool {
+        serde_json::from_slice::<Entry>(bytes)
+            .is_ok_and(|entry| entry.token == token && entry.vmid == Some(vmid))
+    }
+
     fn bytes(&self) -> Vec<u8> {
         let mut bytes = serde_json::to_vec(self).unwrap_or_default();
         bytes.push(b'\n');
@@ -211,6 +217,21 @@ impl Journal {
         self.put(&path, &Entry::new(fleet, name, token), Change::RecordCreate);
     }
 
+    /// The create of `token` is about to clone onto (or claim) VM `vmid`: a later create of
+    /// the name looks there first for it ([`Journal::unconfirmed_vms`]), wherever the name's
+    /// probe sequence would stop. Nothing is recorded for a token no longer unconfirmed, and
+    /// an entry that names this VM already keeps what it says.
+    pub fn record_clone(&self, fleet: &str, name: &str, token: &str, vmid: u32) {
+        let Some(place) = self.place(fleet, name) else {
+            return;
+        };
+        let path = place.entry(token, Fact::Unconfirmed);
+        if matches!(files::read(&path), Ok(Some(bytes)) if Entry::names_vm(&bytes, token, vmid)) {
+            return;
+        }
+        self.record_where(&path, fleet, name, token, (vmid, None), Change::RecordVm);
+    }
+
     /// The create of `token` made (or resumed) VM `vmid` and is about to mark it with the mark
     /// whose fingerprint is `mark_fingerprint` (any text that changes when the mark does):
     /// from now on only that VM, so marked, is resumed for the token
@@ -228,16 +249,73 @@ impl Journal {
             return;
         };
         let path = place.entry(token, Fact::Unconfirmed);
-        // A confirmed create never becomes resumable again.
+        let mark = Some(hex_hash(mark_fingerprint, 16));
+        self.record_where(&path, fleet, name, token, (vmid, mark), Change::RecordVm);
+    }
+
+    /// Writes where the create of `token` works (its VMID, and the mark's hash once known)
+    /// into its existing entry: a confirmed create never becomes resumable again.
+    fn record_where(
+        &self,
+        path: &Path,
+        fleet: &str,
+        name: &str,
+        token: &str,
+        (vmid, mark): (u32, Option<String>),
+        change: Change,
+    ) {
         if !matches!(path.try_exists(), Ok(true)) {
             return;
         }
         let entry = Entry {
             vmid: Some(vmid),
-            mark: Some(hex_hash(mark_fingerprint, 16)),
+            mark,
             ..Entry::new(fleet, name, token)
         };
-        self.put(&path, &entry, Change::RecordVm);
+        self.put(path, &entry, change);
+    }
+
+    /// The creates of `fleet` and `name` Terraform may not have stored that recorded the VM
+    /// they work on: each token with its VMID. An unreadable entry is left out with a
+    /// warning, like any other.
+    pub fn unconfirmed_vms(&self, fleet: &str, name: &str) -> Vec<(String, u32)> {
+        let Some(place) = self.place(fleet, name) else {
+            return Vec::new();
+        };
+        let listed = match std::fs::read_dir(&place.dir) {
+            Ok(listed) => listed,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Vec::new(),
+            Err(error) => {
+                self.unreadable(&place.dir, name, &error.to_string());
+                return Vec::new();
+            }
+        };
+        let mut found = Vec::new();
+        for path in listed.flatten().map(|item| item.path()) {
+            if path
+                .extension()
+                .is_none_or(|suffix| suffix != "unconfirmed")
+            {
+                continue;
+            }
+            let read = files::read(&path).map(|bytes| bytes.map(|b| serde_json::from_slice(&b)));
+            match read {
+                Ok(Some(Ok(Entry {
+                    token,
+                    fleet: entry_fleet,
+                    name: entry_name,
+                    vmid: Some(vmid),
+                    ..
+                }))) if entry_fleet == fleet && entry_name == name => found.push((token, vmid)),
+                Ok(Some(Ok(_))) | Ok(None) => {}
+                Ok(Some(Err(error))) => {
+                    self.unreadable(&path, name, &format!("not a journal entry: {error}"));
+                }
+                Err(error) => self.unreadable(&path, name, &error.to_string()),
+            }
+        }
+        found.sort();
+        found
     }
 
     /// Terraform's state holds `token`: from now on its VM is resumed by no create, so a

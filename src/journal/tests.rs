@@ -327,3 +327,51 @@ fn an_unreadable_first_layout_file_is_put_aside_and_reported() {
     assert!(!later.is_unconfirmed("", "edge-0", "t1"));
     assert!(later.take_warnings().is_empty());
 }
+
+#[test]
+fn a_clone_records_where_its_create_works_until_the_finish_adds_the_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_in(dir.path());
+    journal.record_create("", "edge-0", "t1");
+    journal.record_create("", "edge-0", "t2");
+    journal.record_create("", "edge-1", "t3");
+    assert!(
+        journal.unconfirmed_vms("", "edge-0").is_empty(),
+        "no VMID yet"
+    );
+    journal.record_clone("", "edge-0", "t1", 105);
+    journal.record_clone("", "edge-1", "t3", 107);
+    assert_eq!(
+        journal.unconfirmed_vms("", "edge-0"),
+        [("t1".to_owned(), 105)]
+    );
+    assert!(
+        journal.unconfirmed_vms("prod", "edge-0").is_empty(),
+        "fleets apart"
+    );
+    // Chosen again after the VMID was taken: the entry follows the clone.
+    journal.record_clone("", "edge-0", "t1", 106);
+    assert_eq!(
+        journal.unconfirmed_vms("", "edge-0"),
+        [("t1".to_owned(), 106)]
+    );
+    assert!(journal.is_unconfirmed_for("", "edge-0", "t1", 106, "any mark"));
+    assert!(!journal.is_unconfirmed_for("", "edge-0", "t1", 105, "any mark"));
+    // The finish binds the mark; a resumed create's clone record keeps it.
+    journal.record_vm("", "edge-0", "t1", 106, "mark-a");
+    journal.record_clone("", "edge-0", "t1", 106);
+    assert!(!journal.is_unconfirmed_for("", "edge-0", "t1", 106, "mark-b"));
+    // Confirmed (or forgotten): never listed, and a late record does not bring it back.
+    journal.confirm("", "edge-0", "t1");
+    journal.record_clone("", "edge-0", "t1", 106);
+    assert!(journal.unconfirmed_vms("", "edge-0").is_empty());
+    assert!(journal.take_warnings().is_empty());
+    // An unreadable entry is left out, with a warning.
+    let place = dir.path().join(name_key("", "edge-1"));
+    fs::write(place.join("0000.unconfirmed"), b"{not json").unwrap();
+    assert_eq!(
+        journal.unconfirmed_vms("", "edge-1"),
+        [("t3".to_owned(), 107)]
+    );
+    assert_eq!(journal.take_warnings().len(), 1);
+}

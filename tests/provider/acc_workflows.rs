@@ -431,6 +431,68 @@ async fn a_create_killed_after_it_finished_is_resumed_without_import() {
     }
 }
 
+/// A create killed after its clone, made at the name's second VMID because the first held a
+/// VM of another name then (the shape of fuzzer seed 11150): once the first VMID is free
+/// again, the next apply resumes the killed create where the journal says it cloned; it
+/// neither clones a second VM at the freed VMID nor leaves the half-made one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_create_is_resumed_where_it_cloned_after_an_earlier_vmid_is_freed() {
+    if !acceptance_enabled(
+        "a_killed_create_is_resumed_where_it_cloned_after_an_earlier_vmid_is_freed",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let name = "wf-crash-beside";
+    let first = terraform_provider_proxmox::vmid::VmidRange::default()
+        .probe_sequence_in_fleet("", name)
+        .next()
+        .unwrap();
+    let first_id = first.to_string();
+    let clone = [("newid", first_id.as_str()), ("name", "someone-else")];
+    let upid = sim.api("POST", "/nodes/pve1/qemu/9000/clone", &clone).await;
+    sim.wait_task(&upid).await;
+    let ws = Workspace::new(target);
+    ws.init_with(&config(&vm("v", name, "  node = \"pve2\"\n")))
+        .await;
+    // Slowed down, so the kill lands after the clone and long before the create ends.
+    sim.set_faults(serde_json::json!({"latency_ms": 300})).await;
+    let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (second, phase) = loop {
+        let state = sim.state().await;
+        let cloned = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|vm| vm["config"]["name"] == name && vm["lock"].is_null());
+        if let Some(vm) = cloned {
+            let description = vm["config"]["description"].as_str().unwrap_or_default();
+            break (vm["vmid"].as_u64().unwrap(), description.to_owned());
+        }
+        assert!(Instant::now() < deadline, "the clone never ended");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    apply.kill_group();
+    sim.set_faults(serde_json::json!({})).await;
+    assert_ne!(second, u64::from(first));
+    assert!(phase.contains("proxyvm-phase: creating"), "{phase}");
+    let upid = sim
+        .api("DELETE", &format!("/nodes/pve1/qemu/{first}"), &[])
+        .await;
+    sim.wait_task(&upid).await;
+    ws.apply().await.success();
+    assert_eq!(
+        vmids_named(&sim, name).await,
+        BTreeSet::from([second]),
+        "the killed create was resumed where it cloned, not made again"
+    );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
 /// The stranded-VM case the journal cannot cover (the killed run's working directory is
 /// gone, as on a fresh CI runner): the error carries a ready import block, and following it
 /// converges with an empty plan.

@@ -345,6 +345,10 @@ impl Checker {
             ] {
                 world.write_config(state, "").await;
                 let ran = world.terraform(state, args).await;
+                if std::env::var_os("FUZZ_VERBOSE").is_some() {
+                    eprintln!("teardown {state}: {} -> exit {}", args[0], ran.code());
+                    eprintln!("{}", ran.all_text());
+                }
                 out.push(state, args, &ran);
                 if args[0] == "destroy" && ran.code() != 0 {
                     found.push(violation(

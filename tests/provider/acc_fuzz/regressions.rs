@@ -275,13 +275,12 @@ async fn fuzz_seed_10066_a_planned_detach_goes_before_the_stop() {
     .await;
 }
 
-/// Seed 11150 (I7), open: a create of another state, killed while the name's first VMID
-/// held an unmarked VM of the name (so it cloned at the next VMID), leaves a half-made VM
-/// its own next apply never resumes: by then the first VMID shows the other state's
-/// finished VM again (its mark restored), and the apply is refused before it looks further.
-/// Timing decides where the kill lands.
+/// Seed 11150 (I7): a create of another state, killed while the name's first VMID held an
+/// unmarked VM of the name (so it cloned at the next VMID), left a half-made VM its own next
+/// apply never resumed: by then the first VMID showed the other state's finished VM again
+/// (its mark restored), and the apply was refused before it looked further. Now it looks on
+/// for this directory's own create and resumes it.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for a fix: a refused create leaves this directory's own killed create"]
 async fn fuzz_seed_11150_a_killed_create_beside_an_unmarked_vm_is_left() {
     regression(
         "fuzz_seed_11150_a_killed_create_beside_an_unmarked_vm_is_left",

@@ -116,10 +116,13 @@ pub(super) async fn choose_slot<'a>(
     listing: &[pve::cluster::ClusterVm],
     deadline: Instant,
 ) -> Step<(Slot, Reservation<'a>)> {
-    let client = &configured.client;
+    if desired.vmid.is_none()
+        && let Some(own) = own_create_in_journal(configured, desired, listing, deadline).await?
+    {
+        return Ok(own);
+    }
     let runtime = &configured.runtime;
-    let candidates = candidate_vmids(configured, desired);
-    for vmid in candidates {
+    for vmid in candidate_vmids(configured, desired) {
         if !runtime.reserve_vmid(vmid) {
             if desired.vmid.is_some() {
                 return unworkable(format!(
@@ -129,42 +132,113 @@ pub(super) async fn choose_slot<'a>(
             continue;
         }
         let reservation = Reservation { runtime, vmid };
-        if vmid_is_free(client, vmid).await? {
-            return Ok((Slot::Fresh(vmid), reservation));
-        }
-        // The listing may predate the VM; a create not placed yet has no node to guess, so
-        // the VMID itself is looked up.
-        let listed = listing
-            .iter()
-            .find(|vm| vm.vmid == vmid)
-            .map(|vm| vm.node.clone());
-        let node = match listed {
-            Some(node) => node,
-            None if !desired.node.is_empty() => desired.node.clone(),
-            None => {
-                match retry_idempotent(&RetryPolicy::default(), || client.cluster().locate_vm(vmid))
-                    .await?
-                {
-                    Some(entry) => entry.node,
-                    // Gone since the probe: free again.
-                    None => return Ok((Slot::Fresh(vmid), reservation)),
-                }
-            }
-        };
-        // A VM being cloned has no mark yet: its ownership shows once the clone ends.
-        let found = config_after_clone(client, &node, vmid, deadline).await?;
-        let Some((node, config)) = found else {
-            // It was a clone that failed and cleaned up: the VMID is free again.
+        let Some((node, config)) = taken_vm(configured, desired, listing, vmid, deadline).await?
+        else {
             return Ok((Slot::Fresh(vmid), reservation));
         };
-        if let Some(slot) = judge_taken(configured, desired, vmid, node, &config)? {
-            return Ok((slot, reservation));
+        match judge_taken(configured, desired, vmid, node, &config) {
+            Ok(Some(slot)) => return Ok((slot, reservation)),
+            Ok(None) => {}
+            Err(e) => return Err(e),
         }
     }
     Err(StepError::NoFreeVmid {
         range: configured.vmid_range.to_string(),
         name: desired.name.clone(),
     })
+}
+
+/// The VM at `vmid` once any clone onto it ended: where it is and its config, or `None` when
+/// the VMID is free. Whether it is taken is asked of PVE for that VMID alone; `listing`
+/// (possibly stale) only guesses the node of a taken one, and a wrong guess is corrected
+/// by a fresh look.
+async fn taken_vm(
+    configured: &Configured,
+    desired: &Desired,
+    listing: &[pve::cluster::ClusterVm],
+    vmid: u32,
+    deadline: Instant,
+) -> Step<Option<(String, VmConfig)>> {
+    let client = &configured.client;
+    if vmid_is_free(client, vmid).await? {
+        return Ok(None);
+    }
+    // The listing may predate the VM; a create not placed yet has no node to guess, so
+    // the VMID itself is looked up.
+    let listed = listing
+        .iter()
+        .find(|vm| vm.vmid == vmid)
+        .map(|vm| vm.node.clone());
+    let node = match listed {
+        Some(node) => node,
+        None if !desired.node.is_empty() => desired.node.clone(),
+        None => {
+            match retry_idempotent(&RetryPolicy::default(), || client.cluster().locate_vm(vmid))
+                .await?
+            {
+                Some(entry) => entry.node,
+                // Gone since the probe: free again.
+                None => return Ok(None),
+            }
+        }
+    };
+    // A VM being cloned has no mark yet: its ownership shows once the clone ends. `None`:
+    // a clone that failed and cleaned up, so the VMID is free again.
+    config_after_clone(client, &node, vmid, deadline).await
+}
+
+/// This working directory's own create of the name that Terraform never stored, found where
+/// the journal says it cloned: an unfinished create, or a finished one the journal names
+/// with its mark. Looked for before the probe sequence, which may stop before it: at a
+/// VMID freed since it was cloned, or at another state's VM of the name that looked like
+/// someone else's when it was (its mark edited away then; fuzzer seed 11150). Resumed, as
+/// the run that was killed would have finished it.
+async fn own_create_in_journal<'a>(
+    configured: &'a Configured,
+    desired: &Desired,
+    listing: &[pve::cluster::ClusterVm],
+    deadline: Instant,
+) -> Step<Option<(Slot, Reservation<'a>)>> {
+    let runtime = &configured.runtime;
+    let journal = &configured.journal;
+    let (fleet, name) = (&desired.fleet, &desired.name);
+    for (token, vmid) in journal.unconfirmed_vms(fleet, name) {
+        if token == desired.create_token || !runtime.reserve_vmid(vmid) {
+            continue;
+        }
+        let reservation = Reservation { runtime, vmid };
+        let Some((node, config)) = taken_vm(configured, desired, listing, vmid, deadline).await?
+        else {
+            continue;
+        };
+        let description = config.description();
+        let Ownership::OursForThisName(mark) =
+            ownership::classify(description.as_deref(), name, fleet)
+        else {
+            continue;
+        };
+        // The VM a plan of this directory replaces is never the replacement.
+        let resumable = mark.phase != Phase::Deleting
+            && mark.create_token.as_deref() == Some(token.as_str())
+            && !journal.is_replaced(fleet, name, &token)
+            && journal.is_unconfirmed_for(fleet, name, &token, vmid, &mark.render());
+        if !resumable {
+            continue;
+        }
+        tracing::info!(vmid, %node, %name, "resuming this working directory's own create \
+            where the journal says it cloned");
+        let resumed_token = match mark.phase {
+            Phase::Done => Some(token),
+            _ => own_killed_create(configured, desired, vmid, &mark),
+        };
+        let slot = Slot::Adopt {
+            vmid,
+            node,
+            resumed_token,
+        };
+        return Ok(Some((slot, reservation)));
+    }
+    Ok(None)
 }
 
 /// Whose the taken VMID's VM is, for this create: an unfinished create of this name to

@@ -55,8 +55,12 @@ pub(super) async fn clone_into_slot<'a>(
     let mut template_locks = Backoff::for_locks(deadline);
     let mut cloned_here = false;
     let mut choices = 1;
+    let journal = &configured.journal;
+    let (fleet, name) = (&desired.fleet, &desired.name);
     while let Slot::Fresh(vmid) = slot {
         progress.update(|p| p.vm = Some((vmid, desired.node.clone())));
+        // Before the clone: a later create here finds this one's VM wherever it ends up.
+        journal.record_clone(fleet, name, &desired.create_token, vmid);
         let source = (template.node.as_str(), template.vmid);
         let cloned = wait_out_locks(&mut template_locks, || {
             clone_vm(client, source, vmid, desired, deadline)
@@ -92,6 +96,11 @@ pub(super) async fn clone_into_slot<'a>(
         unreachable!("the loop leaves only adopted slots")
     };
     progress.update(|p| p.vm = Some((vmid, node.clone())));
+    if !cloned_here {
+        // Adopted: the claim will make it this create's (or it is resumed under its token).
+        let token = resumed_token.as_deref().unwrap_or(&desired.create_token);
+        journal.record_clone(fleet, name, token, vmid);
+    }
     configured.runtime.forget_listing().await;
     // An adopted clone may still be running, and may end on another node: follow it. Our
     // own clone, waited for, ended on our node.
