@@ -182,6 +182,81 @@ async fn destroy_of_a_vm_already_gone_still_deletes_its_seed() {
     assert!(ws.state().await["values"].is_null(), "{}", ws.state().await);
 }
 
+/// Deletes the VM at `vmid` on pve1 behind Terraform's back, as an operator would (PVE's
+/// purge keeps the cdrom's ISO).
+async fn delete_by_hand(sim: &SimClient, vmid: u32) {
+    let path = format!("/nodes/pve1/qemu/{vmid}");
+    let stop = sim.api("POST", &format!("{path}/status/stop"), &[]).await;
+    sim.wait_task(&stop).await;
+    let destroy = sim.api("DELETE", &path, &[]).await;
+    sim.wait_task(&destroy).await;
+}
+
+/// A VM gone from under its state while the state records its seed (deleted by hand here; a
+/// destroy killed between the VM's removal and the seed's delete is the same: fuzzer seed
+/// 11162) stays in state with status `gone` and a warning, so its seed is not forgotten: the
+/// next apply replaces it (with and without create_before_destroy) and the next destroy
+/// deletes the seed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_gone_with_its_seed_left_stays_in_state_until_the_seed_is_deleted() {
+    let test = "a_vm_gone_with_its_seed_left_stays_in_state_until_the_seed_is_deleted";
+    if !simulator_only(test, "deletes a VM behind Terraform's back") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&config("", &vm("a", "gone-1", ""))).await;
+    ws.apply().await.success();
+    let (vmid, seed) = tracked(&ws, "gone-1").await;
+    delete_by_hand(&sim, vmid).await;
+
+    let plan = ws
+        .terraform(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
+        .await;
+    let text = flat(&plan.all_text());
+    assert_eq!(plan.code(), 2, "{text}");
+    assert!(text.contains("Proxy VM gone; its seed is left"), "{text}");
+    assert!(text.contains(&seed), "the warning names the seed: {text}");
+    assert!(text.contains("must be replaced"), "{text}");
+    assert!(
+        text.contains("status = \"gone\" -> \"running\" # forces replacement"),
+        "{text}"
+    );
+    ws.apply().await.success();
+    let (_, replaced_seed) = tracked(&ws, "gone-1").await;
+    assert_eq!(
+        seeds(&sim.state().await),
+        [replaced_seed],
+        "one seed, the new VM's"
+    );
+    ws.assert_plans_empty().await;
+
+    // Under create_before_destroy the new VM is made first, at the freed VMID: the old
+    // instance's destroy deletes only its seed, and says nothing of the new VM.
+    let cbd = "  lifecycle {\n    create_before_destroy = true\n  }\n";
+    ws.write_main_tf(&config("", &vm("a", "gone-1", cbd)));
+    ws.assert_plans_empty().await;
+    let (vmid, _) = tracked(&ws, "gone-1").await;
+    delete_by_hand(&sim, vmid).await;
+    let out = ws.apply().await.success();
+    let text = flat(&out.all_text());
+    assert!(!text.contains("not this state's"), "{text}");
+    let (vmid, seed) = tracked(&ws, "gone-1").await;
+    assert_eq!(seeds(&sim.state().await), [seed], "one seed, the new VM's");
+    ws.assert_plans_empty().await;
+
+    // The destroy after a VM went: its refresh keeps the instance, and the seed goes.
+    delete_by_hand(&sim, vmid).await;
+    ws.destroy().await.success();
+    assert!(
+        seeds(&sim.state().await).is_empty(),
+        "{:?}",
+        seeds(&sim.state().await)
+    );
+    assert!(ws.state().await["values"].is_null(), "{}", ws.state().await);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_used_up_vmid_range_fails_the_create_naming_the_range() {
     let test = "a_used_up_vmid_range_fails_the_create_naming_the_range";

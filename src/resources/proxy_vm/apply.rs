@@ -581,6 +581,9 @@ pub(super) async fn delete(
         configured.journal.forget(&fleet, &name, token);
     }
     match outcome {
+        // The refresh that found the VM gone said so already; another VM at its VMID now
+        // (a create_before_destroy replacement's) is no news.
+        Ok(Some(_)) if model::vm_is_gone(prior) => {}
         Ok(Some(note)) => response
             .diagnostics
             .warning("Proxy VM not this state's", note),

@@ -7,7 +7,7 @@ use tfplugin::{
 };
 
 use super::attr;
-use super::model::{self, Private, WaitFor, planned_seed_hash, vmid_of};
+use super::model::{self, Private, WaitFor, planned_seed_hash, vm_is_gone, vmid_of};
 use super::schema::{self, AttrSpec, DefaultValue, Kind, OnChange, Planned};
 use crate::context::Configured;
 use crate::ownership;
@@ -101,6 +101,7 @@ pub(super) fn plan_change(
         plan_create_addresses(&mut planned);
     } else {
         response.requires_replace = replacements(&prior, &planned, &mut response.diagnostics);
+        plan_gone_replacement(&mut planned, &prior, &mut response.requires_replace);
         warn_pending(&private.pending, &planned, &mut response.diagnostics);
         warn_mark_lost(&private, &prior, configured, &mut response.diagnostics);
         plan_update_addresses(&prior, &mut planned);
@@ -222,12 +223,16 @@ fn plan_seed_hash(planned: &mut Value, prior: &Value, config: &Value, private: &
 fn plan_power_state(planned: &mut Value, prior: &Value) {
     let started = planned.get_attr(attr::STARTED);
     if prior.is_null() || !prior.get_attr(attr::STARTED).same_as(started) {
-        let status = match started.as_bool() {
-            Some(true) => Value::string("running"),
-            Some(false) => Value::string("stopped"),
-            None => Value::Unknown,
-        };
-        planned.set_attr(attr::STATUS, status);
+        planned.set_attr(attr::STATUS, status_when_started(started));
+    }
+}
+
+/// The status a VM shows once `started` holds.
+fn status_when_started(started: &Value) -> Value {
+    match started.as_bool() {
+        Some(true) => Value::string("running"),
+        Some(false) => Value::string("stopped"),
+        None => Value::Unknown,
     }
 }
 
@@ -282,6 +287,17 @@ fn guest_addresses() -> impl Iterator<Item = &'static AttrSpec> {
     schema::ATTRIBUTES
         .iter()
         .filter(|spec| matches!(spec.planned, Planned::GuestAddress))
+}
+
+/// A VM the last refresh found gone with its seed left (status `gone`) is replaced: the
+/// destroy half deletes the seed, the create half makes the VM again.
+fn plan_gone_replacement(planned: &mut Value, prior: &Value, replace: &mut Vec<AttributePath>) {
+    if !vm_is_gone(prior) {
+        return;
+    }
+    let status = status_when_started(planned.get_attr(attr::STARTED));
+    planned.set_attr(attr::STATUS, status);
+    replace.push(AttributePath::root().attr(attr::STATUS));
 }
 
 /// The attributes whose change replaces the VM: those declared so, and a shrunk disk, which

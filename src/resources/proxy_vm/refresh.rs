@@ -8,7 +8,7 @@ use super::apply::step_diagnostic;
 use super::attr;
 use super::lifecycle::{self, Expected, ExpectedToken};
 use super::mark_restore::mark_to_restore;
-use super::model::{Observed, Private, UNREADABLE, fleet_of, vmid_of};
+use super::model::{Observed, Private, STATUS_GONE, UNREADABLE, fleet_of, vmid_of};
 use crate::context::Configured;
 use crate::ownership::Phase;
 
@@ -61,8 +61,7 @@ pub(super) async fn refresh(configured: &Configured, request: ReadRequest) -> Re
         }
         // A clone in progress (an earlier create's) still exists: keep what we know.
         Ok(lifecycle::Found::Cloning) => response.new_state = prior,
-        // Gone: Terraform drops it from state and the plan proposes a create.
-        Ok(lifecycle::Found::Gone) => response.new_state = Value::Null,
+        Ok(lifecycle::Found::Gone) => gone(&prior, vmid, None, &mut response),
         // Kept in state (so no second VM of the name is made), never written to, and
         // the user told how to hand it back.
         Ok(lifecycle::Found::MarkLost { vmid, node }) => {
@@ -74,12 +73,7 @@ pub(super) async fn refresh(configured: &Configured, request: ReadRequest) -> Re
             private.mark_lost = true;
             response.private = private.encode();
         }
-        Ok(lifecycle::Found::NotOurs { why, .. }) => {
-            response.new_state = Value::Null;
-            response
-                .diagnostics
-                .warning("Proxy VM no longer this state's", why);
-        }
+        Ok(lifecycle::Found::NotOurs { why, .. }) => gone(&prior, vmid, Some(why), &mut response),
         // The node behind the API cannot be reached (PVE's 595): the rest of the plan
         // (a destroy's refresh above all) goes on with what the state last knew.
         Err(lifecycle::StepError::Pve(error)) if error.status() == Some(595) => {
@@ -104,6 +98,45 @@ pub(super) async fn refresh(configured: &Configured, request: ReadRequest) -> Re
         }
     }
     response
+}
+
+/// The state's VM is no longer at its VMID (deleted, or another VM is there now, `why`):
+/// dropped from state, so the plan proposes a create. Unless the state recorded a seed, which
+/// nothing else would delete (a destroy killed after the VM went, a VM deleted by hand; fuzzer
+/// seed 11162): the instance is kept with status `gone`, so the next apply replaces it (its
+/// destroy half deletes the seed) and the next destroy deletes the seed.
+fn gone(prior: &Value, vmid: u32, why: Option<String>, response: &mut ReadResponse) {
+    let seed = prior
+        .get_attr(attr::SEED_VOLUME)
+        .as_str()
+        .filter(|volume| !volume.is_empty());
+    let Some(seed) = seed else {
+        response.new_state = Value::Null;
+        if let Some(why) = why {
+            response.diagnostics.warning(
+                "Proxy VM no longer this state's",
+                format!("{why} and dropped from this state."),
+            );
+        }
+        return;
+    };
+    let name = prior.get_attr(attr::NAME).as_str().unwrap_or("?");
+    let what = match why {
+        Some(why) => format!("{why}."),
+        None => format!("VM {vmid} of `{name}` is gone from the cluster."),
+    };
+    let mut kept = prior.clone();
+    kept.set_attr(attr::STATUS, Value::string(STATUS_GONE));
+    response.new_state = kept;
+    response.diagnostics.warning(
+        "Proxy VM gone; its seed is left",
+        format!(
+            "{what} Its seed ISO {seed} is still on storage, so the instance stays in state \
+             with status \"{STATUS_GONE}\": the next apply replaces it (deleting the seed first, \
+             unless create_before_destroy makes the new VM first) and terraform destroy \
+             deletes the seed."
+        ),
+    );
 }
 
 /// The state of this resource's own VM, as observed, with what PVE holds until a reboot.

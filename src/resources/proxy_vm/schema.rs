@@ -493,7 +493,11 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         .description("The node the VM runs on now (differs from `node` after a migration)."),
     AttrSpec::new(attr::STATUS, Kind::String, Mode::Computed)
         .planned(Planned::ByRule)
-        .description("Power state: `running`, `stopped` or `paused`."),
+        .description(
+            "Power state: `running`, `stopped` or `paused`; `gone` when the VM was deleted \
+            outside Terraform while the state still records its seed (the next apply replaces \
+            it, a destroy deletes the seed).",
+        ),
     AttrSpec::new(attr::MAC_ADDRESS, Kind::String, Mode::Computed)
         .description("MAC address of `net0`, kept across bridge and VLAN changes."),
     AttrSpec::new(attr::IPV4_ADDRESS, Kind::String, Mode::Computed)

@@ -293,11 +293,11 @@ async fn fuzz_seed_11150_a_killed_create_beside_an_unmarked_vm_is_left() {
     .await;
 }
 
-/// Seed 11162 (I7), open: a destroy killed after PVE removed the VM and before the seed's
-/// delete; the next destroy's refresh finds the VM gone and drops it from state with its
-/// seed, which nothing deletes then. Timing decides where the kill lands.
+/// Seed 11162 (I7): a destroy killed after PVE removed the VM and before the seed's delete;
+/// the next destroy's refresh found the VM gone and dropped it from state with its seed,
+/// which nothing deleted then. Now the refresh keeps the instance (status `gone`) while it
+/// records a seed, and the destroy deletes the seed. Timing decides where the kill lands.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for a fix: the seed of a VM a killed destroy removed is left"]
 async fn fuzz_seed_11162_a_killed_destroy_leaves_the_seed() {
     regression(
         "fuzz_seed_11162_a_killed_destroy_leaves_the_seed",

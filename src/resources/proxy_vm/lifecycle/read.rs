@@ -74,8 +74,7 @@ pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) ->
             gone");
         return Ok(Found::NotOurs {
             why: format!(
-                "VM {vmid} on {} is not this state's VM ({why}); it was left untouched and dropped \
-                from this state.",
+                "VM {vmid} on {} is not this state's VM ({why}); it was left untouched",
                 observed.node
             ),
             mark: observed.mark.map(Box::new),

@@ -16,7 +16,7 @@ pub use desired::{Desired, Timeouts, wait_for};
 pub use observed::{Observed, RunningValues};
 pub use private::{Private, UNREADABLE};
 pub use seed_hash::{planned_seed_hash, seed_hash};
-pub use state::{fleet_of, vmid_of};
+pub use state::{STATUS_GONE, fleet_of, vm_is_gone, vmid_of};
 pub use write_only::refuse_write_only_without_support;
 
 pub use super::schema::validate_config;

@@ -20,3 +20,12 @@ pub fn vmid_of(state: &Value) -> Option<u32> {
         .as_i64()
         .and_then(|v| u32::try_from(v).ok())
 }
+
+/// The status a refresh records for a VM no longer at its VMID whose seed the state still
+/// records: the instance stays so that its seed is deleted (see `refresh`).
+pub const STATUS_GONE: &str = "gone";
+
+/// Whether the state's last refresh found its VM gone, its seed left.
+pub fn vm_is_gone(state: &Value) -> bool {
+    state.get_attr(attr::STATUS).as_str() == Some(STATUS_GONE)
+}
