@@ -637,3 +637,48 @@ async fn a_node_local_seed_blocks_migration() {
     assert!(pve.our_vms().await.is_empty(), "{:?}", pve.our_vms().await);
     assert!(pve.volumes_on(&seeds).await.is_empty());
 }
+
+/// A create whose name's VMID holds a VM on a node that is down cannot read whose that VM
+/// is (PVE answers 595 for it): it fails at once saying so, instead of waiting out its
+/// create timeout, and makes nothing (found when a fuzz run stalled for 15 minutes on it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_meeting_a_vm_on_a_failed_node_fails_at_once() {
+    let test = "a_create_meeting_a_vm_on_a_failed_node_fails_at_once";
+    if !simulator_only(test, "pve-sim's node failure") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let first = Workspace::new(target.clone());
+    first
+        .init_with(&fleet("down", 1, "pve3", "proxy-seeds", ""))
+        .await;
+    first.apply().await.success();
+    let held = vmid(&the_vm(&sim, "down-0").await);
+    admin.fail_node("pve3").await;
+
+    // Another state makes the same name elsewhere: before the fix it polled the VM until
+    // its create timeout.
+    let second = Workspace::new(target);
+    let timeouts = "  timeouts = {\n    create = \"40s\"\n  }\n";
+    second
+        .init_with(&fleet("down", 1, "pve1", "proxy-seeds", timeouts))
+        .await;
+    let out = second.apply().await.failure();
+    let text = flat(&out.all_text());
+    assert!(
+        text.contains(&format!(
+            "VMID {held} holds a VM on node pve3, which PVE cannot reach"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("within its timeout"), "{text}");
+    let state = sim.state().await;
+    assert_eq!(vms_named(&state, "down-0").len(), 1, "nothing was made");
+
+    admin.recover_node("pve3").await;
+    first.destroy().await.success();
+    second.destroy().await.success();
+    assert_nothing_left(&sim, "down-0", "proxy-seeds").await;
+}

@@ -40,6 +40,10 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// How often a VM's node is found unreachable before a create stops: a 595 can be a moment's
+/// hiccup of the cluster's proxy, a node that is down stays down.
+const UNREACHABLE_LOOKS: u32 = 4;
+
 /// Waits until a VM is no longer locked by a clone: a half-made VM has no name or
 /// description until the clone writes its config, so ownership is decided afterwards. A
 /// clone with `target` ends by moving the config to the target node, so a VM that vanishes
@@ -53,8 +57,22 @@ pub(super) async fn config_after_clone(
 ) -> Step<Option<(String, VmConfig)>> {
     let mut node = node.to_owned();
     let mut polls = Backoff::new(Duration::from_millis(100), Duration::from_secs(2), deadline);
+    let mut unreachable = 0;
     loop {
         match client.node(&node).qemu(vmid).config().await {
+            // The node is down: its VM's mark cannot be read however long the create waits,
+            // and a VM of this name may be there, so nothing is made beside it.
+            Err(e) if e.status() == Some(595) => {
+                unreachable += 1;
+                if unreachable == UNREACHABLE_LOOKS {
+                    return unworkable(format!(
+                        "VMID {vmid} holds a VM on node {node}, which PVE cannot reach (HTTP \
+                         595: the node is down): whose VM it is cannot be read, and it may be \
+                         this name's, so no VM was created. Bring the node back, then apply \
+                         again."
+                    ));
+                }
+            }
             Ok(config) if config.lock().as_deref() == Some("clone") => {}
             Ok(config) => return Ok(Some((node, config))),
             Err(e) if e.kind() == ErrorKind::NotFound => {
