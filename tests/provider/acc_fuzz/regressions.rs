@@ -311,11 +311,13 @@ async fn fuzz_seed_11162_a_killed_destroy_leaves_the_seed() {
     .await;
 }
 
-/// Seed 11165 (I7), open: `fz-0` left after every state's destroy, in a sequence with a
-/// race, a node reboot, a VM deleted by hand and state 1's create killed; like seed 11150,
-/// a killed create of the other state. Timing decides where the kill lands.
+/// Seed 11165 (I7): `fz-0` left after every state's destroy, in a sequence with a race, a
+/// node reboot, a VM deleted by hand and state 1's create killed beside state 0's `fz-0`,
+/// which state 0 then removed: the next create of state 1 cloned at the freed VMID and
+/// left the killed one. Fixed with seed 11150 (the journal says where a create cloned;
+/// `acc_workflows::a_killed_create_is_resumed_where_it_cloned_after_an_earlier_vmid_is_freed`
+/// shows it without timing). Timing decides where the kill lands.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for a fix: a refused create leaves this directory's own killed create"]
 async fn fuzz_seed_11165_a_killed_create_is_left() {
     regression(
         "fuzz_seed_11165_a_killed_create_is_left",
