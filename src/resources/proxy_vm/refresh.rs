@@ -131,7 +131,8 @@ fn gone(prior: &Value, vmid: u32, why: Option<String>, response: &mut ReadRespon
     response.diagnostics.warning(
         "Proxy VM gone; its seed is left",
         format!(
-            "{what} Its seed ISO {seed} is still on storage, so the instance stays in state \
+            "{what} The state records its seed ISO {seed}, which PVE's delete of a VM keeps \
+             and nothing else removes, so the instance stays in state \
              with status \"{STATUS_GONE}\": the next apply replaces it (deleting the seed first, \
              unless create_before_destroy makes the new VM first) and terraform destroy \
              deletes the seed."
