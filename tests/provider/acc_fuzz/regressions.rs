@@ -336,3 +336,16 @@ async fn fuzz_seed_11165_a_killed_create_is_left() {
     )
     .await;
 }
+
+/// Seed 12006 (I1, the fuzzer's own; failed 1 run in 5 before): an operator deletes a VM,
+/// then `terraform plan -out` notes the deletion; the state still holds the VM, as
+/// Terraform's plan stores no refresh. The fuzzer took the plan for one that settled what
+/// the operator did.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_12006_a_plan_stores_no_refresh() {
+    regression(
+        "fuzz_seed_12006_a_plan_stores_no_refresh",
+        vec![Race, Hand(0, 1, StopVm), Hand(0, 1, DeleteVm), SavePlan(0)],
+    )
+    .await;
+}
