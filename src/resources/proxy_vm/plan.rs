@@ -468,6 +468,38 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_vm_gone_with_its_seed_left_is_replaced_and_planned_as_started_says() {
+        for (started, status) in [(true, "running"), (false, "stopped")] {
+            let mut prior = created();
+            prior.set_attr("started", Value::Bool(started));
+            prior.set_attr("status", Value::string(model::STATUS_GONE));
+            let mut proposed = prior.clone();
+            proposed.set_attr("status", Value::Unknown);
+            let mut config = config();
+            config.set_attr("started", Value::Bool(started));
+            let plan = plan_change(&schema::schema(), None, request(prior, proposed, config));
+            assert_eq!(
+                plan.requires_replace,
+                [AttributePath::root().attr("status")],
+                "started = {started}"
+            );
+            assert_eq!(
+                plan.planned_state.get_attr("status"),
+                &Value::string(status)
+            );
+        }
+        // Any other status is the VM's own: nothing to replace.
+        let mut prior = created();
+        prior.set_attr("status", Value::string("stopped"));
+        let plan = plan_change(
+            &schema::schema(),
+            None,
+            request(prior.clone(), prior, config()),
+        );
+        assert!(plan.requires_replace.is_empty());
+    }
+
     /// `name` as planned when `change` is made to both the prior state and the config.
     fn planned_attr(prior: &Value, change: &dyn Fn(&mut Value), name: &str) -> Value {
         let mut proposed = prior.clone();
