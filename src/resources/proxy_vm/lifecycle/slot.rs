@@ -154,10 +154,8 @@ pub(super) async fn choose_slot<'a>(
         else {
             return Ok((Slot::Fresh(vmid), reservation));
         };
-        match judge_taken(configured, desired, vmid, node, &config) {
-            Ok(Some(slot)) => return Ok((slot, reservation)),
-            Ok(None) => {}
-            Err(e) => return Err(e),
+        if let Some(slot) = judge_taken(configured, desired, vmid, node, &config)? {
+            return Ok((slot, reservation));
         }
     }
     Err(StepError::NoFreeVmid {
