@@ -143,6 +143,16 @@ async fn destroy_leaves_a_vm_that_became_another_names_and_the_seed_it_boots() {
     );
 }
 
+/// Deletes the VM at `vmid` on pve1 behind Terraform's back, as an operator would (PVE's
+/// purge keeps the cdrom's ISO).
+async fn delete_by_hand(sim: &SimClient, vmid: u32) {
+    let path = format!("/nodes/pve1/qemu/{vmid}");
+    let stop = sim.api("POST", &format!("{path}/status/stop"), &[]).await;
+    sim.wait_task(&stop).await;
+    let destroy = sim.api("DELETE", &path, &[]).await;
+    sim.wait_task(&destroy).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn destroy_of_a_vm_already_gone_still_deletes_its_seed() {
     let test = "destroy_of_a_vm_already_gone_still_deletes_its_seed";
@@ -156,14 +166,7 @@ async fn destroy_of_a_vm_already_gone_still_deletes_its_seed() {
     ws.apply().await.success();
     let (vmid, seed) = tracked(&ws, "gone-0").await;
 
-    let stop = sim
-        .api("POST", &format!("/nodes/pve1/qemu/{vmid}/status/stop"), &[])
-        .await;
-    sim.wait_task(&stop).await;
-    let destroy = sim
-        .api("DELETE", &format!("/nodes/pve1/qemu/{vmid}"), &[])
-        .await;
-    sim.wait_task(&destroy).await;
+    delete_by_hand(&sim, vmid).await;
     assert!(
         seeds(&sim.state().await).contains(&seed),
         "PVE left the ISO"
@@ -180,16 +183,6 @@ async fn destroy_of_a_vm_already_gone_still_deletes_its_seed() {
         seeds(&after)
     );
     assert!(ws.state().await["values"].is_null(), "{}", ws.state().await);
-}
-
-/// Deletes the VM at `vmid` on pve1 behind Terraform's back, as an operator would (PVE's
-/// purge keeps the cdrom's ISO).
-async fn delete_by_hand(sim: &SimClient, vmid: u32) {
-    let path = format!("/nodes/pve1/qemu/{vmid}");
-    let stop = sim.api("POST", &format!("{path}/status/stop"), &[]).await;
-    sim.wait_task(&stop).await;
-    let destroy = sim.api("DELETE", &path, &[]).await;
-    sim.wait_task(&destroy).await;
 }
 
 /// A VM gone from under its state while the state records its seed (deleted by hand here; a
