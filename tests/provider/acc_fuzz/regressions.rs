@@ -349,3 +349,21 @@ async fn fuzz_seed_12006_a_plan_stores_no_refresh() {
     )
     .await;
 }
+
+/// Seed 12096 (I0, the fuzzer's own): a taint under `create_before_destroy`, applied with
+/// `-refresh=false`, is refused, as documented (docs/guides/workflows.md): Terraform plans
+/// the tainted instance with no prior state and no private data, so without a refresh the
+/// provider cannot tell its own VM from another state's. The refusal says so and changes
+/// nothing; the fuzzer now expects it.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_12096_taint_under_cbd_without_refresh_is_refused() {
+    regression(
+        "fuzz_seed_12096_taint_under_cbd_without_refresh_is_refused",
+        vec![
+            Apply(0, vec![Cbd(true)], Plain),
+            Taint(0, 1),
+            Apply(0, vec![Tags(1, true)], NoRefresh),
+        ],
+    )
+    .await;
+}

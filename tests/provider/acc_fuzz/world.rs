@@ -147,6 +147,22 @@ impl World {
     }
 
     /// The VMs the state file records (none before the state's first command).
+    /// Whether the state holds a tainted instance (Terraform replaces it at the next apply).
+    pub fn has_tainted(&self, state: usize) -> bool {
+        let Some(ws) = &self.states[state].ws else {
+            return false;
+        };
+        let path = ws.work_dir().join("terraform.tfstate");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let file: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let instances = file["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r["instances"].as_array().into_iter().flatten());
+        instances.into_iter().any(|i| i["status"] == "tainted")
+    }
+
     pub fn held(&self, state: usize) -> Vec<Held> {
         let Some(ws) = &self.states[state].ws else {
             return Vec::new();
