@@ -413,7 +413,10 @@ async fn undo_the_operator(world: &mut World) {
         if vm.protected {
             operator_put(world, &path, &[("protection", "0")]).await;
         }
-        if let Some(mark) = world.marks.remove(&vm.vmid) {
+        // Only onto a VM still showing the operator's text, not one made since at its VMID.
+        if let Some(mark) = world.marks.remove(&vm.vmid)
+            && !vm.has_mark()
+        {
             operator_put(world, &path, &[("description", mark.as_str())]).await;
         }
     }

@@ -474,7 +474,13 @@ async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Out
                 .call_task("POST", &format!("{base}/status/stop"), &[])
                 .await;
             let purge = [("purge", "1"), ("destroy-unreferenced-disks", "1")];
-            world.call_task("DELETE", &base, &purge).await
+            let deleted = world.call_task("DELETE", &base, &purge).await;
+            if deleted.is_ok() {
+                // A mark the operator replaced went with the VM: a VM made at its VMID later
+                // is another (seed 12120 wrote the old mark onto the new VM).
+                world.marks.remove(&vm.vmid);
+            }
+            deleted
         }
         HandAct::ProtectOn | HandAct::ProtectOff => {
             let on = if act == HandAct::ProtectOn { "1" } else { "0" };

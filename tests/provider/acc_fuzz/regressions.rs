@@ -367,3 +367,20 @@ async fn fuzz_seed_12096_taint_under_cbd_without_refresh_is_refused() {
     )
     .await;
 }
+
+/// Seed 12120 (I7, the fuzzer's own): an operator edits a VM's mark away, then deletes the
+/// VM; the apply makes it again at the same VMID. The teardown wrote the old mark back onto
+/// the new VM, whose destroy then left it as another's. A mark goes with its VM now.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_12120_a_mark_edited_on_a_vm_deleted_since() {
+    regression(
+        "fuzz_seed_12120_a_mark_edited_on_a_vm_deleted_since",
+        vec![
+            Apply(0, vec![UserData(0, 0)], Plain),
+            Hand(0, 0, EditMark),
+            Hand(0, 0, DeleteVm),
+            Apply(0, vec![Tags(0, false)], Plain),
+        ],
+    )
+    .await;
+}
