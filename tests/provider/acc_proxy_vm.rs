@@ -355,7 +355,9 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
         .expect("the stopped VM is gone");
     assert_eq!(vm1["status"], "running");
 
-    // A VM deleted behind Terraform's back is created again.
+    // A VM deleted behind Terraform's back is made again. The state still records its seed,
+    // which PVE's delete keeps: the plan replaces the instance, and its destroy half deletes
+    // that seed (the refresh warns of it).
     let node3_vmid = &vmids[2];
     let upid = pve
         .api(
@@ -377,12 +379,16 @@ async fn fleet_lifecycle_create_change_drift_import_destroy() {
         .terraform(&["plan", "-no-color", "-input=false"])
         .await
         .success();
+    let text = flat(&plan.all_text());
     assert!(
-        plan.stdout()
-            .contains("1 to add, 0 to change, 0 to destroy"),
-        "{}",
-        plan.stdout()
+        text.contains("1 to add, 0 to change, 1 to destroy"),
+        "{text}"
     );
+    assert!(
+        text.contains("status = \"gone\" -> \"running\" # forces replacement"),
+        "{text}"
+    );
+    assert!(text.contains("Proxy VM gone; its seed is left"), "{text}");
     ws.apply().await.success();
     ws.assert_plans_empty().await;
     assert_eq!(pve.our_vms().await.len(), 3);
