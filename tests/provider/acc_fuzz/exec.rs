@@ -473,6 +473,9 @@ async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Out
             let _ = world
                 .call_task("POST", &format!("{base}/status/stop"), &[])
                 .await;
+            // Under HA as for StopVm: else PVE refuses the delete of the running VM, and HA
+            // stops it during the next command (seed 12226).
+            world.settle_power(vm.vmid, false).await;
             let purge = [("purge", "1"), ("destroy-unreferenced-disks", "1")];
             let deleted = world.call_task("DELETE", &base, &purge).await;
             if deleted.is_ok() {

@@ -384,3 +384,23 @@ async fn fuzz_seed_12120_a_mark_edited_on_a_vm_deleted_since() {
     )
     .await;
 }
+
+/// Seed 12226 (I4, the fuzzer's own): an operator deletes a VM under HA. Its stop only
+/// queued a request for HA, so PVE refused the delete of the running VM, and HA stopped it
+/// during the next apply, which the fuzzer then blamed for the stop. The hand now waits for
+/// the stop before it deletes, as it does for a stop alone (seed 8011).
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_12226_an_operators_delete_under_ha() {
+    regression(
+        "fuzz_seed_12226_an_operators_delete_under_ha",
+        vec![
+            Apply(0, vec![Cores(0, 2), Tags(1, true)], Plain),
+            Cluster(0, 1, HaAdd),
+            Hand(0, 1, EditMark),
+            StateRm(0, 0),
+            Hand(0, 1, DeleteVm),
+            Kill(0, vec![UserData(0, 0)], DuringApply, 39),
+        ],
+    )
+    .await;
+}
