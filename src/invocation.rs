@@ -60,16 +60,7 @@ pub fn classify(args: &[String], env: impl Fn(&str) -> Option<String>) -> Invoca
     if command != "plan" && command != "apply" {
         return Invocation::MaybeDestroy;
     }
-    let from_env: Vec<String> = ["TF_CLI_ARGS".to_owned(), format!("TF_CLI_ARGS_{command}")]
-        .iter()
-        .filter_map(|name| env(name))
-        .flat_map(|value| {
-            value
-                .split_whitespace()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let from_env = options_from_env(command, &env);
     let destroys = rest
         .chain(from_env.iter().map(String::as_str))
         .any(is_destroy_flag);
@@ -78,6 +69,49 @@ pub fn classify(args: &[String], env: impl Fn(&str) -> Option<String>) -> Invoca
     } else {
         Invocation::PlanOrApply
     }
+}
+
+/// Whether the parent is, positively, a destroy of the whole configuration: `terraform
+/// destroy` or `apply -destroy`, without `-target`. Only such a destroy also removes what
+/// this working directory's killed creates left behind (see `lifecycle::orphans`); an
+/// unreadable parent is never one.
+pub fn full_destroy() -> bool {
+    static FULL: OnceLock<bool> = OnceLock::new();
+    *FULL.get_or_init(|| {
+        parent_command_line()
+            .is_some_and(|args| is_full_destroy(&args, |name| std::env::var(name).ok()))
+    })
+}
+
+/// See [`full_destroy`]; options from `TF_CLI_ARGS` and `TF_CLI_ARGS_<command>` count.
+pub fn is_full_destroy(args: &[String], env: impl Fn(&str) -> Option<String>) -> bool {
+    let mut rest = args.iter().skip(1).map(String::as_str);
+    let Some(command) = rest.by_ref().find(|arg| !arg.starts_with('-')) else {
+        return false;
+    };
+    let from_env = options_from_env(command, &env);
+    let options: Vec<&str> = rest.chain(from_env.iter().map(String::as_str)).collect();
+    let destroys = command == "destroy"
+        || (command == "apply" && options.iter().any(|arg| is_destroy_flag(arg)));
+    let targeted = options.iter().any(|arg| {
+        let flag = arg.trim_start_matches('-');
+        arg.starts_with('-') && (flag == "target" || flag.starts_with("target="))
+    });
+    destroys && !targeted
+}
+
+/// The options `TF_CLI_ARGS` and `TF_CLI_ARGS_<command>` add to `command`.
+fn options_from_env(command: &str, env: &impl Fn(&str) -> Option<String>) -> Vec<String> {
+    ["TF_CLI_ARGS".to_owned(), format!("TF_CLI_ARGS_{command}")]
+        .iter()
+        .filter_map(|name| env(name))
+        .flat_map(|value| {
+            value
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 fn is_destroy_flag(arg: &str) -> bool {
@@ -119,6 +153,26 @@ mod tests {
         assert_eq!(of("terraform test"), Invocation::MaybeDestroy);
         assert_eq!(of("terraform"), Invocation::MaybeDestroy);
         assert_eq!(of("terraform -chdir=x"), Invocation::MaybeDestroy);
+    }
+
+    #[test]
+    fn only_a_whole_destroy_is_a_full_destroy() {
+        let full = |line: &str| {
+            let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+            is_full_destroy(&args, |_| None)
+        };
+        assert!(full("terraform destroy -auto-approve"));
+        assert!(full("tofu -chdir=infra destroy"));
+        assert!(full("terraform apply -destroy -auto-approve"));
+        assert!(!full("terraform destroy -target=proxmox_proxy_vm.a"));
+        assert!(!full("terraform destroy -target proxmox_proxy_vm.a"));
+        assert!(!full("terraform apply -auto-approve"));
+        assert!(!full("terraform plan -destroy"));
+        assert!(!full("terraform apply destroy.tfplan"));
+        assert!(!full("terraform"));
+        let args: Vec<String> = ["terraform", "destroy"].map(str::to_owned).to_vec();
+        let env = |name: &str| (name == "TF_CLI_ARGS_destroy").then(|| "-target=x".into());
+        assert!(!is_full_destroy(&args, env));
     }
 
     #[test]

@@ -282,11 +282,49 @@ impl Journal {
         let Some(place) = self.place(fleet, name) else {
             return Vec::new();
         };
-        let listed = match std::fs::read_dir(&place.dir) {
+        let mut found: Vec<(String, u32)> = self
+            .unconfirmed_in(&place.dir, name)
+            .into_iter()
+            .filter(|entry| entry.fleet == fleet && entry.name == name)
+            .filter_map(|entry| Some((entry.token, entry.vmid?)))
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// Every create of this workspace, of any name, Terraform may not have stored that
+    /// recorded the VM it works on, as (fleet, name, token, VMID).
+    pub fn unconfirmed_vms_of_every_name(&self) -> Vec<(String, String, String, u32)> {
+        let Some(workspace) = self.dir.as_ref() else {
+            return Vec::new();
+        };
+        self.sweep_once(workspace);
+        let Ok(folders) = std::fs::read_dir(workspace) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for folder in folders.flatten().map(|item| item.path()) {
+            if !folder.is_dir() {
+                continue;
+            }
+            for entry in self.unconfirmed_in(&folder, "?") {
+                if let Some(vmid) = entry.vmid {
+                    found.push((entry.fleet, entry.name, entry.token, vmid));
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    /// The readable unconfirmed entries in one name's folder; an unreadable one is a warning
+    /// (`name` is what the warning calls the folder's name).
+    fn unconfirmed_in(&self, dir: &Path, name: &str) -> Vec<Entry> {
+        let listed = match std::fs::read_dir(dir) {
             Ok(listed) => listed,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Vec::new(),
             Err(error) => {
-                self.unreadable(&place.dir, name, &error.to_string());
+                self.unreadable(dir, name, &error.to_string());
                 return Vec::new();
             }
         };
@@ -300,21 +338,14 @@ impl Journal {
             }
             let read = files::read(&path).map(|bytes| bytes.map(|b| serde_json::from_slice(&b)));
             match read {
-                Ok(Some(Ok(Entry {
-                    token,
-                    fleet: entry_fleet,
-                    name: entry_name,
-                    vmid: Some(vmid),
-                    ..
-                }))) if entry_fleet == fleet && entry_name == name => found.push((token, vmid)),
-                Ok(Some(Ok(_))) | Ok(None) => {}
+                Ok(Some(Ok(entry))) => found.push(entry),
+                Ok(None) => {}
                 Ok(Some(Err(error))) => {
                     self.unreadable(&path, name, &format!("not a journal entry: {error}"));
                 }
                 Err(error) => self.unreadable(&path, name, &error.to_string()),
             }
         }
-        found.sort();
         found
     }
 

@@ -48,9 +48,19 @@ pub struct Runtime {
     mark_lost_warned: Mutex<BTreeSet<u32>>,
     /// Per `fleet/name`: the create token of the state's VM this process refreshed.
     refreshed_tokens: Mutex<HashMap<String, String>>,
+    /// A destroy of this process looked for what killed creates left.
+    killed_creates_swept: std::sync::atomic::AtomicBool,
 }
 
 impl Runtime {
+    /// True the first time it is asked: the one destroy of this process that looks for what
+    /// killed creates left.
+    pub fn first_sweep_of_killed_creates(&self) -> bool {
+        !self
+            .killed_creates_swept
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Serialises every create/delete of one VM name within this process, so two
     /// operations on the same name can never race each other's probing and adoption.
     pub async fn lock_name(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {

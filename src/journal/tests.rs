@@ -366,6 +366,16 @@ fn a_clone_records_where_its_create_works_until_the_finish_adds_the_mark() {
     journal.record_clone("", "edge-0", "t1", 106);
     assert!(journal.unconfirmed_vms("", "edge-0").is_empty());
     assert!(journal.take_warnings().is_empty());
+    // Every name's, for a destroy's look at killed creates: only entries with a VMID.
+    journal.record_create("prod", "edge-2", "t4");
+    journal.record_clone("prod", "edge-2", "t4", 109);
+    assert_eq!(
+        journal.unconfirmed_vms_of_every_name(),
+        [
+            ("".to_owned(), "edge-1".to_owned(), "t3".to_owned(), 107),
+            ("prod".to_owned(), "edge-2".to_owned(), "t4".to_owned(), 109),
+        ]
+    );
     // An unreadable entry is left out, with a warning.
     let place = dir.path().join(name_key("", "edge-1"));
     fs::write(place.join("0000.unconfirmed"), b"{not json").unwrap();

@@ -493,6 +493,81 @@ async fn a_killed_create_is_resumed_where_it_cloned_after_an_earlier_vmid_is_fre
     assert_nothing_left(&sim).await;
 }
 
+/// A create killed after its clone whose resource then leaves the configuration: no create
+/// resumes it, so the apply after leaves it (an orphan only this directory's journal knows);
+/// the next full `terraform destroy` removes it and says so (fuzzer seed 12339), while a
+/// `-target`ed destroy leaves it alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_destroy_removes_a_killed_create_the_configuration_dropped() {
+    if !acceptance_enabled("a_full_destroy_removes_a_killed_create_the_configuration_dropped") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let kept = vm("kept", "wf-kept", "  node = \"pve1\"\n");
+    let dropped = vm("dropped", "wf-dropped", "  node = \"pve2\"\n");
+    ws.init_with(&config(&kept)).await;
+    ws.apply().await.success();
+    ws.write_main_tf(&config(&format!("{kept}{dropped}")));
+    sim.set_faults(serde_json::json!({"latency_ms": 300})).await;
+    let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let orphan = loop {
+        let state = sim.state().await;
+        let cloned = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|vm| vm["config"]["name"] == "wf-dropped" && vm["lock"].is_null())
+            .map(|vm| vm["vmid"].as_u64().unwrap());
+        if let Some(vmid) = cloned {
+            break vmid;
+        }
+        assert!(Instant::now() < deadline, "the clone never ended");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    apply.kill_group();
+    sim.set_faults(serde_json::json!({})).await;
+    ws.write_main_tf(&config(&kept));
+    ws.apply().await.success();
+    assert_eq!(
+        vmids_named(&sim, "wf-dropped").await,
+        BTreeSet::from([orphan])
+    );
+    // A targeted destroy is about its targets only.
+    let targeted = ws
+        .terraform(&[
+            "destroy",
+            "-auto-approve",
+            "-input=false",
+            "-target=proxmox_proxy_vm.kept",
+        ])
+        .await
+        .success();
+    assert!(
+        !targeted.all_text().contains("killed create"),
+        "{}",
+        targeted.all_text()
+    );
+    assert_eq!(
+        vmids_named(&sim, "wf-dropped").await,
+        BTreeSet::from([orphan])
+    );
+    ws.apply().await.success();
+    let out = ws.destroy().await.success();
+    let text = support::flat(&out.all_text());
+    assert!(
+        text.contains("Proxy VM of a killed create removed"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("VM {orphan} (`wf-dropped`)")),
+        "{text}"
+    );
+    assert_nothing_left(&sim).await;
+}
+
 /// The stranded-VM case the journal cannot cover (the killed run's working directory is
 /// gone, as on a fresh CI runner): the error carries a ready import block, and following it
 /// converges with an empty plan.

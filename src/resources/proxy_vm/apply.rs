@@ -11,6 +11,7 @@ use super::plan_checks;
 use super::schema::{self, Planned};
 use crate::context::Configured;
 use crate::diagnostics;
+use crate::invocation;
 use crate::ownership;
 
 pub(super) fn step_diagnostic(operation: &str, name: &str, error: &StepError) -> Diagnostic {
@@ -512,6 +513,21 @@ fn keep_planned_addresses(planned: &Value, state: &mut Value) {
     }
 }
 
+/// A full `terraform destroy` also removes what this working directory's killed creates
+/// left and no resource resumes (`lifecycle::remove_killed_creates`), once per process.
+async fn sweep_killed_creates(
+    configured: &Configured,
+    deadline: tokio::time::Instant,
+    diagnostics: &mut tfplugin::Diagnostics,
+) {
+    if !invocation::full_destroy() || !configured.runtime.first_sweep_of_killed_creates() {
+        return;
+    }
+    for note in lifecycle::remove_killed_creates(configured, deadline).await {
+        diagnostics.warning("Proxy VM of a killed create removed", note);
+    }
+}
+
 pub(super) async fn delete(
     ctx: &Context,
     configured: &Configured,
@@ -556,6 +572,7 @@ pub(super) async fn delete(
         ),
     };
     let deadline = tokio::time::Instant::now() + limit;
+    sweep_killed_creates(configured, deadline, &mut response.diagnostics).await;
     let current_node = prior
         .get_attr(attr::CURRENT_NODE)
         .as_str()

@@ -404,3 +404,35 @@ async fn fuzz_seed_12226_an_operators_delete_under_ha() {
     )
     .await;
 }
+
+/// Seed 12318 (I7, the fuzzer's own): 12120's shape (a mark edited, then the VM deleted and
+/// made again at its VMID), reached through a race.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_12318_a_mark_edited_on_a_vm_deleted_since_then_a_race() {
+    regression(
+        "fuzz_seed_12318_a_mark_edited_on_a_vm_deleted_since_then_a_race",
+        vec![
+            Apply(0, vec![Cbd(false)], Plain),
+            Hand(0, 1, EditMark),
+            Hand(0, 1, DeleteVm),
+            Race,
+        ],
+    )
+    .await;
+}
+
+/// Seed 12339 (I7, reproduces every time): an apply killed right after it sent the clone of
+/// `fz-0`, then an apply of a configuration without `fz-0`: the clone finished after the
+/// kill, and no create of the name was left to resume the VM, so it was left after every
+/// destroy. A full destroy now removes this directory's killed creates (`orphans`).
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_12339_a_killed_create_the_configuration_dropped() {
+    regression(
+        "fuzz_seed_12339_a_killed_create_the_configuration_dropped",
+        vec![
+            Kill(0, vec![Disk(1, 5), Disk(0, 8)], DuringApply, 21),
+            Apply(0, vec![Present(1, true), Present(0, false)], Plain),
+        ],
+    )
+    .await;
+}

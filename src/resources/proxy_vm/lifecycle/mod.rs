@@ -12,7 +12,8 @@
 //! A create reads top-down as its phases (`create/`): place, slot, clone, claim, seed,
 //! configure, grow, boot, ready, finish, then cloud-init's verdict and the seed's
 //! detach. Update (`update.rs`) runs configure, grow, boot and
-//! ready on the state's VM; delete (`delete/`) locates, judges and destroys; read
+//! ready on the state's VM; delete (`delete/`) locates, judges and destroys (and a full
+//! destroy removes what killed creates left, `orphans`); read
 //! (`read.rs`) observes. The phases shared by create and update live here: `configure`
 //! (with `boot_order`: what the node does with the VM at its own boot), `disk`, `power`
 //! (with `ha_power`: waiting for the VM itself when HA turns a power call into a request),
@@ -34,6 +35,7 @@ mod expected;
 mod ha_power;
 mod marks;
 mod observe;
+mod orphans;
 mod owned;
 pub(crate) mod placement;
 mod power;
@@ -52,6 +54,7 @@ pub use delete::{Doomed, RecordedSeed, delete};
 pub use error::StepError;
 pub use expected::{Expected, ExpectedToken};
 pub use observe::{observe, observe_with};
+pub use orphans::remove_killed_creates;
 pub use read::{Found, read};
 pub use seed_life::{Detach, detach, seed_ready_to_detach};
 pub use update::{Updated, update};
