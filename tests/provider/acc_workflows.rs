@@ -431,6 +431,33 @@ async fn a_create_killed_after_it_finished_is_resumed_without_import() {
     }
 }
 
+/// Runs `terraform apply` slowed down (every PVE request 300 ms late) and kills it once the
+/// clone of `name` has ended, long before its create does; returns the VMID, whose mark says
+/// the create is unfinished.
+async fn kill_apply_once_cloned(sim: &SimClient, ws: &Workspace, name: &str) -> u64 {
+    sim.set_faults(serde_json::json!({"latency_ms": 300})).await;
+    let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (vmid, phase) = loop {
+        let state = sim.state().await;
+        let cloned = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|vm| vm["config"]["name"] == name && vm["lock"].is_null());
+        if let Some(vm) = cloned {
+            let description = vm["config"]["description"].as_str().unwrap_or_default();
+            break (vm["vmid"].as_u64().unwrap(), description.to_owned());
+        }
+        assert!(Instant::now() < deadline, "the clone never ended");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    apply.kill_group();
+    sim.set_faults(serde_json::json!({})).await;
+    assert!(phase.contains("proxyvm-phase: creating"), "{phase}");
+    vmid
+}
+
 /// A create killed after its clone, made at the name's second VMID because the first held a
 /// VM of another name then (the shape of fuzzer seed 11150): once the first VMID is free
 /// again, the next apply resumes the killed create where the journal says it cloned; it
@@ -456,28 +483,8 @@ async fn a_killed_create_is_resumed_where_it_cloned_after_an_earlier_vmid_is_fre
     let ws = Workspace::new(target);
     ws.init_with(&config(&vm("v", name, "  node = \"pve2\"\n")))
         .await;
-    // Slowed down, so the kill lands after the clone and long before the create ends.
-    sim.set_faults(serde_json::json!({"latency_ms": 300})).await;
-    let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (second, phase) = loop {
-        let state = sim.state().await;
-        let cloned = state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|vm| vm["config"]["name"] == name && vm["lock"].is_null());
-        if let Some(vm) = cloned {
-            let description = vm["config"]["description"].as_str().unwrap_or_default();
-            break (vm["vmid"].as_u64().unwrap(), description.to_owned());
-        }
-        assert!(Instant::now() < deadline, "the clone never ended");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    apply.kill_group();
-    sim.set_faults(serde_json::json!({})).await;
+    let second = kill_apply_once_cloned(&sim, &ws, name).await;
     assert_ne!(second, u64::from(first));
-    assert!(phase.contains("proxyvm-phase: creating"), "{phase}");
     let upid = sim
         .api("DELETE", &format!("/nodes/pve1/qemu/{first}"), &[])
         .await;
@@ -510,25 +517,7 @@ async fn a_full_destroy_removes_a_killed_create_the_configuration_dropped() {
     ws.init_with(&config(&kept)).await;
     ws.apply().await.success();
     ws.write_main_tf(&config(&format!("{kept}{dropped}")));
-    sim.set_faults(serde_json::json!({"latency_ms": 300})).await;
-    let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let orphan = loop {
-        let state = sim.state().await;
-        let cloned = state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|vm| vm["config"]["name"] == "wf-dropped" && vm["lock"].is_null())
-            .map(|vm| vm["vmid"].as_u64().unwrap());
-        if let Some(vmid) = cloned {
-            break vmid;
-        }
-        assert!(Instant::now() < deadline, "the clone never ended");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    apply.kill_group();
-    sim.set_faults(serde_json::json!({})).await;
+    let orphan = kill_apply_once_cloned(&sim, &ws, "wf-dropped").await;
     ws.write_main_tf(&config(&kept));
     ws.apply().await.success();
     assert_eq!(
