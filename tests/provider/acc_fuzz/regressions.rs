@@ -436,3 +436,21 @@ async fn fuzz_seed_12339_a_killed_create_the_configuration_dropped() {
     )
     .await;
 }
+
+/// Seed 13317 (and 13312, the same shape; I1, the fuzzer's own): a VM whose mark was edited
+/// away, then an apply the fuzzer meant to kill that ended first: the fuzzer dropped its
+/// output, so the refresh's warning of the lost mark went unread and I1 found the VM
+/// unexplained. A killed step's terraform now writes its output to a file read when it ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_13317_a_kill_that_came_too_late_still_warned() {
+    regression(
+        "fuzz_seed_13317_a_kill_that_came_too_late_still_warned",
+        vec![
+            Apply(0, vec![Present(0, true)], Plain),
+            Hand(0, 1, EditMark),
+            Apply(0, vec![Present(1, true)], Plain),
+            Kill(0, vec![Disk(0, 6)], DuringApply, 25),
+        ],
+    )
+    .await;
+}

@@ -11,6 +11,9 @@ use serde_json::Value;
 use super::model::{STATES, StateConfig, TEMPLATES};
 use crate::support::{SimClient, Target, TfOutput, Workspace, start_sim, terraform_path};
 
+/// The file a spawned terraform's output goes to, in its workspace's folder.
+const SPAWNED_OUTPUT: &str = "spawned-terraform.log";
+
 /// A VM a state file records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Held {
@@ -356,8 +359,13 @@ impl World {
 
     /// Starts a terraform command in its own process group (killed with it), with the
     /// environment the harness gives every command.
+    /// Starts terraform in `state`'s directory, its output going to [`World::spawned_output`]'s
+    /// file, read when it ends on its own.
     pub async fn spawn(&mut self, state: usize, args: &[&str]) -> std::process::Child {
         let ws = self.ws(state).await;
+        let output = std::fs::File::create(ws.dir.path().join(SPAWNED_OUTPUT))
+            .expect("the spawned terraform's output file");
+        let errors = output.try_clone().expect("the output file, twice");
         let mut cmd = std::process::Command::new(terraform_path());
         cmd.args(args)
             .current_dir(ws.work_dir())
@@ -371,10 +379,16 @@ impl World {
                 ws.target.ca_pem.as_deref().unwrap_or(""),
             )
             .env_remove("TF_LOG")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
+            .stdout(output)
+            .stderr(errors);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         cmd.spawn().expect("terraform could not be started")
+    }
+
+    /// What the last terraform [`World::spawn`] started in `state` printed.
+    pub async fn spawned_output(&mut self, state: usize) -> String {
+        let ws = self.ws(state).await;
+        std::fs::read_to_string(ws.dir.path().join(SPAWNED_OUTPUT)).unwrap_or_default()
     }
 }
 
