@@ -152,12 +152,7 @@ impl World {
     /// The VMs the state file records (none before the state's first command).
     /// Whether the state holds a tainted instance (Terraform replaces it at the next apply).
     pub fn has_tainted(&self, state: usize) -> bool {
-        let Some(ws) = &self.states[state].ws else {
-            return false;
-        };
-        let path = ws.work_dir().join("terraform.tfstate");
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let file: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let file = self.state_file(state);
         let instances = file["resources"]
             .as_array()
             .into_iter()
@@ -166,15 +161,18 @@ impl World {
         instances.into_iter().any(|i| i["status"] == "tainted")
     }
 
-    pub fn held(&self, state: usize) -> Vec<Held> {
+    /// The state's `terraform.tfstate`, `Null` when there is none yet.
+    fn state_file(&self, state: usize) -> Value {
         let Some(ws) = &self.states[state].ws else {
-            return Vec::new();
+            return Value::Null;
         };
         let path = ws.work_dir().join("terraform.tfstate");
-        let Ok(text) = std::fs::read_to_string(path) else {
-            return Vec::new();
-        };
-        let file: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    pub fn held(&self, state: usize) -> Vec<Held> {
+        let file = self.state_file(state);
         let mut out = Vec::new();
         for resource in file["resources"].as_array().into_iter().flatten() {
             if resource["mode"] != "managed" {
