@@ -62,6 +62,25 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
             install_faults(shared, faults);
             json_response(200, None, &json!(shared.lock().faults))
         }
+        ("GET", "hold") => json_response(200, None, &json!(shared.hold.status())),
+        ("PUT", "hold") => {
+            let body = match read_body(req).await {
+                Ok(body) => body,
+                Err(resp) => return resp,
+            };
+            match serde_json::from_slice::<crate::hold::HoldRequest>(&body) {
+                Ok(ask) if ask.request >= 1 => {
+                    shared.hold.set(ask);
+                    json_response(200, None, &json!(shared.hold.status()))
+                }
+                Ok(_) => plain_error(400, "invalid hold: request counts from 1"),
+                Err(err) => plain_error(400, &format!("invalid hold: {err}")),
+            }
+        }
+        ("DELETE", "hold") => {
+            shared.hold.release();
+            json_response(200, None, &json!(shared.hold.status()))
+        }
         ("GET", "timings") => json_response(200, None, &json!(shared.lock().timings)),
         ("PUT", "timings") => {
             let body = match read_body(req).await {

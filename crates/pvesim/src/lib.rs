@@ -24,6 +24,7 @@ mod ha_api;
 mod ha_manager;
 mod ha_request;
 mod ha_state;
+pub mod hold;
 mod hotplug;
 mod http;
 mod migrate;
@@ -89,6 +90,7 @@ impl Sim {
             world: Mutex::new(world::World::new(&config)),
             token_id: config.token_id.clone(),
             token_secret,
+            hold: hold::RequestHold::default(),
         });
         admin::install_faults(&shared, faults);
         if let Some(dir) = state_dir {

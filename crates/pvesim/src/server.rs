@@ -182,6 +182,11 @@ async fn handle(
         return Ok(response);
     };
 
+    let gate = shared.hold.admit();
+    if let crate::hold::Gate::HoldBefore(waiter) = gate {
+        shared.hold.wait(waiter, false).await;
+        return Err(DropConnection);
+    }
     let (latency, fault) = {
         let mut world = shared.lock();
         (
@@ -234,6 +239,10 @@ async fn handle(
     let client_closes =
         header_str(&req, "connection").is_some_and(|c| c.to_ascii_lowercase().contains("close"));
     let mut response = handle_api(&shared, req, &method, &api_path).await;
+    if let crate::hold::Gate::HoldAfter(waiter) = gate {
+        shared.hold.wait(waiter, true).await;
+        return Err(DropConnection);
+    }
     set_connection(&mut response, is_upload || client_closes);
     Ok(response)
 }

@@ -9,6 +9,9 @@ pub struct Shared {
     pub world: Mutex<World>,
     pub token_id: String,
     pub token_secret: String,
+    /// A test's kill point (`/_sim/hold`): outside the world's lock, since held requests
+    /// wait on it while the world goes on.
+    pub hold: crate::hold::RequestHold,
 }
 
 impl std::fmt::Debug for Shared {

@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::hold::{HoldRequest, HoldStatus};
 use crate::inspect::{GuestState, JournalEntry, SeedBoot, SimState};
 use crate::{Faults, Sim, SimConfig, Timings};
 
@@ -147,6 +148,50 @@ impl Admin {
     /// Removes every fault.
     pub async fn clear_faults(&self) {
         self.set_faults(&Faults::default()).await;
+    }
+
+    /// `PUT /_sim/hold`: holds the `request`th PVE API request from now (and every later
+    /// one) unanswered until [`Admin::release_hold`]; with `after_handling`, the request is
+    /// handled and only its answer held.
+    pub async fn hold_request(&self, request: u64, after_handling: bool) -> HoldStatus {
+        let ask = HoldRequest {
+            request,
+            after_handling,
+        };
+        self.put("hold", &ask).await
+    }
+
+    /// `GET /_sim/hold`: whether the world stands still at the held request.
+    pub async fn hold_status(&self) -> HoldStatus {
+        self.get("hold").await
+    }
+
+    /// `DELETE /_sim/hold`: the held requests are dropped unanswered and the hold cleared.
+    pub async fn release_hold(&self) {
+        let request = self.request(reqwest::Method::DELETE, "hold");
+        let _: HoldStatus = answer("hold", request).await;
+    }
+
+    /// Waits until the hold holds a request (`true`) or `gone` says the client it waits
+    /// for ended first (`false`), polling the admin API: what happened before the held
+    /// request does not depend on how long this takes, since the world stands still.
+    pub async fn until_held(&self, mut gone: impl FnMut() -> bool) -> bool {
+        // A client that neither reaches the hold nor ends is a hung test: said, not waited.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+        loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the client neither reached the held request nor ended"
+            );
+            if self.hold_status().await.held > 0 {
+                return true;
+            }
+            if gone() {
+                // It may have reached the hold just before it ended.
+                return self.hold_status().await.held > 0;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     /// `GET /_sim/timings`.

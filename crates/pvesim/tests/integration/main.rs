@@ -5,6 +5,7 @@ mod cluster_life;
 mod common;
 mod conformance;
 mod ha_life;
+mod hold;
 mod iso_tools;
 mod pve_fidelity;
 mod schema_conformance;

@@ -1,0 +1,217 @@
+//! A test's deterministic kill point: the Nth PVE API request from the moment the hold is set
+//! is accepted and answered nothing, and the world stops there (every later request waits
+//! too), until the test releases it. A test kills its client while the world stands still,
+//! then releases: the held requests are dropped unanswered, as if the killed client never
+//! sent them. What happened before the hold is exactly requests 1 to N-1 (with
+//! `after_handling`, 1 to N, the Nth one's answer lost), however loaded the machine is.
+//!
+//! Not PVE behaviour: a test facility, like the faults. PVE's own workers (tasks) go on
+//! while requests are held, as they go on when a real client dies.
+
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+/// What a test asks for: `PUT /_sim/hold`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HoldRequest {
+    /// The request to hold, counted from 1 over the PVE API requests that arrive after the
+    /// hold is set (admin requests do not count).
+    pub request: u64,
+    /// Handle the Nth request first and hold only its answer (the client cannot tell
+    /// whether it took effect); later requests are held unhandled.
+    pub after_handling: bool,
+}
+
+/// What `GET /_sim/hold` answers.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct HoldStatus {
+    /// A hold is set.
+    pub armed: bool,
+    pub request: u64,
+    pub after_handling: bool,
+    /// PVE API requests that arrived since the hold was set.
+    pub seen: u64,
+    /// Requests waiting now: once this is at least 1 the world stands still.
+    pub held: u64,
+}
+
+#[derive(Debug)]
+struct Armed {
+    generation: u64,
+    ask: HoldRequest,
+    seen: u64,
+    held: u64,
+}
+
+/// What a request does at the gate.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Handled as usual.
+    Pass,
+    /// Not handled: wait for the release, then drop the connection.
+    HoldBefore(Waiter),
+    /// Handled, then its answer waits for the release and is dropped.
+    HoldAfter(Waiter),
+}
+
+/// A held request's ticket: ends once its hold is released.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Waiter(u64);
+
+/// The hold of one simulator.
+#[derive(Debug)]
+pub struct RequestHold {
+    armed: Mutex<Option<Armed>>,
+    next_generation: Mutex<u64>,
+    /// The newest generation released.
+    released: watch::Sender<u64>,
+}
+
+impl Default for RequestHold {
+    fn default() -> Self {
+        Self {
+            armed: Mutex::new(None),
+            next_generation: Mutex::new(0),
+            released: watch::Sender::new(0),
+        }
+    }
+}
+
+impl RequestHold {
+    /// Sets a hold (replacing one not yet released; its held requests are released).
+    pub fn set(&self, ask: HoldRequest) {
+        self.release();
+        let generation = {
+            let mut next = lock(&self.next_generation);
+            *next += 1;
+            *next
+        };
+        *lock(&self.armed) = Some(Armed {
+            generation,
+            ask,
+            seen: 0,
+            held: 0,
+        });
+    }
+
+    /// Releases every held request (they are dropped) and clears the hold.
+    pub fn release(&self) {
+        if let Some(armed) = lock(&self.armed).take() {
+            self.released.send_replace(armed.generation);
+        }
+    }
+
+    pub fn status(&self) -> HoldStatus {
+        match lock(&self.armed).as_ref() {
+            Some(armed) => HoldStatus {
+                armed: true,
+                request: armed.ask.request,
+                after_handling: armed.ask.after_handling,
+                seen: armed.seen,
+                held: armed.held,
+            },
+            None => HoldStatus::default(),
+        }
+    }
+
+    /// Counts an arriving PVE API request and says what it does.
+    pub fn admit(&self) -> Gate {
+        let mut armed = lock(&self.armed);
+        let Some(armed) = armed.as_mut() else {
+            return Gate::Pass;
+        };
+        armed.seen += 1;
+        let waiter = Waiter(armed.generation);
+        if armed.seen < armed.ask.request {
+            return Gate::Pass;
+        }
+        if armed.seen == armed.ask.request && armed.ask.after_handling {
+            return Gate::HoldAfter(waiter);
+        }
+        armed.held += 1;
+        Gate::HoldBefore(waiter)
+    }
+
+    /// Waits until `waiter`'s hold is released. A request handled before it waits
+    /// (`after_handling`) counts as held from here.
+    pub async fn wait(&self, waiter: Waiter, handled_first: bool) {
+        let mut released = self.released.subscribe();
+        if handled_first {
+            match lock(&self.armed).as_mut() {
+                Some(armed) if armed.generation == waiter.0 => armed.held += 1,
+                // Released while it was handled.
+                _ => return,
+            }
+        }
+        // An error means the sender is gone with the simulator: nothing is left to wait for.
+        let _ = released.wait_for(|generation| *generation >= waiter.0).await;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_nth_request_and_every_later_one_wait_until_the_release() {
+        let hold = RequestHold::default();
+        assert_eq!(hold.admit(), Gate::Pass, "no hold set");
+        hold.set(HoldRequest {
+            request: 3,
+            after_handling: false,
+        });
+        assert_eq!(hold.admit(), Gate::Pass);
+        assert_eq!(hold.admit(), Gate::Pass);
+        let Gate::HoldBefore(third) = hold.admit() else {
+            panic!("the third request is held")
+        };
+        let Gate::HoldBefore(fourth) = hold.admit() else {
+            panic!("a later request is held too")
+        };
+        let status = hold.status();
+        assert_eq!((status.seen, status.held), (4, 2));
+        let waiting = tokio::spawn(async move {
+            let hold = std::sync::Arc::new(hold);
+            let inner = hold.clone();
+            let both = tokio::spawn(async move {
+                inner.wait(third, false).await;
+                inner.wait(fourth, false).await;
+            });
+            tokio::task::yield_now().await;
+            assert!(!both.is_finished(), "nothing is released yet");
+            hold.release();
+            both.await.unwrap();
+            assert_eq!(hold.status(), HoldStatus::default());
+            assert_eq!(hold.admit(), Gate::Pass, "the release cleared the hold");
+        });
+        waiting.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn after_handling_holds_the_nth_answer_and_later_requests_unhandled() {
+        let hold = RequestHold::default();
+        hold.set(HoldRequest {
+            request: 1,
+            after_handling: true,
+        });
+        let Gate::HoldAfter(first) = hold.admit() else {
+            panic!("the first request is handled, then held")
+        };
+        assert!(matches!(hold.admit(), Gate::HoldBefore(_)));
+        let hold = std::sync::Arc::new(hold);
+        let inner = hold.clone();
+        let answer = tokio::spawn(async move { inner.wait(first, true).await });
+        while hold.status().held < 2 {
+            tokio::task::yield_now().await;
+        }
+        hold.release();
+        answer.await.unwrap();
+    }
+}

@@ -1,0 +1,78 @@
+//! The test facility behind deterministic kill points (`/_sim/hold`, #38): the Nth PVE API
+//! request from the hold is answered nothing and not handled, the world stands still there
+//! (later requests wait too), and the release drops them unanswered. Not PVE behaviour, so
+//! no PVE source is cited: what is checked is that nothing held takes effect.
+
+use std::time::Duration;
+
+use pvesim::SimConfig;
+
+use crate::common::start;
+
+/// Requests 1 and 2 are answered; the third (a config write) and a fourth wait unhandled;
+/// after the release both clients see their connection dropped, the write never happened,
+/// and new requests are answered again.
+#[tokio::test]
+async fn the_held_request_and_later_ones_never_take_effect() {
+    let h = start(SimConfig::default()).await;
+    h.clone_template(150, "held").await;
+    let journalled = h.admin.journal().await.len();
+    h.admin.hold_request(3, false).await;
+    h.get("/version").await.data();
+    h.get("/nodes").await.data();
+    let url = h.url("/nodes/pve1/qemu/150/config");
+    let auth = h.auth();
+    let (client, write_url) = (h.client.clone(), url.clone());
+    let write = tokio::spawn(async move {
+        client
+            .put(write_url)
+            .header("Authorization", auth)
+            .form(&[("description", "written while held")])
+            .send()
+            .await
+    });
+    assert!(h.admin.until_held(|| write.is_finished()).await);
+    let (client, auth) = (h.client.clone(), h.auth());
+    let later = tokio::spawn(async move {
+        client.get(url).header("Authorization", auth).send().await
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.admin.hold_status().await.held < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "the later request was not held");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        h.admin.journal().await.len(),
+        journalled + 2,
+        "only the two requests before the held one were handled"
+    );
+    h.admin.release_hold().await;
+    assert!(write.await.unwrap().is_err(), "the held write is dropped unanswered");
+    assert!(later.await.unwrap().is_err(), "the later request is dropped too");
+    let config = h.get("/nodes/pve1/qemu/150/config").await.data();
+    assert_ne!(config["description"], "written while held", "the held write never took effect");
+    assert!(!h.admin.hold_status().await.armed);
+}
+
+/// With `after_handling`, the Nth request takes effect and only its answer is lost.
+#[tokio::test]
+async fn after_handling_the_nth_request_takes_effect_and_its_answer_is_lost() {
+    let h = start(SimConfig::default()).await;
+    h.clone_template(151, "held-after").await;
+    h.admin.hold_request(1, true).await;
+    let (client, auth) = (h.client.clone(), h.auth());
+    let url = h.url("/nodes/pve1/qemu/151/config");
+    let write = tokio::spawn(async move {
+        client
+            .put(url)
+            .header("Authorization", auth)
+            .form(&[("description", "written, answer lost")])
+            .send()
+            .await
+    });
+    assert!(h.admin.until_held(|| write.is_finished()).await);
+    h.admin.release_hold().await;
+    assert!(write.await.unwrap().is_err(), "the answer is lost");
+    let config = h.get("/nodes/pve1/qemu/151/config").await.data();
+    assert_eq!(config["description"], "written, answer lost");
+}
