@@ -147,7 +147,9 @@ impl RequestHold {
             }
         }
         // An error means the sender is gone with the simulator: nothing is left to wait for.
-        let _ = released.wait_for(|generation| *generation >= waiter.0).await;
+        let _ = released
+            .wait_for(|generation| *generation >= waiter.0)
+            .await;
     }
 }
 

@@ -3,12 +3,12 @@
 //! model expected of it. An op that does not apply now (a taint of a VM the state does not
 //! hold, a saved plan never made) is skipped, so every subsequence of a sequence still runs.
 
-use std::time::{Duration, Instant};
-
 use serde_json::json;
 
 use super::model::{Edit, SLOTS, address, name};
-use super::ops::{ApplyMode, ClusterAct, Family, FaultKind, HandAct, ImportHow, KillDuring, Op};
+use super::ops::{
+    ApplyMode, ClusterAct, Family, FaultKind, HandAct, ImportHow, KillAt, KillDuring, Op,
+};
 use super::world::{Cluster, Held, SimVm, World, kill_group};
 use crate::support::TfOutput;
 
@@ -46,6 +46,9 @@ pub struct Outcome {
     pub destroyed: Option<Vec<Held>>,
     /// Write requests the op's commands sent (a refusal sends none).
     pub writes: usize,
+    /// A kill step whose command ended before its kill point: the PVE API requests it sent
+    /// (how many kill points a sweep of it has).
+    pub requests: Option<u64>,
 }
 
 impl Outcome {
@@ -59,6 +62,7 @@ impl Outcome {
             settled: false,
             destroyed: None,
             writes: 0,
+            requests: None,
         }
     }
 
@@ -371,7 +375,7 @@ async fn kill(
     state: usize,
     edits: &[Edit],
     during: KillDuring,
-    after: u16,
+    at: KillAt,
 ) -> Outcome {
     for edit in edits {
         world.states[state].config.apply(*edit);
@@ -381,31 +385,41 @@ async fn kill(
         KillDuring::DuringApply => &APPLY,
         KillDuring::DuringDestroy => &["destroy", "-auto-approve", "-input=false", "-no-color"],
     };
-    let base = world.journal_len().await;
+    // The world stands still at the `at`th request from here: the kill lands exactly after
+    // requests 1 to at-1, however loaded the machine is (#38).
+    let (index, after_handling) = match at {
+        KillAt::Request(n) => (n, false),
+        KillAt::Answer(n) => (n, true),
+    };
+    world
+        .client
+        .hold_request(u64::from(index.max(1)), after_handling)
+        .await;
     let mut child = world.spawn(state, args).await;
-    let deadline = Instant::now() + Duration::from_secs(300);
     let mut out = Outcome::new(Some(state), Expect::MayFail);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            // Its warnings count as any command's (seed 13317: a lost mark's warning was
-            // not read, so I1 found the state's VM unexplained).
-            let text = world.spawned_output(state).await;
-            out.ran.push(Ran {
-                state,
-                args: format!("{} (exited before the kill point)", args.join(" ")),
-                code: status.code().unwrap_or(-1),
-                text,
-            });
-            return out;
-        }
-        if world.journal_len().await >= base + usize::from(after) {
-            kill_group(&mut child);
-            out.killed = true;
-            return out;
-        }
-        assert!(Instant::now() < deadline, "terraform {args:?} never ended");
-        tokio::time::sleep(Duration::from_millis(25)).await;
+    let held = world
+        .client
+        .until_held(|| child.try_wait().unwrap().is_some())
+        .await;
+    if held {
+        kill_group(&mut child);
+        out.killed = true;
+        world.client.release_hold().await;
+        return out;
     }
+    out.requests = Some(world.client.hold_status().await.seen);
+    world.client.release_hold().await;
+    let status = child.wait().unwrap();
+    // Its warnings count as any command's (seed 13317: a lost mark's warning was not read,
+    // so I1 found the state's VM unexplained).
+    let text = world.spawned_output(state).await;
+    out.ran.push(Ran {
+        state,
+        args: format!("{} (exited before the kill point)", args.join(" ")),
+        code: status.code().unwrap_or(-1),
+        text,
+    });
+    out
 }
 
 async fn fault(world: &mut World, kind: FaultKind) -> Outcome {
@@ -497,6 +511,9 @@ async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Out
         }
         HandAct::EditMark => {
             world.marks.entry(vm.vmid).or_insert(vm.description.clone());
+            // A VM of the name without its mark looks foreign to every create: a second VM
+            // of the name may be made beside it, legitimately (I2 exempts the name).
+            world.edited_names.insert(vm.name.clone());
             let notes = [("description", "edge proxy, see the runbook")];
             world
                 .call("PUT", &format!("{base}/config"), &notes)

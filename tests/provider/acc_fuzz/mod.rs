@@ -21,8 +21,10 @@ mod ledger;
 mod model;
 mod ops;
 mod runner;
+mod sweep;
 mod world;
 
+mod kill_points;
 mod regressions;
 
 use std::time::{Duration, Instant};

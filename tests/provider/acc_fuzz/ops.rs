@@ -104,6 +104,18 @@ pub enum KillDuring {
     DuringDestroy,
 }
 
+/// Where a kill lands, counted over the command's PVE API requests: pve-sim holds the Nth
+/// one and the world stands still there (`/_sim/hold`), so the point is the same whatever
+/// the machine's load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillAt {
+    /// Before request N is handled: PVE saw requests 1 to N-1.
+    Request(u16),
+    /// After request N is handled, before its answer arrives: the command cannot know
+    /// whether it took effect.
+    Answer(u16),
+}
+
 /// Which requests a fault hits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Endpoint {
@@ -193,9 +205,9 @@ pub enum Op {
     Import(usize, usize, ImportHow),
     /// Both states apply at once.
     Race,
-    /// The edits written, then the command killed once the simulator answered this many
-    /// more requests (an edit gives an apply work to be killed in).
-    Kill(usize, Vec<Edit>, KillDuring, u16),
+    /// The edits written, then the command killed where [`KillAt`] says (an edit gives an
+    /// apply work to be killed in).
+    Kill(usize, Vec<Edit>, KillDuring, KillAt),
     /// A fault in force for the next step only.
     Fault(FaultKind),
     Hand(usize, usize, HandAct),
@@ -411,11 +423,11 @@ const TABLE: &[Row] = &[
         let state = g.state();
         let family = [Family::InPlace, Family::Replacing][g.rng.usize(0..2)];
         let edits = g.edits(family);
-        Op::Kill(state, edits, KillDuring::DuringApply, g.rng.u16(1..40))
+        Op::Kill(state, edits, KillDuring::DuringApply, kill_at(g, 64))
     }),
     (Family::KillDestroy, 2, |g| {
         let state = g.state();
-        Op::Kill(state, vec![], KillDuring::DuringDestroy, g.rng.u16(1..40))
+        Op::Kill(state, vec![], KillDuring::DuringDestroy, kill_at(g, 32))
     }),
     (Family::Faults, 8, |g| Op::Fault(fault(g))),
     (Family::HandPower, 4, |g| {
@@ -477,5 +489,15 @@ fn fault(g: &mut Gen) -> FaultKind {
         2 => FaultKind::LostAnswer(endpoint, count),
         3 => FaultKind::HeldLock(g.state(), g.slot(), g.rng.u8(5..30)),
         _ => FaultKind::TaskFail(["qmstart", "qmclone"][g.rng.usize(0..2)]),
+    }
+}
+
+/// A kill point among the first `up_to` requests, before a request or after its handling.
+fn kill_at(g: &mut Gen, up_to: u16) -> KillAt {
+    let n = g.rng.u16(1..up_to);
+    if g.rng.bool() {
+        KillAt::Request(n)
+    } else {
+        KillAt::Answer(n)
     }
 }

@@ -8,6 +8,7 @@ use super::ops::ClusterAct::*;
 use super::ops::FaultKind::*;
 use super::ops::HandAct::*;
 use super::ops::ImportHow::*;
+use super::ops::KillAt::*;
 use super::ops::KillDuring::*;
 use super::ops::Op::*;
 use super::regression;
@@ -287,7 +288,12 @@ async fn fuzz_seed_11150_a_killed_create_beside_an_unmarked_vm_is_left() {
         vec![
             Apply(0, vec![Present(0, false), Present(0, true)], Plain),
             Hand(0, 0, EditMark),
-            Kill(1, vec![Memory(0, 1024), Memory(0, 512)], DuringApply, 31),
+            Kill(
+                1,
+                vec![Memory(0, 1024), Memory(0, 512)],
+                DuringApply,
+                Request(31),
+            ),
         ],
     )
     .await;
@@ -304,7 +310,7 @@ async fn fuzz_seed_11162_a_killed_destroy_leaves_the_seed() {
         vec![
             ShrinkBelowTemplate(0, 0),
             Apply(0, vec![Started(1, false)], Plain),
-            Kill(0, vec![], DuringDestroy, 15),
+            Kill(0, vec![], DuringDestroy, Request(15)),
             Destroy(0),
         ],
     )
@@ -329,7 +335,12 @@ async fn fuzz_seed_11165_a_killed_create_is_left() {
             Hand(0, 1, DeleteVm),
             Apply(0, vec![Tags(0, false)], Plain),
             Apply(0, vec![Present(0, false)], Plain),
-            Kill(1, vec![Cores(1, 2), Memory(0, 768)], DuringApply, 27),
+            Kill(
+                1,
+                vec![Cores(1, 2), Memory(0, 768)],
+                DuringApply,
+                Request(27),
+            ),
             Apply(0, vec![], ReplaceSlot(1)),
             Taint(0, 1),
         ],
@@ -399,7 +410,7 @@ async fn fuzz_seed_12226_an_operators_delete_under_ha() {
             Hand(0, 1, EditMark),
             StateRm(0, 0),
             Hand(0, 1, DeleteVm),
-            Kill(0, vec![UserData(0, 0)], DuringApply, 39),
+            Kill(0, vec![UserData(0, 0)], DuringApply, Request(39)),
         ],
     )
     .await;
@@ -430,7 +441,7 @@ async fn fuzz_seed_12339_a_killed_create_the_configuration_dropped() {
     regression(
         "fuzz_seed_12339_a_killed_create_the_configuration_dropped",
         vec![
-            Kill(0, vec![Disk(1, 5), Disk(0, 8)], DuringApply, 21),
+            Kill(0, vec![Disk(1, 5), Disk(0, 8)], DuringApply, Request(21)),
             Apply(0, vec![Present(1, true), Present(0, false)], Plain),
         ],
     )
@@ -449,7 +460,7 @@ async fn fuzz_seed_13317_a_kill_that_came_too_late_still_warned() {
             Apply(0, vec![Present(0, true)], Plain),
             Hand(0, 1, EditMark),
             Apply(0, vec![Present(1, true)], Plain),
-            Kill(0, vec![Disk(0, 6)], DuringApply, 25),
+            Kill(0, vec![Disk(0, 6)], DuringApply, Request(25)),
         ],
     )
     .await;

@@ -92,6 +92,8 @@ pub struct World {
     pub marks: BTreeMap<u64, String>,
     /// VMs `state rm` took out of a state, by (state, slot); an import brings one back.
     pub forgotten: BTreeMap<(usize, usize), u64>,
+    /// Names of VMs whose mark an operator edited in this sequence.
+    pub edited_names: BTreeSet<String>,
     /// Families the simulator turned out not to support in this run.
     pub unsupported: BTreeSet<super::ops::Family>,
 }
@@ -124,6 +126,7 @@ impl World {
             states,
             marks: BTreeMap::new(),
             forgotten: BTreeMap::new(),
+            edited_names: BTreeSet::new(),
             unsupported: BTreeSet::new(),
         }
     }
@@ -348,11 +351,6 @@ impl World {
             .iter()
             .filter(|e| matches!(e["method"].as_str(), Some("POST" | "PUT" | "DELETE")))
             .count()
-    }
-
-    /// How many requests the simulator answered so far.
-    pub async fn journal_len(&self) -> usize {
-        self.client.journal().await.len()
     }
 
     /// Starts a terraform command in its own process group (killed with it), with the

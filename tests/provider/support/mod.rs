@@ -537,6 +537,29 @@ impl SimClient {
             .collect()
     }
 
+    /// Holds the `request`th PVE API request from now, and every later one, until
+    /// [`SimClient::release_hold`] (pve-sim's `/_sim/hold`): a kill point at a request index;
+    /// with `after_handling`, request N is handled and only its answer held.
+    pub async fn hold_request(&self, request: u64, after_handling: bool) {
+        self.admin().hold_request(request, after_handling).await;
+    }
+
+    /// Waits until the world stands still at the held request (`true`), or `gone` says the
+    /// client ended first (`false`).
+    pub async fn until_held(&self, gone: impl FnMut() -> bool) -> bool {
+        self.admin().until_held(gone).await
+    }
+
+    /// The hold's status: `seen` counts the PVE API requests since it was set.
+    pub async fn hold_status(&self) -> pvesim::hold::HoldStatus {
+        self.admin().hold_status().await
+    }
+
+    /// Drops the held requests unanswered and clears the hold.
+    pub async fn release_hold(&self) {
+        self.admin().release_hold().await;
+    }
+
     /// `PUT /_sim/faults`, written as JSON the way pve-sim's faults are documented.
     pub async fn set_faults(&self, faults: serde_json::Value) {
         let faults = serde_json::from_value(faults).expect("faults in pve-sim's shape");

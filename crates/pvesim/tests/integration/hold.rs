@@ -33,12 +33,14 @@ async fn the_held_request_and_later_ones_never_take_effect() {
     });
     assert!(h.admin.until_held(|| write.is_finished()).await);
     let (client, auth) = (h.client.clone(), h.auth());
-    let later = tokio::spawn(async move {
-        client.get(url).header("Authorization", auth).send().await
-    });
+    let later =
+        tokio::spawn(async move { client.get(url).header("Authorization", auth).send().await });
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while h.admin.hold_status().await.held < 2 {
-        assert!(tokio::time::Instant::now() < deadline, "the later request was not held");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the later request was not held"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(
@@ -47,10 +49,19 @@ async fn the_held_request_and_later_ones_never_take_effect() {
         "only the two requests before the held one were handled"
     );
     h.admin.release_hold().await;
-    assert!(write.await.unwrap().is_err(), "the held write is dropped unanswered");
-    assert!(later.await.unwrap().is_err(), "the later request is dropped too");
+    assert!(
+        write.await.unwrap().is_err(),
+        "the held write is dropped unanswered"
+    );
+    assert!(
+        later.await.unwrap().is_err(),
+        "the later request is dropped too"
+    );
     let config = h.get("/nodes/pve1/qemu/150/config").await.data();
-    assert_ne!(config["description"], "written while held", "the held write never took effect");
+    assert_ne!(
+        config["description"], "written while held",
+        "the held write never took effect"
+    );
     assert!(!h.admin.hold_status().await.armed);
 }
 
