@@ -75,6 +75,8 @@ const NOT_WRITTEN: &str = "Proxy VM journal not updated";
 enum Fact {
     Unconfirmed,
     Replacing,
+    /// Terraform's state held the token's VM once (a refresh saw it).
+    Held,
 }
 
 /// What the journal was asked to do, for the warning when it could not.
@@ -83,6 +85,7 @@ enum Change {
     RecordCreate,
     RecordVm,
     Confirm,
+    RecordHeld,
     RecordReplacement,
     ForgetReplacement,
     MoveFirstLayout,
@@ -102,6 +105,11 @@ impl Change {
             Change::Confirm => format!(
                 "The journal still counts this create of `{name}` as one Terraform never \
                  stored, so a create here could resume its VM after it left this state."
+            ),
+            Change::RecordHeld => format!(
+                "A plan here that replaces this state's own VM of `{name}` without a refresh \
+                 (a taint with -refresh=false) may refuse it as another state's; the apply \
+                 decides again after the destroy."
             ),
             Change::RecordReplacement => format!(
                 "A `create_before_destroy` replacement of `{name}` will be refused as another \
@@ -171,6 +179,7 @@ impl Place {
         let suffix = match fact {
             Fact::Unconfirmed => "unconfirmed",
             Fact::Replacing => "replacing",
+            Fact::Held => "held",
         };
         self.dir.join(format!("{}.{suffix}", hex_hash(token, 16)))
     }
@@ -353,6 +362,21 @@ impl Journal {
     /// `state rm` or a lost state makes it another state's VM like any other.
     pub fn confirm(&self, fleet: &str, name: &str, token: &str) {
         self.remove(fleet, name, token, Fact::Unconfirmed, Change::Confirm);
+        // Kept until the VM is destroyed: a plan that replaces it without a refresh (a
+        // taint with -refresh=false) carries nothing of it, and the VM is then told from
+        // another state's by this record alone. Written once; later refreshes only look.
+        let Some(place) = self.place(fleet, name) else {
+            return;
+        };
+        let path = place.entry(token, Fact::Held);
+        if !path.exists() {
+            self.put(&path, &Entry::new(fleet, name, token), Change::RecordHeld);
+        }
+    }
+
+    /// Whether this directory's state held the VM of `token` (see [`Journal::confirm`]).
+    pub fn is_held(&self, fleet: &str, name: &str, token: &str) -> bool {
+        self.lookup(fleet, name, token, Fact::Held).is_some()
     }
 
     /// A plan replaces the VM of `token`.
@@ -380,6 +404,7 @@ impl Journal {
         self.remove(fleet, name, token, Fact::Unconfirmed, Change::Confirm);
         let change = Change::ForgetReplacement;
         self.remove(fleet, name, token, Fact::Replacing, change);
+        self.remove(fleet, name, token, Fact::Held, Change::Confirm);
     }
 
     /// Whether `token` is a create of this directory that Terraform may not have stored.
@@ -505,6 +530,8 @@ impl Journal {
         let list = match fact {
             Fact::Unconfirmed => lists.unconfirmed,
             Fact::Replacing => lists.replacing,
+            // The first layout kept no such record.
+            Fact::Held => return None,
         };
         list.iter()
             .any(|t| t == token)

@@ -60,6 +60,20 @@ impl VmidRange {
         (home..=self.last).chain(self.first..home)
     }
 
+    /// Where `vmid` stands in the name's probe sequence (0 = its home), or `None` outside
+    /// the range: the order in which a create meets the name's VMs.
+    pub fn probe_rank_in_fleet(&self, fleet: &str, name: &str, vmid: u32) -> Option<u32> {
+        if !self.contains(vmid) {
+            return None;
+        }
+        let home = self.home_in_fleet(fleet, name);
+        Some(if vmid >= home {
+            vmid - home
+        } else {
+            self.last - home + 1 + (vmid - self.first)
+        })
+    }
+
     /// The VMID a name starts probing at.
     pub fn home_of(&self, name: &str) -> u32 {
         self.first + (fnv1a64(name.as_bytes()) % u64::from(self.size())) as u32
@@ -128,6 +142,20 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_probe_rank_is_the_position_in_the_probe_sequence() {
+        let range = super::VmidRange::new(100, 149).unwrap();
+        let sequence: Vec<u32> = range.probe_sequence_in_fleet("f", "web").collect();
+        for (position, vmid) in sequence.iter().enumerate() {
+            assert_eq!(
+                range.probe_rank_in_fleet("f", "web", *vmid),
+                Some(position as u32)
+            );
+        }
+        assert_eq!(range.probe_rank_in_fleet("f", "web", 99), None);
+        assert_eq!(range.probe_rank_in_fleet("f", "web", 150), None);
+    }
+
     use super::*;
 
     #[test]

@@ -122,17 +122,8 @@ impl Resource for ProxyVm {
             refuse_duplicate_name(configured, &request, &mut response);
             if !response.diagnostics.has_errors() && !response.planned_state.is_null() {
                 let checks = if request.prior_state.is_null() {
-                    // A create half of a replacement carries the replaced VM's private data.
-                    let private = Private::decode_or_default(&request.prior_private);
-                    let replacing =
-                        (private != Private::default()).then_some(private.create_token.as_deref());
-                    plan_checks::check_create(
-                        configured,
-                        &response.planned_state,
-                        &request.config,
-                        replacing,
-                    )
-                    .await
+                    plan_checks::check_create(configured, &response.planned_state, &request.config)
+                        .await
                 } else {
                     let changed = tfplugin::plan::changed_attributes(
                         &request.prior_state,

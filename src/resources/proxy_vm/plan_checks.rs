@@ -9,14 +9,14 @@ use pve::ErrorKind;
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Severity, Value};
 
 use super::attr;
-use super::lifecycle::placement;
 use super::lifecycle::prechecks::{Template, check_disk_size, choose_template, judge_template};
+use super::lifecycle::{StepError, placement, refusal_at_plan};
 use super::model::Desired;
 use super::seed_plan;
 use crate::context::Configured;
 use crate::diagnostics::connection_hint;
 use crate::invocation::Invocation;
-use crate::ownership::{self, Ownership, Phase};
+use crate::ownership::{self, Ownership};
 
 /// What the checks found, and what they could not check.
 struct Findings {
@@ -87,15 +87,10 @@ fn list(names: impl IntoIterator<Item = String>) -> String {
     }
 }
 
-/// The checks for a planned create (or the create half of a replacement, with the create
-/// token of the VM it replaces: Terraform hands the first half's private data on).
-pub async fn check_create(
-    configured: &Configured,
-    planned: &Value,
-    config: &Value,
-    replacing: Option<Option<&str>>,
-) -> Diagnostics {
-    check_create_at(configured, planned, config, replacing, Stage::Plan).await
+/// The checks for a planned create (or the create half of a replacement, whose predecessor
+/// the journal records: `note_replacement`).
+pub async fn check_create(configured: &Configured, planned: &Value, config: &Value) -> Diagnostics {
+    check_create_at(configured, planned, config, Stage::Plan).await
 }
 
 /// The plan's checks again, as the first thing a create does: only refusals, since a plan
@@ -106,7 +101,7 @@ pub async fn recheck_before_create(
     planned: &Value,
     config: &Value,
 ) -> Diagnostics {
-    let mut checks = check_create_at(configured, planned, config, None, Stage::Apply).await;
+    let mut checks = check_create_at(configured, planned, config, Stage::Apply).await;
     checks.0.retain(|d| d.severity == Severity::Error);
     checks
 }
@@ -121,7 +116,6 @@ async fn check_create_at(
     configured: &Configured,
     planned: &Value,
     config: &Value,
-    replacing: Option<Option<&str>>,
     stage: Stage,
 ) -> Diagnostics {
     let mut findings = Findings {
@@ -193,6 +187,9 @@ async fn check_create_at(
     {
         check_pool(configured, pool, &mut findings).await;
     }
+    if stage == Stage::Plan && !findings.unreachable {
+        check_name(configured, planned, config, &mut findings).await;
+    }
     if let Some(vmid) = planned
         .get_attr(attr::VMID)
         .as_i64()
@@ -200,7 +197,7 @@ async fn check_create_at(
         && !findings.unreachable
         && stage == Stage::Plan
     {
-        check_vmid(configured, planned, vmid, replacing, &mut findings).await;
+        check_vmid(configured, planned, vmid, &mut findings).await;
     }
     finish(findings)
 }
@@ -644,14 +641,48 @@ async fn check_template_bridges(
     );
 }
 
-/// An explicit VMID must be free, or an unfinished create of this very name to resume.
-async fn check_vmid(
+/// How long the plan waits for a clone onto a VM of the name to end before it says it could
+/// not judge that VM (the apply judges it again).
+const NAME_CHECK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A VM of the name anywhere in the cluster that the create would refuse (another state's
+/// finished VM, or one being destroyed): the create's own decision (`lifecycle::slot`), so
+/// plan and apply give one answer (#38, #44).
+async fn check_name(
     configured: &Configured,
     planned: &Value,
-    vmid: u32,
-    replacing: Option<Option<&str>>,
+    config: &Value,
     findings: &mut Findings,
 ) {
+    if known(planned, attr::NAME).is_none() {
+        return;
+    }
+    let client = &configured.client;
+    let listing = match configured.runtime.cluster_vms_once(client, false).await {
+        Ok(listing) => listing,
+        Err(e) => return findings.missing("the cluster's VM listing", &e),
+    };
+    let desired = Desired::from_plan(planned, config, &configured.seed_storage, &configured.fleet);
+    let deadline = tokio::time::Instant::now() + NAME_CHECK_PATIENCE;
+    match refusal_at_plan(configured, &desired, &listing, deadline).await {
+        Ok(None) => {}
+        Ok(Some(refusal)) => {
+            let summary = match refusal {
+                StepError::BeingDestroyed { .. } => "Proxy VM being destroyed",
+                _ => "Proxy VM already exists",
+            };
+            findings.error(attr::NAME, summary, refusal.to_string());
+        }
+        Err(StepError::Pve(e)) => findings.missing("a VM of the same name", &e),
+        Err(e) => findings
+            .unchecked
+            .push(format!("a VM of the same name: {e}")),
+    }
+}
+
+/// An explicit VMID must be free, or hold a VM of this very name (judged with the name's
+/// other VMs by `check_name`).
+async fn check_vmid(configured: &Configured, planned: &Value, vmid: u32, findings: &mut Findings) {
     let client = &configured.client;
     let listing = match configured.runtime.cluster_vms_once(client, false).await {
         Ok(listing) => listing,
@@ -682,29 +713,7 @@ async fn check_vmid(
         .as_str()
         .unwrap_or(&configured.fleet);
     match ownership::classify(config.description().as_deref(), name, fleet) {
-        Ownership::OursForThisName(mark) if mark.phase == Phase::Creating => {}
-        // This working directory's create, finished but never stored: apply resumes it.
-        Ownership::OursForThisName(mark)
-            if mark.create_token.as_deref().is_some_and(|token| {
-                configured
-                    .journal
-                    .is_unconfirmed_for(fleet, name, token, vmid, &mark.render())
-            }) => {}
-        // The VM this replacement destroys first (an imported one included), not another
-        // state's.
-        Ownership::OursForThisName(mark)
-            if replacing.is_some_and(|token| token == mark.create_token.as_deref()) => {}
-        Ownership::OursForThisName(_) => findings.error(
-            attr::VMID,
-            "Proxy VM already exists",
-            format!(
-                "VMID {vmid} on {} is a finished proxy VM named `{name}`, made by another \
-                 Terraform state (or one that was lost). It is never taken over. Import it \
-                 (terraform import 'ADDRESS' {}/{vmid}, or an import block), or choose another \
-                 `vmid`.",
-                entry.node, entry.node
-            ),
-        ),
+        Ownership::OursForThisName(_) => {}
         Ownership::OursForAnother(mark) => findings.error(
             attr::VMID,
             "VMID taken",

@@ -29,9 +29,11 @@ const DESCRIPTION: &str = "A small proxy VM: a full clone of a cloud-init-ready 
     resource instance. Create resumes after any interruption: a re-run adopts the *unfinished* VM \
     it left (recognised by the ownership mark in its description) and never clones a duplicate. A \
     *finished* VM with the same name and fleet, made by another state, workspace or team, is never \
-    taken over: the create fails before any write and says how to import it. A VM without the mark \
-    is never touched.\n\nEvery write is an owner's write: update and destroy read the VM's mark \
-    again before each step and send every config write conditional on the digest they read, so a \
+    taken over, wherever it is in the cluster (a VM a `create_before_destroy` roll moved off the \
+    name's first VMID included): the plan, and the create before any write, fail and say how to \
+    import it, so one fleet and name never has two VMs. A VM without the mark is never \
+    touched.\n\nEvery write is an owner's write: update and destroy read the VM's mark again \
+    before each step and send every config write conditional on the digest they read, so a \
     VM that is no longer this state's (deleted by hand and made again at its VMID by another \
     state, its mark edited) is never changed, even by a saved plan or `-refresh=false`; the error \
     says why. Destroy first marks the VM `deleting`, so no create adopts it. Locks (a backup) and \

@@ -210,8 +210,8 @@ impl Checker {
         }
     }
 
-    /// I1 (each state's VMs exist with its token), I2 (no VM held twice), I3 (each held VM
-    /// first booted its holder's seed).
+    /// I1 (each state's VMs exist with its token), I2 (no VM held twice, one finished VM per
+    /// name), I3 (each held VM first booted its holder's seed).
     fn held_vms(&mut self, world: &World, cluster: &Cluster) -> Vec<Violation> {
         let mut found = Vec::new();
         let mut holders: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
@@ -248,6 +248,43 @@ impl Checker {
                 "I2",
                 format!("VM {vmid} is held by states {states:?}"),
             ));
+        }
+        found.extend(self.one_per_name(world, cluster));
+        found
+    }
+
+    /// I2 (#38): at most one finished VM per fleet and name, from any working directory,
+    /// except a `create_before_destroy` roll's predecessor and successor, which one state
+    /// holds both of (a failed roll keeps its deposed predecessor). A name whose mark an
+    /// operator edited is exempt: its VM looked foreign, so a second one was rightly made.
+    fn one_per_name(&mut self, world: &World, cluster: &Cluster) -> Vec<Violation> {
+        self.checks += 1;
+        let mut by_name: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+        for vm in cluster.vms.values().filter(|vm| vm.finished()) {
+            by_name.entry(vm.name.as_str()).or_default().push(vm.vmid);
+        }
+        let mut found = Vec::new();
+        for (name, vmids) in by_name.into_iter().filter(|(_, v)| v.len() > 1) {
+            if world.edited_names.contains(name) {
+                continue;
+            }
+            // Held by the state, or its create that Terraform has not stored yet (a roll
+            // killed between its new VM's finish and the old one's destroy).
+            let one_holder = (0..world.states.len()).any(|state| {
+                let held = world.held(state);
+                vmids.iter().all(|vmid| {
+                    held.iter().any(|h| h.vmid == *vmid)
+                        || cluster.vms[vmid]
+                            .token()
+                            .is_some_and(|token| world.journal_mentions(state, token))
+                })
+            });
+            if !one_holder {
+                found.push(violation(
+                    "I2",
+                    format!("{} finished VMs named {name}: {vmids:?}", vmids.len()),
+                ));
+            }
         }
         found
     }

@@ -46,6 +46,11 @@ impl SimVm {
         mark_field(&self.description, "proxyvm-create: ")
     }
 
+    /// The mark says the create finished (`done`).
+    pub fn finished(&self) -> bool {
+        mark_field(&self.description, "proxyvm-phase: ") == Some("done")
+    }
+
     pub fn has_mark(&self) -> bool {
         mark_field(&self.description, "proxyvm-owner: ").is_some()
     }

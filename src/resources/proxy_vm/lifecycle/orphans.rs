@@ -25,6 +25,7 @@ pub async fn remove_killed_creates(configured: &Configured, deadline: Instant) -
             name: &name,
             token: &token,
             vmid,
+            node: None,
         };
         match killed.remove(configured, deadline).await {
             Ok(Some(note)) => removed.push(note),
@@ -37,25 +38,50 @@ pub async fn remove_killed_creates(configured: &Configured, deadline: Instant) -
     removed
 }
 
+/// Removes one unfinished create of this working directory's journal, found at `vmid` on
+/// `node` by a create of its name that is refused (another state's VM of the name exists:
+/// nothing would ever finish this one). `None` when there is nothing of it to remove.
+pub async fn remove_killed_create(
+    configured: &Configured,
+    (fleet, name): (&str, &str),
+    token: &str,
+    (vmid, node): (u32, &str),
+    deadline: Instant,
+) -> Step<Option<String>> {
+    let killed = KilledCreate {
+        fleet,
+        name,
+        token,
+        vmid,
+        node: Some(node.to_owned()),
+    };
+    killed.remove(configured, deadline).await
+}
+
 /// One unconfirmed create of the journal, at the VMID its entry recorded.
 struct KilledCreate<'a> {
     fleet: &'a str,
     name: &'a str,
     token: &'a str,
     vmid: u32,
+    /// Where it was found, if known; else the cluster's listing says.
+    node: Option<String>,
 }
 
 impl KilledCreate<'_> {
     /// Destroys the VM when it is still this create's and unfinished; `None` when there is
     /// nothing of it to remove.
     async fn remove(&self, configured: &Configured, deadline: Instant) -> Step<Option<String>> {
-        let listing = configured.runtime.vm_listing(&configured.client).await?;
-        let Some(node) = listing
-            .iter()
-            .find(|vm| vm.vmid == self.vmid)
-            .map(|vm| vm.node.clone())
-        else {
-            return Ok(None);
+        let node = match &self.node {
+            Some(node) => node.clone(),
+            None => {
+                let listing = configured.runtime.vm_listing(&configured.client).await?;
+                let listed = listing.iter().find(|vm| vm.vmid == self.vmid);
+                match listed {
+                    Some(vm) => vm.node.clone(),
+                    None => return Ok(None),
+                }
+            }
         };
         let expected = Expected {
             name: Some(self.name),

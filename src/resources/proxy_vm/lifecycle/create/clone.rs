@@ -14,8 +14,9 @@ use super::super::super::model::Desired;
 use super::super::ProgressCell;
 use super::super::error::{Step, StepError};
 use super::super::marks::creating_mark;
+use super::super::orphans::remove_killed_create;
 use super::super::prechecks::Template;
-use super::super::slot::{Reservation, Slot, choose_slot, config_after_clone};
+use super::super::slot::{Choice, Reservation, Slot, choose, config_after_clone};
 use super::super::tasks::{patient, wait};
 use crate::context::Configured;
 
@@ -38,18 +39,52 @@ pub(super) struct Cloned<'a> {
     pub made_here: bool,
 }
 
-/// Chooses the slot and clones onto it (or adopts what is there), then follows the VM to
-/// where its clone ended.
+/// What a create works on, decided once over what the cluster holds for the name (see
+/// `slot`). A refusal first removes this directory's own unfinished creates of the name:
+/// once another state's VM of the name stands, nothing would ever finish them (#38).
+pub(super) async fn choose_slot<'a>(
+    configured: &'a Configured,
+    desired: &Desired,
+    listing: &[pve::cluster::ClusterVm],
+    deadline: Instant,
+) -> Step<(Slot, Reservation<'a>)> {
+    match choose(configured, desired, listing, deadline).await? {
+        Choice::Slot(slot, reservation) => Ok((slot, reservation)),
+        Choice::Refused { error, discard } => {
+            let name = (desired.fleet.as_str(), desired.name.as_str());
+            for found in discard {
+                let Some(token) = found.token.as_deref() else {
+                    continue;
+                };
+                let at = (found.vmid, found.node.as_str());
+                match remove_killed_create(configured, name, token, at, deadline).await {
+                    Ok(removed) => tracing::info!(
+                        vmid = found.vmid,
+                        removed = removed.is_some(),
+                        "removing this directory's own unfinished create of a refused name"
+                    ),
+                    Err(e) => tracing::warn!(vmid = found.vmid, error = %e,
+                        "could not remove this directory's own unfinished create"),
+                }
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Clones onto the chosen slot (or adopts what is there), choosing again when another
+/// process took a fresh VMID meanwhile, then follows the VM to where its clone ended.
 pub(super) async fn clone_into_slot<'a>(
     configured: &'a Configured,
     desired: &Desired,
     template: &Template,
     listing: &[pve::cluster::ClusterVm],
+    chosen: (Slot, Reservation<'a>),
     progress: &ProgressCell,
     deadline: Instant,
 ) -> Step<Cloned<'a>> {
     let client = &configured.client;
-    let (mut slot, mut reservation) = choose_slot(configured, desired, listing, deadline).await?;
+    let (mut slot, mut reservation) = chosen;
     // The clone's worker may meet a lock on the template (a backup started meanwhile): it is
     // waited out on one schedule for the whole create.
     let mut template_locks = Backoff::for_locks(deadline);
@@ -124,23 +159,6 @@ pub(super) async fn clone_into_slot<'a>(
         resumed_token,
         reservation,
         made_here: cloned_here,
-    })
-}
-
-/// The node of a VM this create would resume (an unfinished create of its name, or this
-/// directory's own finished one), found before placement: a VM that exists is resumed where
-/// it is, and placement, which may find no room left for a VM already there, is not run
-/// for it.
-pub(super) async fn resumable_node(
-    configured: &Configured,
-    desired: &Desired,
-    listing: &[pve::cluster::ClusterVm],
-    deadline: Instant,
-) -> Step<Option<String>> {
-    let (slot, _reservation) = choose_slot(configured, desired, listing, deadline).await?;
-    Ok(match slot {
-        Slot::Adopt { node, .. } => Some(node),
-        Slot::Fresh(_) => None,
     })
 }
 

@@ -23,6 +23,7 @@ use super::power::ensure_power;
 use super::prechecks::check_disk_size;
 use super::ready::wait_for_address;
 use super::seed_life::{SeedOutcome, after_ready};
+use super::slot::{Reservation, Slot};
 use crate::context::Configured;
 use hold::Hold;
 
@@ -51,29 +52,24 @@ pub async fn create(
     // (templates do not move during an apply; placement adds this process's own creates).
     // VMIDs are probed one by one, so no create lists the whole cluster.
     let listing = runtime.cluster_vms_once(client, false).await?;
-    let resumable = match desired.node.is_empty() {
-        true => clone::resumable_node(configured, desired, &listing, deadline).await?,
-        false => None,
-    };
-    let (placed, placement) = match resumable {
-        Some(node) => (
-            Desired {
-                node,
-                ..desired.clone()
-            },
-            None,
-        ),
-        None => place::place(configured, desired, &listing).await?,
-    };
+    let (chosen, placed, placement) =
+        choose_and_place(configured, desired, &listing, deadline).await?;
     let desired = &placed;
     let template = place::checked_template(configured, desired, &listing).await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Unworkable)?;
     // A VM that may have booted another attempt's seed is discarded and cloned again, once.
     let mut discarded = false;
+    let mut chosen = Some(chosen);
     let (cloned, resumed) = loop {
-        let cloned =
-            clone::clone_into_slot(configured, desired, &template, &listing, progress, deadline)
-                .await?;
+        // After a discard the slot is chosen again: the VM is gone.
+        let slot = match chosen.take() {
+            Some(slot) => slot,
+            None => clone::choose_slot(configured, desired, &listing, deadline).await?,
+        };
+        let cloned = clone::clone_into_slot(
+            configured, desired, &template, &listing, slot, progress, deadline,
+        )
+        .await?;
         // Resuming this directory's own create: its token, so its mark and seed stay valid.
         let resumed = match cloned.resumed_token.clone() {
             Some(create_token) => Desired {
@@ -132,6 +128,35 @@ pub async fn create(
         None => Err(StepError::Unworkable(format!(
             "VM {vmid} vanished right after it was created"
         ))),
+    }
+}
+
+/// The slot, decided once before placement, and the node: a VM that exists is resumed where
+/// it is, and placement (which may find no room left for a VM already there) is not run for
+/// it; else the configured node, or placement's choice (with its index in the runtime).
+async fn choose_and_place<'a>(
+    configured: &'a Configured,
+    desired: &Desired,
+    listing: &[pve::cluster::ClusterVm],
+    deadline: Instant,
+) -> Step<((Slot, Reservation<'a>), Desired, Option<usize>)> {
+    let chosen = clone::choose_slot(configured, desired, listing, deadline).await?;
+    match (&chosen.0, desired.node.is_empty()) {
+        (Slot::Adopt { node, .. }, true) => {
+            let node = node.clone();
+            Ok((
+                chosen,
+                Desired {
+                    node,
+                    ..desired.clone()
+                },
+                None,
+            ))
+        }
+        _ => {
+            let (placed, placement) = place::place(configured, desired, listing).await?;
+            Ok((chosen, placed, placement))
+        }
     }
 }
 

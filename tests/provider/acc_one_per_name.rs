@@ -1,0 +1,137 @@
+//! Acceptance: one VM per fleet and name, from any working directory (#38, invariant I2).
+//! A create finds every VM of its fleet and name in the cluster, not only those on its VMID
+//! probe path: a fleet that rolled once under `create_before_destroy` has its VMs off their
+//! base VMIDs, and a fresh working directory (a lost state, a new CI runner, `state rm`) must
+//! still be refused with the import hint instead of making a second VM of the name.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use support::{SimClient, Workspace, acceptance_enabled, start_sim};
+
+fn fleet(greeting: &str) -> String {
+    format!(
+        r##"{}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+}}
+
+resource "proxmox_proxy_vm" "edge" {{
+  name      = "roll-1"
+  template  = "debian-13-proxy"
+  memory    = 512
+  user_data = "#cloud-config\nwrite_files:\n  - path: /etc/motd\n    content: {greeting}\n"
+
+  lifecycle {{
+    create_before_destroy = true
+  }}
+}}
+"##,
+        Workspace::preamble()
+    )
+}
+
+/// Our VMs named `name`: VMID and node.
+async fn named(sim: &SimClient, name: &str) -> BTreeSet<(u64, String)> {
+    sim.our_vms()
+        .await
+        .iter()
+        .filter(|vm| vm["name"] == name)
+        .map(|vm| {
+            let node = vm["node"].as_str().unwrap().to_owned();
+            (vm["vmid"].as_u64().unwrap(), node)
+        })
+        .collect()
+}
+
+/// Asserts that an apply in `ws` (and its plan, when `plan_refuses`) is refused with the
+/// import hint naming the live VM, and that they wrote nothing to PVE. A plan leaves a VM
+/// its directory's state once held to the apply (it may be the one a taint replaces).
+async fn assert_refused_without_writes(
+    sim: &SimClient,
+    ws: &Workspace,
+    live: &(u64, String),
+    plan_refuses: bool,
+) {
+    let since = sim.journal().await.len();
+    let plan = ws.terraform(&["plan", "-input=false", "-no-color"]).await;
+    if plan_refuses {
+        let text = support::flat(&plan.failure().all_text());
+        assert!(
+            text.contains("already exists") && text.contains(&format!("{}/{}", live.1, live.0)),
+            "the plan refuses it, naming the live VM: {text}"
+        );
+    } else {
+        plan.success();
+    }
+    let out = ws.apply().await.failure();
+    let text = support::flat(&out.all_text());
+    let (vmid, node) = live;
+    assert!(text.contains("already exists"), "{text}");
+    assert!(
+        text.contains("terraform import") && text.contains(&format!("{node}/{vmid}")),
+        "the refusal names the live VM's node and VMID for the import: {text}"
+    );
+    let writes = sim.writes_since(since).await;
+    assert!(writes.is_empty(), "the refused apply wrote: {writes:?}");
+}
+
+/// `apply`, then `apply -replace` under `create_before_destroy` (the new VM lands beside its
+/// predecessor, off the name's base VMID, and the predecessor is destroyed), then the same
+/// configuration from a fresh working directory and after `terraform state rm`: both are
+/// refused with the import hint naming the live VM, and write nothing. Fails on 0afa8e7:
+/// the fresh directory made a second `roll-1` at the freed base VMID.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_that_rolled_is_refused_from_a_fresh_directory() {
+    if !acceptance_enabled("a_fleet_that_rolled_is_refused_from_a_fresh_directory") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&fleet("one")).await;
+    ws.apply().await.success();
+    let base = named(&sim, "roll-1").await;
+    assert_eq!(base.len(), 1);
+    ws.terraform(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-replace=proxmox_proxy_vm.edge",
+    ])
+    .await
+    .success();
+    let rolled = named(&sim, "roll-1").await;
+    assert_eq!(rolled.len(), 1, "{rolled:?}");
+    assert!(
+        rolled.is_disjoint(&base),
+        "the roll moved the VM off its base VMID"
+    );
+    let live = rolled.iter().next().unwrap().clone();
+
+    let fresh = Workspace::new(target.clone());
+    fresh.init_with(&fleet("one")).await;
+    assert_refused_without_writes(&sim, &fresh, &live, true).await;
+    assert_eq!(
+        named(&sim, "roll-1").await,
+        rolled,
+        "no second VM of the name"
+    );
+
+    // A plan first: until a refresh shows Terraform stored the roll's new VM, this
+    // directory's journal cannot tell it from a create killed before it was stored, and the
+    // next create would take it back (the same VM, not a second one).
+    ws.terraform(&["plan", "-input=false", "-no-color"])
+        .await
+        .success();
+    ws.terraform(&["state", "rm", "proxmox_proxy_vm.edge"])
+        .await
+        .success();
+    assert_refused_without_writes(&sim, &ws, &live, false).await;
+    assert_eq!(
+        named(&sim, "roll-1").await,
+        rolled,
+        "no second VM of the name"
+    );
+}
