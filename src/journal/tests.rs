@@ -385,3 +385,22 @@ fn a_clone_records_where_its_create_works_until_the_finish_adds_the_mark() {
     );
     assert_eq!(journal.take_warnings().len(), 1);
 }
+
+/// #38: a plan leaves to the apply a VM this directory's state held, so the journal keeps
+/// that a refresh saw the token in the state until the VM is destroyed.
+#[test]
+fn a_token_the_state_held_is_kept_until_its_vm_is_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_in(&dir.path().join("default"));
+    journal.record_create("", "edge-0", "t1");
+    assert!(!journal.is_held("", "edge-0", "t1"), "not stored yet");
+    journal.confirm("", "edge-0", "t1");
+    journal.confirm("", "edge-0", "t1");
+    assert!(journal.is_held("", "edge-0", "t1"));
+    assert!(!journal.is_held("", "edge-1", "t1"), "names apart");
+    let again = journal_in(&dir.path().join("default"));
+    assert!(again.is_held("", "edge-0", "t1"), "another process reads it");
+    again.forget("", "edge-0", "t1");
+    assert!(!journal.is_held("", "edge-0", "t1"));
+    assert!(journal.take_warnings().is_empty());
+}
