@@ -6,14 +6,17 @@
 //!   directories, so a cdrom seed is read again and its `instance-id` compared with the
 //!   cached one. Per-instance modules (packages, runcmd: what installs the agent) run only
 //!   when the instance-id is new, so a re-attached or changed seed does nothing until then.
-//! - `tools/ds-identify`: with no seed and no `manual-clean` marker no datasource is found
-//!   and the default policy (`notfound=disabled`) keeps cloud-init from running that boot.
+//! - `tools/ds-identify`: `/etc/cloud/cloud-init.disabled` stops it first; with no seed
+//!   and no `manual-clean` marker no datasource is found and the default policy
+//!   (`notfound=disabled`) keeps cloud-init from running that boot.
 //! - `cmd/main.py` `status_wrapper`: `init-local` deletes `status.json` and `result.json`;
-//!   `modules-final` writes `result.json` (`{"v1": {"datasource", "errors"}}`) at its end.
+//!   `modules-final` writes `result.json` (`{"v1": {"datasource", "errors"}}`) at its end;
+//!   `status.json`'s layout is the guest profile's release's.
 //!
-//! The agent (installed by an instance's seed, see `agent::installs_and_starts_agent`)
-//! answers `agent_boot_ms` after the start, in `modules-final`; the final stage ends
-//! `cloud_init_ms` later.
+//! The agent (shipped by the image, or installed by an instance's seed, see
+//! `agent::installs_and_starts_agent`) answers `agent_boot_ms` after the start, in
+//! `modules-final`; the final stage ends `cloud_init_ms` later (`slow_provisioner_ms` for
+//! that profile).
 
 use std::time::Duration;
 
