@@ -119,6 +119,23 @@ pub enum AuthFailure {
     TokenNotAllowed,
 }
 
+/// Why a guest-agent call failed ([`Error::agent_failure`]): what a caller does next
+/// differs (wait, configure the VM, look again later, or give up on asking the guest).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AgentFailure {
+    /// The agent does not answer (not started yet, not installed, hung): PVE's ping
+    /// failed, or the agent's channel did mid-command. Waiting may help.
+    NotRunning,
+    /// The VM's config has no `agent` key: PVE does not even try.
+    NotConfigured,
+    /// qemu-ga could not open the file: it is not there (yet).
+    FileMissing,
+    /// qemu-ga answered with any other error: a command its allow/block list disabled
+    /// (in any release's words), a permission the guest denies, anything else.
+    Refused,
+}
+
 /// What a "Permission check failed (…)" names (pve-common `raise_perm_exc`;
 /// pve-access-control `RPCEnvironment::check`/`check_any`): `(<path>, <priv>)`, `(<path>,
 /// A|B)` for any-of checks, a text of its own (`(user != root@pam)`), or nothing.
@@ -314,33 +331,61 @@ impl Error {
         Some(AuthFailure::Permission(MissingPermission::default()))
     }
 
-    /// Whether a guest-agent file call failed because the file is not in the guest (qemu-ga's
-    /// `guest-file-open` failed with ENOENT), e.g. cloud-init's `result.json` before cloud-init
-    /// finished: "VM N qga command 'guest-file-open' failed - failed to open file '…' (mode:
-    /// 'r'): No such file or directory".
-    pub fn is_guest_file_missing(&self) -> bool {
-        self.message.contains("'guest-file-open' failed")
-            && self.message.contains("No such file or directory")
+    /// Why a guest-agent call failed, when the agent (or its absence) is the reason; `None`
+    /// for anything else, a transient answer included (595, a 5xx from the proxy layer, a
+    /// reset). The one place that reads the agent's texts: callers match on the result.
+    ///
+    /// qemu-server (`src/PVE/QemuServer/Agent.pm`, 9.2.6): `assert_agent_available` dies
+    /// "No QEMU guest agent configured" or, when the ping fails, "QEMU guest agent is not
+    /// running"; every error qemu-ga answers comes back as the command's result
+    /// (`QMPClient.pm` `cmd`, since 1928c201 "return error from guest-agent") and
+    /// `check_agent_error` dies "Agent error: <desc>". Only the agent's channel failing is
+    /// worded "VM N qga command '…' failed - <why>" (`cmd`: "got timeout", a socket that
+    /// cannot be opened, a connection closed). qemu-ga's `guest-file-open` words a missing
+    /// file `failed to open file '<path>' (mode: '<mode>'): No such file or directory`
+    /// (`qga/commands-posix.c` `safe_open_or_create`, `error_setg_errno`).
+    pub fn agent_failure(&self) -> Option<AgentFailure> {
+        if !matches!(self.origin, Origin::Http { status: 500, .. }) {
+            return None;
+        }
+        let message = self.message.trim();
+        if let Some(desc) = message.strip_prefix(AGENT_ERROR_PREFIX) {
+            let missing =
+                desc.starts_with("failed to open file '") && desc.ends_with(NO_SUCH_FILE_SUFFIX);
+            return Some(if missing {
+                AgentFailure::FileMissing
+            } else {
+                AgentFailure::Refused
+            });
+        }
+        if message == NO_AGENT_CONFIGURED_TEXT {
+            Some(AgentFailure::NotConfigured)
+        } else if message == AGENT_NOT_RUNNING_TEXT || is_qga_channel_failure(message) {
+            Some(AgentFailure::NotRunning)
+        } else {
+            None
+        }
     }
 
-    /// Whether the guest's agent refuses the command itself (qemu-ga's `--block-rpcs` or
-    /// `--allow-rpcs`, as some distributions ship it for file access): QEMU's
-    /// `qmp_dispatch` says "Command guest-file-open has been disabled" (older QEMU:
-    /// "The command … has been disabled for this instance"). Not a privilege of the token.
+    /// Whether a guest-agent file call failed because the file is not in the guest (e.g.
+    /// cloud-init's `result.json` before cloud-init finished).
+    /// Prefer [`Error::agent_failure`] (`AgentFailure::FileMissing`).
+    pub fn is_guest_file_missing(&self) -> bool {
+        self.agent_failure() == Some(AgentFailure::FileMissing)
+    }
+
+    /// Whether the guest's agent refused the command: a command its `--block-rpcs` or
+    /// `--allow-rpcs` disabled, in any qemu-ga release's wording, a permission it lacks
+    /// (EACCES under SELinux), any other error qemu-ga answered. Not a privilege of the
+    /// token. Prefer [`Error::agent_failure`] (`AgentFailure::Refused`).
     pub fn is_agent_command_disabled(&self) -> bool {
-        self.message.contains("qga command") && self.message.contains("has been disabled")
+        self.agent_failure() == Some(AgentFailure::Refused)
     }
 
     /// Whether PVE refused to destroy a VM because it runs: qemu-server `API2/Qemu.pm`,
     /// `destroy_vm`'s early checks: "VM N is running - destroy failed".
     pub fn is_destroy_of_running_vm(&self) -> bool {
         self.message.contains("is running - destroy failed")
-    }
-
-    /// Whether this error is the guest agent not (yet) answering — useful while waiting for boot.
-    pub fn is_agent_not_running(&self) -> bool {
-        self.message.contains("QEMU guest agent is not running")
-            || (self.message.contains("qga command") && self.message.contains("got timeout"))
     }
 
     pub(crate) fn http(
@@ -526,6 +571,23 @@ const HA_NOT_FOUND_TEXTS: &[&str] = &["no such resource '", "not HA managed!"];
 /// pve-ha-manager `Resources.pm` `create`: "resource ID 'vm:100' already defined".
 const HA_ALREADY_EXISTS_TEXTS: &[&str] = &["' already defined"];
 
+/// qemu-server `QemuServer/Agent.pm` `check_agent_error`: every error qemu-ga answered.
+const AGENT_ERROR_PREFIX: &str = "Agent error: ";
+/// `Agent.pm` `assert_agent_available`, in its order.
+const NO_AGENT_CONFIGURED_TEXT: &str = "No QEMU guest agent configured";
+const AGENT_NOT_RUNNING_TEXT: &str = "QEMU guest agent is not running";
+/// glibc's `strerror(ENOENT)` after qemu-ga's `failed to open file '…' (mode: '…')`.
+const NO_SUCH_FILE_SUFFIX: &str = "): No such file or directory";
+
+/// `QMPClient.pm` `cmd`: "VM N qga command 'guest-…' failed - <why>", the agent's channel
+/// failing (a timeout, its socket), never an answer of qemu-ga's.
+fn is_qga_channel_failure(message: &str) -> bool {
+    message.starts_with("VM ")
+        && message
+            .split_once(" qga command '")
+            .is_some_and(|(_, rest)| rest.contains("' failed - "))
+}
+
 const TRANSIENT_TEXTS: &[&str] = &[
     "got no worker upid",
     "QEMU guest agent is not running",
@@ -565,7 +627,11 @@ pub(crate) fn classify_http(
 /// Classify by the message text alone, order matters: a lock-timeout text also says "got
 /// timeout" but is a lock problem.
 fn classify_text(message: &str) -> Option<ErrorKind> {
-    if message.trim_start().starts_with(PERMISSION_TEXT) {
+    if message.trim_start().starts_with(AGENT_ERROR_PREFIX) {
+        // qemu-ga's own answer (its texts may name paths that read like PVE's): retrying
+        // it unchanged gets the same; `Error::agent_failure` says which it is.
+        Some(ErrorKind::Permanent)
+    } else if message.trim_start().starts_with(PERMISSION_TEXT) {
         Some(ErrorKind::Auth)
     } else if contains_any(message, LOCKED_TEXTS) {
         Some(ErrorKind::Locked)
@@ -955,30 +1021,120 @@ mod tests {
     #[test]
     fn guest_file_refusals() {
         let http = |msg: &str| Error::http("GET", "/x", 500, true, msg.into(), BTreeMap::new());
+        // Agent.pm `check_agent_error` relays qemu-ga's desc (QMPClient hands it back as the
+        // result): "Agent error: <desc>".
         let missing = http(
-            "VM 100 qga command 'guest-file-open' failed - failed to open file \
-             '/run/cloud-init/result.json' (mode: 'r'): No such file or directory\n",
+            "Agent error: failed to open file '/run/cloud-init/result.json' (mode: 'r'): No \
+             such file or directory\n",
         );
         assert!(missing.is_guest_file_missing());
         assert!(!missing.is_agent_command_disabled());
         // Not the VM gone: a missing guest file must never read as NotFound.
         assert_eq!(missing.kind(), ErrorKind::Permanent);
         for blocked in [
-            "VM 100 qga command 'guest-file-open' failed - Command guest-file-open has been \
-             disabled\n",
-            "VM 100 qga command 'guest-file-open' failed - The command guest-file-open has \
-             been disabled for this instance\n",
+            "Agent error: Command guest-file-open has been disabled\n",
+            "Agent error: The command guest-file-open has been disabled for this instance\n",
+            "Agent error: Command guest-file-open has been disabled: the command is not \
+             allowed\n",
         ] {
             let blocked = http(blocked);
             assert!(blocked.is_agent_command_disabled());
             assert!(!blocked.is_guest_file_missing());
         }
-        let denied = http(
-            "VM 100 qga command 'guest-file-open' failed - failed to open file '/etc/shadow' \
-             (mode: 'r'): Permission denied\n",
-        );
-        assert!(!denied.is_guest_file_missing() && !denied.is_agent_command_disabled());
+        let denied =
+            http("Agent error: failed to open file '/etc/shadow' (mode: 'r'): Permission denied\n");
+        assert!(!denied.is_guest_file_missing());
+        assert_eq!(denied.agent_failure(), Some(AgentFailure::Refused));
         assert!(!http("QEMU guest agent is not running\n").is_guest_file_missing());
+    }
+
+    /// Every wording the guest profiles of pve-sim answer with, judged once.
+    #[test]
+    fn agent_failures_are_judged_by_kind() {
+        let http = |status: u16, msg: &str| {
+            Error::http("GET", "/x", status, true, msg.into(), BTreeMap::new())
+        };
+        let judged = |msg: &str| http(500, msg).agent_failure();
+        use AgentFailure::*;
+        let cases = [
+            ("No QEMU guest agent configured\n", Some(NotConfigured)),
+            ("QEMU guest agent is not running\n", Some(NotRunning)),
+            (
+                "VM 100 qga command 'guest-file-read' failed - got timeout\n",
+                Some(NotRunning),
+            ),
+            (
+                "VM 100 qga command 'guest-ping' failed - unable to connect to VM 100 qga \
+                 socket - timeout after 31 retries\n",
+                Some(NotRunning),
+            ),
+            (
+                "Agent error: failed to open file '/run/cloud-init/status.json' (mode: 'r'): \
+                 No such file or directory\n",
+                Some(FileMissing),
+            ),
+            // debian-12 (qemu-ga 7.2, a block-list entry has no reason).
+            (
+                "Agent error: Command guest-file-open has been disabled\n",
+                Some(Refused),
+            ),
+            // rhel-9 (an allow-list), debian-13 (qemu-ga 9.1 on, either list).
+            (
+                "Agent error: Command guest-file-open has been disabled: the command is not \
+                 allowed\n",
+                Some(Refused),
+            ),
+            // old-qemu-agent (before QEMU 6.0).
+            (
+                "Agent error: The command guest-file-open has been disabled for this \
+                 instance\n",
+                Some(Refused),
+            ),
+            // rhel-9-selinux.
+            (
+                "Agent error: failed to open file '/run/cloud-init/status.json' (mode: 'r'): \
+                 Permission denied\n",
+                Some(Refused),
+            ),
+            // A file whose name reads like a missing one is still judged by its errno.
+            (
+                "Agent error: failed to open file '/tmp/No such file or directory' (mode: \
+                 'r'): Permission denied\n",
+                Some(Refused),
+            ),
+            (
+                "Agent error: Base64 data contains invalid characters\n",
+                Some(Refused),
+            ),
+            ("Agent error: can't open file\n", Some(Refused)),
+            ("VM 100 is not running\n", None),
+            ("VM is locked (backup)\n", None),
+        ];
+        for (message, expected) in cases {
+            assert_eq!(judged(message), expected, "{message:?}");
+        }
+        // A transient answer is never the agent's: the proxy's codes, or a reset.
+        assert_eq!(http(595, "No route to host").agent_failure(), None);
+        assert_eq!(
+            http(503, "QEMU guest agent is not running").agent_failure(),
+            None
+        );
+        let reset = Error::transport("GET", "/x", false, false, "connection reset".into());
+        assert_eq!(reset.agent_failure(), None);
+        // qemu-ga's texts never make a PVE kind: not NotFound, not Locked.
+        assert_eq!(
+            http(
+                500,
+                "Agent error: failed to open file '/srv/does not exist' (mode: 'r'): No such \
+                 file or directory\n"
+            )
+            .kind(),
+            ErrorKind::Permanent
+        );
+        assert_eq!(
+            http(500, "QEMU guest agent is not running\n").kind(),
+            ErrorKind::Transient
+        );
     }
 
     #[test]

@@ -48,12 +48,14 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
                     return plain_error(400, &format!("invalid path_regex: {err}"));
                 }
             }
-            let name_regexes = (faults.cloud_init_errors.iter().map(|f| &f.vm_name_regex)).chain(
-                faults
-                    .agent_blocked_commands
-                    .iter()
-                    .map(|f| &f.vm_name_regex),
-            );
+            let name_regexes = (faults.cloud_init_errors.iter().map(|f| &f.vm_name_regex))
+                .chain(
+                    faults
+                        .agent_blocked_commands
+                        .iter()
+                        .map(|f| &f.vm_name_regex),
+                )
+                .chain(faults.guest_profiles.iter().map(|f| &f.vm_name_regex));
             for pattern in name_regexes {
                 if let Err(err) = regex::Regex::new(pattern) {
                     return plain_error(400, &format!("invalid vm_name_regex: {err}"));

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::api::{load_vm, require, subdirs};
 use crate::call::{ApiError, ApiResult, Call, Reply};
+use crate::guest_profile::Filter;
 use crate::schema::AGENT_COMMANDS;
 use crate::world::{Net, Vm, World};
 
@@ -49,21 +50,27 @@ pub fn assert_agent_available(world: &World, vm: &Vm, call: &Call) -> Result<(),
 }
 
 /// qemu-ga's answer to a command its allow/block list disabled (`qapi/qmp-dispatch.c`
-/// `qmp_dispatch`, with the reason `qga/main.c` `ga_apply_command_filters_iter` gives),
-/// when the `agent_blocked_commands` fault blocks `command` in this VM.
+/// `qmp_dispatch`, with the reason `qga/main.c` gives, worded as the guest's qemu-ga
+/// release words it): the `agent_blocked_commands` fault's block-list first, then the
+/// image's own configuration (`rhel-9`'s allow-list, `old-qemu-agent`'s block-list).
 pub fn blocked_command(world: &World, vm: &Vm, command: &str) -> Option<String> {
     let name = vm
         .config
         .get("name")
         .map(String::as_str)
         .unwrap_or_default();
-    world
+    let profile = vm.guest.profile;
+    let fault = world
         .faults
         .agent_blocked_commands
         .iter()
         .filter(|f| regex::Regex::new(&f.vm_name_regex).is_ok_and(|re| re.is_match(name)))
-        .any(|f| f.commands.iter().any(|c| c == command))
-        .then(|| format!("Command {command} has been disabled: the command is not allowed"))
+        .any(|f| f.commands.iter().any(|c| c == command));
+    let filter = match fault {
+        true => Some(Filter::Block),
+        false => profile.image_filter(command),
+    };
+    filter.map(|filter| profile.disabled_wording().desc(command, filter))
 }
 
 /// The rule for "this seed installs and starts qemu-guest-agent":
@@ -309,16 +316,7 @@ pub fn command(world: &mut World, call: &Call, command: &str) -> ApiResult {
     let result = match command {
         "ping" => json!({}),
         "get-host-name" => json!({ "host-name": hostname }),
-        "get-osinfo" => json!({
-            "id": "debian",
-            "name": "Debian GNU/Linux",
-            "pretty-name": "Debian GNU/Linux 13 (trixie)",
-            "version": "13 (trixie)",
-            "version-id": "13",
-            "kernel-release": "6.12.43+deb13-cloud-amd64",
-            "kernel-version": "#1 SMP PREEMPT_DYNAMIC Debian 6.12.43-1 (2025-08-27)",
-            "machine": "x86_64",
-        }),
+        "get-osinfo" => vm.guest.profile.osinfo(),
         "info" => agent_info(world, vm),
         "network-get-interfaces" => network_interfaces(world, nets),
         other => {
@@ -373,7 +371,7 @@ fn agent_info(world: &World, vm: &Vm) -> Value {
         json!({"name": name, "enabled": enabled, "success-response": true})
     })
     .collect();
-    json!({"version": "9.2.0", "supported_commands": commands})
+    json!({"version": vm.guest.profile.agent_version(), "supported_commands": commands})
 }
 
 /// `guest-network-get-interfaces`: loopback, then one interface per NIC with its DHCP

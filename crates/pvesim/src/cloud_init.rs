@@ -6,14 +6,17 @@
 //!   directories, so a cdrom seed is read again and its `instance-id` compared with the
 //!   cached one. Per-instance modules (packages, runcmd: what installs the agent) run only
 //!   when the instance-id is new, so a re-attached or changed seed does nothing until then.
-//! - `tools/ds-identify`: with no seed and no `manual-clean` marker no datasource is found
-//!   and the default policy (`notfound=disabled`) keeps cloud-init from running that boot.
+//! - `tools/ds-identify`: `/etc/cloud/cloud-init.disabled` stops it first; with no seed
+//!   and no `manual-clean` marker no datasource is found and the default policy
+//!   (`notfound=disabled`) keeps cloud-init from running that boot.
 //! - `cmd/main.py` `status_wrapper`: `init-local` deletes `status.json` and `result.json`;
-//!   `modules-final` writes `result.json` (`{"v1": {"datasource", "errors"}}`) at its end.
+//!   `modules-final` writes `result.json` (`{"v1": {"datasource", "errors"}}`) at its end;
+//!   `status.json`'s layout is the guest profile's release's.
 //!
-//! The agent (installed by an instance's seed, see `agent::installs_and_starts_agent`)
-//! answers `agent_boot_ms` after the start, in `modules-final`; the final stage ends
-//! `cloud_init_ms` later.
+//! The agent (shipped by the image, or installed by an instance's seed, see
+//! `agent::installs_and_starts_agent`) answers `agent_boot_ms` after the start, in
+//! `modules-final`; the final stage ends `cloud_init_ms` later (`slow_provisioner_ms` for
+//! that profile).
 
 use std::time::Duration;
 
@@ -22,12 +25,12 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use crate::agent;
-use crate::guest::{CloudInitRun, Guest};
+use crate::config::CloudInitErrors;
+use crate::guest::{CloudInitRun, Guest, LeftOnDisk, NOCLOUD_CDROM};
+use crate::guest_profile::{AgentSource, GuestProfile};
 use crate::inspect::{GuestState, SeedBoot};
-use crate::world::{AgentState, Drive, Vm, World, agent_enabled, is_drive_key, unix_now};
+use crate::world::{AgentState, Drive, Vm, World, agent_enabled, is_drive_key};
 
-/// The cloud-init release the simulated guest runs (Debian 13's).
-const VERSION: &str = "25.1.4";
 /// NoCloud's meta-data default when it names no `instance-id` (`DataSourceNoCloud.py`).
 const DEFAULT_INSTANCE_ID: &str = "nocloud";
 
@@ -42,56 +45,113 @@ struct Seed {
     vendor_data: Option<String>,
 }
 
+/// What a boot needs from the world besides the VM.
+struct BootInputs {
+    seed: Option<Seed>,
+    errors_fault: Option<CloudInitErrors>,
+    chosen_image: Option<GuestProfile>,
+    agent_boot: Duration,
+    final_stage: Duration,
+    slow_final_stage: Duration,
+}
+
 /// The guest boots: cloud-init's run for this boot and whether the agent will answer.
 pub fn boot(world: &mut World, vmid: u32, now: Instant) {
     let Some(vm) = world.vms.get(&vmid) else {
         return;
     };
-    let seed = attached_seed(world, vm);
     let name = vm.config.get("name").cloned().unwrap_or_default();
-    let fault = world
-        .faults
-        .cloud_init_errors
-        .iter()
-        .find(|f| regex::Regex::new(&f.vm_name_regex).is_ok_and(|re| re.is_match(&name)))
-        .cloned();
-    let agent_at = now + Duration::from_millis(world.timings.agent_boot_ms);
-    let final_at = agent_at + Duration::from_millis(world.timings.cloud_init_ms);
+    let matches = |pattern: &str| regex::Regex::new(pattern).is_ok_and(|re| re.is_match(&name));
+    let faults = &world.faults;
+    let inputs = BootInputs {
+        seed: attached_seed(world, vm),
+        errors_fault: (faults.cloud_init_errors.iter())
+            .find(|f| matches(&f.vm_name_regex))
+            .cloned(),
+        chosen_image: (faults.guest_profiles.iter())
+            .find(|f| matches(&f.vm_name_regex))
+            .map(|f| f.profile),
+        agent_boot: Duration::from_millis(world.timings.agent_boot_ms),
+        final_stage: Duration::from_millis(world.timings.cloud_init_ms),
+        slow_final_stage: Duration::from_millis(world.timings.slow_provisioner_ms),
+    };
     let Some(vm) = world.vms.get_mut(&vmid) else {
         return;
     };
     let guest = &mut vm.guest;
+    if !guest.booted {
+        if let Some(profile) = inputs.chosen_image {
+            *guest = Guest::from_image(profile);
+        }
+        guest.booted = true;
+    }
     guest.halt(None);
+    let agent_at = now + inputs.agent_boot;
+    guest.run = cloud_init_run(guest, &vm.node, inputs, now);
+    let configured = vm.config.get("agent").is_some_and(|a| agent_enabled(a));
+    let runs = guest.agent_installed && guest.profile.agent_source() != AgentSource::Never;
+    vm.agent = (configured && runs).then(|| AgentState {
+        ready_at: agent_at,
+        hostname: guest.hostname.clone().unwrap_or_else(|| "localhost".into()),
+    });
+}
+
+/// This boot's cloud-init, if it runs. `tools/ds-identify` `_main`: the disable marker
+/// (`is_disabled`, rc 2) ends it before anything else; then a trusted cache
+/// (`manual_clean_and_existing`) or a seed is a datasource, nothing is none
+/// (`notfound=disabled`). `cmd/main.py` `main_init`: with the `manual-clean` marker the
+/// cache is trusted (`existing = "trust"`), so a seed is not even looked at.
+fn cloud_init_run(
+    guest: &mut Guest,
+    node: &str,
+    inputs: BootInputs,
+    now: Instant,
+) -> Option<CloudInitRun> {
+    if guest.cloud_init_disabled {
+        return None;
+    }
     let trusted = guest.manual_cache_clean && guest.instance_id.is_some();
-    let seed_found = seed.is_some();
-    let new_instance = match seed {
+    let seed_found = inputs.seed.is_some();
+    let new_instance = match inputs.seed {
         Some(seed) if !trusted && guest.instance_id.as_deref() != Some(&seed.instance_id) => {
-            first_boot_of_instance(guest, &vm.node, seed);
+            first_boot_of_instance(guest, node, seed);
             true
         }
         _ => false,
     };
-    let runs = trusted || seed_found;
-    guest.run = runs.then(|| {
-        let (errors, recoverable_errors) = match (&fault, new_instance) {
-            (Some(f), true) => (f.errors.clone(), f.recoverable_errors.clone()),
-            _ => (Vec::new(), Vec::new()),
-        };
-        CloudInitRun {
-            booted_at: now,
-            booted_unix: unix_now(),
-            agent_at,
-            final_at,
-            datasource: guest.datasource.clone().unwrap_or_default(),
-            errors,
-            recoverable_errors,
-        }
-    });
-    let answers = vm.config.get("agent").is_some_and(|a| agent_enabled(a));
-    vm.agent = (answers && guest.agent_installed).then(|| AgentState {
-        ready_at: agent_at,
-        hostname: guest.hostname.clone().unwrap_or_else(|| "localhost".into()),
-    });
+    if !trusted && !seed_found {
+        return None;
+    }
+    // Per-instance modules fail or warn only at an instance's first boot.
+    let (errors, recoverable_errors) = match (inputs.errors_fault, new_instance) {
+        (Some(f), true) => (f.errors, f.recoverable_errors),
+        (None, true) => (Vec::new(), guest.profile.recoverable_errors()),
+        _ => (Vec::new(), Vec::new()),
+    };
+    let agent_at = now + inputs.agent_boot;
+    let final_stage = if guest.profile.slow_final_stage() {
+        inputs.slow_final_stage
+    } else {
+        inputs.final_stage
+    };
+    Some(CloudInitRun {
+        release: guest.profile.cloud_init(),
+        booted_at: now,
+        booted_unix: unix_now_f64(),
+        agent_at,
+        final_at: agent_at + final_stage,
+        datasource: guest.datasource.clone().unwrap_or_default(),
+        errors,
+        recoverable_errors,
+    })
+}
+
+/// Now in Unix seconds, to the microsecond as Python's `time.time()` prints.
+fn unix_now_f64() -> f64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (since.as_secs_f64() * 1e6).round() / 1e6
 }
 
 /// The admin view of a VM's guest.
@@ -105,13 +165,30 @@ pub fn guest_state(vm: &Vm, now: Instant) -> GuestState {
         manual_cache_clean: guest.manual_cache_clean,
         cloud_init: guest.run.as_ref().map(|r| r.status(now).to_string()),
         files: guest.files.keys().cloned().collect(),
+        profile: guest.profile.name(),
+        cloud_init_disabled: cloud_init_disabled(guest, now),
     }
 }
 
-/// The guest powers off: what this boot wrote to the output log stays on its disk.
+/// Whether `/etc/cloud/cloud-init.disabled` is on the disk at `now`: the `hardened` image
+/// writes it as this boot's final stage ends.
+pub fn cloud_init_disabled(guest: &Guest, now: Instant) -> bool {
+    guest.cloud_init_disabled
+        || guest.run.as_ref().is_some_and(|run| {
+            guest.profile.disables_cloud_init_after_first_boot() && now >= run.final_at
+        })
+}
+
+/// The guest powers off: what this boot's run wrote stays on its disk.
 pub fn halt(vm: &mut Vm, now: Instant) {
-    let log = vm.guest.run.as_ref().map(|run| output_of_run(run, now));
-    vm.guest.halt(log);
+    let disables = cloud_init_disabled(&vm.guest, now);
+    let left = vm.guest.run.as_ref().map(|run| LeftOnDisk {
+        log: output_of_run(run, now),
+        status: status_json(run, now),
+        result: result_json(run, now),
+        disables_cloud_init: disables,
+    });
+    vm.guest.halt(left);
 }
 
 fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) {
@@ -119,7 +196,8 @@ fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) {
         .into_iter()
         .flatten()
         .any(|t| agent::installs_and_starts_agent(t));
-    guest.agent_installed |= installs;
+    // An image without the agent package in reach (`no-agent`) never gets it.
+    guest.agent_installed |= installs && guest.profile.agent_source() != AgentSource::Never;
     if let Some(name) = agent::hostname_from_seed(Some(&seed.meta_data), Some(&seed.user_data)) {
         guest.hostname = Some(name);
     }
@@ -131,7 +209,7 @@ fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) {
                 .and_then(|v| cloud_config_flag(v, "manual_cache_clean"))
         })
         .unwrap_or(false);
-    guest.datasource = Some("DataSourceNoCloud [seed=/dev/sr0]".into());
+    guest.datasource = Some(NOCLOUD_CDROM.into());
     guest.instance_id = Some(seed.instance_id.clone());
     guest.seed_boots.push(SeedBoot {
         node: node.to_string(),
@@ -235,51 +313,73 @@ pub fn result_json(run: &CloudInitRun, now: Instant) -> Option<String> {
         .then(|| python_json(&json!({"v1": {"datasource": run.datasource, "errors": run.errors}})))
 }
 
-/// `/run/cloud-init/status.json`: every stage's times, errors and recoverable errors.
+/// `/run/cloud-init/status.json` (a link to `/var/lib/cloud/data/status.json`), as
+/// `status_wrapper` last wrote it by `now`: every stage's times and errors, in the layout of
+/// the release that runs (see [`crate::guest_profile::CloudInitRelease`]).
 pub fn status_json(run: &CloudInitRun, now: Instant) -> String {
-    let uptime = |at: Instant| ((at - run.booted_at).as_secs_f64() * 100.0).round() / 100.0;
-    let boot = run.agent_at - run.booted_at;
-    let mark = |fraction: f64| uptime(run.booted_at + boot.mul_f64(fraction));
-    let stage = |start: f64, end: f64| {
-        let no_errors: [String; 0] = [];
-        json!({"errors": no_errors, "finished": end, "recoverable_errors": {}, "start": start})
+    let release = run.release;
+    let time = |at: Instant| {
+        let since = (at - run.booted_at).as_secs_f64();
+        if release.epoch_times {
+            // `time.time()`.
+            ((run.booted_unix + since) * 1e6).round() / 1e6
+        } else {
+            // `float(util.uptime())`: /proc/uptime has two decimals.
+            (since * 100.0).round() / 100.0
+        }
     };
+    let boot = run.agent_at - run.booted_at;
+    let mark = |fraction: f64| time(run.booted_at + boot.mul_f64(fraction));
+    let stage = |errors: Vec<String>, start: Value, finished: Value| {
+        let mut stage = json!({"errors": errors, "finished": finished, "start": start});
+        if release.recoverable_errors {
+            stage["recoverable_errors"] = json!({});
+        }
+        stage
+    };
+    let ran = |start: f64, end: f64| stage(Vec::new(), json!(start), json!(end));
     let done = now >= run.final_at;
-    let mut last = json!({
-        "errors": if done { run.errors.clone() } else { Vec::new() },
-        "finished": if done { json!(uptime(run.final_at)) } else { Value::Null },
-        "recoverable_errors": {},
-        "start": mark(0.8),
-    });
-    if done && !run.recoverable_errors.is_empty() {
+    let mut last = if done {
+        stage(
+            run.errors.clone(),
+            json!(mark(0.8)),
+            json!(time(run.final_at)),
+        )
+    } else {
+        stage(Vec::new(), json!(mark(0.8)), Value::Null)
+    };
+    if done && release.recoverable_errors && !run.recoverable_errors.is_empty() {
         last["recoverable_errors"] = json!({"WARNING": run.recoverable_errors});
     }
-    python_json(&json!({"v1": {
+    let mut v1 = json!({
         "datasource": run.datasource,
-        "init": stage(mark(0.3), mark(0.6)),
-        "init-local": stage(mark(0.2), mark(0.3)),
-        "modules-config": stage(mark(0.6), mark(0.8)),
+        "init": ran(mark(0.3), mark(0.6)),
+        "init-local": ran(mark(0.2), mark(0.3)),
+        "modules-config": ran(mark(0.6), mark(0.8)),
         "modules-final": last,
         "stage": if done { Value::Null } else { json!("modules-final") },
-    }}))
+    });
+    if release.modules_init {
+        // Listed in `modes`, but no unit runs `modules --mode=init`: its null status stays.
+        v1["modules-init"] = stage(Vec::new(), Value::Null, Value::Null);
+    }
+    python_json(&json!({ "v1": v1 }))
 }
 
 /// What this boot has written to `/var/log/cloud-init-output.log` by `now`.
 pub fn output_of_run(run: &CloudInitRun, now: Instant) -> String {
+    let version = run.release.version;
     let boot = run.agent_at - run.booted_at;
     let stamp = |at: Instant| {
         let since = at - run.booted_at;
-        (
-            run.booted_unix as f64 + since.as_secs_f64(),
-            since.as_secs_f64(),
-        )
+        (run.booted_unix + since.as_secs_f64(), since.as_secs_f64())
     };
     let mut out = String::new();
     let stages = [("init-local", 0.2), ("init", 0.3), ("modules:config", 0.6)];
     for (action, fraction) in stages.into_iter().chain([("modules:final", 0.8)]) {
         let (unix, up) = stamp(run.booted_at + boot.mul_f64(fraction));
         out.push_str(&format!(
-            "Cloud-init v. {VERSION} running '{action}' at {}. Up {up:.2} seconds.\n",
+            "Cloud-init v. {version} running '{action}' at {}. Up {up:.2} seconds.\n",
             rfc2822(unix)
         ));
     }
@@ -291,7 +391,7 @@ pub fn output_of_run(run: &CloudInitRun, now: Instant) -> String {
         out.push_str(&format!("{} - main.py[WARNING]: {line}\n", log_time(unix)));
     }
     out.push_str(&format!(
-        "Cloud-init v. {VERSION} finished at {}. Datasource {}.  Up {up:.2} seconds\n",
+        "Cloud-init v. {version} finished at {}. Datasource {}.  Up {up:.2} seconds\n",
         rfc2822(unix),
         run.datasource
     ));

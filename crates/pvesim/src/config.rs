@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::guest_profile::GuestProfile;
+
 /// Everything that shapes a simulated cluster. Every field has a default, so a config file
 /// only names what it changes.
 #[derive(Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(from = "SimConfigFile")]
 pub struct SimConfig {
     /// What `GET /version` reports.
     pub version: VersionInfo,
@@ -30,6 +32,118 @@ pub struct SimConfig {
     /// datacenter.cfg `next-id`: lower (inclusive) and upper (exclusive) bounds.
     pub next_id_lower: u32,
     pub next_id_upper: u32,
+    /// VMID -> the image its disk holds (README "Guest profiles"; a clone inherits it);
+    /// a VM not named here holds the default profile. The config file writes it as
+    /// `vms[].guest_profile`.
+    pub guest_profiles: BTreeMap<u32, GuestProfile>,
+}
+
+/// The config file's shape: [`SimConfig`] with each VM's `guest_profile` beside it.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct SimConfigFile {
+    version: VersionInfo,
+    nodes: Vec<NodeConfig>,
+    storages: Vec<StorageConfig>,
+    vms: Vec<VmSeedFile>,
+    pools: Vec<PoolConfig>,
+    token_id: String,
+    token_secret: Option<String>,
+    privileges: BTreeMap<String, Vec<String>>,
+    timings: Timings,
+    faults: Faults,
+    mac_prefix: String,
+    next_id_lower: u32,
+    next_id_upper: u32,
+}
+
+/// A `vms[]` entry of the config file.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct VmSeedFile {
+    vmid: u32,
+    node: String,
+    running: bool,
+    config: BTreeMap<String, String>,
+    guest_profile: Option<GuestProfile>,
+}
+
+impl Default for VmSeedFile {
+    fn default() -> Self {
+        let VmSeed {
+            vmid,
+            node,
+            running,
+            config,
+        } = VmSeed::default();
+        VmSeedFile {
+            vmid,
+            node,
+            running,
+            config,
+            guest_profile: None,
+        }
+    }
+}
+
+impl Default for SimConfigFile {
+    fn default() -> Self {
+        let defaults = SimConfig::default();
+        let vms = defaults.vms.into_iter().map(|vm| VmSeedFile {
+            guest_profile: defaults.guest_profiles.get(&vm.vmid).copied(),
+            vmid: vm.vmid,
+            node: vm.node,
+            running: vm.running,
+            config: vm.config,
+        });
+        SimConfigFile {
+            version: defaults.version,
+            nodes: defaults.nodes,
+            storages: defaults.storages,
+            vms: vms.collect(),
+            pools: defaults.pools,
+            token_id: defaults.token_id,
+            token_secret: defaults.token_secret,
+            privileges: defaults.privileges,
+            timings: defaults.timings,
+            faults: defaults.faults,
+            mac_prefix: defaults.mac_prefix,
+            next_id_lower: defaults.next_id_lower,
+            next_id_upper: defaults.next_id_upper,
+        }
+    }
+}
+
+impl From<SimConfigFile> for SimConfig {
+    fn from(file: SimConfigFile) -> SimConfig {
+        let guest_profiles = file
+            .vms
+            .iter()
+            .filter_map(|vm| Some((vm.vmid, vm.guest_profile?)))
+            .collect();
+        let vms = file.vms.into_iter().map(|vm| VmSeed {
+            vmid: vm.vmid,
+            node: vm.node,
+            running: vm.running,
+            config: vm.config,
+        });
+        SimConfig {
+            version: file.version,
+            nodes: file.nodes,
+            storages: file.storages,
+            vms: vms.collect(),
+            pools: file.pools,
+            token_id: file.token_id,
+            token_secret: file.token_secret,
+            privileges: file.privileges,
+            timings: file.timings,
+            faults: file.faults,
+            mac_prefix: file.mac_prefix,
+            next_id_lower: file.next_id_lower,
+            next_id_upper: file.next_id_upper,
+            guest_profiles,
+        }
+    }
 }
 
 impl std::fmt::Debug for SimConfig {
@@ -49,6 +163,7 @@ impl std::fmt::Debug for SimConfig {
             .field("privileges", &self.privileges)
             .field("timings", &self.timings)
             .field("faults", &self.faults)
+            .field("guest_profiles", &self.guest_profiles)
             .finish_non_exhaustive()
     }
 }
@@ -198,6 +313,8 @@ pub struct Timings {
     /// Time from the agent's first answer until cloud-init's final stage has finished
     /// and written `/run/cloud-init/result.json`.
     pub cloud_init_ms: u64,
+    /// The same for a guest of the `slow-provisioner` profile.
+    pub slow_provisioner_ms: u64,
     /// Time from an HA request (a resource change, `hastart`/`hastop`/`hamigrate`, a node
     /// failure) until the HA manager acts on it (PVE's CRM and LRM rounds, ~10 s; a failed
     /// node is fenced after 60 s and more).
@@ -246,6 +363,7 @@ impl Default for Timings {
             cluster_resources_lag_ms: 300,
             clone_config_ms: 20,
             cloud_init_ms: 300,
+            slow_provisioner_ms: 180_000,
             ha_delay_ms: 200,
             node_reboot_ms: 500,
             startup_second_ms: 100,
@@ -272,6 +390,17 @@ pub struct Faults {
     /// qemu-ga commands disabled in the guests of the VMs whose name matches (its
     /// `block-rpcs` / `allow-rpcs` configuration, as some distributions ship it).
     pub agent_blocked_commands: Vec<AgentBlockedCommands>,
+    /// The image of the VMs whose name matches, decided at a VM's first boot (README
+    /// "Guest profiles").
+    pub guest_profiles: Vec<GuestProfileChoice>,
+}
+
+/// A VM whose name matches `vm_name_regex` (unanchored) first boots as made from `profile`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuestProfileChoice {
+    pub vm_name_regex: String,
+    pub profile: GuestProfile,
 }
 
 /// What cloud-init reports for a VM whose name matches `vm_name_regex` (unanchored).
@@ -437,6 +566,7 @@ impl Default for SimConfig {
             mac_prefix: "BC:24:11".into(),
             next_id_lower: 100,
             next_id_upper: 1_000_000,
+            guest_profiles: BTreeMap::new(),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `GET .../agent/file-read` and `POST .../agent/file-write` (qemu-server
 //! `API2/Qemu/Agent.pm`), over the simulated guest's files: what `file-write` wrote, and
-//! the files cloud-init writes (`/run/cloud-init/result.json`, `status.json`,
-//! `/var/log/cloud-init-output.log`), `/etc/hostname` and
-//! `/var/lib/cloud/data/instance-id`.
+//! the files cloud-init writes (`/run/cloud-init/result.json`, `status.json` and the
+//! `/var/lib/cloud/data/` files they link to, `/var/log/cloud-init-output.log`, the
+//! generator's markers), `/etc/hostname` and `/var/lib/cloud/data/instance-id`.
 //!
 //! Each qemu-ga error becomes PVE's `Agent error: <desc>` (`QemuServer/Agent.pm`
 //! `check_agent_error`); qemu-ga's own texts come from `qga/commands-posix.c`
@@ -58,6 +58,7 @@ pub fn file_read(world: &mut World, call: &Call) -> ApiResult {
     let decode = call.bool("decode").unwrap_or(true);
     let offset = call.int("offset").unwrap_or(0);
     agent_step(world, vm, call, "guest-file-open")?;
+    refuse_denied_open(vm, &path, "r")?;
     let Some(data) = file(vm, &path, call.now) else {
         return Err(agent_error(&format!(
             "failed to open file '{path}' (mode: 'r'): No such file or directory"
@@ -105,6 +106,7 @@ pub fn file_write(world: &mut World, call: &Call) -> ApiResult {
         content
     };
     agent_step(world, vm, call, "guest-file-open")?;
+    refuse_denied_open(vm, &path, "wb")?;
     if !directory_exists(vm, parent(&path)) {
         return Err(agent_error(&format!(
             "failed to open file '{path}' (mode: 'wb'): No such file or directory"
@@ -128,6 +130,17 @@ fn agent_step(world: &World, vm: &Vm, call: &Call, command: &str) -> Result<(), 
         Some(desc) => Err(agent_error(&desc)),
         None => Ok(()),
     }
+}
+
+/// `safe_open_or_create`'s `open()` failing with EACCES where the image's SELinux policy
+/// keeps the confined qemu-ga out (`GuestProfile::denies_open`).
+fn refuse_denied_open(vm: &Vm, path: &str, mode: &str) -> Result<(), ApiError> {
+    if vm.guest.profile.denies_open(path) {
+        return Err(agent_error(&format!(
+            "failed to open file '{path}' (mode: '{mode}'): Permission denied"
+        )));
+    }
+    Ok(())
 }
 
 fn agent_error(desc: &str) -> ApiError {
@@ -172,8 +185,27 @@ pub fn file(vm: &Vm, path: &str, now: Instant) -> Option<Vec<u8>> {
     }
     let run = guest.run.as_ref();
     let text = match path {
+        // Links `status_wrapper` makes to the files in `/var/lib/cloud/data`; on the tmpfs,
+        // so only a boot whose cloud-init ran has them.
         "/run/cloud-init/result.json" => run.and_then(|r| cloud_init::result_json(r, now)),
         "/run/cloud-init/status.json" => run.map(|r| cloud_init::status_json(r, now)),
+        // `init-local` deletes them at each boot cloud-init runs; a boot it does not run
+        // keeps what the last run left.
+        "/var/lib/cloud/data/result.json" => match run {
+            Some(r) => cloud_init::result_json(r, now),
+            None => guest.data_result.clone(),
+        },
+        "/var/lib/cloud/data/status.json" => match run {
+            Some(r) => Some(cloud_init::status_json(r, now)),
+            None => guest.data_status.clone(),
+        },
+        // `cloud-init-generator`: `enabled` when ds-identify found a datasource, else
+        // `disabled` (also for the disable marker).
+        "/run/cloud-init/enabled" => (vm.running && run.is_some()).then(String::new),
+        "/run/cloud-init/disabled" => (vm.running && run.is_none()).then(String::new),
+        "/etc/cloud/cloud-init.disabled" => {
+            cloud_init::cloud_init_disabled(guest, now).then(String::new)
+        }
         "/var/log/cloud-init-output.log" => {
             let log = guest.output_log.clone()
                 + &run

@@ -55,7 +55,8 @@ pub struct GuestState {
     pub seed_boots: Vec<SeedBoot>,
     /// The instance-id in cloud-init's cache (`/var/lib/cloud/data/instance-id`).
     pub instance_id: Option<String>,
-    /// An instance's seed installed and started `qemu-guest-agent`; it stays installed.
+    /// `qemu-guest-agent` is installed: the image ships it, or an instance's seed installed
+    /// and started it; it stays installed.
     pub agent_installed: bool,
     /// The instance's cloud-config set `manual_cache_clean: true`: later boots trust the
     /// cache, with or without a seed.
@@ -65,6 +66,13 @@ pub struct GuestState {
     pub cloud_init: Option<String>,
     /// Files written through the agent (`file-write`), by path.
     pub files: Vec<String>,
+    /// The image the guest was made from (`debian-13`, `rhel-9`, …; README "Guest
+    /// profiles").
+    #[serde(default)]
+    pub profile: String,
+    /// `/etc/cloud/cloud-init.disabled` is on the disk: cloud-init runs at no later boot.
+    #[serde(default)]
+    pub cloud_init_disabled: bool,
 }
 
 /// A seed a guest booted as a new instance.

@@ -19,6 +19,7 @@ mod cluster;
 pub mod config;
 mod guest;
 mod guest_files;
+mod guest_profile;
 mod guest_volumes;
 mod ha_api;
 mod ha_manager;
@@ -43,9 +44,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 pub use config::{
-    AgentBlockedCommands, CloudInitErrors, Faults, HeldLock, HttpFault, NodeConfig, PoolConfig,
-    SimConfig, StorageConfig, TaskFailure, Timings, VersionInfo, VmSeed,
+    AgentBlockedCommands, CloudInitErrors, Faults, GuestProfileChoice, HeldLock, HttpFault,
+    NodeConfig, PoolConfig, SimConfig, StorageConfig, TaskFailure, Timings, VersionInfo, VmSeed,
 };
+pub use guest_profile::GuestProfile;
 
 /// A running simulator. Dropping it without [`Sim::shutdown`] leaves the server task running
 /// until the runtime ends.

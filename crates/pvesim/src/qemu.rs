@@ -447,6 +447,7 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         node: node.clone(),
         plan,
         source_config: source.config.clone(),
+        source_disk: source.guest.disk_copy(),
         source_pending: !source.pending.is_empty(),
         target: call.str("target").filter(|t| *t != node),
         storage: call.str("storage"),
@@ -532,6 +533,9 @@ struct CloneJob {
     node: String,
     plan: ClonePlan,
     source_config: BTreeMap<String, String>,
+    /// What the source's disks hold: a clone's guest starts from it (a dirty template is
+    /// dirty in every clone).
+    source_disk: crate::guest::Guest,
     source_pending: bool,
     target: Option<String>,
     storage: Option<String>,
@@ -575,6 +579,7 @@ impl CloneJob {
             return Err(format!("clone failed: VM {newid} vanished"));
         };
         vm.config = config;
+        vm.guest = self.source_disk;
         if let Some(target) = self.target {
             vm.node = target;
         }

@@ -237,7 +237,13 @@ impl World {
                 started_at: seed.running.then_some(now),
                 stats_from: now,
                 agent: None,
-                guest: crate::guest::Guest::default(),
+                guest: crate::guest::Guest::from_image(
+                    config
+                        .guest_profiles
+                        .get(&seed.vmid)
+                        .copied()
+                        .unwrap_or_default(),
+                ),
                 pid: 0,
             };
             if seed.running {

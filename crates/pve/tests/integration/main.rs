@@ -1,6 +1,7 @@
 //! pve's integration tests, one binary (`cargo test -p pve --test integration`): one
 //! link step instead of one per file, and one copy of the shared helpers in `common`.
 
+mod agent_failures;
 mod common;
 mod observability;
 mod redaction;

@@ -46,6 +46,12 @@ async fn one_debug_line_per_call_and_one_info_line_per_task() {
         .with_writer(move || sink.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // While this is the only dispatcher alive, tracing-core (0.1.36 `callsite.rs`,
+    // `Dispatchers::rebuilder`: `JustOne`) computes the interest of a callsite from the
+    // default of the thread that first reaches it: another test reaching `PVE task
+    // finished` first would cache "never" for this one too. A second live dispatcher makes
+    // every callsite ask all of them.
+    let _second = tracing::Dispatch::new(tracing_subscriber::registry());
 
     let env = common::start().await;
     let secret = env.sim.token().rsplit_once('=').unwrap().1.to_owned();

@@ -9,7 +9,7 @@ use crate::common::{agent_seed, poll_until};
 use pve::qemu::{CloneRequest, ConfigUpdate, DestroyOptions, Qemu, VmConfig};
 use pve::storage::{Storage, Upload};
 use pve::wire::{ByteSize, CdromDrive, NetConfig};
-use pve::{Client, ErrorKind, TaskExit};
+use pve::{AgentFailure, Client, ErrorKind, TaskExit};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_of_the_default_world() {
@@ -265,7 +265,7 @@ async fn start_until_the_agent_answers(c: &Client, vm: Qemu<'_>) {
     let interfaces = poll_until("a guest-agent address", Duration::from_secs(10), || async {
         match vm.agent().network_get_interfaces().await {
             Ok(ifs) => Some(ifs),
-            Err(e) if e.is_agent_not_running() => None,
+            Err(e) if e.agent_failure() == Some(AgentFailure::NotRunning) => None,
             Err(e) => panic!("agent: {e}"),
         }
     })

@@ -4,6 +4,7 @@
 mod cluster_life;
 mod common;
 mod conformance;
+mod guest_profiles;
 mod ha_life;
 mod hold;
 mod iso_tools;
