@@ -11,13 +11,13 @@ use pvesim::testing::fast_config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-async fn add_resource(h: &Harness, form: &[(&str, &str)]) {
+pub async fn add_resource(h: &Harness, form: &[(&str, &str)]) {
     let answer = h.post("/cluster/ha/resources", form).await;
     assert_eq!(answer.data(), Value::Null);
 }
 
 /// The `service:<sid>` row of `/cluster/ha/status/current`.
-async fn service_row(h: &Harness, sid: &str) -> Value {
+pub async fn service_row(h: &Harness, sid: &str) -> Value {
     let rows = h.get("/cluster/ha/status/current").await.data();
     rows.as_array()
         .unwrap()
@@ -27,7 +27,7 @@ async fn service_row(h: &Harness, sid: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-async fn poll_service(h: &Harness, sid: &str, state: &str) -> Value {
+pub async fn poll_service(h: &Harness, sid: &str, state: &str) -> Value {
     let sid = sid.to_string();
     let state = state.to_string();
     let answer = h
@@ -46,7 +46,7 @@ async fn poll_service(h: &Harness, sid: &str, state: &str) -> Value {
         .clone()
 }
 
-async fn poll_vm(h: &Harness, node: &str, vmid: u32, status: &str) -> Value {
+pub async fn poll_vm(h: &Harness, node: &str, vmid: u32, status: &str) -> Value {
     let path = format!("/nodes/{node}/qemu/{vmid}/status/current");
     let answer = h
         .poll_until(&path, |a| {

@@ -4,7 +4,10 @@
 mod cluster_life;
 mod common;
 mod conformance;
+mod ha_affinity;
 mod ha_life;
+mod ha_rules;
+mod ha_states;
 mod iso_tools;
 mod pve_fidelity;
 mod schema_conformance;
