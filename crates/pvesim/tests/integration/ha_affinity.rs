@@ -293,3 +293,35 @@ async fn the_rebalancer_moves_a_service_without_any_request() {
     assert!(stopped.contains("not in a started"), "{stopped}");
     h.sim.shutdown().await;
 }
+
+/// pve-ha-manager 5.2.0 checks only resource affinity when it takes a requested move
+/// (`queue_resource_motion`): a migration out of a strict node-affinity rule's nodes is
+/// carried out, and the next round's `select_service_node` moves the service back.
+#[tokio::test]
+async fn a_move_out_of_a_strict_rule_is_undone_by_the_crm() {
+    let h = start(fast_config()).await;
+    started_replicas(&h, &[(201, "pve1")]).await;
+    rule(
+        &h,
+        &[
+            ("rule", "pin"),
+            ("type", "node-affinity"),
+            ("resources", "vm:201"),
+            ("nodes", "pve1"),
+            ("strict", "1"),
+        ],
+    )
+    .await;
+    let answer = h
+        .post("/cluster/ha/resources/vm:201/migrate", &[("node", "pve2")])
+        .await
+        .data();
+    assert_eq!(answer, json!({"sid": "vm:201", "requested-node": "pve2"}));
+    poll_log(&h, "migrate service 'vm:201' to node 'pve2'").await;
+    poll_log(&h, "migrate service 'vm:201' to node 'pve1' (running)").await;
+    poll_vm(&h, "pve1", 201, "running").await;
+    poll_service_on(&h, "vm:201", "started", "pve1").await;
+    let back = h.get("/nodes/pve2/tasks?typefilter=qmigrate").await.data();
+    assert_eq!(back[0]["status"], "OK", "it went to pve2 first: {back}");
+    h.sim.shutdown().await;
+}
