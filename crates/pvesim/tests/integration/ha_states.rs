@@ -349,3 +349,29 @@ async fn create_with_ha_managed_adds_the_resource() {
     );
     h.sim.shutdown().await;
 }
+
+/// `migrate` lasts while the LRM's migration runs (`next_state_migrate_relocate` waits for
+/// its result): the status shows it, requests through HA are still taken (only `error`
+/// refuses them), and a destroy refuses the running VM.
+#[tokio::test]
+async fn a_migrating_service_takes_requests_and_refuses_destroy() {
+    let mut config = fast_config();
+    config.timings.task_ms.insert("qmigrate".into(), 1500);
+    let h = start(config).await;
+    clone_on(&h, 201, "pve1").await;
+    add_resource(&h, &[("sid", "vm:201")]).await;
+    poll_vm(&h, "pve1", 201, "running").await;
+    let form = [("target", "pve2"), ("online", "1")];
+    let (_, exit) = run_task(&h, "/nodes/pve1/qemu/201/migrate", &form).await;
+    assert_eq!(exit, "OK");
+    let row = poll_service(&h, "vm:201", "migrate").await;
+    assert_eq!(row["crm_state"], "migrate");
+    let (upid, exit) = run_task(&h, "/nodes/pve1/qemu/201/status/start", &[]).await;
+    assert!(upid.contains(":hastart:201:"), "{upid}");
+    assert_eq!(exit, "OK");
+    let destroy = h.delete("/nodes/pve1/qemu/201?purge=1").await;
+    assert_eq!(destroy.message(), "VM 201 is running - destroy failed\n");
+    poll_vm(&h, "pve2", 201, "running").await;
+    poll_service(&h, "vm:201", "started").await;
+    h.sim.shutdown().await;
+}
