@@ -337,7 +337,11 @@ async fn create_with_ha_managed_adds_the_resource() {
         h.get("/cluster/ha/resources/vm:301").await.data()["state"],
         "started"
     );
-    let hastart = h.get("/nodes/pve1/tasks?typefilter=hastart").await.data();
+    // `source=all`: the `hastart` task may still run (the default lists finished ones).
+    let hastart = h
+        .get("/nodes/pve1/tasks?typefilter=hastart&source=all")
+        .await
+        .data();
     assert_eq!(hastart[0]["id"], "301", "{hastart}");
     poll_vm(&h, "pve1", 301, "running").await;
     let lrm_start = h.get("/nodes/pve1/tasks?typefilter=qmstart").await.data();
