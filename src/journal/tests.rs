@@ -401,7 +401,10 @@ fn a_token_the_state_held_is_kept_until_its_vm_is_forgotten() {
     assert!(journal.is_held("", "edge-0", "t1"));
     assert!(!journal.is_held("", "edge-1", "t1"), "names apart");
     let again = journal_in(&dir.path().join("default"));
-    assert!(again.is_held("", "edge-0", "t1"), "another process reads it");
+    assert!(
+        again.is_held("", "edge-0", "t1"),
+        "another process reads it"
+    );
     again.forget("", "edge-0", "t1");
     assert!(!journal.is_held("", "edge-0", "t1"));
     assert!(journal.take_warnings().is_empty());

@@ -11,7 +11,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use crate::config::{Faults, Timings};
-use crate::http::{HttpResponse, json_response, plain_error, read_body};
+use crate::http::{HttpResponse, json_response, plain_error, read_body, url_decode};
 use crate::inspect::{NodeState, SimState, VmState, VolumeState};
 use crate::shared::Shared;
 use crate::world::World;
@@ -104,6 +104,13 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
         }
         ("GET", p) if p.starts_with("volume/") => volume(shared, &p["volume/".len()..]),
         ("POST", p) if p.starts_with("nodes/") => crate::node_events::handle(shared, p),
+        (_, p) if p.starts_with("ha/") => {
+            let path = p.to_string();
+            match read_body(req).await {
+                Ok(body) => crate::ha_admin::handle(shared, &method, &path, &body),
+                Err(resp) => resp,
+            }
+        }
         _ => plain_error(404, &format!("no admin endpoint {method} /_sim/{path}")),
     }
 }
@@ -132,13 +139,6 @@ pub fn install_faults(shared: &Arc<Shared>, faults: Faults) {
             }
         });
     }
-}
-
-fn url_decode(text: &str) -> String {
-    url::form_urlencoded::parse(format!("v={}", text.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default()
 }
 
 fn volume(shared: &Shared, rest: &str) -> HttpResponse {

@@ -1,5 +1,6 @@
 //! `/cluster/ha/...`: HA resources and the HA status (pve-ha-manager
-//! `src/PVE/API2/HA/Resources.pm`, `Status.pm`, `src/PVE/HA/Config.pm`).
+//! `src/PVE/API2/HA/Resources.pm`, `Status.pm`, `src/PVE/HA/Config.pm`); the rules are
+//! `ha_rules_api`, the groups `ha_groups`.
 
 use std::time::Duration;
 
@@ -239,6 +240,8 @@ pub fn update(world: &mut World, call: &Call) -> ApiResult {
     Ok(Reply::data(Value::Null))
 }
 
+/// `Resources.pm` `delete` and `Config.pm` `delete_service_from_config`: with `purge`
+/// (the default) the resource also leaves every HA rule, and rules left empty go.
 pub fn delete(world: &mut World, call: &Call) -> ApiResult {
     require(world, "/", "Sys.Console")?;
     let (sid, _, _) = parse_sid(world, call.path_str("sid"))?;
@@ -247,13 +250,18 @@ pub fn delete(world: &mut World, call: &Call) -> ApiResult {
             "cannot delete service '{sid}', not HA managed!"
         )));
     }
+    if call.bool("purge").unwrap_or(true) {
+        world.ha.rules.purge_resource(&sid);
+    }
     world.ha.generation += 1;
     let delay = ha_delay(world);
     world.ha.schedule(delay);
     Ok(Reply::data(Value::Null))
 }
 
-/// `Resources.pm` `migrate` / `relocate`: queue the CRM command.
+/// `Resources.pm` `migrate` / `relocate`: queue the CRM command, and answer which services
+/// move along (positive affinity) and which ones block the target (negative affinity), as
+/// `get_resource_motion_info` sees them now; the CRM decides when it reads the command.
 pub fn motion(world: &mut World, call: &Call, task: &str) -> ApiResult {
     require(world, "/", "Sys.Console")?;
     let (sid, _, _) = parse_sid(world, call.path_str("sid"))?;
@@ -274,7 +282,20 @@ pub fn motion(world: &mut World, call: &Call, task: &str) -> ApiResult {
     world
         .ha
         .queue_command(format!("{task} {sid} {node}"), delay);
-    Ok(Reply::data(json!({"sid": sid, "requested-node": node})))
+    let compiled = crate::ha_placement::compiled_rules(world);
+    let (comigrated, mut blocking) = crate::ha_placement::motion_info(world, &compiled, &sid);
+    let mut answer = json!({"sid": sid, "requested-node": node});
+    if !comigrated.is_empty() {
+        answer["comigrated-resources"] = json!(comigrated);
+    }
+    if let Some(blockers) = blocking.remove(&node) {
+        let rows: Vec<Value> = blockers
+            .iter()
+            .map(|csid| json!({"sid": csid, "cause": "resource-affinity"}))
+            .collect();
+        answer["blocking-resources"] = Value::Array(rows);
+    }
+    Ok(Reply::data(answer))
 }
 
 /// `PVE::HA::Tools::get_verbose_service_state`.

@@ -1,8 +1,10 @@
 //! The simulated HA manager: one loop per simulator that runs a round of the CRM's state
-//! machine (pve-ha-manager `src/PVE/HA/Manager.pm` `manage`) whenever a round was scheduled,
-//! `ha_delay_ms` after each request, and does the LRM's work (`src/PVE/HA/LRM.pm`
-//! `exec_resource_agent`) as the real API calls the LRM makes as `root@pam`
-//! (`Resources/PVEVM.pm`: `vm_start`, `vm_shutdown`/`vm_stop`, `migrate_vm`).
+//! machine (pve-ha-manager 5.2.0 `src/PVE/HA/Manager.pm` `manage`) whenever a round was
+//! scheduled, `ha_delay_ms` after each request, and does the LRM's work
+//! (`src/PVE/HA/LRM.pm` `exec_resource_agent`, `handle_service_exitcode`) as the real API
+//! calls the LRM makes as `root@pam` (`Resources/PVEVM.pm`: `vm_start`,
+//! `vm_shutdown`/`vm_stop`, `migrate_vm`). Where services go is `ha_placement`'s answer,
+//! with the HA rules; requested moves pass `ha_motion`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +15,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::call::{Call, INTERNAL_USER};
+use crate::ha_placement::{Preference, cluster_nodes, select_node};
+use crate::ha_rules::Compiled;
 use crate::ha_state::{HaResource, Service};
 use crate::shared::Shared;
 use crate::world::World;
@@ -54,22 +58,38 @@ fn vmid_of(sid: &str) -> Option<u32> {
     sid.strip_prefix("vm:")?.parse().ok()
 }
 
-/// One CRM round: services added and removed, commands taken, every service stepped until
-/// none changes (as `manage` repeats).
+/// One CRM round: the node list, services added and removed, the rules compiled, commands
+/// taken, every service stepped until none changes (as `manage` repeats).
 fn round(shared: &Arc<Shared>, world: &mut World) {
     world.ha.last_round = crate::world::unix_now();
+    world.ha.crm_nodes = cluster_nodes(world);
     sync_services(world);
-    take_commands(world);
+    let compiled = compile_rules(world);
+    take_commands(world, &compiled);
     for _ in 0..16 {
         let sids: Vec<String> = world.ha.services.keys().cloned().collect();
         let mut changed = false;
         for sid in sids {
-            changed |= step(shared, world, &sid);
+            changed |= step(shared, world, &compiled, &sid);
         }
         if !changed {
             break;
         }
     }
+}
+
+/// `Rules->transform` and `compile`; the dropped rules are logged when the rules changed.
+fn compile_rules(world: &mut World) -> Compiled {
+    let (compiled, dropped) =
+        crate::ha_rules::compile(&world.ha.rules.rules, &cluster_nodes(world));
+    let generation = world.ha.rules.generation;
+    if world.ha.rules_compiled != Some(generation) {
+        world.ha.rules_compiled = Some(generation);
+        for line in dropped {
+            world.ha.log(line);
+        }
+    }
+    compiled
 }
 
 /// A resource whose last change the CRM has not seen yet (younger than the delay).
@@ -110,31 +130,21 @@ fn sync_services(world: &mut World) {
             .get(sid)
             .is_some_and(|r| r.requested() != "ignored")
     });
+    world
+        .ha
+        .restart_tries
+        .retain(|sid, _| resources.contains_key(sid));
 }
 
-/// `update_crm_commands`: due `migrate`/`relocate`/`stop` commands onto their services.
-fn take_commands(world: &mut World) {
+/// `update_crm_commands`: the commands queued at least a delay ago.
+fn take_commands(world: &mut World, compiled: &Compiled) {
     let due_before = Instant::now() - delay(world);
     let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut world.ha.commands)
         .into_iter()
         .partition(|c| c.queued_at <= due_before);
     world.ha.commands = later;
     for command in due {
-        let words: Vec<&str> = command.text.split_whitespace().collect();
-        let (verb, sid, arg) = match words.as_slice() {
-            [verb, sid, arg] => (*verb, *sid, *arg),
-            _ => continue,
-        };
-        if verb != "stop" && !world.node_online(arg) {
-            let line = format!("crm command error - node not online: {}", command.text);
-            world.ha.log(line);
-            continue;
-        }
-        match world.ha.services.get_mut(sid) {
-            Some(service) if verb != "stop" && service.node == arg => {}
-            Some(service) => service.cmd = Some(vec![verb.to_string(), arg.to_string()]),
-            None => {}
-        }
+        crate::ha_motion::crm_command(world, compiled, &command.text);
     }
 }
 
@@ -157,13 +167,23 @@ fn down_for(world: &World, node: &str, span: Duration) -> bool {
         .is_some_and(|down| !down.rebooting && down.since + span <= Instant::now())
 }
 
+/// `change_service_state`: a new state keeps the node and the failed nodes; the command,
+/// target, timeout and the running flag of the old one are gone.
 fn set_state(world: &mut World, sid: &str, state: &str) {
     if let Some(service) = world.ha.services.get_mut(sid) {
         service.state = state.to_string();
         service.target = None;
-        if state != "started" {
-            service.running = false;
-        }
+        service.cmd = None;
+        service.timeout = None;
+        service.running = false;
+    }
+}
+
+/// A move to `target` (`migrate` or `relocate`), as `change_service_state` with a target.
+fn set_moving(world: &mut World, sid: &str, verb: &str, target: &str) {
+    set_state(world, sid, verb);
+    if let Some(service) = world.ha.services.get_mut(sid) {
+        service.target = Some(target.to_string());
     }
 }
 
@@ -177,7 +197,7 @@ fn settled_state(resource: &HaResource) -> &'static str {
 }
 
 /// One step of one service; whether its state changed.
-fn step(shared: &Arc<Shared>, world: &mut World, sid: &str) -> bool {
+fn step(shared: &Arc<Shared>, world: &mut World, compiled: &Compiled, sid: &str) -> bool {
     let (Some(service), Some(resource)) = (
         world.ha.services.get(sid).cloned(),
         world.ha.resources.get(sid).cloned(),
@@ -207,18 +227,19 @@ fn step(shared: &Arc<Shared>, world: &mut World, sid: &str) -> bool {
         return freezes;
     }
     let before = service.state.clone();
+    let lrm = Lrm { shared, vmid };
     if !world.node_online(&service.node) {
-        node_down_step(world, sid, &service, &resource);
+        node_down_step(world, compiled, sid, &service, &resource);
     } else {
         match service.state.as_str() {
             "request_start" => set_state(world, sid, "started"),
-            "started" => started_step(shared, world, sid, vmid, &service, &resource),
-            "request_stop" => stop_step(shared, world, sid, vmid, &service),
-            "stopped" => stopped_step(world, sid, vmid, &service, &resource),
-            "migrate" | "relocate" => migrate_step(shared, world, sid, vmid, &service, &resource),
-            "fence" | "recovery" => recover(world, sid, vmid, &resource),
+            "started" => started_step(&lrm, world, compiled, sid, &service, &resource),
+            "request_stop" => stop_step(&lrm, world, sid, &service),
+            "stopped" => stopped_step(&lrm, world, sid, &service, &resource),
+            "migrate" | "relocate" => migrate_step(&lrm, world, sid, &service, &resource),
+            "fence" | "recovery" => recover(world, compiled, sid, vmid, &resource),
             "freeze" => set_state(world, sid, settled_state(&resource)),
-            "error" if resource.requested() == "disabled" => set_state(world, sid, "stopped"),
+            "error" => error_step(world, sid, &resource),
             _ => {}
         }
     }
@@ -230,10 +251,16 @@ fn step(shared: &Arc<Shared>, world: &mut World, sid: &str) -> bool {
 }
 
 /// The service's node is down: fence it once the delay has passed, then recover.
-fn node_down_step(world: &mut World, sid: &str, service: &Service, resource: &HaResource) {
+fn node_down_step(
+    world: &mut World,
+    compiled: &Compiled,
+    sid: &str,
+    service: &Service,
+    resource: &HaResource,
+) {
     let vmid = vmid_of(sid).unwrap_or(0);
     match service.state.as_str() {
-        "fence" | "recovery" => recover(world, sid, vmid, resource),
+        "fence" | "recovery" => recover(world, compiled, sid, vmid, resource),
         "error" => {}
         "stopped" if resource.requested() == "disabled" => {}
         _ if offline_delayed(world, &service.node) => {
@@ -245,31 +272,61 @@ fn node_down_step(world: &mut World, sid: &str, service: &Service, resource: &Ha
     }
 }
 
-/// `next_state_recovery` (after the node was fenced): the best online node takes the VM's
-/// config (`steal_service`); without one the service waits in `recovery`.
-fn recover(world: &mut World, sid: &str, vmid: u32, resource: &HaResource) {
+/// `$fence_recovery_cleanup`: the locks safe to remove once the old node was reset.
+const REMOVABLE_LOCKS: &[&str] = &[
+    "backup",
+    "mounted",
+    "migrate",
+    "clone",
+    "rollback",
+    "snapshot",
+    "snapshot-delete",
+    "suspending",
+    "suspended",
+];
+
+/// `next_state_recovery` (after the node was fenced): the best node the rules allow takes
+/// the VM's config (`steal_service`); without one the service waits in `recovery`.
+fn recover(world: &mut World, compiled: &Compiled, sid: &str, vmid: u32, resource: &HaResource) {
     let fenced_node = world.ha.services[sid].node.clone();
     if !world.node_online(&fenced_node) && !fenced(world, &fenced_node) {
         return;
     }
-    let fenced = fenced_node;
     set_state(world, sid, "recovery");
-    let Some(node) = select_node(world, sid, false) else {
+    let Some(node) = select_node(world, compiled, sid, Preference::BestScore) else {
         world.ha.log(format!(
-            "recovering service '{sid}' from fenced node '{fenced}' failed, no recovery node found"
+            "recovering service '{sid}' from fenced node '{fenced_node}' failed, no recovery \
+             node found"
         ));
         if resource.requested() == "disabled" {
+            if let Some(service) = world.ha.services.get_mut(sid) {
+                service.failed_nodes.clear();
+            }
             set_state(world, sid, "stopped");
         }
         return;
     };
-    world.ha.log(format!(
-        "recover service '{sid}' from fenced node '{fenced}' to node '{node}'"
-    ));
+    let line = if node == fenced_node {
+        format!("recover service '{sid}' to previous failed and fenced node '{node}' again")
+    } else {
+        format!("recover service '{sid}' from fenced node '{fenced_node}' to node '{node}'")
+    };
+    world.ha.log(line);
     crate::qemu::halt(world, vmid);
+    let mut removed = None;
     if let Some(vm) = world.vms.get_mut(&vmid) {
         vm.node = node.clone();
-        vm.config.remove("lock");
+        if vm
+            .lock()
+            .is_some_and(|lock| REMOVABLE_LOCKS.contains(&lock))
+        {
+            removed = vm.config.remove("lock");
+        }
+    }
+    if let Some(lock) = removed {
+        world.ha.log(format!(
+            "removed leftover lock '{lock}' from recovered service '{sid}' to allow its start."
+        ));
     }
     if let Some(service) = world.ha.services.get_mut(sid) {
         service.node = node;
@@ -277,36 +334,30 @@ fn recover(world: &mut World, sid: &str, vmid: u32, resource: &HaResource) {
     set_state(world, sid, settled_state(resource));
 }
 
-/// `select_service_node` with the basic scheduler: the online node with the fewest active
-/// services (ties by name); `try_next` skips the nodes the service failed on.
-fn select_node(world: &World, sid: &str, try_next: bool) -> Option<String> {
-    let service = &world.ha.services[sid];
-    let score = |node: &str| {
-        world
-            .ha
-            .services
-            .iter()
-            .filter(|(other, _)| other.as_str() != sid)
-            .filter(|(_, s)| s.node == node || s.target.as_deref() == Some(node))
-            .filter(|(_, s)| !matches!(s.state.as_str(), "stopped" | "error" | "request_start"))
-            .count()
-    };
-    let mut candidates: Vec<(usize, String)> = world
-        .nodes
-        .iter()
-        .filter(|n| world.node_online(&n.name) && !world.ha.nodes_down.contains_key(&n.name))
-        .filter(|n| !try_next || !service.failed_nodes.contains(&n.name))
-        .map(|n| (score(&n.name), n.name.clone()))
-        .collect();
-    candidates.sort();
-    candidates.into_iter().next().map(|(_, node)| node)
+/// `next_state_error`: only `disabled` gets a service out of `error`.
+fn error_step(world: &mut World, sid: &str, resource: &HaResource) {
+    if resource.requested() == "disabled" {
+        if let Some(service) = world.ha.services.get_mut(sid) {
+            service.failed_nodes.clear();
+        }
+        set_state(world, sid, "stopped");
+    }
 }
 
-fn started_step(
-    shared: &Arc<Shared>,
-    world: &mut World,
-    sid: &str,
+/// The LRM of the service's node: its API calls as `root@pam`.
+struct Lrm<'a> {
+    shared: &'a Arc<Shared>,
     vmid: u32,
+}
+
+/// `next_state_started` without an LRM result: a command, the node the rules want
+/// (`select_service_node` with `none`, so a service moves where its rules say), and the
+/// LRM's `started` (start the VM when it is not running).
+fn started_step(
+    lrm: &Lrm,
+    world: &mut World,
+    compiled: &Compiled,
+    sid: &str,
     service: &Service,
     resource: &HaResource,
 ) {
@@ -318,15 +369,22 @@ fn started_step(
         take_command(world, sid, service, cmd);
         return;
     }
-    if world.vms[&vmid].running {
+    let wanted = select_node(world, compiled, sid, Preference::Stay);
+    if let Some(node) = wanted.filter(|node| *node != service.node) {
+        world.ha.log(format!(
+            "migrate service '{sid}' to node '{node}' (running)"
+        ));
+        set_moving(world, sid, "migrate", &node);
+        return;
+    }
+    if world.vms[&lrm.vmid].running {
         if let Some(service) = world.ha.services.get_mut(sid) {
             service.running = true;
         }
         return;
     }
-    let params = Map::new();
-    let upid = lrm_call(shared, world, vmid, "/status/start", &params);
-    watch(shared, world, sid, upid, Action::Start);
+    let upid = lrm_call(lrm, world, "/status/start", &Map::new());
+    watch(lrm.shared, world, sid, upid, Action::Start);
 }
 
 /// A command in `started`: move the service, or stop it (and persist `state: stopped`).
@@ -336,6 +394,12 @@ fn take_command(world: &mut World, sid: &str, service: &Service, cmd: &[String])
         s.cmd = None;
     }
     if verb == "stop" {
+        let line = if arg == "0" {
+            format!("request immediate service hard-stop for service '{sid}'")
+        } else {
+            format!("request graceful stop with timeout '{arg}' for service '{sid}'")
+        };
+        world.ha.log(line);
         set_state(world, sid, "request_stop");
         if let Some(s) = world.ha.services.get_mut(sid) {
             s.timeout = arg.parse().ok();
@@ -344,24 +408,35 @@ fn take_command(world: &mut World, sid: &str, service: &Service, cmd: &[String])
             resource.state = Some("stopped".into());
         }
         world.ha.generation += 1;
-    } else if world.node_online(&arg) && arg != service.node {
+    } else if !crate::ha_placement::online_nodes(world).contains(&arg) {
+        world.ha.log(format!(
+            "ignore service '{sid}' {verb} request - node '{arg}' not online"
+        ));
+    } else if arg == service.node {
+        world.ha.log(format!(
+            "ignore service '{sid}' {verb} request - service already on node '{arg}'"
+        ));
+    } else {
         world
             .ha
             .log(format!("{verb} service '{sid}' to node '{arg}'"));
-        set_state(world, sid, verb);
-        if let Some(s) = world.ha.services.get_mut(sid) {
-            s.target = Some(arg);
-        }
+        set_moving(world, sid, verb, &arg);
     }
 }
 
-fn stop_step(shared: &Arc<Shared>, world: &mut World, sid: &str, vmid: u32, service: &Service) {
-    if !world.vms[&vmid].running {
+fn stop_step(lrm: &Lrm, world: &mut World, sid: &str, service: &Service) {
+    if !world.vms[&lrm.vmid].running {
         set_state(world, sid, "stopped");
         return;
     }
-    // `PVEVM::shutdown`: a shutdown with forceStop after the timeout, or a hard stop.
-    let timeout = service.timeout.unwrap_or(60);
+    let upid = lrm_stop(lrm, world, service.timeout);
+    watch(lrm.shared, world, sid, upid, Action::Stop);
+}
+
+/// `PVEVM::shutdown`: a shutdown with `forceStop` after the timeout (default 60), or a hard
+/// stop for timeout 0.
+fn lrm_stop(lrm: &Lrm, world: &mut World, timeout: Option<i64>) -> Result<String, String> {
+    let timeout = timeout.unwrap_or(60);
     let mut params = Map::new();
     let path = if timeout == 0 {
         "/status/stop"
@@ -370,12 +445,19 @@ fn stop_step(shared: &Arc<Shared>, world: &mut World, sid: &str, vmid: u32, serv
         params.insert("forceStop".into(), json!(true));
         "/status/shutdown"
     };
-    let upid = lrm_call(shared, world, vmid, path, &params);
-    watch(shared, world, sid, upid, Action::Stop);
+    lrm_call(lrm, world, path, &params)
 }
 
-fn stopped_step(world: &mut World, sid: &str, vmid: u32, service: &Service, resource: &HaResource) {
-    let vm_node = world.vms[&vmid].node.clone();
+/// `next_state_stopped`, then the LRM's `stopped`: a VM still running is shut down (its
+/// result is not the CRM's business).
+fn stopped_step(lrm: &Lrm, world: &mut World, sid: &str, service: &Service, resource: &HaResource) {
+    let vm_node = world.vms[&lrm.vmid].node.clone();
+    if service.node != vm_node {
+        world.ha.log(format!(
+            "fixup service '{sid}' location ({} => {vm_node})",
+            service.node
+        ));
+    }
     if let Some(s) = world.ha.services.get_mut(sid) {
         s.node = vm_node.clone();
     }
@@ -384,47 +466,47 @@ fn stopped_step(world: &mut World, sid: &str, vmid: u32, service: &Service, reso
             s.cmd = None;
         }
         let target = cmd[1].clone();
-        if cmd[0] != "stop" && world.node_online(&target) && target != vm_node {
-            set_state(world, sid, &cmd[0]);
-            if let Some(s) = world.ha.services.get_mut(sid) {
-                s.target = Some(target);
-            }
+        let online = crate::ha_placement::online_nodes(world).contains(&target);
+        if cmd[0] == "stop" {
+            world.ha.log(format!(
+                "ignore service '{sid}' stop request - service already stopped"
+            ));
+        } else if online && target != vm_node {
+            set_moving(world, sid, &cmd[0], &target);
             return;
         }
     }
     if resource.requested() == "started" {
         set_state(world, sid, "request_start");
+        return;
+    }
+    if world.vms[&lrm.vmid].running {
+        let upid = lrm_stop(lrm, world, None);
+        watch(lrm.shared, world, sid, upid, Action::Enforce);
     }
 }
 
-fn migrate_step(
-    shared: &Arc<Shared>,
-    world: &mut World,
-    sid: &str,
-    vmid: u32,
-    service: &Service,
-    resource: &HaResource,
-) {
+fn migrate_step(lrm: &Lrm, world: &mut World, sid: &str, service: &Service, resource: &HaResource) {
     let Some(target) = service.target.clone() else {
         set_state(world, sid, settled_state(resource));
         return;
     };
-    if world.vms[&vmid].node == target {
+    if world.vms[&lrm.vmid].node == target {
         moved(world, sid, &target, resource);
         return;
     }
     // `PVEVM::migrate`: a relocation shuts the VM down first.
-    let online = service.state == "migrate" && world.vms[&vmid].running;
+    let online = service.state == "migrate" && world.vms[&lrm.vmid].running;
     if !online {
-        crate::qemu::halt(world, vmid);
+        crate::qemu::halt(world, lrm.vmid);
     }
     let mut params = Map::new();
     params.insert("target".into(), json!(target));
     params.insert("online".into(), json!(online));
     params.insert("with-local-disks".into(), json!(true));
     params.insert("force".into(), json!(true));
-    let upid = lrm_call(shared, world, vmid, "/migrate", &params);
-    watch(shared, world, sid, upid, Action::Migrate);
+    let upid = lrm_call(lrm, world, "/migrate", &params);
+    watch(lrm.shared, world, sid, upid, Action::Migrate);
 }
 
 fn moved(world: &mut World, sid: &str, node: &str, resource: &HaResource) {
@@ -437,12 +519,12 @@ fn moved(world: &mut World, sid: &str, node: &str, resource: &HaResource) {
 /// The API call the LRM makes on the service's node, as `root@pam`; its UPID, or the
 /// error it died with.
 fn lrm_call(
-    shared: &Arc<Shared>,
+    lrm: &Lrm,
     world: &mut World,
-    vmid: u32,
     leaf: &str,
     params: &Map<String, Value>,
 ) -> Result<String, String> {
+    let vmid = lrm.vmid;
     let node = world.vms[&vmid].node.clone();
     let path = BTreeMap::from([
         ("node".to_string(), node),
@@ -464,6 +546,7 @@ fn lrm_call(
         now: Instant::now(),
         upload: None,
     };
+    let shared = lrm.shared;
     let result = match leaf {
         "/status/start" => crate::qemu::start(shared, world, &call),
         "/status/stop" => crate::qemu::stop(shared, world, &call),
@@ -482,6 +565,8 @@ enum Action {
     Start,
     Stop,
     Migrate,
+    /// The LRM's `stopped` command, whose result the CRM does not read.
+    Enforce,
 }
 
 /// Marks the service busy until the LRM task ends, then records its result and schedules
@@ -501,9 +586,12 @@ fn watch(
             return;
         }
     };
-    if let Some(s) = world.ha.services.get_mut(sid) {
-        s.busy = Some(upid.clone());
-    }
+    let Some(service) = world.ha.services.get_mut(sid) else {
+        return;
+    };
+    service.busy = Some(upid.clone());
+    // The result belongs to this state (PVE keys LRM results by the state's `uid`).
+    let state = service.state.clone();
     let shared = Arc::clone(shared);
     let sid = sid.to_string();
     tokio::spawn(async move {
@@ -516,17 +604,24 @@ fn watch(
                 Some(Some(exit)) => crate::tasks::exit_ok(&exit),
                 None => false,
             };
-            if let Some(s) = world.ha.services.get_mut(&sid) {
-                s.busy = None;
+            let Some(service) = world.ha.services.get_mut(&sid) else {
+                return;
+            };
+            service.busy = None;
+            if service.state == state {
+                record(&mut world, &sid, action, ok);
+            } else {
+                let delay = delay(&world);
+                world.ha.schedule(delay);
             }
-            record(&mut world, &sid, action, ok);
             return;
         }
     });
 }
 
 /// The CRM's reading of an LRM result (`next_state_started`, `next_state_request_stop`,
-/// `next_state_migrate_relocate`).
+/// `next_state_migrate_relocate`), after the LRM's restart policy
+/// (`handle_service_exitcode`).
 fn record(world: &mut World, sid: &str, action: Action, ok: bool) {
     let (Some(service), Some(resource)) = (
         world.ha.services.get(sid).cloned(),
@@ -538,15 +633,19 @@ fn record(world: &mut World, sid: &str, action: Action, ok: bool) {
         .and_then(|vmid| world.vms.get(&vmid))
         .map(|vm| vm.node.clone());
     match (action, ok) {
-        (Action::Start, true) => {
-            if let Some(s) = world.ha.services.get_mut(sid) {
-                s.running = true;
-                s.failed_nodes.clear();
+        (Action::Start, true) => start_succeeded(world, sid, &service),
+        (Action::Start, false) => {
+            if !restart_again(world, sid, &resource) {
+                start_failed(world, sid, &service, &resource);
             }
         }
-        (Action::Start, false) => start_failed(world, sid, &service, &resource),
         (Action::Stop, true) => set_state(world, sid, "stopped"),
-        (Action::Stop, false) => set_state(world, sid, "error"),
+        (Action::Stop, false) => {
+            world
+                .ha
+                .log(format!("service '{sid}' stop failed (exit code 1)"));
+            set_state(world, sid, "error");
+        }
         (Action::Migrate, _) => {
             let target = service.target.clone().unwrap_or_default();
             if ok && vm_node.as_deref() == Some(target.as_str()) {
@@ -558,13 +657,45 @@ fn record(world: &mut World, sid: &str, action: Action, ok: bool) {
                 moved(world, sid, &service.node, &resource);
             }
         }
+        (Action::Enforce, _) => {}
     }
     let delay = delay(world);
     world.ha.schedule(delay);
 }
 
-/// `next_state_started` after an LRM start error: relocate while `max_relocate` allows,
-/// else `error`.
+fn start_succeeded(world: &mut World, sid: &str, service: &Service) {
+    world.ha.restart_tries.insert(sid.to_string(), 0);
+    if !service.failed_nodes.is_empty() {
+        world.ha.log(format!(
+            "relocation policy successful for '{sid}' on node '{}', failed nodes: {}",
+            service.node,
+            service.failed_nodes.join(", ")
+        ));
+    }
+    if let Some(s) = world.ha.services.get_mut(sid) {
+        s.running = true;
+        s.failed_nodes.clear();
+    }
+}
+
+/// The LRM's restart policy: up to `max_restart` more tries on the same node before the
+/// CRM hears of the failure. Whether it tries again.
+fn restart_again(world: &mut World, sid: &str, resource: &HaResource) -> bool {
+    let tries = world.ha.restart_tries.entry(sid.to_string()).or_insert(0);
+    if *tries >= resource.max_restart() {
+        let line = format!("unable to start service {sid} on local node after {tries} retries");
+        *tries = 0;
+        world.ha.log(line);
+        return false;
+    }
+    *tries += 1;
+    let line = format!("restart policy: retry number {tries} for service '{sid}'");
+    world.ha.log(line);
+    true
+}
+
+/// `next_state_started` after an LRM start error: relocate while `max_relocate` allows
+/// (`select_service_node` with `try-next`), else `error`.
 fn start_failed(world: &mut World, sid: &str, service: &Service, resource: &HaResource) {
     let failed = {
         let Some(s) = world.ha.services.get_mut(sid) else {
@@ -586,10 +717,19 @@ fn start_failed(world: &mut World, sid: &str, service: &Service, resource: &HaRe
         "starting service {sid} on node '{}' failed, relocating service.",
         service.node
     ));
-    if let Some(node) = select_node(world, sid, true).filter(|n| *n != service.node) {
-        set_state(world, sid, "migrate");
-        if let Some(s) = world.ha.services.get_mut(sid) {
-            s.target = Some(node);
+    let compiled = crate::ha_placement::compiled_rules(world);
+    match select_node(world, &compiled, sid, Preference::TryNext) {
+        Some(node) if node != service.node => {
+            world.ha.log(format!(
+                "migrate service '{sid}' to node '{node}' (running)"
+            ));
+            set_moving(world, sid, "migrate", &node);
         }
+        Some(_) => {}
+        None => world.ha.log(format!(
+            "Start Error Recovery: Tried all available nodes for service '{sid}', retry start \
+             on current node. Tried nodes: {}",
+            failed.join(", ")
+        )),
     }
 }

@@ -63,14 +63,34 @@ pub fn intercept(
     if call.is_internal() || !world.ha.is_managed(vmid) {
         return None;
     }
-    let task_type = request.task_type();
-    let upid = start_task(
+    let user = call.token_user();
+    Some(request_task(
         shared,
         world,
         call.node(),
+        vmid,
+        &user,
+        request,
+    ))
+}
+
+/// The request's task (`hastart`, `hastop`, `hamigrate`) on `node`; its UPID.
+pub fn request_task(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    node: &str,
+    vmid: u32,
+    user: &str,
+    request: Request,
+) -> String {
+    let task_type = request.task_type();
+    start_task(
+        shared,
+        world,
+        node,
         task_type,
         &vmid.to_string(),
-        &call.token_user(),
+        user,
         Box::new(move |world, log, injected| {
             log.info(request.announce(vmid));
             if let Some(failure) = injected {
@@ -78,8 +98,37 @@ pub fn intercept(
             }
             run_command(world, log, vmid, &request)
         }),
-    );
-    Some(upid)
+    )
+}
+
+/// `create_vm` with `ha-managed`: `ha-manager add vm:N --state started|stopped` once the VM
+/// exists; a failed command is a warning of the create task.
+pub fn add_created(world: &mut World, log: &mut TaskLog, vmid: u32, started: bool) {
+    log.info("Add as HA resource");
+    let sid = vm_sid(vmid);
+    let state = if started { "started" } else { "stopped" };
+    if world.ha.resources.contains_key(&sid) {
+        log.info(format!(
+            "create resource failed: resource ID '{sid}' already defined"
+        ));
+        log.warn(format!(
+            "command 'ha-manager add {sid} --state {state}' failed: exit code 255"
+        ));
+        return;
+    }
+    let resource = crate::ha_state::HaResource {
+        state: Some(state.into()),
+        group: None,
+        failback: None,
+        max_restart: None,
+        max_relocate: None,
+        comment: None,
+        changed_at: tokio::time::Instant::now(),
+    };
+    world.ha.resources.insert(sid, resource);
+    world.ha.generation += 1;
+    let delay = Duration::from_millis(world.timings.ha_delay_ms);
+    world.ha.schedule(delay);
 }
 
 /// What the `ha-manager` command does; its failure fails the task as `run_command` does.
@@ -141,6 +190,8 @@ pub fn purge(world: &mut World, log: &mut TaskLog, vmid: u32) {
     if world.ha.resources.remove(&sid).is_some() {
         world.ha.generation += 1;
         world.ha.services.remove(&sid);
+        // `delete_service_from_config($sid, $purge)`: out of every rule as well.
+        world.ha.rules.purge_resource(&sid);
         log.info(format!(
             "NOTE: removed VM {vmid} from HA resource configuration."
         ));

@@ -1,13 +1,16 @@
 //! What the simulated HA stack knows: `ha/resources.cfg` (the resources and their requested
-//! state), the CRM's service status (`ha/manager_status`), queued CRM commands
-//! (`ha/crm_commands`) and which nodes are down. Plain data: the manager (`ha_manager`)
-//! acts on it, the API (`ha_api`) and the guest endpoints read and queue into it.
+//! state), `ha/rules.cfg` (`ha_rules`), the CRM's service status (`ha/manager_status`),
+//! queued CRM commands (`ha/crm_commands`) and which nodes are down. Plain data: the manager
+//! (`ha_manager`) acts on it, the API (`ha_api`, `ha_rules_api`) and the guest endpoints read
+//! and queue into it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
+
+use crate::ha_rules::RulesConfig;
 
 /// One section of `ha/resources.cfg` (pve-ha-manager `HA/Resources.pm` options); `None`
 /// means unset, so PVE's default applies.
@@ -34,6 +37,16 @@ impl HaResource {
 
     pub fn max_relocate(&self) -> usize {
         self.max_relocate.unwrap_or(1).max(0) as usize
+    }
+
+    /// `max_restart`, default 1 (`read_and_check_resources_config`).
+    pub fn max_restart(&self) -> i64 {
+        self.max_restart.unwrap_or(1)
+    }
+
+    /// `failback`, default on.
+    pub fn failback(&self) -> bool {
+        self.failback.unwrap_or(true)
     }
 }
 
@@ -96,6 +109,14 @@ pub struct HaState {
     pub nodes_down: BTreeMap<String, NodeDown>,
     /// Bumped on every write of `resources.cfg` (its digest).
     pub generation: u64,
+    pub rules: RulesConfig,
+    /// The nodes of `manager_status`'s `node_status`: none until the CRM's first round,
+    /// then every cluster node. The rules API checks feasibility against these.
+    pub crm_nodes: Vec<String>,
+    /// The LRM's `restart_tries` per service (`max_restart`).
+    pub restart_tries: BTreeMap<String, i64>,
+    /// The rules generation the CRM compiled last (it logs dropped rules on a change).
+    pub rules_compiled: Option<u64>,
     /// When the CRM has a round to run.
     pub wakeups: BTreeSet<Instant>,
     /// Wakes the manager's loop when a round is scheduled.
@@ -114,6 +135,10 @@ impl Default for HaState {
             commands: Vec::new(),
             nodes_down: BTreeMap::new(),
             generation: 0,
+            rules: RulesConfig::default(),
+            crm_nodes: Vec::new(),
+            restart_tries: BTreeMap::new(),
+            rules_compiled: None,
             wakeups: BTreeSet::new(),
             wake: Arc::new(Notify::new()),
             last_round: 0,
@@ -134,8 +159,13 @@ impl HaState {
 
     /// `vm_is_ha_managed`: configured and not `ignored`.
     pub fn is_managed(&self, vmid: u32) -> bool {
+        self.is_managed_sid(&vm_sid(vmid))
+    }
+
+    /// `$service_check_ha_state` without a state: configured and not `ignored`.
+    pub fn is_managed_sid(&self, sid: &str) -> bool {
         self.resources
-            .get(&vm_sid(vmid))
+            .get(sid)
             .is_some_and(|r| r.requested() != "ignored")
     }
 

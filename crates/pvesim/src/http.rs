@@ -91,3 +91,11 @@ pub async fn read_body(req: Request<Incoming>) -> Result<Bytes, HttpResponse> {
         .map(|b| b.to_bytes())
         .map_err(|_| plain_error(413, "body too large"))
 }
+
+/// A percent-encoded path segment of the admin API (`+` stays a plus).
+pub fn url_decode(text: &str) -> String {
+    url::form_urlencoded::parse(format!("v={}", text.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}

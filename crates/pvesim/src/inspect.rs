@@ -111,3 +111,21 @@ pub struct JournalEntry {
     /// The answer's status; 0 when the connection was reset instead.
     pub status: u16,
 }
+
+/// The answer of `POST /_sim/ha/rebalance`: the bundle the rebalancer moves (the services
+/// kept together on one node, sorted; the first leads it) and where to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HaRebalance {
+    /// The bundle's leader, the service the CRM's command names.
+    pub sid: String,
+    pub target: String,
+    pub resources: Vec<String>,
+}
+
+/// The answer of `PUT /_sim/ha/services/{sid}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HaServiceState {
+    pub sid: String,
+    pub state: String,
+    pub node: String,
+}

@@ -39,6 +39,16 @@ pub fn precondition(world: &World, call: &Call) -> ApiResult {
     check_lock(vm).map_err(ApiError::die)?;
     let mut allowed = Vec::new();
     let mut not_allowed = serde_json::Map::new();
+    // An HA-managed VM: `get_resource_motion_info` names the services that follow it and,
+    // per node, those in negative affinity that block it there.
+    let managed = world.ha.is_managed(vmid);
+    let sid = crate::ha_state::vm_sid(vmid);
+    let compiled = crate::ha_placement::compiled_rules(world);
+    let (dependent, blocking) = if managed {
+        crate::ha_placement::motion_info(world, &compiled, &sid)
+    } else {
+        Default::default()
+    };
     for node in world.nodes.iter().filter(|n| n.name != vm.node) {
         let unavailable = unavailable_storages(world, vm, &node.name);
         // `check_local_storage_availability` has an entry (a hash) for every node and the
@@ -46,7 +56,15 @@ pub fn precondition(world: &World, call: &Call) -> ApiResult {
         let mut info = serde_json::Map::new();
         if !unavailable.is_empty() {
             info.insert("unavailable_storages".into(), json!(unavailable));
-        } else {
+        }
+        if let Some(blockers) = blocking.get(&node.name) {
+            let rows: Vec<Value> = blockers
+                .iter()
+                .map(|csid| json!({"sid": csid, "cause": "resource-affinity"}))
+                .collect();
+            info.insert("blocking-ha-resources".into(), Value::Array(rows));
+        }
+        if info.is_empty() {
             allowed.push(node.name.clone());
         }
         not_allowed.insert(node.name.clone(), Value::Object(info));
@@ -65,8 +83,8 @@ pub fn precondition(world: &World, call: &Call) -> ApiResult {
         "mapped-resource-info": {},
         "has-dbus-vmstate": 1,
     });
-    if world.ha.is_managed(vmid) {
-        answer["dependent-ha-resources"] = json!([]);
+    if managed {
+        answer["dependent-ha-resources"] = json!(dependent);
     }
     Ok(Reply::data(answer))
 }

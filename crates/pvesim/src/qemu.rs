@@ -101,6 +101,11 @@ pub fn index(world: &World, call: &Call) -> ApiResult {
 pub fn create(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
     let node = call.node().to_string();
     let vmid = call.int("vmid").unwrap_or(0) as u32;
+    // qemu-server 9.1.8 `create_vm`: enabling HA needs what adding an HA resource needs.
+    let ha_managed = call.bool("ha-managed").unwrap_or(false);
+    if ha_managed {
+        require(world, "/", "Sys.Console")?;
+    }
     require(world, &format!("/vms/{vmid}"), "VM.Allocate")?;
     if let Some(existing) = world.vms.get(&vmid) {
         return Err(ApiError::die(format!(
@@ -124,6 +129,7 @@ pub fn create(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
                 | "storage"
                 | "bwlimit"
                 | "live-restore"
+                | "ha-managed"
         ) {
             continue;
         }
@@ -158,6 +164,8 @@ pub fn create(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
     let pool = call.str("pool");
     let start_after = call.bool("start").unwrap_or(false);
     let body_node = node.clone();
+    let task_shared = Arc::clone(shared);
+    let user = call.token_user();
     let upid = start_task(
         shared,
         world,
@@ -183,15 +191,37 @@ pub fn create(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult
             }
             if let Some(vm) = world.vms.get_mut(&vmid) {
                 vm.config.remove("lock");
-                if start_after {
-                    vm.running = true;
-                    vm.started_at = Some(Instant::now());
-                }
+            }
+            if ha_managed {
+                crate::ha_request::add_created(world, log, vmid, start_after);
+            }
+            if start_after {
+                autostart(&task_shared, world, log, (&body_node, vmid), &user);
             }
             Ok(())
         }),
     );
     upid_reply(upid)
+}
+
+/// `create_vm`'s "Execute autostart": `vm_start`, which for an HA-managed VM starts a
+/// `hastart` task of its own.
+fn autostart(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    log: &mut TaskLog,
+    (node, vmid): (&str, u32),
+    user: &str,
+) {
+    log.info("Execute autostart");
+    if world.ha.is_managed(vmid) {
+        crate::ha_request::request_task(shared, world, node, vmid, user, Request::Start);
+        return;
+    }
+    if let Some(vm) = world.vms.get_mut(&vmid) {
+        vm.running = true;
+        vm.started_at = Some(Instant::now());
+    }
 }
 
 /// `storage:SIZE_GIB` in a drive value asks PVE to allocate a new disk.

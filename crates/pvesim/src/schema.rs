@@ -111,6 +111,16 @@ pub struct ParamRule {
     /// Property-string keys only: the key's own name is stored as the value of this key
     /// (`net0: virtio=MAC` stores `model=virtio`, `macaddr=MAC`).
     pub key_alias: Option<&'static str>,
+    /// The section types (values of the endpoint's `type`) the parameter belongs to, as
+    /// PVE's schema dump flattens a section config with isolated properties.
+    pub instance_types: Option<&'static [&'static str]>,
+    /// The parameter is declared in each variant of such a config's `oneOf` (pve-common
+    /// `SectionConfig.pm` `make_isolated_base_schema`, since libpve-common-perl 9.1.21):
+    /// its errors are reported under `oneOf[<type>].<name>`, and without a valid `type` it
+    /// is an unknown property.
+    pub in_variant: bool,
+    /// Required within its variant although the flattened dump calls it optional.
+    pub variant_required: bool,
 }
 
 impl ParamRule {
@@ -132,7 +142,15 @@ impl ParamRule {
             default_key: false,
             alias: None,
             key_alias: None,
+            instance_types: None,
+            in_variant: false,
+            variant_required: false,
         }
+    }
+
+    /// Whether the parameter belongs to a `oneOf` variant (see `in_variant`).
+    pub fn is_variant(&self) -> bool {
+        self.in_variant || self.instance_types.is_some()
     }
 
     /// Whether `key` names this parameter (`net7` for `net[n]`).

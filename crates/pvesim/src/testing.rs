@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::hold::{HoldRequest, HoldStatus};
-use crate::inspect::{GuestState, JournalEntry, SeedBoot, SimState};
+use crate::inspect::{GuestState, HaRebalance, HaServiceState, JournalEntry, SeedBoot, SimState};
 use crate::{Faults, Sim, SimConfig, Timings};
 
 /// The default world with every task taking 5 ms, the agent up 50 ms after boot, its
@@ -251,6 +251,38 @@ impl Admin {
     /// again and boots: its `onboot` VMs start.
     pub async fn recover_node(&self, node: &str) {
         self.node_event(node, "recover").await;
+    }
+
+    /// `GET /_sim/ha/log`: the CRM's log (`pve-ha-crm`'s lines), oldest first.
+    pub async fn ha_log(&self) -> Vec<String> {
+        self.get("ha/log").await
+    }
+
+    /// `POST /_sim/ha/rebalance`: the CRM's automatic rebalancing moves the bundle of `sid`
+    /// to `target` through its normal migration path. `Err` with the simulator's reason
+    /// when the rebalancer would not make that move (a motion under way, a bundle that is
+    /// not started on one node, a target the rules rule out).
+    pub async fn ha_rebalance(&self, sid: &str, target: &str) -> Result<HaRebalance, String> {
+        let body = serde_json::json!({ "sid": sid, "target": target });
+        let request = self
+            .request(reqwest::Method::POST, "ha/rebalance")
+            .json(&body);
+        let response = request.send().await.expect("the admin API answers");
+        let status = response.status();
+        let text = response.text().await.expect("admin answer read");
+        if status.as_u16() == 409 {
+            return Err(text);
+        }
+        assert!(status.is_success(), "admin ha/rebalance: {status} {text}");
+        Ok(serde_json::from_str(&text).expect("a rebalance answer"))
+    }
+
+    /// `PUT /_sim/ha/services/{sid}` with `{"state": "error"}`: the service is in `error`,
+    /// as after a failure PVE cannot recover from (the VM is left as it is).
+    pub async fn ha_service_error(&self, sid: &str) -> HaServiceState {
+        let leaf = format!("ha/services/{sid}");
+        self.put(&leaf, &serde_json::json!({ "state": "error" }))
+            .await
     }
 
     async fn node_event(&self, node: &str, event: &str) {

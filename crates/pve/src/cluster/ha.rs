@@ -1,5 +1,6 @@
-//! `/cluster/ha/resources[/{sid}]` and `/cluster/ha/status/current` (pve-ha-manager
-//! `src/PVE/API2/HA/Resources.pm` and `Status.pm`).
+//! `/cluster/ha/resources[/{sid}]`, `/cluster/ha/rules[/{rule}]` and
+//! `/cluster/ha/status/current` (pve-ha-manager `src/PVE/API2/HA/Resources.pm`,
+//! `Rules.pm` and `Status.pm`).
 //!
 //! Resources are configuration: adding, changing or deleting one returns at once, and the
 //! HA manager (the CRM) acts on it later. Its view is `status/current`. Errors: an unknown
@@ -8,6 +9,17 @@
 //! [`crate::ErrorKind::NotFound`]; adding one twice is "resource ID 'vm:N' already
 //! defined", [`crate::ErrorKind::AlreadyExists`]. Reading needs `Sys.Audit` on `/`, writing
 //! `Sys.Console`.
+//!
+//! Rules (PVE 9) place resources: `node-affinity` (on which nodes, by priority; `strict`
+//! restricts them to those) and `resource-affinity` (`positive`: kept together;
+//! `negative`: kept apart). PVE refuses a rule that makes the rule set infeasible; its
+//! texts: "create ha rule failed: HA rule 'x' already defined"
+//! ([`crate::ErrorKind::AlreadyExists`]), "update HA rules failed: HA rule 'x' does not
+//! exist" ([`crate::ErrorKind::NotFound`]), a stale digest
+//! ([`crate::ErrorKind::Conflict`]), and "… 400 Rule 'x' is invalid." or "cannot use
+//! unmanaged resource(s) …" ([`crate::ErrorKind::Permanent`]).
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
@@ -150,6 +162,187 @@ impl HaResourceSettings {
     }
 }
 
+/// The type of an HA rule (`type`).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HaRuleType {
+    /// `node-affinity`: the nodes its resources run on.
+    NodeAffinity,
+    /// `resource-affinity`: resources kept together or apart.
+    ResourceAffinity,
+    /// A type this client does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl HaRuleType {
+    /// PVE's word for it (`Other` has none and must not be sent).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HaRuleType::NodeAffinity => "node-affinity",
+            HaRuleType::ResourceAffinity => "resource-affinity",
+            HaRuleType::Other => "",
+        }
+    }
+}
+
+/// A resource-affinity rule's `affinity`.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HaAffinity {
+    /// Keep the resources on one node.
+    Positive,
+    /// Keep the resources on different nodes.
+    Negative,
+    /// An affinity this client does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl HaAffinity {
+    /// PVE's word for it (`Other` has none and must not be sent).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HaAffinity::Positive => "positive",
+            HaAffinity::Negative => "negative",
+            HaAffinity::Other => "",
+        }
+    }
+}
+
+/// A row of `GET /cluster/ha/rules` (and of `GET …/rules/{rule}`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct HaRule {
+    /// The rule's id.
+    pub rule: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub rule_type: HaRuleType,
+    /// The resources, comma-separated and sorted (`vm:100,vm:101`).
+    #[serde(default)]
+    pub resources: String,
+    /// node-affinity: `node[:priority]`, comma-separated, sorted.
+    #[serde(default)]
+    pub nodes: Option<String>,
+    /// node-affinity: restricted to its nodes (absent: not set, PVE's default off).
+    #[serde(default, deserialize_with = "de::opt_bool01")]
+    pub strict: Option<bool>,
+    /// resource-affinity: together or apart.
+    #[serde(default)]
+    pub affinity: Option<HaAffinity>,
+    /// Present and true when the rule is disabled.
+    #[serde(default, deserialize_with = "de::opt_bool01")]
+    pub disable: Option<bool>,
+    /// Free text.
+    #[serde(default)]
+    pub comment: Option<String>,
+    /// Digest of the whole rules file, for conditional updates.
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// Position in the rules file, from 1.
+    #[serde(default, deserialize_with = "de::opt_int")]
+    pub order: Option<u32>,
+    /// Why the rule set is infeasible with this rule (the HA manager ignores it then), by
+    /// property.
+    #[serde(default)]
+    pub errors: Option<BTreeMap<String, Vec<String>>>,
+}
+
+impl HaRule {
+    /// The resource ids (`vm:100`).
+    pub fn resource_ids(&self) -> Vec<&str> {
+        self.resources
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// node-affinity: each node with its priority (0 when none is written).
+    pub fn node_priorities(&self) -> Vec<(&str, u32)> {
+        let nodes = self.nodes.as_deref().unwrap_or_default();
+        nodes
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|entry| match entry.split_once(':') {
+                Some((node, priority)) => (node, priority.parse().unwrap_or(0)),
+                None => (entry, 0),
+            })
+            .collect()
+    }
+}
+
+/// Options of an HA rule, for creating (`POST`) or changing (`PUT`) one; unset fields are
+/// not sent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HaRuleSettings {
+    /// Resource ids (`vm:100`); required to create.
+    pub resources: Option<Vec<String>>,
+    /// node-affinity: nodes with an optional priority (higher is preferred); required to
+    /// create one.
+    pub nodes: Option<Vec<(String, Option<u32>)>>,
+    /// node-affinity: restrict the resources to these nodes.
+    pub strict: Option<bool>,
+    /// resource-affinity: required to create one.
+    pub affinity: Option<HaAffinity>,
+    /// Disable the rule (PVE ignores `false`: enable with `delete = ["disable"]`).
+    pub disable: Option<bool>,
+    /// Free text.
+    pub comment: Option<String>,
+}
+
+impl HaRuleSettings {
+    fn append_to(&self, mut form: Form) -> Form {
+        if let Some(resources) = &self.resources {
+            form = form.text("resources", resources.join(","));
+        }
+        if let Some(nodes) = &self.nodes {
+            let entries: Vec<String> = nodes
+                .iter()
+                .map(|(node, priority)| match priority {
+                    Some(p) => format!("{node}:{p}"),
+                    None => node.clone(),
+                })
+                .collect();
+            form = form.text("nodes", entries.join(","));
+        }
+        if let Some(strict) = self.strict {
+            form = form.bool("strict", strict);
+        }
+        if let Some(affinity) = self.affinity.filter(|a| *a != HaAffinity::Other) {
+            form = form.text("affinity", affinity.as_str());
+        }
+        if let Some(disable) = self.disable {
+            form = form.bool("disable", disable);
+        }
+        form.opt_text("comment", self.comment.clone())
+    }
+
+    /// The form of `POST /cluster/ha/rules`.
+    pub fn create_form(&self, rule: &str, rule_type: HaRuleType) -> Form {
+        let form = Form::new()
+            .text("rule", rule)
+            .text("type", rule_type.as_str());
+        self.append_to(form)
+    }
+
+    /// The form of `PUT /cluster/ha/rules/{rule}`: PVE needs the rule's `type`, then these
+    /// settings, the keys to remove and the digest the rules file must still have.
+    pub fn update_form(
+        &self,
+        rule_type: HaRuleType,
+        delete: &[&str],
+        digest: Option<&str>,
+    ) -> Form {
+        let mut form = self.append_to(Form::new().text("type", rule_type.as_str()));
+        if !delete.is_empty() {
+            form = form.text("delete", delete.join(","));
+        }
+        form.opt_text("digest", digest)
+    }
+}
+
 /// An entry of `GET /cluster/ha/status/current`: the quorum, the CRM master, fencing, an
 /// LRM per node, and a service per resource (`type` tells which; fields by type).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -274,10 +467,68 @@ impl Ha<'_> {
             .get("/cluster/ha/status/current", &Form::new())
             .await
     }
+
+    /// `GET /cluster/ha/rules[?resource=sid]`: every rule in file order (those naming
+    /// `resource` only).
+    pub async fn rules(self, resource: Option<&str>) -> Result<Vec<HaRule>> {
+        let query = Form::new().opt_text("resource", resource);
+        self.cluster.client.get("/cluster/ha/rules", &query).await
+    }
+
+    /// The rule `id`, `None` when there is none (read from the listing, so a missing rule
+    /// is no error).
+    pub async fn rule(self, id: &str) -> Result<Option<HaRule>> {
+        let rules = self.rules(None).await?;
+        Ok(rules.into_iter().find(|r| r.rule == id))
+    }
+
+    /// `POST /cluster/ha/rules`. Not idempotent (a second create is `AlreadyExists`, which
+    /// after an unknown outcome means the first one took).
+    pub async fn create_rule(
+        self,
+        id: &str,
+        rule_type: HaRuleType,
+        settings: &HaRuleSettings,
+    ) -> Result<()> {
+        let form = settings.create_form(id, rule_type);
+        let _: serde_json::Value = self.cluster.client.post("/cluster/ha/rules", &form).await?;
+        Ok(())
+    }
+
+    /// `PUT /cluster/ha/rules/{rule}` (`rule_type` must be the rule's own); with `digest`,
+    /// only if the rules file is unchanged since it was read (else
+    /// [`crate::ErrorKind::Conflict`]).
+    pub async fn update_rule(
+        self,
+        id: &str,
+        rule_type: HaRuleType,
+        settings: &HaRuleSettings,
+        delete: &[&str],
+        digest: Option<&str>,
+    ) -> Result<()> {
+        let form = settings.update_form(rule_type, delete, digest);
+        let _: serde_json::Value = self.cluster.client.put(&rule_path(id), &form).await?;
+        Ok(())
+    }
+
+    /// `DELETE /cluster/ha/rules/{rule}`; a rule already gone is no error (PVE answers the
+    /// same).
+    pub async fn delete_rule(self, id: &str) -> Result<()> {
+        let _: serde_json::Value = self
+            .cluster
+            .client
+            .delete(&rule_path(id), &Form::new())
+            .await?;
+        Ok(())
+    }
 }
 
 fn resource_path(sid: &str) -> String {
     format!("/cluster/ha/resources/{}", seg(sid))
+}
+
+fn rule_path(id: &str) -> String {
+    format!("/cluster/ha/rules/{}", seg(id))
 }
 
 #[cfg(test)]
@@ -339,6 +590,53 @@ mod tests {
         assert_eq!(rows[2].requested_state(), HaState::Started);
         assert_eq!(rows[3].state, Some(HaState::Other));
         assert_eq!(rows[0].digest.as_deref(), Some("5e1f"));
+    }
+
+    #[test]
+    fn rules_decode_pve_shapes_and_forms_encode_them() {
+        let rules: Vec<HaRule> = serde_json::from_value(json!([
+            {"rule": "pin", "type": "node-affinity", "resources": "vm:100",
+             "nodes": "pve1,pve2:2", "strict": 1, "digest": "d1", "order": 1},
+            {"rule": "apart", "type": "resource-affinity", "resources": "vm:101,vm:102",
+             "affinity": "negative", "disable": 1, "digest": "d1", "order": "2",
+             "errors": {"resources": ["rule defines more resources than available nodes"]}},
+            {"rule": "new", "type": "future-affinity", "digest": "d1"}
+        ]))
+        .unwrap();
+        assert_eq!(rules[0].node_priorities(), [("pve1", 0), ("pve2", 2)]);
+        assert_eq!(rules[0].strict, Some(true));
+        assert_eq!(rules[1].resource_ids(), ["vm:101", "vm:102"]);
+        assert_eq!(rules[1].affinity, Some(HaAffinity::Negative));
+        assert_eq!(rules[1].order, Some(2));
+        assert_eq!(rules[1].errors.as_ref().unwrap()["resources"].len(), 1);
+        assert_eq!(rules[2].rule_type, HaRuleType::Other);
+        assert!(rules[2].resource_ids().is_empty());
+
+        let apart = HaRuleSettings {
+            resources: Some(vec!["vm:101".into(), "vm:102".into()]),
+            affinity: Some(HaAffinity::Negative),
+            ..HaRuleSettings::default()
+        };
+        assert_eq!(
+            apart
+                .create_form("apart", HaRuleType::ResourceAffinity)
+                .encode(),
+            "rule=apart&type=resource-affinity&resources=vm%3A101%2Cvm%3A102&affinity=negative"
+        );
+        let pin = HaRuleSettings {
+            nodes: Some(vec![("pve1".into(), None), ("pve2".into(), Some(2))]),
+            strict: Some(true),
+            ..HaRuleSettings::default()
+        };
+        assert_eq!(
+            pin.update_form(HaRuleType::NodeAffinity, &["comment"], Some("d1"))
+                .encode(),
+            "type=node-affinity&nodes=pve1%2Cpve2%3A2&strict=1&delete=comment&digest=d1"
+        );
+        assert_eq!(
+            rule_path("a b"),
+            format!("/cluster/ha/rules/{}", seg("a b"))
+        );
     }
 
     #[test]

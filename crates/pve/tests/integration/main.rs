@@ -7,5 +7,6 @@ mod observability;
 mod redaction;
 mod sim_api;
 mod sim_faults;
+mod sim_ha_rules;
 mod source_rules;
 mod tls;

@@ -78,11 +78,19 @@ pub(crate) fn validate_params(
 
     // Schema keys first (missing required ones), then the given keys (unknown ones and
     // `requires`), as check_object does.
+    let variant = variant_type(rules, &values);
     for rule in rules.params.iter().filter(|r| r.index_count == 0) {
-        check_prop(values.get(rule.name), rule, rule.name, &mut errors);
+        match variant_path(rule, variant) {
+            Some(path) => check_variant_prop(values.get(rule.name), rule, &path, &mut errors),
+            None if rule.is_variant() => {}
+            None => check_prop(values.get(rule.name), rule, rule.name, &mut errors),
+        }
     }
     for (key, value) in &values {
-        match rules.params.iter().find(|r| r.matches_key(key)) {
+        let rule = rules.params.iter().find(|r| r.matches_key(key));
+        let outside_variant =
+            rule.is_some_and(|r| r.is_variant() && variant_path(r, variant).is_none());
+        match rule.filter(|_| !outside_variant) {
             Some(rule) => {
                 if rule.index_count > 0 {
                     check_prop(Some(value), rule, key, &mut errors);
@@ -141,6 +149,51 @@ fn normalise(ty: ParamType, value: Scalar) -> Value {
         (ParamType::String, Scalar::Text(text)) => Value::String(text),
         (_, Scalar::Reference(kind)) => Value::String(kind.to_string()),
     }
+}
+
+/// The `type` of an endpoint whose parameters come from a section config's `oneOf`
+/// variants, when it is one of the variants (pve-common `JSONSchema.pm` `check_one_of`).
+fn variant_type<'a>(
+    rules: &EndpointRules,
+    values: &'a BTreeMap<String, Scalar>,
+) -> Option<&'a str> {
+    if !rules.params.iter().any(ParamRule::is_variant) {
+        return None;
+    }
+    let type_rule = rules.param("type")?;
+    match values.get("type") {
+        Some(Scalar::Text(text)) if type_rule.enumeration?.contains(&text.as_str()) => {
+            Some(text.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// Where a variant parameter's errors go: `oneOf[<type>].<name>`, when it belongs to the
+/// given type's variant.
+fn variant_path(rule: &ParamRule, variant: Option<&str>) -> Option<String> {
+    let variant = variant.filter(|_| rule.is_variant())?;
+    let belongs = rule
+        .instance_types
+        .is_none_or(|types| types.contains(&variant));
+    belongs.then(|| format!("oneOf[{variant}].{}", rule.name))
+}
+
+fn check_variant_prop(
+    value: Option<&Scalar>,
+    rule: &ParamRule,
+    path: &str,
+    errors: &mut BTreeMap<String, String>,
+) {
+    if value.is_none() && rule.variant_required {
+        add_error(
+            errors,
+            path,
+            "property is missing and it is not optional".into(),
+        );
+        return;
+    }
+    check_prop(value, rule, path, errors);
 }
 
 /// pve-common `is_number`.

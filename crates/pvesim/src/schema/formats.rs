@@ -62,6 +62,8 @@ pub const CHECKED_FORMATS: &[&str] = &[
     "pve-qm-bootdev",
     "storage-pair",
     "pve-ha-resource-or-vm-id",
+    "pve-ha-resource-id",
+    "pve-ha-node",
 ];
 
 /// pve-common `check_format` for a named format: `-list` validates every element of
@@ -225,6 +227,15 @@ fn check_base(format: &str, value: &str) -> Result<(), String> {
         "pve-ha-resource-or-vm-id" => ok(
             perl_anchored_match("([a-z]+:\\S+|\\d+)", value),
             "value does not look like a valid ha resource id\n".into(),
+        ),
+        // pve-ha-manager `HA/Tools.pm` `pve_verify_ha_resource_id`, `pve_verify_ha_node`.
+        "pve-ha-resource-id" => ok(
+            perl_anchored_match("[a-z]+:\\S+", value),
+            "value does not look like a valid ha resource id\n".into(),
+        ),
+        "pve-ha-node" => ok(
+            perl_anchored_match("([a-zA-Z0-9]([a-zA-Z0-9\\-]*[a-zA-Z0-9])?)(:\\d+)?", value),
+            "value does not look like a valid ha node\n".into(),
         ),
         // Formats we do not model pass, as an unchecked string.
         _ => Ok(()),

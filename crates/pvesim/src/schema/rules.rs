@@ -7,6 +7,8 @@ use std::sync::OnceLock;
 use super::ParamType::{Boolean, Integer, Number, String as Str};
 use super::{EndpointRules, Format, ParamRule, ParamType};
 
+mod ha;
+
 const fn p(name: &'static str, ty: ParamType) -> ParamRule {
     ParamRule::new(name, ty)
 }
@@ -744,7 +746,7 @@ fn build() -> Vec<EndpointRules> {
         task_endpoints(),
         access_pool_and_storage_endpoints(),
         migrate_endpoints(),
-        ha_endpoints(),
+        ha::ha_endpoints(),
     ]
     .concat()
 }
@@ -1222,66 +1224,6 @@ fn migrate_endpoints() -> Vec<EndpointRules> {
     ]
 }
 
-const HA_SID: ParamRule = p("sid", Str).fmt("pve-ha-resource-or-vm-id");
-const HA_STATES: &[&str] = &["started", "stopped", "enabled", "disabled", "ignored"];
-/// The options of an HA resource (pve-ha-manager `HA/Resources.pm` `$defaultData`).
-const HA_OPTIONS: &[ParamRule] = &[
-    p("comment", Str).opt().max_len(4096),
-    p("failback", Boolean).opt().default("1"),
-    p("group", Str).opt().fmt("pve-configid"),
-    p("max_relocate", Integer).opt().min(0.0).default("1"),
-    p("max_restart", Integer).opt().min(0.0).default("1"),
-    p("state", Str).opt().one_of(HA_STATES).default("started"),
-];
-
-/// HA resources and status (pve-ha-manager `API2/HA/Resources.pm`, `Status.pm`).
-fn ha_endpoints() -> Vec<EndpointRules> {
-    let kind = p("type", Str).opt().one_of(&["ct", "vm"]);
-    let target = p("node", Str).fmt("pve-node");
-    vec![
-        ep("GET", "/cluster/ha", &[]),
-        ep("GET", "/cluster/ha/status", &[]),
-        ep("GET", "/cluster/ha/resources", &[&[kind]]),
-        ep(
-            "POST",
-            "/cluster/ha/resources",
-            &[HA_OPTIONS, &[HA_SID, kind]],
-        ),
-        ep("GET", "/cluster/ha/resources/{sid}", &[&[HA_SID]]),
-        ep(
-            "PUT",
-            "/cluster/ha/resources/{sid}",
-            &[
-                HA_OPTIONS,
-                &[
-                    HA_SID,
-                    p("delete", Str)
-                        .opt()
-                        .fmt("pve-configid-list")
-                        .max_len(4096),
-                    p("digest", Str).opt().max_len(64),
-                ],
-            ],
-        ),
-        ep(
-            "DELETE",
-            "/cluster/ha/resources/{sid}",
-            &[&[HA_SID, p("purge", Boolean).opt().default("1")]],
-        ),
-        ep(
-            "POST",
-            "/cluster/ha/resources/{sid}/migrate",
-            &[&[HA_SID, target]],
-        ),
-        ep(
-            "POST",
-            "/cluster/ha/resources/{sid}/relocate",
-            &[&[HA_SID, target]],
-        ),
-        ep("GET", "/cluster/ha/status/current", &[]),
-    ]
-}
-
 /// Permissions, pools and the cluster storage configuration.
 fn access_pool_and_storage_endpoints() -> Vec<EndpointRules> {
     vec![
@@ -1395,8 +1337,8 @@ mod tests {
     fn every_endpoint_is_unique_and_lists_its_path_params() {
         let endpoints = all();
         // The 58 of the schema subset, then the agent's file-read and file-write (2),
-        // migration (2) and HA (10).
-        assert_eq!(endpoints.len(), 72);
+        // migration (2) and HA (10 for resources and status, 5 for rules, 5 for groups).
+        assert_eq!(endpoints.len(), 82);
         for (i, e) in endpoints.iter().enumerate() {
             assert!(
                 !endpoints[..i]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::call::{ApiError, ApiResult, Call};
 use crate::shared::Shared;
 use crate::world::World;
-use crate::{agent, cluster, guest_files, ha_api, migrate, qemu, storage};
+use crate::{agent, cluster, guest_files, ha_api, ha_groups, ha_rules_api, migrate, qemu, storage};
 
 /// Every handler has this shape; most ignore the shared state (it is only needed to start
 /// background tasks).
@@ -234,6 +234,36 @@ const ROUTES: &[(&str, &str, Handler)] = &[
     }),
     ("GET", "/cluster/ha/status/current", |_, w, c| {
         ha_api::status_current(w, c)
+    }),
+    ("GET", "/cluster/ha/rules", |_, w, c| {
+        ha_rules_api::list(w, c)
+    }),
+    ("POST", "/cluster/ha/rules", |_, w, c| {
+        ha_rules_api::create(w, c)
+    }),
+    ("GET", "/cluster/ha/rules/{rule}", |_, w, c| {
+        ha_rules_api::read(w, c)
+    }),
+    ("PUT", "/cluster/ha/rules/{rule}", |_, w, c| {
+        ha_rules_api::update(w, c)
+    }),
+    ("DELETE", "/cluster/ha/rules/{rule}", |_, w, c| {
+        ha_rules_api::delete(w, c)
+    }),
+    ("GET", "/cluster/ha/groups", |_, w, c| {
+        ha_groups::refuse(w, c)
+    }),
+    ("POST", "/cluster/ha/groups", |_, w, c| {
+        ha_groups::refuse(w, c)
+    }),
+    ("GET", "/cluster/ha/groups/{group}", |_, w, c| {
+        ha_groups::refuse(w, c)
+    }),
+    ("PUT", "/cluster/ha/groups/{group}", |_, w, c| {
+        ha_groups::refuse(w, c)
+    }),
+    ("DELETE", "/cluster/ha/groups/{group}", |_, w, c| {
+        ha_groups::refuse(w, c)
     }),
     ("GET", "/storage", |_, w, c| storage::cluster_list(w, c)),
     ("GET", "/storage/{storage}", |_, w, c| {

@@ -164,6 +164,19 @@ fn compare(ours: &ParamRule, theirs: &Map<String, Value>, at: &str, mismatches: 
         ours.enumeration.map_or("-".into(), |e| e.join(",")),
         their_enum,
     );
+    let their_types = match theirs.get("instance-types") {
+        Some(Value::Array(types)) => types
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "-".into(),
+    };
+    differ(
+        "instance-types",
+        ours.instance_types.map_or("-".into(), |t| t.join(",")),
+        their_types,
+    );
     if let Some(default) = ours.default {
         let their_default = match theirs.get("default") {
             Some(Value::String(s)) => s.clone(),
