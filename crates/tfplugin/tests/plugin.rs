@@ -2,6 +2,7 @@
 //! the protocol over real gRPC, Shutdown, StopProvider, signals.
 
 mod common;
+mod old_clients;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Command, Stdio};
