@@ -105,8 +105,13 @@
 //! A complete runnable example lives in `examples/echo.rs` (built as the
 //! `tfplugin-echo` binary used by this crate's tests).
 
+mod action;
 mod codec;
+mod context;
 mod diag;
+mod generate;
+mod identity;
+mod list;
 pub mod logging;
 pub mod plan;
 mod provider;
@@ -116,16 +121,23 @@ mod server;
 mod tls;
 mod value;
 
+pub use action::{Action, ActionProgress};
 pub use codec::{
     CodecError, UNKNOWN_MSGPACK, decode_dynamic_value, decode_json, decode_msgpack,
     encode_dynamic_value, encode_msgpack, json_value,
 };
+pub use context::{Client, ClientCapabilities, Context, StopSignal};
 pub use diag::{AttributePath, Diagnostic, Diagnostics, PathStep, Severity};
+pub use generate::{GenerateConfigResponse, config_from_state};
+pub use identity::{
+    IdentityAttribute, IdentitySchema, ImportRole, UpgradeIdentityRequest, UpgradeIdentityResponse,
+    upgrade_identity_with_current_schema,
+};
+pub use list::{ListClosed, ListItem, ListRequest, ListResource, ListResults, ValidateListRequest};
 pub use provider::{
-    ApplyAction, ApplyRequest, ApplyResponse, Client, ClientCapabilities, Context, DataSource,
-    DataSourceResponse, ImportResponse, ImportedResource, PlanRequest, PlanResponse, Provider,
-    ReadRequest, ReadResponse, Resource, StateUpgrade, StopSignal, UpgradeRequest, UpgradeResponse,
-    upgrade_state_json, upgrade_with_current_schema,
+    ApplyAction, ApplyRequest, ApplyResponse, DataSource, DataSourceResponse, ImportResponse,
+    ImportedResource, PlanRequest, PlanResponse, Provider, ReadRequest, ReadResponse, Resource,
+    StateUpgrade, UpgradeRequest, UpgradeResponse, upgrade_state_json, upgrade_with_current_schema,
 };
 pub use schema::{
     Attribute, AttributeKind, Block, BlockNesting, NestedAttributes, NestedBlock, Nesting, Schema,

@@ -304,11 +304,135 @@ async fn a_terraform_1_11_session_gets_the_answers_it_got_before_6_9() {
     }
 }
 
+/// Clears the fields protocol minors 6.9 and 6.10 added to an answer, naming those that were
+/// set.
+trait NewFields {
+    fn clear_new_fields(&mut self) -> Vec<&'static str>;
+}
+
+fn take<T: Default + PartialEq>(field: &mut T, name: &'static str, set: &mut Vec<&'static str>) {
+    if std::mem::take(field) != T::default() {
+        set.push(name);
+    }
+}
+
+fn take_capability(capabilities: &mut Option<pb::ServerCapabilities>, set: &mut Vec<&'static str>) {
+    if let Some(capabilities) = capabilities {
+        take(
+            &mut capabilities.generate_resource_config,
+            "generate_resource_config",
+            set,
+        );
+    }
+}
+
+impl NewFields for pb::get_metadata::Response {
+    fn clear_new_fields(&mut self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        take_capability(&mut self.server_capabilities, &mut set);
+        take(&mut self.list_resources, "list_resources", &mut set);
+        take(&mut self.actions, "actions", &mut set);
+        set
+    }
+}
+
+impl NewFields for pb::get_provider_schema::Response {
+    fn clear_new_fields(&mut self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        take_capability(&mut self.server_capabilities, &mut set);
+        take(
+            &mut self.list_resource_schemas,
+            "list_resource_schemas",
+            &mut set,
+        );
+        take(&mut self.action_schemas, "action_schemas", &mut set);
+        set
+    }
+}
+
+impl NewFields for pb::plan_resource_change::Response {
+    fn clear_new_fields(&mut self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        take(&mut self.planned_identity, "planned_identity", &mut set);
+        set
+    }
+}
+
+impl NewFields for pb::apply_resource_change::Response {
+    fn clear_new_fields(&mut self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        take(&mut self.new_identity, "new_identity", &mut set);
+        set
+    }
+}
+
+impl NewFields for pb::read_resource::Response {
+    fn clear_new_fields(&mut self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        take(&mut self.new_identity, "new_identity", &mut set);
+        set
+    }
+}
+
+impl NewFields for pb::import_resource_state::Response {
+    fn clear_new_fields(&mut self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        for imported in &mut self.imported_resources {
+            take(&mut imported.identity, "imported identity", &mut set);
+        }
+        set
+    }
+}
+
+/// Answers that gained no field.
+macro_rules! unchanged {
+    ($($message:ty),*) => {
+        $(impl NewFields for $message {
+            fn clear_new_fields(&mut self) -> Vec<&'static str> {
+                Vec::new()
+            }
+        })*
+    };
+}
+
+unchanged!(
+    pb::validate_provider_config::Response,
+    pb::configure_provider::Response,
+    pb::validate_resource_config::Response,
+    pb::upgrade_resource_state::Response,
+    pb::validate_data_resource_config::Response,
+    pb::read_data_source::Response
+);
+
+/// The new fields the echo provider sets in each answer: its list resource, action and
+/// generated configuration, and `echo_item`'s identity.
+fn expected_new_fields(rpc: &str) -> Vec<&'static str> {
+    match rpc {
+        "GetMetadata" => vec!["generate_resource_config", "list_resources", "actions"],
+        "GetProviderSchema" => vec![
+            "generate_resource_config",
+            "list_resource_schemas",
+            "action_schemas",
+        ],
+        "PlanResourceChange create" | "PlanResourceChange update" => vec!["planned_identity"],
+        "ApplyResourceChange create" | "ReadResource" => vec!["new_identity"],
+        "ImportResourceState" => vec!["imported identity"],
+        _ => Vec::new(),
+    }
+}
+
 fn assert_same_answer(answer: &Answer, recorded: &[u8]) {
     macro_rules! same {
         ($message:ty) => {{
-            let now = <$message>::decode(answer.bytes.as_slice()).unwrap();
+            let mut now = <$message>::decode(answer.bytes.as_slice()).unwrap();
             let before = <$message>::decode(recorded).unwrap();
+            let new_fields = now.clear_new_fields();
+            assert_eq!(
+                new_fields,
+                expected_new_fields(answer.rpc),
+                "{}",
+                answer.rpc
+            );
             assert_eq!(
                 now, before,
                 "{} differs from the recorded answer",
