@@ -3,6 +3,7 @@
 
 mod common;
 mod old_clients;
+mod proto_numbers;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Command, Stdio};
