@@ -118,6 +118,8 @@ mod provider;
 mod schema;
 mod serve;
 mod server;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tls;
 mod value;
 

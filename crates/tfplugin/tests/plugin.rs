@@ -2,6 +2,7 @@
 //! the protocol over real gRPC, Shutdown, StopProvider, signals.
 
 mod common;
+mod contract;
 mod old_clients;
 mod proto_numbers;
 
