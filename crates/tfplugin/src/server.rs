@@ -9,6 +9,8 @@ mod actions;
 mod generate;
 mod identity;
 mod list;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

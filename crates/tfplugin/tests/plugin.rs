@@ -3,6 +3,7 @@
 
 mod common;
 mod contract;
+mod harness_checks;
 mod old_clients;
 mod proto_numbers;
 
