@@ -113,6 +113,7 @@ mod generate;
 mod identity;
 mod list;
 pub mod logging;
+mod moves;
 pub mod plan;
 mod provider;
 mod schema;
@@ -136,6 +137,7 @@ pub use identity::{
     upgrade_identity_with_current_schema,
 };
 pub use list::{ListClosed, ListItem, ListRequest, ListResource, ListResults, ValidateListRequest};
+pub use moves::{MoveRequest, MoveResponse};
 pub use provider::{
     ApplyAction, ApplyRequest, ApplyResponse, DataSource, DataSourceResponse, ImportResponse,
     ImportedResource, PlanRequest, PlanResponse, Provider, ReadRequest, ReadResponse, Resource,

@@ -12,6 +12,7 @@ use crate::identity::{
     upgrade_identity_with_current_schema,
 };
 use crate::list::ListResource;
+use crate::moves::{MoveRequest, MoveResponse};
 use crate::plan;
 use crate::schema::Schema;
 use crate::value::Value;
@@ -318,6 +319,29 @@ pub trait Resource: Send + Sync + 'static {
                 .into(),
                 ..UpgradeIdentityResponse::default()
             },
+        }
+    }
+
+    /// Whether this resource takes objects of other resource types (`moved` blocks across
+    /// types, [`Resource::move_state`]). When any resource of the provider does, the provider
+    /// announces the capability.
+    fn accepts_moves(&self) -> bool {
+        false
+    }
+
+    /// Turns an object of another resource type into one of this type. The default refuses.
+    async fn move_state(&self, _ctx: &Context, request: MoveRequest) -> MoveResponse {
+        MoveResponse {
+            diagnostics: Diagnostic::error(
+                "Move not supported",
+                format!(
+                    "The resource type {} cannot take objects of {}.",
+                    self.type_name(),
+                    request.source_type_name
+                ),
+            )
+            .into(),
+            ..MoveResponse::default()
         }
     }
 

@@ -23,20 +23,20 @@ use tracing::Instrument as _;
 
 use crate::action::Action;
 use crate::codec::{decode_dynamic_value, encode_dynamic_value};
+use crate::context::{Client, ClientCapabilities, Context, StopSource};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::identity::IdentitySchema;
 use crate::list::ListResource;
+use crate::moves::MoveRequest;
 use crate::proto::health;
 use crate::proto::plugin;
 use crate::proto::tfplugin6 as pb;
-use identity::{Known, identity_in, identity_out};
-
-use crate::context::{Client, ClientCapabilities, Context, StopSource};
 use crate::provider::{
     ApplyRequest, DataSource, PlanRequest, Provider, ReadRequest, Resource, UpgradeRequest,
 };
 use crate::schema::Schema;
 use crate::value::{Type, Value};
+use identity::{Known, identity_in, identity_out};
 
 /// Everything derived from the provider once, on first use (not at start-up:
 /// the handshake is on every Terraform command's critical path).
@@ -51,6 +51,8 @@ struct Registry {
     actions: BTreeMap<String, Entry<dyn Action>>,
     /// Some resource writes its own configuration: Terraform then asks every resource.
     generates_config: bool,
+    /// Some resource takes objects of other types (`MoveResourceState`).
+    accepts_moves: bool,
 }
 
 struct Entry<T: ?Sized> {
@@ -118,6 +120,9 @@ impl ProviderService {
             let generates_config = resources
                 .values()
                 .any(|entry| entry.implementation.generates_config());
+            let accepts_moves = resources
+                .values()
+                .any(|entry| entry.implementation.accepts_moves());
             let data_sources = self.provider.data_sources().into_iter();
             let list_resources = self.provider.list_resources().into_iter();
             let actions = self.provider.actions().into_iter();
@@ -136,6 +141,7 @@ impl ProviderService {
                     .map(|a| (a.type_name().to_owned(), Entry::new(a.clone(), a.schema())))
                     .collect(),
                 generates_config,
+                accepts_moves,
             }
         })
     }
@@ -223,7 +229,7 @@ fn capabilities(registry: &Registry) -> pb::ServerCapabilities {
     pb::ServerCapabilities {
         plan_destroy: true,
         get_provider_schema_optional: true,
-        move_resource_state: false,
+        move_resource_state: registry.accepts_moves,
         generate_resource_config: registry.generates_config,
     }
 }
@@ -331,6 +337,7 @@ replies!(
     validate_list_resource_config,
     validate_action_config,
     plan_action,
+    move_resource_state,
 );
 
 impl ProviderService {
@@ -781,6 +788,71 @@ impl pb::provider_server::Provider for ProviderService {
                         identity,
                     });
             }
+            Ok((response, diagnostics))
+        })
+        .await
+    }
+
+    async fn move_resource_state(
+        &self,
+        request: Request<pb::move_resource_state::Request>,
+    ) -> RpcResult<pb::move_resource_state::Response> {
+        let request = request.into_inner();
+        let rpc = "MoveResourceState";
+        self.serve_rpc(rpc, &request.target_type_name, async {
+            let entry = self.resource(&request.target_type_name)?;
+            let source_identity = request.source_identity.unwrap_or_default();
+            let move_request = MoveRequest {
+                source_provider_address: request.source_provider_address,
+                source_type_name: request.source_type_name,
+                source_schema_version: request.source_schema_version,
+                source_state_json: request.source_state.unwrap_or_default().json,
+                source_private: request.source_private,
+                source_identity_json: source_identity.json,
+                source_identity_schema_version: request.source_identity_schema_version,
+            };
+            let ctx = self.context(rpc, None);
+            let moved = entry.implementation.move_state(&ctx, move_request).await;
+            let mut diagnostics = moved.diagnostics;
+            let state = &moved.target_state;
+            let mut written = entry
+                .schema
+                .block
+                .attributes
+                .iter()
+                .filter(|a| a.write_only);
+            if let Some(a) = written.find(|a| !state.get_attr(&a.name).is_null()) {
+                // Terraform refuses it: `applyCrossTypeMove` in cross_provider_move.go.
+                diagnostics.error(
+                    "Provider returned invalid value",
+                    format!(
+                        "The moved state has a value for the write-only attribute {:?}. This \
+                         is a bug in the provider.",
+                        a.name
+                    ),
+                );
+            }
+            let target_identity = identity_out(
+                entry.implementation.as_ref(),
+                self.identity(&request.target_type_name),
+                moved.target_identity,
+                &moved.target_state,
+                Known::Wholly,
+                &mut diagnostics,
+            );
+            let target_state = encode_known(
+                &moved.target_state,
+                &entry.value_type,
+                "Provider returned invalid value",
+                "The moved state",
+                &mut diagnostics,
+            );
+            let response = pb::move_resource_state::Response {
+                target_state,
+                target_private: moved.target_private,
+                target_identity,
+                ..Default::default()
+            };
             Ok((response, diagnostics))
         })
         .await

@@ -12,6 +12,7 @@ use crate::diag::Diagnostics;
 use crate::identity::UpgradeIdentityResponse;
 use crate::identity::{IdentityAttribute, IdentitySchema, UpgradeIdentityRequest};
 use crate::list::{ListRequest, ListResource, ListResults};
+use crate::moves::{MoveRequest, MoveResponse};
 use crate::proto::tfplugin6 as pb;
 use crate::proto::tfplugin6::provider_server::Provider as _;
 use crate::provider::{ApplyRequest, ApplyResponse, Provider, ReadRequest, ReadResponse, Resource};
@@ -21,8 +22,10 @@ use crate::value::{Type, Value};
 use crate::{codec::encode_dynamic_value, decode_dynamic_value};
 
 /// `t_thing` has an identity `{id}` taken from `name`: `name = "unknown"` gives an unknown
-/// id, `name = "none"` no identity. `t_plain` has none, but answers a read of
-/// `name = "explicit"` with one. `t_map` declares an identity Terraform refuses.
+/// id, `name = "none"` no identity; it takes objects of `t_old` (`{"title": ...}`) by a move,
+/// keeping their `secret` when told to (which Terraform refuses). `t_plain` has none, but
+/// answers a read of `name = "explicit"` with one. `t_map` declares an identity Terraform
+/// refuses.
 struct Thing {
     type_name: &'static str,
     identity: Option<IdentitySchema>,
@@ -34,7 +37,15 @@ impl Resource for Thing {
         self.type_name
     }
     fn schema(&self) -> Schema {
-        Schema::new(Block::new().attribute(Attribute::new("name", Type::String).required()))
+        Schema::new(
+            Block::new()
+                .attribute(Attribute::new("name", Type::String).required())
+                .attribute(
+                    Attribute::new("secret", Type::String)
+                        .optional()
+                        .write_only(),
+                ),
+        )
     }
     fn identity_schema(&self) -> Option<IdentitySchema> {
         self.identity.clone()
@@ -77,6 +88,19 @@ impl Resource for Thing {
         _request: UpgradeIdentityRequest,
     ) -> UpgradeIdentityResponse {
         UpgradeIdentityResponse::default()
+    }
+    fn accepts_moves(&self) -> bool {
+        self.type_name == "t_thing"
+    }
+    async fn move_state(&self, _ctx: &Context, request: MoveRequest) -> MoveResponse {
+        let old: serde_json::Value = serde_json::from_slice(&request.source_state_json).unwrap();
+        let secret = old["keep_secret"].as_str().map_or(Value::Null, Value::from);
+        let title = Value::from(old["title"].as_str().unwrap());
+        MoveResponse {
+            target_state: Value::object([("name", title), ("secret", secret)]),
+            target_private: request.source_private,
+            ..MoveResponse::default()
+        }
     }
 }
 
@@ -151,8 +175,9 @@ fn service() -> ProviderService {
 }
 
 fn state(name: &str) -> Option<pb::DynamicValue> {
-    let ty = Type::object([("name", Type::String)]);
-    Some(encode_dynamic_value(&Value::object([("name", Value::from(name))]), &ty).unwrap())
+    let ty = Type::object([("name", Type::String), ("secret", Type::String)]);
+    let value = Value::object([("name", Value::from(name)), ("secret", Value::Null)]);
+    Some(encode_dynamic_value(&value, &ty).unwrap())
 }
 
 fn identity(id: &str) -> Option<pb::ResourceIdentityData> {
@@ -382,5 +407,44 @@ async fn an_invocation_of_unknown_values_completes_with_an_error() {
     assert_eq!(
         summaries(&completed.diagnostics),
         ["Invalid configuration received from Terraform"]
+    );
+}
+
+async fn move_from_old(target: &str, old: &str) -> pb::move_resource_state::Response {
+    let request = pb::move_resource_state::Request {
+        source_type_name: "t_old".into(),
+        source_state: Some(pb::RawState {
+            json: old.as_bytes().to_vec(),
+            flatmap: Default::default(),
+        }),
+        source_private: b"p".to_vec(),
+        target_type_name: target.into(),
+        ..Default::default()
+    };
+    service()
+        .move_resource_state(Request::new(request))
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+#[tokio::test]
+async fn a_move_across_types_gets_the_identity_of_its_new_state() {
+    let capabilities = service()
+        .get_metadata(Request::new(pb::get_metadata::Request {}))
+        .await
+        .unwrap()
+        .into_inner()
+        .server_capabilities
+        .unwrap();
+    assert!(capabilities.move_resource_state);
+    let moved = move_from_old("t_thing", r#"{"title":"a"}"#).await;
+    assert!(moved.diagnostics.is_empty(), "{:?}", moved.diagnostics);
+    assert_eq!(moved.target_private, b"p");
+    assert!(moved.target_identity.is_some());
+    let leaked = move_from_old("t_thing", r#"{"title":"a","keep_secret":"s"}"#).await;
+    assert_eq!(
+        summaries(&leaked.diagnostics),
+        ["Provider returned invalid value"]
     );
 }

@@ -4,7 +4,7 @@
 //! has one, lists that end at their limit or first error, one completion per invocation).
 
 use tfplugin::proto::tfplugin6 as pb;
-use tfplugin::testing::{ApplyChange, Client, PlanChange};
+use tfplugin::testing::{ApplyChange, Client, MoveChange, PlanChange};
 use tfplugin::{Severity, Value};
 
 use crate::common::plugin_binary;
@@ -396,4 +396,31 @@ async fn an_invocation_that_cannot_start_still_completes_once() {
     };
     assert_eq!(completed.diagnostics[0].summary, "Unknown action type");
     assert!(stream.message().await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_provider_that_takes_no_moves_says_so() {
+    let mut client = echo().await;
+    let change = MoveChange {
+        source_type_name: "echo_note".into(),
+        source_state_json: b"{}".to_vec(),
+        target_type_name: "echo_item".into(),
+        ..MoveChange::default()
+    };
+    let refused = client.move_resource_state(&change).await.unwrap_err();
+    assert!(refused.check.contains("prepareCrossTypeMove"), "{refused}");
+    // A client that asks anyway gets the resource's refusal.
+    let request = pb::move_resource_state::Request {
+        source_type_name: "echo_note".into(),
+        target_type_name: "echo_item".into(),
+        ..Default::default()
+    };
+    let answer = client
+        .raw()
+        .move_resource_state(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.diagnostics[0].summary, "Move not supported");
+    assert!(answer.target_identity.is_none());
 }

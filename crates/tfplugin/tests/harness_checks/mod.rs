@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tfplugin::proto::tfplugin6 as pb;
 use tfplugin::proto::tfplugin6::provider_server::{Provider, ProviderServer};
-use tfplugin::testing::{Client, PlanChange, Violation};
+use tfplugin::testing::{Client, MoveChange, PlanChange, Violation};
 use tfplugin::{Type, Value, encode_dynamic_value};
 use tokio::net::UnixListener;
 use tonic::codegen::BoxStream;
@@ -30,6 +30,7 @@ enum Rogue {
     BothImportFlags,
     MapInIdentity,
     UnknownGeneratedConfig,
+    MovesWriteOnlyValue,
 }
 
 fn thing_type() -> Type {
@@ -98,6 +99,10 @@ impl Provider for Rogue {
             ]
             .into(),
             action_schemas: [("rogue_act".into(), action)].into(),
+            server_capabilities: Some(pb::ServerCapabilities {
+                move_resource_state: true,
+                ..Default::default()
+            }),
             ..Default::default()
         }))
     }
@@ -179,6 +184,23 @@ impl Provider for Rogue {
         let count = if *self == Rogue::ImportsTwo { 2 } else { 1 };
         Ok(Response::new(pb::import_resource_state::Response {
             imported_resources: vec![object; count],
+            ..Default::default()
+        }))
+    }
+
+    async fn move_resource_state(
+        &self,
+        _: Request<pb::move_resource_state::Request>,
+    ) -> Result<Response<pb::move_resource_state::Response>, Status> {
+        let (secret, id) = match self {
+            Rogue::MovesWriteOnlyValue => (Value::from("leaked"), Value::from("x")),
+            Rogue::UnknownIdentity => (Value::Null, Value::Unknown),
+            _ => (Value::Null, Value::from("x")),
+        };
+        let state = Value::object([("name", Value::from("x")), ("secret", secret)]);
+        Ok(Response::new(pb::move_resource_state::Response {
+            target_state: dynamic(&state, &thing_type()),
+            target_identity: identity(id),
             ..Default::default()
         }))
     }
@@ -430,5 +452,31 @@ async fn generated_configuration_must_be_known() {
         generated,
         "writeConfigAttributesFromExisting",
         "unknown values",
+    );
+}
+
+#[tokio::test]
+async fn a_move_must_give_a_known_identity_and_no_write_only_value() {
+    let change = MoveChange {
+        source_type_name: "rogue_old".into(),
+        source_state_json: br#"{"title":"x"}"#.to_vec(),
+        target_type_name: "rogue_thing".into(),
+        ..MoveChange::default()
+    };
+    let (mut client, _dir) = serve(Rogue::MovesWriteOnlyValue).await;
+    let moved = client.move_resource_state(&change).await;
+    refused(moved, "ValidateWriteOnlyAttributes", "secret");
+    let (mut client, _dir) = serve(Rogue::UnknownIdentity).await;
+    let moved = client.move_resource_state(&change).await;
+    refused(
+        moved,
+        "cross_provider_move.go applyCrossTypeMove",
+        "unknown values",
+    );
+    let (mut client, _dir) = serve(Rogue::Behaves).await;
+    let moved = client.move_resource_state(&change).await.unwrap();
+    assert_eq!(
+        moved.target_identity,
+        Value::object([("id", Value::from("x"))])
     );
 }
