@@ -4,6 +4,29 @@
 //! [`Provider`], [`Resource`] and [`DataSource`] traits over [`Value`]s
 //! described by [`Schema`]s, and `main` calls [`serve`].
 //!
+//! It serves protocol 6.10 (see `proto/tfplugin6.proto`); what minors 6.9 and
+//! 6.10 added is optional, and a provider that uses none of it answers exactly
+//! as a 6.8 server does:
+//! - resource identity (Terraform 1.12+): [`Resource::identity_schema`],
+//!   [`Resource::identity_of`] (the identity every read, plan, apply, import
+//!   and move answers with unless the response names one),
+//!   [`Resource::import_by_identity`] and [`Resource::upgrade_identity`];
+//! - list resources (`terraform query`, Terraform 1.14+): [`ListResource`],
+//!   registered with [`Provider::list_resources`], pushes what it finds into
+//!   [`ListResults`];
+//! - generated configuration (`-generate-config-out`): [`Resource::generate_config`]
+//!   with [`Resource::generates_config`];
+//! - actions (Terraform 1.14+): [`Action`], registered with [`Provider::actions`],
+//!   reports progress through [`ActionProgress`];
+//! - moves across resource types: [`Resource::move_state`] with
+//!   [`Resource::accepts_moves`].
+//!
+//! Where Terraform's client refuses an answer (an identity with unknown values,
+//! a list result without identity, an invocation without one final completion),
+//! the server turns the provider's mistake into an error diagnostic instead.
+//! The `testing` feature adds `tfplugin::testing`: a client that drives a provider
+//! binary as Terraform 1.12 to 1.16 do and checks every answer as Terraform does.
+//!
 //! What [`serve`] does (as HashiCorp's go-plugin does for Go providers):
 //! - without `TF_PLUGIN_MAGIC_COOKIE` it prints that the binary is a plugin
 //!   run by Terraform/OpenTofu and exits 1;
