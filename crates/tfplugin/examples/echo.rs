@@ -129,9 +129,8 @@ impl Resource for Item {
         _ctx: &Context,
         mut request: UpgradeIdentityRequest,
     ) -> UpgradeIdentityResponse {
-        if request.version == 0 {
-            let v0: serde_json::Value =
-                serde_json::from_slice(&request.raw_identity_json).unwrap_or_default();
+        let v0 = serde_json::from_slice::<serde_json::Value>(&request.raw_identity_json);
+        if let (0, Ok(v0)) = (request.version, v0) {
             let v1 = serde_json::json!({ "name": v0["item_name"], "namespace": NAMESPACE });
             request.raw_identity_json = v1.to_string().into_bytes();
         }

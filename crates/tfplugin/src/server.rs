@@ -3,12 +3,14 @@
 //!
 //! The RPCs of protocol 6.9 and 6.10 live in submodules: `identity` (identity schemas, the
 //! identity carried by read, plan, apply and import, and its upgrade), `list` (list
-//! resources), `actions` and `generate` (generated configuration).
+//! resources), `actions`, `generate` (generated configuration) and `moves` (moves across
+//! resource types).
 
 mod actions;
 mod generate;
 mod identity;
 mod list;
+mod moves;
 #[cfg(test)]
 mod tests;
 
@@ -27,7 +29,6 @@ use crate::context::{Client, ClientCapabilities, Context, StopSource};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::identity::IdentitySchema;
 use crate::list::ListResource;
-use crate::moves::MoveRequest;
 use crate::proto::health;
 use crate::proto::plugin;
 use crate::proto::tfplugin6 as pb;
@@ -797,65 +798,7 @@ impl pb::provider_server::Provider for ProviderService {
         &self,
         request: Request<pb::move_resource_state::Request>,
     ) -> RpcResult<pb::move_resource_state::Response> {
-        let request = request.into_inner();
-        let rpc = "MoveResourceState";
-        self.serve_rpc(rpc, &request.target_type_name, async {
-            let entry = self.resource(&request.target_type_name)?;
-            let source_identity = request.source_identity.unwrap_or_default();
-            let move_request = MoveRequest {
-                source_provider_address: request.source_provider_address,
-                source_type_name: request.source_type_name,
-                source_schema_version: request.source_schema_version,
-                source_state_json: request.source_state.unwrap_or_default().json,
-                source_private: request.source_private,
-                source_identity_json: source_identity.json,
-                source_identity_schema_version: request.source_identity_schema_version,
-            };
-            let ctx = self.context(rpc, None);
-            let moved = entry.implementation.move_state(&ctx, move_request).await;
-            let mut diagnostics = moved.diagnostics;
-            let state = &moved.target_state;
-            let mut written = entry
-                .schema
-                .block
-                .attributes
-                .iter()
-                .filter(|a| a.write_only);
-            if let Some(a) = written.find(|a| !state.get_attr(&a.name).is_null()) {
-                // Terraform refuses it: `applyCrossTypeMove` in cross_provider_move.go.
-                diagnostics.error(
-                    "Provider returned invalid value",
-                    format!(
-                        "The moved state has a value for the write-only attribute {:?}. This \
-                         is a bug in the provider.",
-                        a.name
-                    ),
-                );
-            }
-            let target_identity = identity_out(
-                entry.implementation.as_ref(),
-                self.identity(&request.target_type_name),
-                moved.target_identity,
-                &moved.target_state,
-                Known::Wholly,
-                &mut diagnostics,
-            );
-            let target_state = encode_known(
-                &moved.target_state,
-                &entry.value_type,
-                "Provider returned invalid value",
-                "The moved state",
-                &mut diagnostics,
-            );
-            let response = pb::move_resource_state::Response {
-                target_state,
-                target_private: moved.target_private,
-                target_identity,
-                ..Default::default()
-            };
-            Ok((response, diagnostics))
-        })
-        .await
+        self.move_state(request).await
     }
 
     async fn generate_resource_config(

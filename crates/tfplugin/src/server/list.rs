@@ -5,6 +5,7 @@
 //! other type is answered with one error event. Results are streamed as the list resource
 //! pushes them ([`ListResults`] holds the per-result rules); its final diagnostics follow.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::mpsc;
@@ -13,13 +14,22 @@ use tonic::{Request, Response};
 use tracing::Instrument as _;
 
 use super::{ProviderService, RpcResult, Served, decode, log_result};
+use crate::context::Context;
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::list::{ListRequest, ListResults, ValidateListRequest};
+use crate::list::{EventSender, ListRequest, ListResource, ListResults, ValidateListRequest};
 use crate::proto::tfplugin6 as pb;
 use crate::value::Type;
 
 /// Results buffered ahead of a slow reader; the list resource waits beyond that.
 const BUFFERED_EVENTS: usize = 16;
+
+/// A list ready to run.
+struct Listing {
+    list: Arc<dyn ListResource>,
+    ctx: Context,
+    request: ListRequest,
+    results: ListResults,
+}
 
 fn error_stream(diagnostics: Diagnostics) -> BoxStream<pb::list_resource::Event> {
     let event = pb::list_resource::Event {
@@ -39,41 +49,38 @@ impl ProviderService {
         let span = self.span(rpc, &request.type_name);
         let (sender, receiver) = mpsc::channel(BUFFERED_EVENTS);
         let started = Instant::now();
-        let (list, ctx, list_request, mut results) = match self.prepare_list(request, sender) {
-            Ok(prepared) => prepared,
+        let listing = match self.prepare_list(request, sender) {
+            Ok(listing) => listing,
             Err(diagnostics) => {
                 span.in_scope(|| log_result(started, &diagnostics));
                 return Ok(Response::new(error_stream(diagnostics)));
             }
         };
-        if !results.is_closed() {
-            let listing = async move {
-                let diagnostics = list.list(&ctx, list_request, &mut results).await;
+        if !listing.results.is_closed() {
+            let run = async move {
+                let Listing {
+                    list,
+                    ctx,
+                    request,
+                    mut results,
+                } = listing;
+                let diagnostics = list.list(&ctx, request, &mut results).await;
                 log_result(started, &diagnostics);
                 // Not sent when the client already stopped reading (limit reached).
                 let _ = results.diagnostics(diagnostics).await;
             };
-            tokio::spawn(listing.instrument(span));
+            tokio::spawn(run.instrument(span));
         }
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(receiver),
         )))
     }
 
-    #[allow(clippy::type_complexity)]
     fn prepare_list(
         &self,
         request: pb::list_resource::Request,
-        sender: crate::list::EventSender,
-    ) -> Result<
-        (
-            std::sync::Arc<dyn crate::list::ListResource>,
-            crate::context::Context,
-            ListRequest,
-            ListResults,
-        ),
-        Diagnostics,
-    > {
+        sender: EventSender,
+    ) -> Result<Listing, Diagnostics> {
         let registry = self.registry();
         let type_name = &request.type_name;
         let Some(list) = registry.list_resources.get(type_name) else {
@@ -106,13 +113,16 @@ impl ProviderService {
             request.include_resource_object,
             request.limit,
         );
-        let list_request = ListRequest {
-            config,
-            include_resource_object: request.include_resource_object,
-            limit: request.limit,
-        };
-        let ctx = self.context("ListResource", None);
-        Ok((list.implementation.clone(), ctx, list_request, results))
+        Ok(Listing {
+            list: list.implementation.clone(),
+            ctx: self.context("ListResource", None),
+            request: ListRequest {
+                config,
+                include_resource_object: request.include_resource_object,
+                limit: request.limit,
+            },
+            results,
+        })
     }
 
     pub(super) async fn validate_list(
