@@ -53,7 +53,8 @@ pub trait Action: Send + Sync + 'static {
     fn schema(&self) -> Schema;
 
     /// Checks the configuration without side effects. Values may be unknown. Diagnostic paths
-    /// are relative to the `config` block (Terraform 1.16 prefixes them with `config`).
+    /// here, in [`Action::plan`] and [`Action::invoke`] are relative to the `config` block
+    /// (Terraform 1.16 prefixes them with `config`; 1.14 and 1.15 do not).
     async fn validate(&self, _ctx: &Context, _config: &Value) -> Diagnostics {
         Diagnostics::new()
     }

@@ -250,13 +250,16 @@ pub trait ListResource: Send + Sync + 'static {
     fn schema(&self) -> Schema;
 
     /// Checks the configuration without side effects. Values may be unknown. Diagnostic paths
-    /// are relative to the `config` block.
+    /// are relative to the `config` block, as Terraform means them to be; through 1.16 it adds
+    /// the `config` step to list results' and actions' diagnostics but not to these (commit
+    /// f079a2158b), so their paths find no attribute there.
     async fn validate(&self, _ctx: &Context, _request: ValidateListRequest) -> Diagnostics {
         Diagnostics::new()
     }
 
     /// Finds the objects and pushes each to `results`, stopping when a push fails. The returned
-    /// diagnostics are sent after the last result.
+    /// diagnostics are sent after the last result. Diagnostic paths are relative to the
+    /// `config` block (Terraform 1.16 prefixes them with `config`; 1.14 and 1.15 do not).
     async fn list(
         &self,
         ctx: &Context,
