@@ -1,6 +1,9 @@
 //! A tiny provider that stores what it is given: the runnable example of the
 //! `tfplugin` API, and the plugin binary this crate's tests and benchmark
-//! start (`tfplugin-echo`).
+//! start (`tfplugin-echo`). Besides a resource and a data source it has what
+//! protocol 6.9 and 6.10 add: `echo_item` has an identity (and writes its own
+//! generated configuration), a list resource lists made-up items, and the
+//! action `echo_countdown` reports progress.
 //!
 //! Try it with Terraform: `cargo run -p tfplugin --bin tfplugin-echo -- --debug`,
 //! then export the printed `TF_REATTACH_PROVIDERS` and run `terraform plan` on
@@ -10,10 +13,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use tfplugin::{
-    ApplyAction, ApplyRequest, ApplyResponse, Attribute, Block, Context, DataSource,
-    DataSourceResponse, Diagnostic, Diagnostics, ImportResponse, ImportedResource, PlanRequest,
-    PlanResponse, Provider, ReadRequest, ReadResponse, Resource, Schema, ServeOptions, Type, Value,
-    plan,
+    Action, ActionProgress, ApplyAction, ApplyRequest, ApplyResponse, Attribute, Block, Context,
+    DataSource, DataSourceResponse, Diagnostic, Diagnostics, GenerateConfigResponse,
+    IdentityAttribute, IdentitySchema, ImportResponse, ImportedResource, ListItem, ListRequest,
+    ListResource, ListResults, PlanRequest, PlanResponse, Provider, ReadRequest, ReadResponse,
+    Resource, Schema, ServeOptions, Type, UpgradeIdentityRequest, UpgradeIdentityResponse,
+    ValidateListRequest, Value, config_from_state, plan, upgrade_identity_with_current_schema,
 };
 
 struct Echo;
@@ -50,12 +55,31 @@ impl Provider for Echo {
     fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
         vec![Arc::new(Length)]
     }
+
+    fn list_resources(&self) -> Vec<Arc<dyn ListResource>> {
+        vec![Arc::new(ItemList)]
+    }
+
+    fn actions(&self) -> Vec<Arc<dyn Action>> {
+        vec![Arc::new(Countdown)]
+    }
 }
 
 /// `echo_item`: stores `value`; `id` is derived from `name`, which forces
 /// replacement. With `wait_for_stop = true`, apply blocks until Terraform
-/// sends StopProvider (to exercise cancellation).
+/// sends StopProvider (to exercise cancellation). Its identity is its `name`
+/// in the namespace `default` (version 1; version 0 stored `item_name`).
 struct Item;
+
+/// The only namespace echo items live in.
+const NAMESPACE: &str = "default";
+
+fn item_state(name: &str) -> Value {
+    Value::object([
+        ("name", Value::from(name)),
+        ("id", Value::from(format!("item-{name}"))),
+    ])
+}
 
 #[tfplugin::async_trait]
 impl Resource for Item {
@@ -78,6 +102,78 @@ impl Resource for Item {
                 .attribute(Attribute::new("wait_for_stop", Type::Bool).optional())
                 .attribute(Attribute::new("id", Type::String).computed()),
         )
+    }
+
+    fn identity_schema(&self) -> Option<IdentitySchema> {
+        Some(
+            IdentitySchema::new()
+                .with_version(1)
+                .attribute(IdentityAttribute::required("name", Type::String))
+                .attribute(
+                    IdentityAttribute::optional("namespace", Type::String)
+                        .description("Always `default`."),
+                ),
+        )
+    }
+
+    fn identity_of(&self, state: &Value) -> Value {
+        // Unknown while a create plan has no name yet.
+        Value::object([
+            ("name", state.get_attr("name").clone()),
+            ("namespace", Value::from(NAMESPACE)),
+        ])
+    }
+
+    async fn upgrade_identity(
+        &self,
+        _ctx: &Context,
+        mut request: UpgradeIdentityRequest,
+    ) -> UpgradeIdentityResponse {
+        let v0 = serde_json::from_slice::<serde_json::Value>(&request.raw_identity_json);
+        if let (0, Ok(v0)) = (request.version, v0) {
+            let v1 = serde_json::json!({ "name": v0["item_name"], "namespace": NAMESPACE });
+            request.raw_identity_json = v1.to_string().into_bytes();
+        }
+        upgrade_identity_with_current_schema(&self.identity_schema().unwrap(), &request)
+    }
+
+    async fn import_by_identity(&self, _ctx: &Context, identity: &Value) -> ImportResponse {
+        let namespace = identity.get_attr("namespace").as_str().unwrap_or(NAMESPACE);
+        let name = identity.get_attr("name").as_str().unwrap_or_default();
+        if namespace != NAMESPACE {
+            return ImportResponse {
+                imported: Vec::new(),
+                diagnostics: Diagnostic::error(
+                    "Unknown namespace",
+                    format!("Echo items live in the namespace {NAMESPACE:?} only."),
+                )
+                .into(),
+            };
+        }
+        ImportResponse {
+            imported: vec![ImportedResource {
+                type_name: "echo_item".to_owned(),
+                state: item_state(name),
+                private: Vec::new(),
+            }],
+            diagnostics: Diagnostics::new(),
+        }
+    }
+
+    fn generates_config(&self) -> bool {
+        true
+    }
+
+    async fn generate_config(&self, _ctx: &Context, state: &Value) -> GenerateConfigResponse {
+        let mut config = config_from_state(&self.schema().block, state);
+        // `wait_for_stop = false` is what leaving it out means: not worth writing.
+        if config.get_attr("wait_for_stop").as_bool() == Some(false) {
+            config.set_attr("wait_for_stop", Value::Null);
+        }
+        GenerateConfigResponse {
+            config,
+            diagnostics: Diagnostics::new(),
+        }
     }
 
     async fn validate(&self, ctx: &Context, config: &Value) -> Diagnostics {
@@ -108,7 +204,7 @@ impl Resource for Item {
                 &["name"],
             ),
             planned_private: request.prior_private,
-            diagnostics: Diagnostics::new(),
+            ..PlanResponse::default()
         }
     }
 
@@ -134,7 +230,7 @@ impl Resource for Item {
         ApplyResponse {
             new_state,
             private: b"{\"v\":1}".to_vec(),
-            diagnostics: Diagnostics::new(),
+            ..ApplyResponse::default()
         }
     }
 
@@ -142,7 +238,7 @@ impl Resource for Item {
         ReadResponse {
             new_state: request.current_state,
             private: request.private,
-            diagnostics: Diagnostics::new(),
+            ..ReadResponse::default()
         }
     }
 
@@ -156,7 +252,7 @@ impl Resource for Item {
         ImportResponse {
             imported: vec![ImportedResource {
                 type_name: "echo_item".to_owned(),
-                state: Value::object([("name", Value::from(name)), ("id", Value::from(id))]),
+                state: item_state(name),
                 private: Vec::new(),
             }],
             diagnostics: Diagnostics::new(),
@@ -212,6 +308,122 @@ impl DataSource for Length {
             state,
             diagnostics: Diagnostics::new(),
         }
+    }
+}
+
+/// Lists `count` made-up items named `<prefix>-<n>` (`item-<n>` by default). The result at
+/// `broken_at` has no identity, which the server reports as an error ending the list.
+struct ItemList;
+
+#[tfplugin::async_trait]
+impl ListResource for ItemList {
+    fn type_name(&self) -> &str {
+        "echo_item"
+    }
+
+    fn schema(&self) -> Schema {
+        Schema::new(
+            Block::new()
+                .attribute(Attribute::new("count", Type::Number).required())
+                .attribute(Attribute::new("prefix", Type::String).optional())
+                .attribute(Attribute::new("broken_at", Type::Number).optional()),
+        )
+    }
+
+    async fn validate(&self, _ctx: &Context, request: ValidateListRequest) -> Diagnostics {
+        let mut diagnostics = Diagnostics::new();
+        if request
+            .config
+            .get_attr("count")
+            .as_i64()
+            .is_some_and(|n| n < 0)
+        {
+            diagnostics.attribute_error("count", "Negative count", "Count from zero up.");
+        }
+        diagnostics
+    }
+
+    async fn list(
+        &self,
+        _ctx: &Context,
+        request: ListRequest,
+        results: &mut ListResults,
+    ) -> Diagnostics {
+        let count = request.config.get_attr("count").as_i64().unwrap_or(0);
+        let prefix = request.config.get_attr("prefix").as_str().unwrap_or("item");
+        let broken_at = request.config.get_attr("broken_at").as_i64();
+        for n in 0..count {
+            let name = format!("{prefix}-{n}");
+            let mut item = ListItem::new(Item.identity_of(&item_state(&name)), &name);
+            if broken_at == Some(n) {
+                item.identity = Value::Null;
+            }
+            if results.include_resource_object() {
+                item = item.with_resource_object(item_state(&name));
+            }
+            if results.push(item).await.is_err() {
+                break;
+            }
+        }
+        let mut diagnostics = Diagnostics::new();
+        if count > 3 {
+            diagnostics.warning("Many items", format!("Listed up to {count} items."));
+        }
+        diagnostics
+    }
+}
+
+/// `echo_countdown`: counts down from `from` to 1, one progress message each; with `fail`
+/// the invocation completes with an error.
+struct Countdown;
+
+#[tfplugin::async_trait]
+impl Action for Countdown {
+    fn type_name(&self) -> &str {
+        "echo_countdown"
+    }
+
+    fn schema(&self) -> Schema {
+        Schema::new(
+            Block::new()
+                .attribute(Attribute::new("from", Type::Number).required())
+                .attribute(Attribute::new("fail", Type::Bool).optional()),
+        )
+    }
+
+    async fn validate(&self, _ctx: &Context, config: &Value) -> Diagnostics {
+        let mut diagnostics = Diagnostics::new();
+        if config.get_attr("from").as_i64().is_some_and(|n| n > 100) {
+            diagnostics.attribute_error("from", "Too far", "Count down from 100 at most.");
+        }
+        diagnostics
+    }
+
+    async fn plan(&self, _ctx: &Context, config: &Value) -> Diagnostics {
+        let mut diagnostics = Diagnostics::new();
+        if config.get_attr("from").as_i64().is_some_and(|n| n < 1) {
+            diagnostics.attribute_error("from", "Nothing to count", "Count down from 1 or more.");
+        }
+        diagnostics
+    }
+
+    async fn invoke(
+        &self,
+        _ctx: &Context,
+        config: &Value,
+        progress: &ActionProgress,
+    ) -> Diagnostics {
+        let from = config.get_attr("from").as_i64().unwrap_or(0);
+        for n in (1..=from).rev() {
+            if !progress.report(n.to_string()).await {
+                break;
+            }
+        }
+        let mut diagnostics = Diagnostics::new();
+        if config.get_attr("fail").as_bool() == Some(true) {
+            diagnostics.error("Countdown failed", "Asked to fail.");
+        }
+        diagnostics
     }
 }
 

@@ -168,6 +168,22 @@ impl Diagnostic {
         self
     }
 
+    /// Converts a diagnostic received over the wire; anything but a warning is taken as an
+    /// error.
+    pub fn from_proto(diagnostic: &pb::Diagnostic) -> Diagnostic {
+        let severity = if diagnostic.severity == pb::diagnostic::Severity::Warning as i32 {
+            Severity::Warning
+        } else {
+            Severity::Error
+        };
+        Diagnostic {
+            severity,
+            summary: diagnostic.summary.clone(),
+            detail: diagnostic.detail.clone(),
+            attribute: diagnostic.attribute.as_ref().map(AttributePath::from_proto),
+        }
+    }
+
     pub(crate) fn to_proto(&self) -> pb::Diagnostic {
         pb::Diagnostic {
             severity: match self.severity {
@@ -233,6 +249,11 @@ impl Diagnostics {
 
     pub(crate) fn to_proto(&self) -> Vec<pb::Diagnostic> {
         self.0.iter().map(Diagnostic::to_proto).collect()
+    }
+
+    /// Converts diagnostics received over the wire.
+    pub fn from_proto(diagnostics: &[pb::Diagnostic]) -> Diagnostics {
+        Diagnostics(diagnostics.iter().map(Diagnostic::from_proto).collect())
     }
 }
 

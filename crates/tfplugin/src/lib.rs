@@ -4,6 +4,29 @@
 //! [`Provider`], [`Resource`] and [`DataSource`] traits over [`Value`]s
 //! described by [`Schema`]s, and `main` calls [`serve`].
 //!
+//! It serves protocol 6.10 (see `proto/tfplugin6.proto`); what minors 6.9 and
+//! 6.10 added is optional, and a provider that uses none of it answers exactly
+//! as a 6.8 server does:
+//! - resource identity (Terraform 1.12+): [`Resource::identity_schema`],
+//!   [`Resource::identity_of`] (the identity every read, plan, apply, import
+//!   and move answers with unless the response names one),
+//!   [`Resource::import_by_identity`] and [`Resource::upgrade_identity`];
+//! - list resources (`terraform query`, Terraform 1.14+): [`ListResource`],
+//!   registered with [`Provider::list_resources`], pushes what it finds into
+//!   [`ListResults`];
+//! - generated configuration (`-generate-config-out`): [`Resource::generate_config`]
+//!   with [`Resource::generates_config`];
+//! - actions (Terraform 1.14+): [`Action`], registered with [`Provider::actions`],
+//!   reports progress through [`ActionProgress`];
+//! - moves across resource types: [`Resource::move_state`] with
+//!   [`Resource::accepts_moves`].
+//!
+//! Where Terraform's client refuses an answer (an identity with unknown values,
+//! a list result without identity, an invocation without one final completion),
+//! the server turns the provider's mistake into an error diagnostic instead.
+//! The `testing` feature adds `tfplugin::testing`: a client that drives a provider
+//! binary as Terraform 1.12 to 1.16 do and checks every answer as Terraform does.
+//!
 //! What [`serve`] does (as HashiCorp's go-plugin does for Go providers):
 //! - without `TF_PLUGIN_MAGIC_COOKIE` it prints that the binary is a plugin
 //!   run by Terraform/OpenTofu and exits 1;
@@ -105,27 +128,43 @@
 //! A complete runnable example lives in `examples/echo.rs` (built as the
 //! `tfplugin-echo` binary used by this crate's tests).
 
+mod action;
 mod codec;
+mod context;
 mod diag;
+mod generate;
+mod identity;
+mod list;
 pub mod logging;
+mod moves;
 pub mod plan;
 mod provider;
 mod schema;
 mod serve;
 mod server;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tls;
 mod value;
 
+pub use action::{Action, ActionProgress};
 pub use codec::{
     CodecError, UNKNOWN_MSGPACK, decode_dynamic_value, decode_json, decode_msgpack,
     encode_dynamic_value, encode_msgpack, json_value,
 };
+pub use context::{Client, ClientCapabilities, Context, StopSignal};
 pub use diag::{AttributePath, Diagnostic, Diagnostics, PathStep, Severity};
+pub use generate::{GenerateConfigResponse, config_from_state};
+pub use identity::{
+    IdentityAttribute, IdentitySchema, ImportRole, UpgradeIdentityRequest, UpgradeIdentityResponse,
+    upgrade_identity_with_current_schema,
+};
+pub use list::{ListClosed, ListItem, ListRequest, ListResource, ListResults, ValidateListRequest};
+pub use moves::{MoveRequest, MoveResponse};
 pub use provider::{
-    ApplyAction, ApplyRequest, ApplyResponse, Client, ClientCapabilities, Context, DataSource,
-    DataSourceResponse, ImportResponse, ImportedResource, PlanRequest, PlanResponse, Provider,
-    ReadRequest, ReadResponse, Resource, StateUpgrade, StopSignal, UpgradeRequest, UpgradeResponse,
-    upgrade_state_json, upgrade_with_current_schema,
+    ApplyAction, ApplyRequest, ApplyResponse, DataSource, DataSourceResponse, ImportResponse,
+    ImportedResource, PlanRequest, PlanResponse, Provider, ReadRequest, ReadResponse, Resource,
+    StateUpgrade, UpgradeRequest, UpgradeResponse, upgrade_state_json, upgrade_with_current_schema,
 };
 pub use schema::{
     Attribute, AttributeKind, Block, BlockNesting, NestedAttributes, NestedBlock, Nesting, Schema,

@@ -2,143 +2,20 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
-
+use crate::action::Action;
 use crate::codec::json_value;
+use crate::context::Context;
 use crate::diag::{AttributePath, Diagnostic, Diagnostics};
+use crate::generate::{GenerateConfigResponse, config_from_state};
+use crate::identity::{
+    IdentitySchema, UpgradeIdentityRequest, UpgradeIdentityResponse,
+    upgrade_identity_with_current_schema,
+};
+use crate::list::ListResource;
+use crate::moves::{MoveRequest, MoveResponse};
 use crate::plan;
 use crate::schema::Schema;
 use crate::value::Value;
-
-/// Observes Terraform's `StopProvider` (Ctrl-C): long operations should poll
-/// [`StopSignal::is_stopped`] or race their work against [`StopSignal::stopped`]
-/// and return promptly with an error diagnostic.
-#[derive(Clone, Debug)]
-pub struct StopSignal {
-    receiver: watch::Receiver<bool>,
-    /// Keeps the channel open for signals that nothing will ever raise.
-    _never_sender: Option<Arc<watch::Sender<bool>>>,
-}
-
-impl StopSignal {
-    /// Whether Terraform asked to stop.
-    pub fn is_stopped(&self) -> bool {
-        *self.receiver.borrow()
-    }
-
-    /// Completes when Terraform asks to stop (never, if it does not).
-    pub async fn stopped(&self) {
-        let mut receiver = self.receiver.clone();
-        if receiver.wait_for(|stopped| *stopped).await.is_err() {
-            // The server replaced its sender after raising this signal, so the
-            // last value was already seen; nothing can raise it any more.
-            std::future::pending::<()>().await;
-        }
-    }
-
-    /// A signal that is never raised (for tests and tools).
-    pub fn never() -> StopSignal {
-        let (sender, receiver) = watch::channel(false);
-        StopSignal {
-            receiver,
-            _never_sender: Some(Arc::new(sender)),
-        }
-    }
-}
-
-/// Raises [`StopSignal`]s. Each `StopProvider` stops the calls in flight; calls
-/// that start afterwards get a fresh signal, as Terraform's own SDK does.
-#[derive(Debug)]
-pub(crate) struct StopSource {
-    current: std::sync::Mutex<watch::Sender<bool>>,
-}
-
-impl StopSource {
-    pub(crate) fn new() -> StopSource {
-        StopSource {
-            current: std::sync::Mutex::new(watch::channel(false).0),
-        }
-    }
-
-    pub(crate) fn signal(&self) -> StopSignal {
-        let sender = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        StopSignal {
-            receiver: sender.subscribe(),
-            _never_sender: None,
-        }
-    }
-
-    pub(crate) fn stop(&self) {
-        let mut sender = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        sender.send_replace(true);
-        *sender = watch::channel(false).0;
-    }
-}
-
-/// What every call receives.
-#[derive(Clone, Debug)]
-pub struct Context {
-    /// Raised when Terraform sends `StopProvider`.
-    pub stop: StopSignal,
-    /// The RPC being served, e.g. `PlanResourceChange` (for logs).
-    pub rpc: &'static str,
-    /// What is known about the CLI that sent the request.
-    pub client: Client,
-}
-
-impl Context {
-    /// A context for calling trait methods outside a server (tests, tools).
-    pub fn detached(rpc: &'static str) -> Context {
-        Context {
-            stop: StopSignal::never(),
-            rpc,
-            client: Client::default(),
-        }
-    }
-}
-
-/// What the request's client announced it can do (`ClientCapabilities`).
-///
-/// Clients older than the protocol minor that added a capability never send it,
-/// so absent means "not allowed": e.g. `write_only_attributes_allowed` arrives
-/// from Terraform >= 1.11 and OpenTofu >= 1.11 only.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ClientCapabilities {
-    /// The client accepts deferred responses.
-    pub deferral_allowed: bool,
-    /// The client keeps write-only attributes out of plans and state.
-    pub write_only_attributes_allowed: bool,
-}
-
-/// Which CLI runs the provider, as far as the protocol (and the process tree) tells.
-#[derive(Clone, Debug, Default)]
-pub struct Client {
-    /// This request's capabilities (all false when it carried none, and for
-    /// RPCs that have no capabilities field, e.g. `ApplyResourceChange`).
-    pub capabilities: ClientCapabilities,
-    /// The CLI's version from `ConfigureProvider` (`terraform_version`; OpenTofu
-    /// sends its own version there). `None` until the provider is configured:
-    /// Terraform validates before it configures.
-    pub version: Option<String>,
-    /// `Terraform` or `OpenTofu` when the parent process is `terraform` or
-    /// `tofu`; `None` otherwise (e.g. `--debug` reattach, tests).
-    pub name: Option<&'static str>,
-}
-
-impl Client {
-    /// The CLI for a user-facing sentence, e.g. `Terraform 1.9.8`, or
-    /// `Terraform or OpenTofu 1.9.8` when only the version is known; `None`
-    /// when nothing is.
-    pub fn describe(&self) -> Option<String> {
-        let version = self.version.as_deref().filter(|v| !v.is_empty());
-        match (self.name, version) {
-            (Some(name), Some(version)) => Some(format!("{name} {version}")),
-            (Some(name), None) => Some(name.to_owned()),
-            (None, Some(version)) => Some(format!("Terraform or OpenTofu {version}")),
-            (None, None) => None,
-        }
-    }
-}
 
 /// A Terraform provider: its configuration block plus its resources and data sources.
 #[tonic::async_trait]
@@ -165,6 +42,17 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Data sources. Called once; each is keyed by its [`DataSource::type_name`].
     fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
+        Vec::new()
+    }
+
+    /// List resources (Terraform 1.14+). Called once; each is keyed by its
+    /// [`ListResource::type_name`], which names a resource with an identity schema.
+    fn list_resources(&self) -> Vec<Arc<dyn ListResource>> {
+        Vec::new()
+    }
+
+    /// Actions (Terraform 1.14+). Called once; each is keyed by its [`Action::type_name`].
+    fn actions(&self) -> Vec<Arc<dyn Action>> {
         Vec::new()
     }
 }
@@ -194,6 +82,9 @@ pub struct PlanResponse {
     pub planned_private: Vec<u8>,
     /// Problems found.
     pub diagnostics: Diagnostics,
+    /// The identity the object will have. `None`: [`Resource::identity_of`] the planned
+    /// state. Unknown values are allowed on create and replace only.
+    pub planned_identity: Option<Value>,
 }
 
 /// `ApplyResourceChange` input: create when `prior_state` is null, delete
@@ -208,6 +99,8 @@ pub struct ApplyRequest {
     pub config: Value,
     /// Private bytes from the plan.
     pub planned_private: Vec<u8>,
+    /// The identity the plan gave (null when it gave none, and from clients before 6.9).
+    pub planned_identity: Value,
 }
 
 impl ApplyRequest {
@@ -244,6 +137,8 @@ pub struct ApplyResponse {
     pub private: Vec<u8>,
     /// Problems found.
     pub diagnostics: Diagnostics,
+    /// The object's identity, wholly known. `None`: [`Resource::identity_of`] the new state.
+    pub new_identity: Option<Value>,
 }
 
 /// `ReadResource` input.
@@ -253,6 +148,8 @@ pub struct ReadRequest {
     pub current_state: Value,
     /// Private bytes saved with it.
     pub private: Vec<u8>,
+    /// The identity Terraform holds (null when it holds none, and from clients before 6.9).
+    pub current_identity: Value,
 }
 
 /// `ReadResource` output.
@@ -264,6 +161,8 @@ pub struct ReadResponse {
     pub private: Vec<u8>,
     /// Problems found.
     pub diagnostics: Diagnostics,
+    /// The object's identity, wholly known. `None`: [`Resource::identity_of`] the new state.
+    pub new_identity: Option<Value>,
 }
 
 /// One object produced by an import.
@@ -368,6 +267,99 @@ pub trait Resource: Send + Sync + 'static {
     /// dropped), which suits schemas that only gained attributes.
     async fn upgrade_state(&self, _ctx: &Context, request: UpgradeRequest) -> UpgradeResponse {
         upgrade_with_current_schema(&self.schema(), &request)
+    }
+
+    /// The identity schema (Terraform 1.12+). `None`, the default, means no identity: the
+    /// server then sends no identity at all and answers as it did before protocol 6.9.
+    fn identity_schema(&self) -> Option<IdentitySchema> {
+        None
+    }
+
+    /// The identity of the object a (non-null) state describes, or null when it cannot be
+    /// told. Answers that leave their identity `None` (read, plan, apply, and every imported
+    /// object) carry this. The default is null.
+    fn identity_of(&self, _state: &Value) -> Value {
+        Value::Null
+    }
+
+    /// Imports an existing object by identity (`import { identity = {...} }`, Terraform
+    /// 1.12+): attributes optional for import may be null. Every imported object must have an
+    /// identity ([`Resource::identity_of`] its state). The default refuses.
+    async fn import_by_identity(&self, _ctx: &Context, _identity: &Value) -> ImportResponse {
+        ImportResponse {
+            imported: Vec::new(),
+            diagnostics: Diagnostic::error(
+                "Import by identity not supported",
+                format!(
+                    "The resource type {} cannot import existing objects by identity.",
+                    self.type_name()
+                ),
+            )
+            .into(),
+        }
+    }
+
+    /// Upgrades a stored identity of an older identity schema version. The default decodes the
+    /// stored JSON with the current identity schema.
+    async fn upgrade_identity(
+        &self,
+        _ctx: &Context,
+        request: UpgradeIdentityRequest,
+    ) -> UpgradeIdentityResponse {
+        match self.identity_schema() {
+            Some(schema) => upgrade_identity_with_current_schema(&schema, &request),
+            None => UpgradeIdentityResponse {
+                diagnostics: Diagnostic::error(
+                    "Resource has no identity",
+                    format!(
+                        "The resource type {} has no identity schema.",
+                        self.type_name()
+                    ),
+                )
+                .into(),
+                ..UpgradeIdentityResponse::default()
+            },
+        }
+    }
+
+    /// Whether this resource takes objects of other resource types (`moved` blocks across
+    /// types, [`Resource::move_state`]). When any resource of the provider does, the provider
+    /// announces the capability.
+    fn accepts_moves(&self) -> bool {
+        false
+    }
+
+    /// Turns an object of another resource type into one of this type. The default refuses.
+    async fn move_state(&self, _ctx: &Context, request: MoveRequest) -> MoveResponse {
+        MoveResponse {
+            diagnostics: Diagnostic::error(
+                "Move not supported",
+                format!(
+                    "The resource type {} cannot take objects of {}.",
+                    self.type_name(),
+                    request.source_type_name
+                ),
+            )
+            .into(),
+            ..MoveResponse::default()
+        }
+    }
+
+    /// Whether this resource writes its own configuration for `-generate-config-out`
+    /// ([`Resource::generate_config`]). When any resource of the provider does, the provider
+    /// announces the capability and Terraform asks every resource.
+    fn generates_config(&self) -> bool {
+        false
+    }
+
+    /// The configuration for an object of this `state` (which may be null), of this
+    /// resource's type and wholly known. The default is [`config_from_state`], Terraform's own
+    /// filter.
+    async fn generate_config(&self, _ctx: &Context, state: &Value) -> GenerateConfigResponse {
+        GenerateConfigResponse {
+            config: config_from_state(&self.schema().block, state),
+            diagnostics: Diagnostics::new(),
+        }
     }
 }
 
@@ -578,20 +570,5 @@ mod tests {
         };
         let response = upgrade_state_json(&schema_v2(), &request, &STEPS[..1]);
         assert!(response.diagnostics.has_errors());
-    }
-
-    #[test]
-    fn the_client_is_described_by_what_is_known() {
-        let mut client = Client::default();
-        assert_eq!(client.describe(), None);
-        client.version = Some("1.9.8".into());
-        assert_eq!(
-            client.describe().as_deref(),
-            Some("Terraform or OpenTofu 1.9.8")
-        );
-        client.name = Some("OpenTofu");
-        assert_eq!(client.describe().as_deref(), Some("OpenTofu 1.9.8"));
-        client.version = None;
-        assert_eq!(client.describe().as_deref(), Some("OpenTofu"));
     }
 }

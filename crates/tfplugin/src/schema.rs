@@ -109,6 +109,7 @@ impl Block {
             description: self.description.clone(),
             description_kind: pb::StringKind::Markdown as i32,
             deprecated: self.deprecated,
+            deprecation_message: String::new(),
         }
     }
 }
@@ -311,6 +312,7 @@ impl Attribute {
             description_kind: pb::StringKind::Markdown as i32,
             deprecated: self.deprecated,
             write_only: self.write_only,
+            deprecation_message: String::new(),
         }
     }
 }

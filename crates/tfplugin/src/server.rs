@@ -1,5 +1,18 @@
 //! The gRPC services: tfplugin6.Provider over the [`Provider`] traits, plus
 //! go-plugin's controller and stdio services and gRPC health.
+//!
+//! The RPCs of protocol 6.9 and 6.10 live in submodules: `identity` (identity schemas, the
+//! identity carried by read, plan, apply and import, and its upgrade), `list` (list
+//! resources), `actions`, `generate` (generated configuration) and `moves` (moves across
+//! resource types).
+
+mod actions;
+mod generate;
+mod identity;
+mod list;
+mod moves;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,17 +23,21 @@ use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 use tracing::Instrument as _;
 
+use crate::action::Action;
 use crate::codec::{decode_dynamic_value, encode_dynamic_value};
+use crate::context::{Client, ClientCapabilities, Context, StopSource};
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::identity::IdentitySchema;
+use crate::list::ListResource;
 use crate::proto::health;
 use crate::proto::plugin;
 use crate::proto::tfplugin6 as pb;
 use crate::provider::{
-    ApplyRequest, Client, ClientCapabilities, Context, DataSource, PlanRequest, Provider,
-    ReadRequest, Resource, StopSource, UpgradeRequest,
+    ApplyRequest, DataSource, PlanRequest, Provider, ReadRequest, Resource, UpgradeRequest,
 };
 use crate::schema::Schema;
 use crate::value::{Type, Value};
+use identity::{Known, identity_in, identity_out};
 
 /// Everything derived from the provider once, on first use (not at start-up:
 /// the handshake is on every Terraform command's critical path).
@@ -28,12 +45,35 @@ struct Registry {
     provider_schema: Schema,
     provider_type: Type,
     resources: BTreeMap<String, Entry<dyn Resource>>,
+    /// The identity schemas of the resources that have one, by resource type.
+    identities: BTreeMap<String, Identity>,
     data_sources: BTreeMap<String, Entry<dyn DataSource>>,
+    list_resources: BTreeMap<String, Entry<dyn ListResource>>,
+    actions: BTreeMap<String, Entry<dyn Action>>,
+    /// Some resource writes its own configuration: Terraform then asks every resource.
+    generates_config: bool,
+    /// Some resource takes objects of other types (`MoveResourceState`).
+    accepts_moves: bool,
 }
 
 struct Entry<T: ?Sized> {
     implementation: Arc<T>,
     schema: Schema,
+    value_type: Type,
+}
+
+impl<T: ?Sized> Entry<T> {
+    fn new(implementation: Arc<T>, schema: Schema) -> Entry<T> {
+        Entry {
+            value_type: schema.value_type(),
+            schema,
+            implementation,
+        }
+    }
+}
+
+struct Identity {
+    schema: IdentitySchema,
     value_type: Type,
 }
 
@@ -64,39 +104,45 @@ impl ProviderService {
     fn registry(&self) -> &Registry {
         self.registry.get_or_init(|| {
             let provider_schema = self.provider.schema();
-            let resources = self
+            let resources: BTreeMap<String, Entry<dyn Resource>> = self
                 .provider
                 .resources()
                 .into_iter()
-                .map(|resource| {
-                    let schema = resource.schema();
-                    let entry = Entry {
-                        value_type: schema.value_type(),
-                        schema,
-                        implementation: resource,
-                    };
-                    (entry.implementation.type_name().to_owned(), entry)
+                .map(|r| (r.type_name().to_owned(), Entry::new(r.clone(), r.schema())))
+                .collect();
+            let identities = resources
+                .iter()
+                .filter_map(|(name, entry)| {
+                    let schema = entry.implementation.identity_schema()?;
+                    let value_type = schema.value_type();
+                    Some((name.clone(), Identity { schema, value_type }))
                 })
                 .collect();
-            let data_sources = self
-                .provider
-                .data_sources()
-                .into_iter()
-                .map(|data_source| {
-                    let schema = data_source.schema();
-                    let entry = Entry {
-                        value_type: schema.value_type(),
-                        schema,
-                        implementation: data_source,
-                    };
-                    (entry.implementation.type_name().to_owned(), entry)
-                })
-                .collect();
+            let generates_config = resources
+                .values()
+                .any(|entry| entry.implementation.generates_config());
+            let accepts_moves = resources
+                .values()
+                .any(|entry| entry.implementation.accepts_moves());
+            let data_sources = self.provider.data_sources().into_iter();
+            let list_resources = self.provider.list_resources().into_iter();
+            let actions = self.provider.actions().into_iter();
             Registry {
                 provider_type: provider_schema.value_type(),
                 provider_schema,
                 resources,
-                data_sources,
+                identities,
+                data_sources: data_sources
+                    .map(|d| (d.type_name().to_owned(), Entry::new(d.clone(), d.schema())))
+                    .collect(),
+                list_resources: list_resources
+                    .map(|l| (l.type_name().to_owned(), Entry::new(l.clone(), l.schema())))
+                    .collect(),
+                actions: actions
+                    .map(|a| (a.type_name().to_owned(), Entry::new(a.clone(), a.schema())))
+                    .collect(),
+                generates_config,
+                accepts_moves,
             }
         })
     }
@@ -149,6 +195,10 @@ impl ProviderService {
         })
     }
 
+    fn identity(&self, type_name: &str) -> Option<&Identity> {
+        self.registry().identities.get(type_name)
+    }
+
     fn data_source(&self, type_name: &str) -> Result<&Entry<dyn DataSource>, Diagnostics> {
         self.registry().data_sources.get(type_name).ok_or_else(|| {
             Diagnostic::error(
@@ -176,11 +226,12 @@ fn parent_cli_name() -> Option<&'static str> {
     }
 }
 
-fn capabilities() -> pb::ServerCapabilities {
+fn capabilities(registry: &Registry) -> pb::ServerCapabilities {
     pb::ServerCapabilities {
         plan_destroy: true,
         get_provider_schema_optional: true,
-        move_resource_state: false,
+        move_resource_state: registry.accepts_moves,
+        generate_resource_config: registry.generates_config,
     }
 }
 
@@ -282,6 +333,12 @@ replies!(
     apply_resource_change,
     import_resource_state,
     read_data_source,
+    upgrade_resource_identity,
+    generate_resource_config,
+    validate_list_resource_config,
+    validate_action_config,
+    plan_action,
+    move_resource_state,
 );
 
 impl ProviderService {
@@ -315,7 +372,7 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> RpcResult<pb::get_metadata::Response> {
         let registry = self.registry();
         Ok(Response::new(pb::get_metadata::Response {
-            server_capabilities: Some(capabilities()),
+            server_capabilities: Some(capabilities(registry)),
             diagnostics: Vec::new(),
             data_sources: registry
                 .data_sources
@@ -333,6 +390,20 @@ impl pb::provider_server::Provider for ProviderService {
                 .collect(),
             functions: Vec::new(),
             ephemeral_resources: Vec::new(),
+            list_resources: registry
+                .list_resources
+                .keys()
+                .map(|name| pb::get_metadata::ListResourceMetadata {
+                    type_name: name.clone(),
+                })
+                .collect(),
+            actions: registry
+                .actions
+                .keys()
+                .map(|name| pb::get_metadata::ActionMetadata {
+                    type_name: name.clone(),
+                })
+                .collect(),
         }))
     }
 
@@ -360,7 +431,20 @@ impl pb::provider_server::Provider for ProviderService {
                 .iter()
                 .map(|(name, entry)| (name.clone(), entry.schema.to_proto()))
                 .collect(),
-            server_capabilities: Some(capabilities()),
+            list_resource_schemas: registry
+                .list_resources
+                .iter()
+                .map(|(name, entry)| (name.clone(), entry.schema.to_proto()))
+                .collect(),
+            action_schemas: registry
+                .actions
+                .iter()
+                .map(|(name, entry)| {
+                    let schema = Some(entry.schema.to_proto());
+                    (name.clone(), pb::ActionSchema { schema })
+                })
+                .collect(),
+            server_capabilities: Some(capabilities(registry)),
             ..Default::default()
         }))
     }
@@ -491,10 +575,14 @@ impl pb::provider_server::Provider for ProviderService {
         &self,
         _request: Request<pb::get_resource_identity_schemas::Request>,
     ) -> RpcResult<pb::get_resource_identity_schemas::Response> {
-        // No resource has an identity schema yet; an empty map says so.
-        Ok(Response::new(
-            pb::get_resource_identity_schemas::Response::default(),
-        ))
+        self.identity_schemas()
+    }
+
+    async fn upgrade_resource_identity(
+        &self,
+        request: Request<pb::upgrade_resource_identity::Request>,
+    ) -> RpcResult<pb::upgrade_resource_identity::Response> {
+        self.upgrade_identity(request).await
     }
 
     async fn read_resource(
@@ -505,18 +593,32 @@ impl pb::provider_server::Provider for ProviderService {
         let rpc = "ReadResource";
         self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
+            let identity = self.identity(&request.type_name);
             let ty = &entry.value_type;
             let current_state = decode(request.current_state.as_ref(), ty, "current state")?;
+            let current = request.current_identity.as_ref();
+            let current_identity =
+                identity_in(&request.type_name, identity, current, "current identity")?;
             let read = ReadRequest {
                 current_state,
                 private: request.private,
+                current_identity,
             };
             let ctx = self.context(rpc, request.client_capabilities.as_ref());
             let read = entry.implementation.read(&ctx, read).await;
             let mut diagnostics = read.diagnostics;
+            let new_identity = identity_out(
+                entry.implementation.as_ref(),
+                identity,
+                read.new_identity,
+                &read.new_state,
+                Known::Wholly,
+                &mut diagnostics,
+            );
             let response = pb::read_resource::Response {
                 new_state: encode(&read.new_state, ty, "state", &mut diagnostics),
                 private: read.private,
+                new_identity,
                 ..Default::default()
             };
             Ok((response, diagnostics))
@@ -532,11 +634,15 @@ impl pb::provider_server::Provider for ProviderService {
         let rpc = "PlanResourceChange";
         self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
+            let identity = self.identity(&request.type_name);
             let ty = &entry.value_type;
             let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
             let proposed = request.proposed_new_state.as_ref();
             let proposed_new_state = decode(proposed, ty, "proposed new state")?;
             let config = decode(request.config.as_ref(), ty, "configuration")?;
+            // Checked for its type only: plans see the identity of their prior state.
+            let prior = request.prior_identity.as_ref();
+            identity_in(&request.type_name, identity, prior, "prior identity")?;
             let mut response = pb::plan_resource_change::Response::default();
             if proposed_new_state.is_null() {
                 // Destroy (we advertise plan_destroy): the plan is absence.
@@ -554,6 +660,14 @@ impl pb::provider_server::Provider for ProviderService {
             let ctx = self.context(rpc, request.client_capabilities.as_ref());
             let plan = entry.implementation.plan(&ctx, plan).await;
             let mut diagnostics = plan.diagnostics;
+            response.planned_identity = identity_out(
+                entry.implementation.as_ref(),
+                identity,
+                plan.planned_identity,
+                &plan.planned_state,
+                Known::MayBeUnknown,
+                &mut diagnostics,
+            );
             response.planned_state = encode(&plan.planned_state, ty, "plan", &mut diagnostics);
             response.requires_replace = plan
                 .requires_replace
@@ -574,21 +688,34 @@ impl pb::provider_server::Provider for ProviderService {
         let rpc = "ApplyResourceChange";
         self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
+            let identity = self.identity(&request.type_name);
             let ty = &entry.value_type;
             let prior_state = decode(request.prior_state.as_ref(), ty, "prior state")?;
             let planned_state = decode(request.planned_state.as_ref(), ty, "planned state")?;
             let config = decode(request.config.as_ref(), ty, "configuration")?;
+            let planned = request.planned_identity.as_ref();
+            let planned_identity =
+                identity_in(&request.type_name, identity, planned, "planned identity")?;
             let apply = ApplyRequest {
                 prior_state,
                 planned_state,
                 config,
                 planned_private: request.planned_private,
+                planned_identity,
             };
             let applied = entry
                 .implementation
                 .apply(&self.context(rpc, None), apply)
                 .await;
             let mut diagnostics = applied.diagnostics;
+            let new_identity = identity_out(
+                entry.implementation.as_ref(),
+                identity,
+                applied.new_identity,
+                &applied.new_state,
+                Known::Wholly,
+                &mut diagnostics,
+            );
             let new_state = encode_known(
                 &applied.new_state,
                 ty,
@@ -599,6 +726,7 @@ impl pb::provider_server::Provider for ProviderService {
             let response = pb::apply_resource_change::Response {
                 new_state,
                 private: applied.private,
+                new_identity,
                 ..Default::default()
             };
             Ok((response, diagnostics))
@@ -614,8 +742,16 @@ impl pb::provider_server::Provider for ProviderService {
         let rpc = "ImportResourceState";
         self.serve_rpc(rpc, &request.type_name, async {
             let entry = self.resource(&request.type_name)?;
+            let identity = self.identity(&request.type_name);
+            let by = request.identity.as_ref();
+            let by_identity = identity_in(&request.type_name, identity, by, "import identity")?;
             let ctx = self.context(rpc, request.client_capabilities.as_ref());
-            let imported = entry.implementation.import(&ctx, &request.id).await;
+            let resource = &entry.implementation;
+            let imported = if by_identity.is_null() {
+                resource.import(&ctx, &request.id).await
+            } else {
+                resource.import_by_identity(&ctx, &by_identity).await
+            };
             let mut diagnostics = imported.diagnostics;
             let mut response = pb::import_resource_state::Response::default();
             for object in imported.imported {
@@ -628,18 +764,83 @@ impl pb::provider_server::Provider for ProviderService {
                 };
                 let ty = &target.value_type;
                 let state = encode(&object.state, ty, "imported state", &mut diagnostics);
+                let identity = identity_out(
+                    target.implementation.as_ref(),
+                    self.identity(&object.type_name),
+                    None,
+                    &object.state,
+                    Known::Wholly,
+                    &mut diagnostics,
+                );
+                if identity.is_none() && !by_identity.is_null() {
+                    // Terraform refuses it: `importState` in node_resource_plan_instance.go.
+                    diagnostics.error(
+                        "Provider produced invalid identity",
+                        "An import by identity returned an object without identity. This is a \
+                         bug in the provider.",
+                    );
+                }
                 response
                     .imported_resources
                     .push(pb::import_resource_state::ImportedResource {
                         type_name: object.type_name,
                         state,
                         private: object.private,
-                        identity: None,
+                        identity,
                     });
             }
             Ok((response, diagnostics))
         })
         .await
+    }
+
+    async fn move_resource_state(
+        &self,
+        request: Request<pb::move_resource_state::Request>,
+    ) -> RpcResult<pb::move_resource_state::Response> {
+        self.move_state(request).await
+    }
+
+    async fn generate_resource_config(
+        &self,
+        request: Request<pb::generate_resource_config::Request>,
+    ) -> RpcResult<pb::generate_resource_config::Response> {
+        self.generate_config(request).await
+    }
+
+    async fn list_resource(
+        &self,
+        request: Request<pb::list_resource::Request>,
+    ) -> RpcResult<tonic::codegen::BoxStream<pb::list_resource::Event>> {
+        self.list(request).await
+    }
+
+    async fn validate_list_resource_config(
+        &self,
+        request: Request<pb::validate_list_resource_config::Request>,
+    ) -> RpcResult<pb::validate_list_resource_config::Response> {
+        self.validate_list(request).await
+    }
+
+    async fn validate_action_config(
+        &self,
+        request: Request<pb::validate_action_config::Request>,
+    ) -> RpcResult<pb::validate_action_config::Response> {
+        self.validate_action(request).await
+    }
+
+    async fn plan_action(
+        &self,
+        request: Request<pb::plan_action::Request>,
+    ) -> RpcResult<pb::plan_action::Response> {
+        self.plan_action_rpc(request).await
+    }
+
+    async fn invoke_action(
+        &self,
+        request: Request<pb::invoke_action::Request>,
+    ) -> RpcResult<tonic::codegen::BoxStream<pb::invoke_action::Event>> {
+        self.invoke(request).await
     }
 
     async fn read_data_source(

@@ -2,6 +2,10 @@
 //! the protocol over real gRPC, Shutdown, StopProvider, signals.
 
 mod common;
+mod contract;
+mod harness_checks;
+mod old_clients;
+mod proto_numbers;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Command, Stdio};
