@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::cost::profile::{CostProfile, ServiceTimes, StorageCost};
+
 /// Everything that shapes a simulated cluster. Every field has a default, so a config file
 /// only names what it changes.
 #[derive(Clone, Deserialize)]
@@ -30,6 +32,9 @@ pub struct SimConfig {
     /// datacenter.cfg `next-id`: lower (inclusive) and upper (exclusive) bounds.
     pub next_id_lower: u32,
     pub next_id_upper: u32,
+    /// What requests, locks and clones cost, as on a real node; `None` (the default) = every
+    /// request is served at once.
+    pub cost_profile: Option<CostProfile>,
 }
 
 impl std::fmt::Debug for SimConfig {
@@ -49,6 +54,7 @@ impl std::fmt::Debug for SimConfig {
             .field("privileges", &self.privileges)
             .field("timings", &self.timings)
             .field("faults", &self.faults)
+            .field("cost_profile", &self.cost_profile)
             .finish_non_exhaustive()
     }
 }
@@ -437,6 +443,7 @@ impl Default for SimConfig {
             mac_prefix: "BC:24:11".into(),
             next_id_lower: 100,
             next_id_upper: 1_000_000,
+            cost_profile: None,
         }
     }
 }

@@ -17,6 +17,7 @@ mod clock;
 mod cloud_init;
 mod cluster;
 pub mod config;
+mod cost;
 mod guest;
 mod guest_files;
 mod guest_volumes;
@@ -42,9 +43,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 pub use config::{
-    AgentBlockedCommands, CloudInitErrors, Faults, HeldLock, HttpFault, NodeConfig, PoolConfig,
-    SimConfig, StorageConfig, TaskFailure, Timings, VersionInfo, VmSeed,
+    AgentBlockedCommands, CloudInitErrors, CostProfile, Faults, HeldLock, HttpFault, NodeConfig,
+    PoolConfig, ServiceTimes, SimConfig, StorageConfig, StorageCost, TaskFailure, Timings,
+    VersionInfo, VmSeed,
 };
+pub use cost::dispatch::{Dispatch, route_dispatch};
 
 /// A running simulator. Dropping it without [`Sim::shutdown`] leaves the server task running
 /// until the runtime ends.
@@ -89,6 +92,10 @@ impl Sim {
             world: Mutex::new(world::World::new(&config)),
             token_id: config.token_id.clone(),
             token_secret,
+            cost: config.cost_profile.clone().map(|profile| {
+                let nodes: Vec<&str> = config.nodes.iter().map(|n| n.name.as_str()).collect();
+                cost::CostModel::new(profile, &nodes)
+            }),
         });
         admin::install_faults(&shared, faults);
         if let Some(dir) = state_dir {

@@ -2,6 +2,7 @@
 
 use std::sync::Mutex;
 
+use crate::cost::CostModel;
 use crate::world::World;
 
 /// State shared by connections and tasks.
@@ -9,6 +10,8 @@ pub struct Shared {
     pub world: Mutex<World>,
     pub token_id: String,
     pub token_secret: String,
+    /// The cost profile's model; `None`: requests cost nothing.
+    pub cost: Option<CostModel>,
 }
 
 impl std::fmt::Debug for Shared {

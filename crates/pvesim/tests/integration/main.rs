@@ -4,6 +4,7 @@
 mod cluster_life;
 mod common;
 mod conformance;
+mod cost_profile;
 mod ha_life;
 mod iso_tools;
 mod pve_fidelity;
