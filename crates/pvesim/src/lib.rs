@@ -76,6 +76,18 @@ impl Sim {
         listen: SocketAddr,
         state_dir: Option<&Path>,
     ) -> std::io::Result<Sim> {
+        if let Some(entry) = config
+            .cost_profile
+            .as_ref()
+            .and_then(|p| p.entry_node.as_ref())
+            && !config.nodes.iter().any(|node| &node.name == entry)
+        {
+            let message = format!("cost_profile.entry_node '{entry}' is not a node of the world");
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                message,
+            ));
+        }
         let identity = tls::Identity::generate()?;
         let acceptor = identity.acceptor()?;
         let listener = tokio::net::TcpListener::bind(listen).await?;

@@ -1142,3 +1142,25 @@ async fn fleet_figures_of_bench_md() {
     assert_eq!(fleet(20, &[("full", "0")]).await, (1100, 6450, 0));
     assert_eq!(fleet(40, &[("full", "0")]).await, (2150, 10_150, 0));
 }
+
+/// A profile's `entry_node` is the node whose pveproxy takes the connections; it must be a
+/// node of the world: pve-sim refuses to start otherwise.
+#[tokio::test]
+async fn the_entry_node_takes_the_connections() {
+    let mut config = config(CostProfile {
+        entry_node: Some("pve9".into()),
+        ..CostProfile::default()
+    });
+    let loopback = ([127, 0, 0, 1], 0).into();
+    let refused = pvesim::Sim::start(config.clone(), loopback, None).await;
+    let error = refused.expect_err("pve9 is no node");
+    assert_eq!(
+        error.to_string(),
+        "cost_profile.entry_node 'pve9' is not a node of the world"
+    );
+    config.cost_profile.as_mut().unwrap().entry_node = Some("pve2".into());
+    let sim = pvesim::Sim::start(config, loopback, None)
+        .await
+        .expect("pve2 is");
+    sim.shutdown().await;
+}
