@@ -102,6 +102,7 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
                 Err(err) => plain_error(400, &format!("invalid timings: {err}")),
             }
         }
+        ("GET", "costs") | ("POST", "costs/reset") => costs(shared, path == "costs/reset"),
         ("GET", p) if p.starts_with("volume/") => volume(shared, &p["volume/".len()..]),
         ("POST", p) if p.starts_with("nodes/") => crate::node_events::handle(shared, p),
         (_, p) if p.starts_with("ha/") => {
@@ -139,6 +140,17 @@ pub fn install_faults(shared: &Arc<Shared>, faults: Faults) {
             }
         });
     }
+}
+
+/// The cost profile's accounts, after starting them afresh when `reset`.
+fn costs(shared: &Shared, reset: bool) -> HttpResponse {
+    let Some(cost) = &shared.cost else {
+        return plain_error(404, "no cost profile: set `cost_profile` in the config");
+    };
+    if reset {
+        cost.reset();
+    }
+    json_response(200, None, &json!(cost.stats()))
 }
 
 fn volume(shared: &Shared, rest: &str) -> HttpResponse {

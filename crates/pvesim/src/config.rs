@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::cost::profile::{CostProfile, ServiceTimes, StorageCost};
 use crate::guest_profile::GuestProfile;
 
 /// Everything that shapes a simulated cluster. Every field has a default, so a config file
@@ -32,6 +33,9 @@ pub struct SimConfig {
     /// datacenter.cfg `next-id`: lower (inclusive) and upper (exclusive) bounds.
     pub next_id_lower: u32,
     pub next_id_upper: u32,
+    /// What requests, locks and clones cost, as on a real node; `None` (the default) = every
+    /// request is served at once.
+    pub cost_profile: Option<CostProfile>,
     /// VMID -> the image its disk holds (README "Guest profiles"; a clone inherits it);
     /// a VM not named here holds the default profile. The config file writes it as
     /// `vms[].guest_profile`.
@@ -55,6 +59,7 @@ struct SimConfigFile {
     mac_prefix: String,
     next_id_lower: u32,
     next_id_upper: u32,
+    cost_profile: Option<CostProfile>,
 }
 
 /// A `vms[]` entry of the config file.
@@ -110,6 +115,7 @@ impl Default for SimConfigFile {
             mac_prefix: defaults.mac_prefix,
             next_id_lower: defaults.next_id_lower,
             next_id_upper: defaults.next_id_upper,
+            cost_profile: defaults.cost_profile,
         }
     }
 }
@@ -142,6 +148,7 @@ impl From<SimConfigFile> for SimConfig {
             next_id_lower: file.next_id_lower,
             next_id_upper: file.next_id_upper,
             guest_profiles,
+            cost_profile: file.cost_profile,
         }
     }
 }
@@ -164,6 +171,7 @@ impl std::fmt::Debug for SimConfig {
             .field("timings", &self.timings)
             .field("faults", &self.faults)
             .field("guest_profiles", &self.guest_profiles)
+            .field("cost_profile", &self.cost_profile)
             .finish_non_exhaustive()
     }
 }
@@ -567,6 +575,7 @@ impl Default for SimConfig {
             next_id_lower: 100,
             next_id_upper: 1_000_000,
             guest_profiles: BTreeMap::new(),
+            cost_profile: None,
         }
     }
 }

@@ -129,3 +129,100 @@ pub struct HaServiceState {
     pub state: String,
     pub node: String,
 }
+
+/// `GET /_sim/costs`: what the cost profile's requests, locks and clones spent so far (since
+/// the start or the last `POST /_sim/costs/reset`). Times are milliseconds of the
+/// simulator's clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CostStats {
+    /// Time since the simulator started.
+    pub now_ms: u64,
+    /// The node whose pveproxy takes every connection.
+    pub entry_node: String,
+    /// Every node's pveproxy and pvedaemon.
+    pub pools: Vec<PoolStats>,
+    pub connections: ConnectionStats,
+    /// VM config flocks (`/var/lock/qemu-server/lock-<vmid>.conf`): clones, config writes,
+    /// every task that locks a VM.
+    pub config_locks: LockStats,
+    /// Storage locks taken by allocations, one per storage (and node, for a local one).
+    pub storage_locks: Vec<StorageLockStats>,
+    /// Every lock that was not taken in time, oldest first.
+    pub lock_timeouts: Vec<LockTimeout>,
+}
+
+/// One daemon's workers on one node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolStats {
+    pub node: String,
+    /// `pveproxy` or `pvedaemon`.
+    pub daemon: String,
+    pub workers: Vec<WorkerStats>,
+    /// Requests waiting for a worker now.
+    pub queued: usize,
+    /// The longest queue seen.
+    pub max_queue: usize,
+    /// Requests that had to wait for a worker, and how long they waited in all.
+    pub waits: u64,
+    pub wait_ms: u64,
+    pub max_wait_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStats {
+    /// Serving a request now.
+    pub busy: bool,
+    /// Time spent serving requests (the one being served included).
+    pub busy_ms: u64,
+    /// Requests served to the end.
+    pub requests: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionStats {
+    /// Connections that carried a PVE API request (the admin API's are not counted).
+    pub opened: u64,
+    /// Closed by pveproxy after the idle timeout.
+    pub idle_closed: u64,
+    /// Ended because they reached pveproxy's requests per connection.
+    pub request_limit_closed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LockStats {
+    /// Takes that had to wait, and how long they waited in all.
+    pub waits: u64,
+    pub wait_ms: u64,
+    pub max_wait_ms: u64,
+    /// Takes that gave up with PVE's timeout error.
+    pub timeouts: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StorageLockStats {
+    pub storage: String,
+    /// The node of a local storage's flock; `null` for a shared storage's cluster lock.
+    pub node: Option<String>,
+    /// The flock's file (`/var/lock/pve-manager/pve-storage-<id>`) or the cfs lock's id
+    /// (`storage-<id>`).
+    pub lock: String,
+    /// Held now.
+    pub held: bool,
+    /// Allocations (and linked clones) made under the lock, and how long they held it.
+    pub allocations: u64,
+    pub held_ms: u64,
+    pub waits: u64,
+    pub wait_ms: u64,
+    pub max_wait_ms: u64,
+    pub timeouts: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LockTimeout {
+    /// When it gave up (the simulator's clock).
+    pub at_ms: u64,
+    /// The lock file or cfs lock id.
+    pub lock: String,
+    /// PVE's error text.
+    pub message: String,
+}

@@ -17,6 +17,7 @@ mod clock;
 mod cloud_init;
 mod cluster;
 pub mod config;
+mod cost;
 mod guest;
 mod guest_files;
 mod guest_profile;
@@ -50,9 +51,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 pub use config::{
-    AgentBlockedCommands, CloudInitErrors, Faults, GuestProfileChoice, HeldLock, HttpFault,
-    NodeConfig, PoolConfig, SimConfig, StorageConfig, TaskFailure, Timings, VersionInfo, VmSeed,
+    AgentBlockedCommands, CloudInitErrors, CostProfile, Faults, GuestProfileChoice, HeldLock,
+    HttpFault, NodeConfig, PoolConfig, ServiceTimes, SimConfig, StorageConfig, StorageCost,
+    TaskFailure, Timings, VersionInfo, VmSeed,
 };
+pub use cost::dispatch::{Dispatch, route_dispatch};
 pub use guest_profile::GuestProfile;
 
 /// A running simulator. Dropping it without [`Sim::shutdown`] leaves the server task running
@@ -82,6 +85,18 @@ impl Sim {
         listen: SocketAddr,
         state_dir: Option<&Path>,
     ) -> std::io::Result<Sim> {
+        if let Some(entry) = config
+            .cost_profile
+            .as_ref()
+            .and_then(|p| p.entry_node.as_ref())
+            && !config.nodes.iter().any(|node| &node.name == entry)
+        {
+            let message = format!("cost_profile.entry_node '{entry}' is not a node of the world");
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                message,
+            ));
+        }
         let identity = tls::Identity::generate()?;
         let acceptor = identity.acceptor()?;
         let listener = tokio::net::TcpListener::bind(listen).await?;
@@ -99,6 +114,10 @@ impl Sim {
             token_id: config.token_id.clone(),
             token_secret,
             hold: hold::RequestHold::default(),
+            cost: config.cost_profile.clone().map(|profile| {
+                let nodes: Vec<&str> = config.nodes.iter().map(|n| n.name.as_str()).collect();
+                cost::CostModel::new(profile, &nodes)
+            }),
         });
         admin::install_faults(&shared, faults);
         if let Some(dir) = state_dir {

@@ -18,8 +18,9 @@ OPTIONS:
     --state-dir DIR    directory for the files below (created if missing)
     --config FILE      JSON replacing parts of the default world: version, nodes, storages,
                        vms (templates too), pools, token_id, token_secret, privileges,
-                       timings, faults, mac_prefix, next_id_lower, next_id_upper; a field
-                       left out keeps its default (see crates/pvesim/README.md)
+                       timings, faults, mac_prefix, next_id_lower, next_id_upper,
+                       cost_profile (what requests, locks and clones cost on a real node);
+                       a field left out keeps its default (see crates/pvesim/README.md)
     --print-world      describe the world pve-sim would start with (the default, or the
                        one --config shapes) and the files it writes, then exit
     -h, --help         this text
@@ -46,7 +47,7 @@ Try:
 
 Admin API (same token, outside PVE's tree): GET /_sim/state, GET /_sim/journal,
 GET /_sim/volume/{node}/{storage}/{volid}, GET|PUT /_sim/faults, GET|PUT /_sim/timings,
-POST /_sim/nodes/{node}/reboot|fail|recover.
+POST /_sim/nodes/{node}/reboot|fail|recover, GET /_sim/costs, POST /_sim/costs/reset.
 ";
 
 /// `--help`: the usage, a summary of the default world taken from the defaults themselves
@@ -238,6 +239,14 @@ fn write_pools_token_and_faults(out: &mut String, world: &pvesim::SimConfig, w: 
             "none (PUT /_sim/faults injects them at runtime)".to_owned()
         } else {
             format!("{faults:?}")
+        }
+    );
+    let _ = writeln!(
+        out,
+        "Cost profile: {}",
+        match &world.cost_profile {
+            None => "none (every request is answered at once)".to_owned(),
+            Some(profile) => serde_json::to_string(profile).unwrap_or_default(),
         }
     );
 }

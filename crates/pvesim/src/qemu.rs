@@ -9,10 +9,11 @@ use tokio::time::Instant;
 
 use crate::api::{check_lock, load_vm, require, require_any, subdirs, vm_on_node};
 use crate::call::{ApiError, ApiResult, Call, Reply, TaskWait, value_as_string};
+use crate::cost::clone_disks::{CloneDisks, DiskWork};
 use crate::ha_request::{Request, check_destroy, intercept};
 use crate::shared::Shared;
 use crate::tasks::{
-    TaskLocks, TaskLog, TaskPrologue, start_locked_task, start_task, start_task_with_prologue,
+    TaskLocks, TaskLog, TaskPrologue, TaskStage, start_locked_task, start_staged_task, start_task,
 };
 use crate::world::{
     Drive, Net, Vm, World, config_digest, format_size, is_drive_key, is_net_key, normalise_tags,
@@ -493,7 +494,11 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         timeout: Duration::from_secs(1),
     };
     let prologue_delay = Duration::from_millis(world.timings.clone_config_ms);
-    let upid = start_task_with_prologue(
+    let disk_stage = shared.cost.as_ref().map(|_| {
+        let storage = job.storage.as_deref();
+        clone_disk_stage(world, &node, newid, &job.plan, storage)
+    });
+    let upid = start_staged_task(
         shared,
         world,
         &node,
@@ -502,9 +507,44 @@ pub fn clone(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult 
         &call.token_user(),
         clone_locks,
         (prologue_delay, clone_prologue(vmid, newid, node.clone())),
+        disk_stage,
         Box::new(move |world, log, injected| job.run(world, log, injected)),
     );
     upid_reply(upid)
+}
+
+/// Under the cost profile, the clone's disk work (allocation under the storage lock, then
+/// the copy) takes its time before the new VM is complete: each disk goes to `storage`, or
+/// stays on its own storage (a linked clone's always does: `vdisk_clone` of its base).
+fn clone_disk_stage(
+    world: &World,
+    node: &str,
+    newid: u32,
+    plan: &ClonePlan,
+    storage: Option<&str>,
+) -> TaskStage {
+    let disks = plan
+        .disks
+        .iter()
+        .map(|(_, drive)| {
+            let source = drive.volid.split_once(':').map_or("", |(sid, _)| sid);
+            let target = storage.filter(|_| plan.full).unwrap_or(source);
+            let config = world.storage(target);
+            DiskWork {
+                storage: target.to_string(),
+                plugin_type: config.map(|s| s.plugin_type.clone()).unwrap_or_default(),
+                shared: config.is_some_and(|s| s.shared),
+                full: plan.full,
+                size: drive.size().unwrap_or(0),
+            }
+        })
+        .collect();
+    let work = CloneDisks {
+        node: node.to_string(),
+        newid,
+        disks,
+    };
+    Box::new(move |shared, upid| Box::pin(crate::cost::clone_disks::run(shared, upid, work)))
 }
 
 /// The method's permission schema: VM.Clone on the source, and VM.Allocate on the new

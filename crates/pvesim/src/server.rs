@@ -20,6 +20,9 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use crate::call::{ApiError, Call, Reply};
+use crate::cost::connection::{Activity, Connection};
+use crate::cost::dispatch::route_dispatch;
+use crate::cost::visit::Served;
 use crate::http::{HttpResponse, MAX_BODY, error_response, plain_error, reply_response};
 use crate::inspect::JournalEntry;
 use crate::shared::Shared;
@@ -81,17 +84,51 @@ async fn serve_connection(
             return;
         }
     };
-    let service = hyper::service::service_fn(move |req| handle(Arc::clone(&shared), req));
-    let result = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        // Armed whenever hyper waits for the next request head: an idle keep-alive
-        // connection is closed after this, as pveproxy does.
-        .header_read_timeout(KEEP_ALIVE_IDLE)
-        .keep_alive(true)
-        .serve_connection(TokioIo::new(tls), service)
-        .await;
+    let result = match shared.cost.as_ref().map(|cost| cost.connection()) {
+        Some(connection) => serve_costed(tls, shared, connection).await,
+        None => {
+            let service =
+                hyper::service::service_fn(move |req| handle(Arc::clone(&shared), None, req));
+            hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                // Armed whenever hyper waits for the next request head: an idle keep-alive
+                // connection is closed after this, as pveproxy does.
+                .header_read_timeout(KEEP_ALIVE_IDLE)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(tls), service)
+                .await
+        }
+    };
     if let Err(err) = result {
         tracing::debug!(%peer, %err, "connection ended");
+    }
+}
+
+/// A connection under the cost profile: pveproxy's inactivity timeout instead of hyper's
+/// header timeout, and its way of closing (TLS close_notify, then the socket shut for
+/// writing: hyper's graceful shutdown of an idle connection does both).
+async fn serve_costed(
+    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    shared: Arc<Shared>,
+    connection: Arc<Connection>,
+) -> hyper::Result<()> {
+    let io = TokioIo::new(Activity::new(tls, Arc::clone(&connection)));
+    let served = Arc::clone(&connection);
+    let service = hyper::service::service_fn(move |req| {
+        handle(Arc::clone(&shared), Some(Arc::clone(&served)), req)
+    });
+    let serving = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .keep_alive(true)
+        .serve_connection(io, service);
+    tokio::pin!(serving);
+    tokio::select! {
+        result = serving.as_mut() => result,
+        () = connection.idle_expired() => {
+            serving.as_mut().graceful_shutdown();
+            serving.await
+        }
     }
 }
 
@@ -168,6 +205,7 @@ fn header_str<'r>(req: &'r Request<Incoming>, name: &str) -> Option<&'r str> {
 
 async fn handle(
     shared: Arc<Shared>,
+    connection: Option<Arc<Connection>>,
     req: Request<Incoming>,
 ) -> Result<HttpResponse, DropConnection> {
     let path = req.uri().path().to_string();
@@ -181,6 +219,9 @@ async fn handle(
         set_connection(&mut response, false);
         return Ok(response);
     };
+    // Open until the answer is handed back: pveproxy's idle timeout is off meanwhile.
+    let in_flight = connection.as_ref().map(|c| c.begin_request());
+    let last_request = in_flight.as_ref().is_some_and(|(_, last)| *last);
 
     let gate = shared.hold.admit();
     if let crate::hold::Gate::HoldBefore(waiter) = gate {
@@ -204,7 +245,7 @@ async fn handle(
         }
         Some(FaultAction::LoseAnswer) => {
             // Journalled with the status it would have had.
-            handle_api(&shared, req, &method, &api_path).await;
+            handle_api(&shared, connection.as_ref(), req, &method, &api_path).await;
             return Err(DropConnection);
         }
         Some(FaultAction::Status(status)) => {
@@ -238,12 +279,12 @@ async fn handle(
     let is_upload = method == "POST" && is_upload_path(&api_path);
     let client_closes =
         header_str(&req, "connection").is_some_and(|c| c.to_ascii_lowercase().contains("close"));
-    let mut response = handle_api(&shared, req, &method, &api_path).await;
+    let mut response = handle_api(&shared, connection.as_ref(), req, &method, &api_path).await;
     if let crate::hold::Gate::HoldAfter(waiter) = gate {
         shared.hold.wait(waiter, true).await;
         return Err(DropConnection);
     }
-    set_connection(&mut response, is_upload || client_closes);
+    set_connection(&mut response, is_upload || client_closes || last_request);
     Ok(response)
 }
 
@@ -253,9 +294,10 @@ fn is_upload_path(api_path: &str) -> bool {
     matches!(segments.as_slice(), ["nodes", _, "storage", _, "upload"])
 }
 
-/// pveproxy ends the connection after every answer >= 400 and after an upload, and says so
-/// (`Connection: close`); otherwise it keeps it (`Connection: Keep-Alive`)
-/// (pve-http-server `APIServer/AnyEvent.pm` `response`, `authenticate_and_handle_request`).
+/// pveproxy ends the connection after every answer >= 400, after an upload and after the
+/// connection's last request (cost profile), and says so (`Connection: close`); otherwise it
+/// keeps it (`Connection: Keep-Alive`) (pve-http-server `APIServer/AnyEvent.pm` `response`,
+/// `authenticate_and_handle_request`).
 /// hyper closes the connection once a response carrying `Connection: close` is written.
 fn set_connection(response: &mut HttpResponse, closing: bool) {
     let close = closing || response.status().as_u16() >= 400;
@@ -376,28 +418,104 @@ type Params = (Map<String, Value>, Option<Bytes>);
 
 async fn handle_api(
     shared: &Arc<Shared>,
+    connection: Option<&Arc<Connection>>,
     req: Request<Incoming>,
     method: &str,
     api_path: &str,
 ) -> HttpResponse {
+    match answer(shared, connection, req, method, api_path).await {
+        Answer::Api(params, result) => finish(shared, method, api_path, params, result).await,
+        Answer::Plain(response) => response,
+    }
+}
+
+/// What a request is answered with.
+enum Answer {
+    /// The parameters (for the journal) and the handler's result or the refusal.
+    Api(Map<String, Value>, Result<Reply, ApiError>),
+    /// Answered as is (pve-http-server's own errors), already journalled.
+    Plain(HttpResponse),
+}
+
+/// Admits, reads, validates and runs the request. Under the cost profile the request, once
+/// read (pveproxy reads requests between the handlers it runs), waits for its worker, is
+/// forwarded to the worker that runs it and keeps that one for its service time; the worker
+/// is free before the answer's own delay (pveproxy delays a 401 on a timer).
+async fn answer(
+    shared: &Arc<Shared>,
+    connection: Option<&Arc<Connection>>,
+    req: Request<Incoming>,
+    method: &str,
+    api_path: &str,
+) -> Answer {
     let route = match admit(shared, &req, method, api_path) {
         Ok(route) => route,
-        Err(error) => return finish(shared, method, api_path, Map::new(), Err(error)).await,
+        Err(error) => return refuse(shared, connection, method, Map::new(), error).await,
     };
     let (params, upload) = match read_params(shared, req, method, api_path, &route).await {
         Ok(read) => read,
         Err(Refusal::Api(error)) => {
-            return finish(shared, method, api_path, Map::new(), Err(error)).await;
+            return refuse(shared, connection, method, Map::new(), error).await;
         }
-        Err(Refusal::Plain(response)) => return response,
+        Err(Refusal::Plain(response)) => return Answer::Plain(response),
     };
     let validated = match crate::schema::validate(&route, &params) {
         Ok(validated) => validated,
         Err(errors) => {
             let error = ApiError::params(errors);
-            return finish(shared, method, api_path, params, Err(error)).await;
+            return refuse(shared, connection, method, params, error).await;
         }
     };
+    let mut visit = match &shared.cost {
+        Some(cost) => Some(cost.arrive(connection).await),
+        None => None,
+    };
+    let upload = upload.as_ref();
+    if let (Some(visit), Some(dispatch)) = (&mut visit, route_dispatch(method, route.template)) {
+        let node = route.path_params.get("node").map(String::as_str);
+        visit
+            .forward(dispatch, node, upload.map_or(0, Bytes::len))
+            .await;
+    }
+    let result = run_call(shared, method, &route, &validated, upload).await;
+    if let Some(visit) = &visit {
+        visit
+            .serve(Served::handled(method, route.template, &result))
+            .await;
+    }
+    let result = match result {
+        // `background_delay`: the worker waits for the task before it answers.
+        Ok(reply) if reply.wait.is_some() => wait_for_task(shared, reply).await,
+        other => other,
+    };
+    Answer::Api(params, result)
+}
+
+/// A request refused before its handler: under the cost profile, the entry worker's time.
+async fn refuse(
+    shared: &Arc<Shared>,
+    connection: Option<&Arc<Connection>>,
+    method: &str,
+    params: Map<String, Value>,
+    error: ApiError,
+) -> Answer {
+    if let Some(cost) = &shared.cost {
+        cost.arrive(connection)
+            .await
+            .serve(Served::refused(method))
+            .await;
+    }
+    Answer::Api(params, Err(error))
+}
+
+/// The handler's call for a validated request.
+async fn run_call(
+    shared: &Arc<Shared>,
+    method: &str,
+    route: &crate::schema::Route,
+    params: &Map<String, Value>,
+    upload: Option<&Bytes>,
+) -> Result<Reply, ApiError> {
     let (user, token_name) = shared
         .token_id
         .split_once('!')
@@ -406,17 +524,13 @@ async fn handle_api(
         method,
         template: route.template,
         path: &route.path_params,
-        params: &validated,
+        params,
         user,
         token_name,
         now: Instant::now(),
-        upload: upload.as_ref(),
+        upload,
     };
-    let result = match run_handler(shared, &call).await {
-        Ok(reply) if reply.wait.is_some() => wait_for_task(shared, reply).await,
-        other => other,
-    };
-    finish(shared, method, api_path, params, result).await
+    run_handler(shared, &call).await
 }
 
 /// Everything checked before the body is read, in pve-http-server's order: the token, the
@@ -628,7 +742,8 @@ async fn read_form(req: Request<Incoming>) -> Result<Map<String, Value>, ApiErro
 /// Runs the handler; a synchronous writer waits for the config flock like `lock_config`
 /// does, retrying until its timeout.
 async fn run_handler(shared: &Arc<Shared>, call: &Call<'_>) -> Result<Reply, ApiError> {
-    let lock_deadline = Instant::now() + crate::tasks::CONFIG_LOCK_TIMEOUT;
+    let since = Instant::now();
+    let lock_deadline = since + crate::tasks::CONFIG_LOCK_TIMEOUT;
     loop {
         let result = {
             let mut world = shared.lock();
@@ -646,10 +761,18 @@ async fn run_handler(shared: &Arc<Shared>, call: &Call<'_>) -> Result<Reply, Api
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             Err(mut error) => {
+                if let (Some(cost), Some(vmid)) = (&shared.cost, error.flock_busy) {
+                    cost.config_lock_timed_out(vmid, error.message.trim_end());
+                }
                 error.flock_busy = None;
                 return Err(error);
             }
-            ok => return ok,
+            done => {
+                if let Some(cost) = &shared.cost {
+                    cost.config_lock_waited(Instant::now() - since);
+                }
+                return done;
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::sync::Mutex;
 
+use crate::cost::CostModel;
 use crate::world::World;
 
 /// State shared by connections and tasks.
@@ -12,6 +13,8 @@ pub struct Shared {
     /// A test's kill point (`/_sim/hold`): outside the world's lock, since held requests
     /// wait on it while the world goes on.
     pub hold: crate::hold::RequestHold,
+    /// The cost profile's model; `None`: requests cost nothing.
+    pub cost: Option<CostModel>,
 }
 
 impl std::fmt::Debug for Shared {

@@ -1,5 +1,7 @@
 //! Worker tasks: a UPID now, the work after the task type's configured run time.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +18,13 @@ pub type TaskBody =
 /// workers act at once, e.g. the clone worker writes the new VM's temporary config. An
 /// error ends the task at that point; the body then never runs.
 pub type TaskPrologue = Box<dyn FnOnce(&mut World, &mut TaskLog) -> Result<(), String> + Send>;
+
+/// Work that takes its own time after the prologue (the cost profile's disk work of a
+/// clone), given the task's UPID; `Err(message)` ends the task there.
+pub type TaskStage = Box<
+    dyn FnOnce(Arc<Shared>, String) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
+        + Send,
+>;
 
 #[derive(Debug, Default)]
 pub struct TaskLog {
@@ -155,7 +164,15 @@ pub fn start_locked_task(
     body: TaskBody,
 ) -> String {
     schedule(
-        shared, world, node, task_type, id, token_user, locks, None, body,
+        shared,
+        world,
+        node,
+        task_type,
+        id,
+        token_user,
+        locks,
+        Steps::default(),
+        body,
     )
 }
 
@@ -173,17 +190,39 @@ pub fn start_task_with_prologue(
     prologue: (Duration, TaskPrologue),
     body: TaskBody,
 ) -> String {
-    schedule(
-        shared,
-        world,
-        node,
-        task_type,
-        id,
-        token_user,
-        locks,
-        Some(prologue),
-        body,
+    start_staged_task(
+        shared, world, node, task_type, id, token_user, locks, prologue, None, body,
     )
+}
+
+/// As [`start_task_with_prologue`], with `stage` (if any) run after the prologue.
+#[allow(clippy::too_many_arguments)]
+pub fn start_staged_task(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    node: &str,
+    task_type: &str,
+    id: &str,
+    token_user: &str,
+    locks: TaskLocks,
+    prologue: (Duration, TaskPrologue),
+    stage: Option<TaskStage>,
+    body: TaskBody,
+) -> String {
+    let steps = Steps {
+        prologue: Some(prologue),
+        stage,
+    };
+    schedule(
+        shared, world, node, task_type, id, token_user, locks, steps, body,
+    )
+}
+
+/// What a task does between taking its locks and its run time.
+#[derive(Default)]
+struct Steps {
+    prologue: Option<(Duration, TaskPrologue)>,
+    stage: Option<TaskStage>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -195,7 +234,7 @@ fn schedule(
     id: &str,
     token_user: &str,
     locks: TaskLocks,
-    prologue: Option<(Duration, TaskPrologue)>,
+    steps: Steps,
     body: TaskBody,
 ) -> String {
     let upid = register_task(world, node, task_type, id, token_user);
@@ -206,7 +245,7 @@ fn schedule(
         upid: upid.clone(),
         locks,
     };
-    tokio::spawn(worker.run(prologue, run_time, body, injected));
+    tokio::spawn(worker.run(steps, run_time, body, injected));
     upid
 }
 
@@ -274,19 +313,19 @@ struct Worker {
 }
 
 impl Worker {
-    async fn run(
-        self,
-        prologue: Option<(Duration, TaskPrologue)>,
-        run_time: Duration,
-        body: TaskBody,
-        injected: Option<String>,
-    ) {
+    async fn run(self, steps: Steps, run_time: Duration, body: TaskBody, injected: Option<String>) {
         if !self.acquire_flocks().await {
             return;
         }
-        if let Some((delay, prologue)) = prologue
+        if let Some((delay, prologue)) = steps.prologue
             && !self.run_prologue(delay, prologue).await
         {
+            return;
+        }
+        if let Some(stage) = steps.stage
+            && let Err(message) = stage(Arc::clone(&self.shared), self.upid.clone()).await
+        {
+            self.fail(message);
             return;
         }
         if !run_time.is_zero() {
@@ -300,12 +339,21 @@ impl Worker {
     /// Waits for the VMs' config flocks; past the lock timeout the task fails as
     /// `lock_config` does. Whether it holds them.
     async fn acquire_flocks(&self) -> bool {
-        let deadline = tokio::time::Instant::now() + self.locks.timeout;
+        let since = tokio::time::Instant::now();
+        let deadline = since + self.locks.timeout;
         loop {
             let busy = self.shared.lock().try_flock_all(&self.locks.vms);
-            let Some(busy) = busy else { return true };
+            let Some(busy) = busy else {
+                if let Some(cost) = &self.shared.cost {
+                    cost.config_lock_waited(tokio::time::Instant::now() - since);
+                }
+                return true;
+            };
             if tokio::time::Instant::now() >= deadline {
                 let message = lock_timeout_message(busy);
+                if let Some(cost) = &self.shared.cost {
+                    cost.config_lock_timed_out(busy, &message);
+                }
                 let mut world = self.shared.lock();
                 finish_task(
                     &mut world,
@@ -317,6 +365,18 @@ impl Worker {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// Ends the task with `message` and releases its locks.
+    fn fail(&self, message: String) {
+        let mut world = self.shared.lock();
+        finish_task(
+            &mut world,
+            &self.upid,
+            Box::new(move |_, _, _| Err(message)),
+            None,
+        );
+        world.release_flocks(&self.locks.vms);
     }
 
     /// Runs the prologue after its delay. Whether the task goes on: not when it was

@@ -24,7 +24,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::hold::{HoldRequest, HoldStatus};
-use crate::inspect::{GuestState, HaRebalance, HaServiceState, JournalEntry, SeedBoot, SimState};
+use crate::inspect::{
+    CostStats, GuestState, HaRebalance, HaServiceState, JournalEntry, SeedBoot, SimState,
+};
 use crate::{Faults, Sim, SimConfig, Timings};
 
 /// The default world with every task taking 5 ms, the agent up 50 ms after boot, its
@@ -210,6 +212,19 @@ impl Admin {
         let mut timings = self.timings().await;
         timings.task_ms.insert(task_type.to_owned(), ms);
         self.set_timings(&timings).await;
+    }
+
+    /// `GET /_sim/costs`: what the cost profile's requests, locks and clones spent so far
+    /// (the simulator was started with a `cost_profile`).
+    pub async fn costs(&self) -> CostStats {
+        self.get("costs").await
+    }
+
+    /// `POST /_sim/costs/reset`: the accounts start afresh (a benchmark's phase); returns
+    /// them.
+    pub async fn reset_costs(&self) -> CostStats {
+        let leaf = "costs/reset";
+        answer(leaf, self.request(reqwest::Method::POST, leaf)).await
     }
 
     /// `GET /_sim/volume/{node}/{storage}/{volume}`: the bytes uploaded into a volume

@@ -4,6 +4,7 @@
 mod cluster_life;
 mod common;
 mod conformance;
+mod cost_profile;
 mod guest_profiles;
 mod ha_affinity;
 mod ha_life;
