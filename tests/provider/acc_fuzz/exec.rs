@@ -10,7 +10,7 @@ use super::ops::{
     ApplyMode, ClusterAct, Family, FaultKind, HandAct, ImportHow, KillAt, KillDuring, Op,
 };
 use super::world::{Cluster, Held, SimVm, World, kill_group};
-use crate::support::TfOutput;
+use crate::support::{TfOutput, Workspace};
 
 /// What the model expected of an op's commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +107,19 @@ pub async fn run(world: &mut World, op: &Op, armed: bool) -> Outcome {
         Op::StateRm(state, slot) => state_cmd(world, *state, *slot, "rm", expect).await,
         Op::SavePlan(state) => save_plan(world, *state, expect).await,
         Op::ApplySaved(state) => apply_saved(world, *state).await,
+        Op::ApplySavedElsewhere(state) => apply_saved_elsewhere(world, *state).await,
+        Op::FreshDirectory(state) => fresh_directory(world, *state).await,
+        Op::StateRmThenApply(state, slot) => {
+            let mut out = state_cmd(world, *state, *slot, "rm", expect).await;
+            if out.skipped.is_some() {
+                return out;
+            }
+            // The VM the state forgot is now another state's as far as any create can tell.
+            let applied = apply(world, *state, &[], ApplyMode::Plain, Expect::MayFail).await;
+            out.ran.extend(applied.ran);
+            out.expect = Expect::MayFail;
+            out
+        }
         Op::Destroy(state) => destroy(world, *state, expect).await,
         Op::Import(state, slot, how) => import(world, *state, *slot, *how, expect).await,
         Op::Race => race(world).await,
@@ -284,6 +297,49 @@ async fn apply_saved(world: &mut World, state: usize) -> Outcome {
     let ok = command(world, state, &args, &mut out).await;
     out.settled = ok && saved == world.states[state].config;
     out
+}
+
+/// A CI job's apply of a saved plan: a new directory gets the configuration, the state and
+/// the plan file (not `.terraform/`, so no journal), is initialised, and applies the plan.
+async fn apply_saved_elsewhere(world: &mut World, state: usize) -> Outcome {
+    let Some(saved) = world.states[state].saved.take() else {
+        return Outcome::skip("no saved plan");
+    };
+    let from = world.ws(state).await.work_dir();
+    let copy = Workspace::new(world.target.clone());
+    for file in [
+        "main.tf",
+        "terraform.tfstate",
+        "saved.tfplan",
+        ".terraform.lock.hcl",
+    ] {
+        if from.join(file).exists() {
+            std::fs::copy(from.join(file), copy.work_dir().join(file)).unwrap();
+        }
+    }
+    copy.init().await;
+    world.states[state].ws = Some(copy);
+    // Stale, or a replacement whose journal stayed behind: it may be refused.
+    let mut out = Outcome::new(Some(state), Expect::MayFail);
+    let args = ["apply", "-input=false", "-no-color", "saved.tfplan"];
+    let ok = command(world, state, &args, &mut out).await;
+    out.settled = ok && saved == world.states[state].config;
+    out
+}
+
+/// The state's directory is lost (its VMs live on with no state: like `state rm`, an import
+/// takes each back), and the configuration is applied from a fresh directory.
+async fn fresh_directory(world: &mut World, state: usize) -> Outcome {
+    for held in world.held(state) {
+        let slot = (0..SLOTS).find(|slot| address(*slot) == held.address);
+        if let Some(slot) = slot {
+            world.forgotten.insert((state, slot), held.vmid);
+        }
+    }
+    world.states[state].ws = None;
+    world.states[state].saved = None;
+    // Every VM of its names is another state's now: each is refused with the import hint.
+    apply(world, state, &[], ApplyMode::Plain, Expect::MayFail).await
 }
 
 async fn destroy(world: &mut World, state: usize, expect: Expect) -> Outcome {

@@ -52,3 +52,117 @@ async fn sweep_seed_11165() {
     )
     .await;
 }
+
+/// Only `fz-0` configured, made with `edits` (nothing made when `made` is false).
+fn one_vm(made: bool, edits: Vec<super::model::Edit>) -> Vec<super::ops::Op> {
+    let mut edits = edits;
+    edits.insert(0, Present(1, false));
+    if made {
+        vec![Apply(0, edits, Plain)]
+    } else {
+        vec![]
+    }
+}
+
+/// What a user does after a killed command: apply, then destroy.
+fn apply_then_destroy() -> Vec<super::ops::Op> {
+    vec![Apply(0, vec![], Plain), Destroy(0)]
+}
+
+/// The create of one VM (clone, seed, configure, grow, start, address, cloud-init's verdict,
+/// the seed's detach), killed at every point (CI).
+#[tokio::test(flavor = "multi_thread")]
+async fn every_kill_point_of_a_single_vm_create_is_repaired() {
+    sweep_clean(
+        "every_kill_point_of_a_single_vm_create_is_repaired",
+        Sweep {
+            name: "create-1vm",
+            setup: one_vm(false, vec![]),
+            kill: |at| Kill(0, vec![Present(1, false)], DuringApply, at),
+            repair: apply_then_destroy(),
+        },
+    )
+    .await;
+}
+
+/// The destroy of one VM (mark, stop, destroy, seed), killed at every point (CI).
+#[tokio::test(flavor = "multi_thread")]
+async fn every_kill_point_of_a_single_vm_destroy_is_repaired() {
+    sweep_clean(
+        "every_kill_point_of_a_single_vm_destroy_is_repaired",
+        Sweep {
+            name: "destroy-1vm",
+            setup: one_vm(true, vec![]),
+            kill: |at| Kill(0, vec![], DuringDestroy, at),
+            repair: apply_then_destroy(),
+        },
+    )
+    .await;
+}
+
+/// An update that needs a reboot (`cores` on a running VM, `reboot_if_needed`).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a long sweep: scripts/fuzz.sh sweep"]
+async fn every_kill_point_of_an_update_with_a_reboot_is_repaired() {
+    sweep_clean(
+        "every_kill_point_of_an_update_with_a_reboot_is_repaired",
+        Sweep {
+            name: "update-reboot-1vm",
+            setup: one_vm(true, vec![Reboot(0, true)]),
+            kill: |at| Kill(0, vec![Cores(0, 2)], DuringApply, at),
+            repair: apply_then_destroy(),
+        },
+    )
+    .await;
+}
+
+/// The apply that starts a VM created stopped: boot, cloud-init's verdict, the detach.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a long sweep: scripts/fuzz.sh sweep"]
+async fn every_kill_point_of_a_detach_is_repaired() {
+    sweep_clean(
+        "every_kill_point_of_a_detach_is_repaired",
+        Sweep {
+            name: "detach-1vm",
+            setup: one_vm(true, vec![Started(0, false)]),
+            kill: |at| Kill(0, vec![Started(0, true)], DuringApply, at),
+            repair: apply_then_destroy(),
+        },
+    )
+    .await;
+}
+
+/// A `user_data` roll of one VM under `create_before_destroy`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a long sweep: scripts/fuzz.sh sweep"]
+async fn every_kill_point_of_a_replacement_under_create_before_destroy_is_repaired() {
+    sweep_clean(
+        "every_kill_point_of_a_replacement_under_create_before_destroy_is_repaired",
+        Sweep {
+            name: "cbd-roll-1vm",
+            setup: one_vm(true, vec![Cbd(true)]),
+            kill: |at| Kill(0, vec![UserData(0, 1)], DuringApply, at),
+            repair: apply_then_destroy(),
+        },
+    )
+    .await;
+}
+
+/// A `user_data` roll of three VMs under `create_before_destroy`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a long sweep: scripts/fuzz.sh sweep"]
+async fn every_kill_point_of_a_three_vm_roll_under_create_before_destroy_is_repaired() {
+    sweep_clean(
+        "every_kill_point_of_a_three_vm_roll_under_create_before_destroy_is_repaired",
+        Sweep {
+            name: "cbd-roll-3vm",
+            setup: vec![Apply(0, vec![Present(2, true), Cbd(true)], Plain)],
+            kill: |at| {
+                let rolled = vec![UserData(0, 1), UserData(1, 1), UserData(2, 1)];
+                Kill(0, rolled, DuringApply, at)
+            },
+            repair: apply_then_destroy(),
+        },
+    )
+    .await;
+}

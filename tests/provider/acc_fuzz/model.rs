@@ -5,7 +5,10 @@
 use crate::support::Workspace;
 
 /// VM names per state: few, so that sequences revisit the same VMs often.
-pub const SLOTS: usize = 2;
+pub const SLOTS: usize = 3;
+/// The slots random sequences use (present by default); the others only named sequences do
+/// (the kill sweeps of a three-VM fleet), absent until an edit adds them.
+pub const DRAWN_SLOTS: usize = 2;
 /// The states (working directories) a sequence drives.
 pub const STATES: usize = 2;
 /// The templates a VM may be cloned from; the second is added to the simulated world.
@@ -30,6 +33,8 @@ pub enum Edit {
     Disk(usize, u8),
     /// `create_before_destroy` on every resource of the state.
     Cbd(bool),
+    /// `reboot_if_needed` (a change that needs a reboot reboots a running VM).
+    Reboot(usize, bool),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +47,7 @@ pub struct Slot {
     pub template: u8,
     pub user_data: u8,
     pub disk: u8,
+    pub reboot: bool,
 }
 
 impl Default for Slot {
@@ -55,15 +61,26 @@ impl Default for Slot {
             template: 0,
             user_data: 0,
             disk: 0,
+            reboot: false,
         }
     }
 }
 
 /// One state's configuration.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateConfig {
     pub slots: [Slot; SLOTS],
     pub cbd: bool,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        let slots = std::array::from_fn(|index| Slot {
+            present: index < DRAWN_SLOTS,
+            ..Slot::default()
+        });
+        Self { slots, cbd: false }
+    }
 }
 
 impl StateConfig {
@@ -79,6 +96,7 @@ impl StateConfig {
             // Smaller than the VM's disk replaces it (PVE cannot shrink disks).
             Edit::Disk(s, v) => self.slots[s].disk = v,
             Edit::Cbd(v) => self.cbd = v,
+            Edit::Reboot(s, v) => self.slots[s].reboot = v,
         }
     }
 
@@ -116,6 +134,9 @@ impl StateConfig {
         ));
         if slot.tags {
             body.push_str("  tags      = [\"web\"]\n");
+        }
+        if slot.reboot {
+            body.push_str("  reboot_if_needed = true\n");
         }
         if slot.disk > 0 {
             body.push_str(&format!("  disk_gib  = {}\n", slot.disk));

@@ -3,7 +3,7 @@
 //! data: it names a state and a slot, never a VMID, so any subsequence of a sequence is a
 //! sequence too (shrinking drops steps freely) and its `Debug` form is Rust.
 
-use super::model::{Edit, SLOTS, STATES};
+use super::model::{DRAWN_SLOTS, Edit, STATES};
 
 /// A kind of thing users and clusters do. [`super::FAMILIES_WAITING`] lists the ones that
 /// find a known bug and stay off in CI until it is fixed.
@@ -54,10 +54,16 @@ pub enum Family {
     /// Migration, HA and node failures: used when the simulator offers them (probed at run
     /// time; an op the simulator answers "not implemented" turns the family off for the run).
     Cluster,
+    /// The same configuration applied from a fresh working directory: no state, no journal
+    /// (a lost state, a CI job on a new runner).
+    FreshDirectory,
+    /// A plan saved in one directory, applied in a copy of it made as a CI job makes it (the
+    /// configuration, the state and the plan file, then `terraform init`).
+    SavedPlanElsewhere,
 }
 
 impl Family {
-    pub const ALL: [Family; 22] = [
+    pub const ALL: [Family; 24] = [
         Family::Apply,
         Family::InPlace,
         Family::Replacing,
@@ -80,6 +86,8 @@ impl Family {
         Family::HandProtection,
         Family::HandMark,
         Family::Cluster,
+        Family::FreshDirectory,
+        Family::SavedPlanElsewhere,
     ];
 }
 
@@ -199,6 +207,15 @@ pub enum Op {
     SavePlan(usize),
     /// The plan saved last in that state, applied (it may be stale by now).
     ApplySaved(usize),
+    /// The plan saved last in that state, applied in a copy of its directory that has only
+    /// the configuration, the state and the plan (no `.terraform/`); the copy is the state's
+    /// directory from then on.
+    ApplySavedElsewhere(usize),
+    /// The state's directory is lost: its VMs live on without a state, and the same
+    /// configuration is applied from a fresh directory.
+    FreshDirectory(usize),
+    /// `terraform state rm` of a slot, then `terraform apply`.
+    StateRmThenApply(usize, usize),
     Destroy(usize),
     StateRm(usize, usize),
     /// The VM last removed from a state by `state rm` of this slot, imported into a state.
@@ -224,6 +241,9 @@ impl Op {
             Op::Destroy(_) => Family::Destroy,
             Op::StateRm(..) | Op::Import(..) => Family::StateRmImport,
             Op::Race => Family::Race,
+            Op::ApplySavedElsewhere(_) => Family::SavedPlanElsewhere,
+            Op::FreshDirectory(_) => Family::FreshDirectory,
+            Op::StateRmThenApply(..) => Family::StateRmImport,
             Op::Kill(_, _, KillDuring::DuringDestroy, _) => Family::KillDestroy,
             Op::Kill(..) => Family::Kill,
             Op::Fault(_) => Family::Faults,
@@ -261,7 +281,10 @@ impl Op {
             | Op::Destroy(s)
             | Op::StateRm(s, _)
             | Op::Import(s, ..)
-            | Op::Kill(s, ..) => Some(*s),
+            | Op::Kill(s, ..)
+            | Op::ApplySavedElsewhere(s)
+            | Op::FreshDirectory(s)
+            | Op::StateRmThenApply(s, _) => Some(*s),
             Op::Race | Op::Fault(_) | Op::Hand(..) | Op::Cluster(..) => None,
         }
     }
@@ -279,7 +302,11 @@ fn apply_family(edits: &[Edit], mode: ApplyMode) -> Family {
 fn edit_family(edit: Edit) -> Family {
     match edit {
         Edit::Present(..) => Family::Apply,
-        Edit::Cores(..) | Edit::Memory(..) | Edit::Tags(..) | Edit::Started(..) => Family::InPlace,
+        Edit::Cores(..)
+        | Edit::Memory(..)
+        | Edit::Tags(..)
+        | Edit::Started(..)
+        | Edit::Reboot(..) => Family::InPlace,
         Edit::Template(..) | Edit::UserData(..) | Edit::Disk(..) => Family::Replacing,
         Edit::Cbd(_) => Family::CreateBeforeDestroy,
     }
@@ -302,7 +329,7 @@ impl Gen<'_> {
     }
 
     fn slot(&mut self) -> usize {
-        self.rng.usize(0..SLOTS)
+        self.rng.usize(0..DRAWN_SLOTS)
     }
 
     /// One op drawn from the table's enabled rows by weight.
@@ -398,6 +425,13 @@ const TABLE: &[Row] = &[
     (Family::SavedPlan, 3, |g| Op::SavePlan(g.state())),
     (Family::SavedPlan, 3, |g| Op::ApplySaved(g.state())),
     (Family::Destroy, 4, |g| Op::Destroy(g.state())),
+    (Family::FreshDirectory, 3, |g| Op::FreshDirectory(g.state())),
+    (Family::SavedPlanElsewhere, 3, |g| {
+        Op::ApplySavedElsewhere(g.state())
+    }),
+    (Family::StateRmImport, 2, |g| {
+        Op::StateRmThenApply(g.state(), g.slot())
+    }),
     (Family::StateRmImport, 3, |g| {
         Op::StateRm(g.state(), g.slot())
     }),
