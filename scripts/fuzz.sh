@@ -4,6 +4,13 @@
 # invariants I1-I7 checked after every step (docs/dev/reliability.md, "Workflow fuzzer").
 #
 #   scripts/fuzz.sh SEED STEPS
+#   scripts/fuzz.sh sweep
+#
+# `sweep` runs the long kill sweeps instead (acc_fuzz::kill_points, #38): the update with a
+# reboot, the detach, and the create_before_destroy rolls of one and three VMs, each killed
+# at every request index (before the request, and after it with its answer lost), then
+# applied and destroyed; each prints `sweep NAME: N kill points, R runs, D duplicates, L
+# leaks, ...`. SWEEP_PARALLEL (default 2) runs that many kill points at once.
 #
 # SEED is the first sequence's seed (the next sequences take SEED+1, SEED+2, ...); STEPS is
 # the total number of steps, in sequences of FUZZ_SEQ_LEN (default 15) steps. Optional
@@ -16,8 +23,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [ $# -eq 1 ] && [ "$1" = sweep ]; then
+  export TF_ACC=1 CHECKPOINT_DISABLE=1
+  cargo test --locked --test provider --no-run
+  exec cargo test --locked --test provider -- --ignored --nocapture --test-threads=1 \
+    acc_fuzz::kill_points::
+fi
 if [ $# -ne 2 ]; then
-  echo "usage: scripts/fuzz.sh SEED STEPS" >&2
+  echo "usage: scripts/fuzz.sh SEED STEPS | scripts/fuzz.sh sweep" >&2
   exit 2
 fi
 export TF_ACC=1 CHECKPOINT_DISABLE=1 FUZZ_SEED="$1" FUZZ_STEPS="$2"
