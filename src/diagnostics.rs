@@ -76,21 +76,22 @@ fn hint(error: &pve::Error) -> Option<String> {
                 source to list every missing privilege."
         ));
     }
-    let message = error.message();
     match error.kind() {
         pve::ErrorKind::Auth => Some(
             "PVE refused the API token. Check PROXMOX_VE_API_TOKEN / api_token \
                 (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that \
-                the user exists.".into(),
+                the user exists."
+                .into(),
         ),
         pve::ErrorKind::Locked => Some(
             "Another task (a backup, a migration) held the lock for the whole operation timeout. \
                 Check the task list on the node; raise `timeouts`, or apply again once it is done: \
-                the next apply resumes where this one stopped.".into(),
+                the next apply resumes where this one stopped."
+                .into(),
         ),
         // PVE's proxy could not reach the node that holds the VM (pve-http-server answers
         // 595 for it): a node down stays down however often the provider retries.
-        pve::ErrorKind::Transient if error.status() == Some(595) => Some(
+        pve::ErrorKind::Transient if error.node_unreachable() => Some(
             "PVE could not reach the node behind this request (HTTP 595: the node is down, or \
                 cut off from the one the provider talks to), every time the provider tried. \
                 Nothing on that node can be changed or destroyed until it answers, so nothing \
@@ -101,21 +102,23 @@ fn hint(error: &pve::Error) -> Option<String> {
         pve::ErrorKind::Transient => Some(
             "The cluster answered with an error that usually passes (a node unreachable from the \
                 one the provider talks to, a busy proxy), every time the provider tried. The next \
-                apply resumes where this one stopped; nothing was left half-tracked.".into(),
+                apply resumes where this one stopped; nothing was left half-tracked."
+                .into(),
         ),
-        _ if message.contains("does not support 'iso' content")
-            || message.contains("does not support iso") =>
-        {
-            Some("The seed storage must accept `iso` content: enable ISO images on it in \
-                Datacenter → Storage, or choose another with `seed_storage`.".into())
-        }
-        _ if message.contains("you can't start a vm if it's a template") => Some(
-            "The VMID belongs to a template. Choose another `vmid`.".into(),
-        ),
-        _ if message.contains("shrinking disks is not supported") => Some(
-            "PVE cannot shrink disks. Set `disk_gib` to at least the current size; a smaller value \
-                plans a replacement.".into(),
-        ),
-        _ => None,
+        _ => match error.known_refusal()? {
+            pve::KnownRefusal::StorageWithoutIso => Some(
+                "The seed storage must accept `iso` content: enable ISO images on it in \
+                Datacenter → Storage, or choose another with `seed_storage`."
+                    .into(),
+            ),
+            pve::KnownRefusal::StartOfTemplate => {
+                Some("The VMID belongs to a template. Choose another `vmid`.".into())
+            }
+            pve::KnownRefusal::DiskShrink => Some(
+                "PVE cannot shrink disks. Set `disk_gib` to at least the current size; a smaller \
+                value plans a replacement."
+                    .into(),
+            ),
+        },
     }
 }

@@ -136,6 +136,20 @@ pub enum AgentFailure {
     Refused,
 }
 
+/// Refusals whose PVE wording callers need to act on, decided here once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnownRefusal {
+    /// The storage does not take ISO images (`upload`/content checks: "storage 'x' does not
+    /// support 'iso' content").
+    StorageWithoutIso,
+    /// A start of a template (qemu-server `vm_start`: "you can't start a vm if it's a
+    /// template").
+    StartOfTemplate,
+    /// A resize below the disk's size (qemu-server `resize_vm`: "shrinking disks is not
+    /// supported").
+    DiskShrink,
+}
+
 /// What a "Permission check failed (…)" names (pve-common `raise_perm_exc`;
 /// pve-access-control `RPCEnvironment::check`/`check_any`): `(<path>, <priv>)`, `(<path>,
 /// A|B)` for any-of checks, a text of its own (`(user != root@pam)`), or nothing.
@@ -367,19 +381,29 @@ impl Error {
         }
     }
 
-    /// Whether a guest-agent file call failed because the file is not in the guest (e.g.
-    /// cloud-init's `result.json` before cloud-init finished).
-    /// Prefer [`Error::agent_failure`] (`AgentFailure::FileMissing`).
-    pub fn is_guest_file_missing(&self) -> bool {
-        self.agent_failure() == Some(AgentFailure::FileMissing)
+    /// Whether pveproxy could not reach the node the request was for (its pseudo statuses
+    /// 595 "No route to host" / "Connection refused" and 596 "Broken pipe", with no body,
+    /// pve-http-server `AnyEvent.pm` `proxy_request`): the node is down or cut off. The kind
+    /// is [`ErrorKind::Transient`] (a moment's hiccup passes), but a node that is down stays
+    /// down, which callers that must not wait for it tell by this.
+    pub fn node_unreachable(&self) -> bool {
+        matches!(self.status(), Some(595 | 596))
     }
 
-    /// Whether the guest's agent refused the command: a command its `--block-rpcs` or
-    /// `--allow-rpcs` disabled, in any qemu-ga release's wording, a permission it lacks
-    /// (EACCES under SELinux), any other error qemu-ga answered. Not a privilege of the
-    /// token. Prefer [`Error::agent_failure`] (`AgentFailure::Refused`).
-    pub fn is_agent_command_disabled(&self) -> bool {
-        self.agent_failure() == Some(AgentFailure::Refused)
+    /// A refusal PVE words in a way only this crate reads (see [`KnownRefusal`]).
+    pub fn known_refusal(&self) -> Option<KnownRefusal> {
+        let message = self.message.as_str();
+        if message.contains("does not support 'iso' content")
+            || message.contains("does not support iso")
+        {
+            Some(KnownRefusal::StorageWithoutIso)
+        } else if message.contains("you can't start a vm if it's a template") {
+            Some(KnownRefusal::StartOfTemplate)
+        } else if message.contains("shrinking disks is not supported") {
+            Some(KnownRefusal::DiskShrink)
+        } else {
+            None
+        }
     }
 
     /// Whether PVE refused to destroy a VM because it runs: qemu-server `API2/Qemu.pm`,
@@ -712,6 +736,30 @@ mod tests {
     }
 
     #[test]
+    fn a_node_pveproxy_cannot_reach_is_told_apart_and_known_refusals_are_read_here() {
+        let error = |status: u16, message: &str| {
+            Error::http("GET", "/x", status, false, message.into(), BTreeMap::new())
+        };
+        assert!(error(595, "No route to host").node_unreachable());
+        assert!(error(596, "Broken pipe").node_unreachable());
+        assert!(!error(503, "busy").node_unreachable());
+        let refusal = |message: &str| error(500, message).known_refusal();
+        assert_eq!(
+            refusal("storage 'local-lvm' does not support 'iso' content\n"),
+            Some(KnownRefusal::StorageWithoutIso)
+        );
+        assert_eq!(
+            refusal("you can't start a vm if it's a template\n"),
+            Some(KnownRefusal::StartOfTemplate)
+        );
+        assert_eq!(
+            refusal("shrinking disks is not supported\n"),
+            Some(KnownRefusal::DiskShrink)
+        );
+        assert_eq!(refusal("something else"), None);
+    }
+
+    #[test]
     fn not_found_texts_from_facts() {
         assert_eq!(
             http(
@@ -1027,8 +1075,7 @@ mod tests {
             "Agent error: failed to open file '/run/cloud-init/result.json' (mode: 'r'): No \
              such file or directory\n",
         );
-        assert!(missing.is_guest_file_missing());
-        assert!(!missing.is_agent_command_disabled());
+        assert_eq!(missing.agent_failure(), Some(AgentFailure::FileMissing));
         // Not the VM gone: a missing guest file must never read as NotFound.
         assert_eq!(missing.kind(), ErrorKind::Permanent);
         for blocked in [
@@ -1038,14 +1085,13 @@ mod tests {
              allowed\n",
         ] {
             let blocked = http(blocked);
-            assert!(blocked.is_agent_command_disabled());
-            assert!(!blocked.is_guest_file_missing());
+            assert_eq!(blocked.agent_failure(), Some(AgentFailure::Refused));
         }
         let denied =
             http("Agent error: failed to open file '/etc/shadow' (mode: 'r'): Permission denied\n");
-        assert!(!denied.is_guest_file_missing());
         assert_eq!(denied.agent_failure(), Some(AgentFailure::Refused));
-        assert!(!http("QEMU guest agent is not running\n").is_guest_file_missing());
+        let not_running = http("QEMU guest agent is not running\n").agent_failure();
+        assert_eq!(not_running, Some(AgentFailure::NotRunning));
     }
 
     /// Every wording the guest profiles of pve-sim answer with, judged once.

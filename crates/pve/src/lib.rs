@@ -182,8 +182,8 @@ pub mod wire;
 
 pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
 pub use error::{
-    AgentFailure, AuthFailure, ConnectFailure, Error, ErrorKind, MissingPermission, Origin, Result,
-    TaskFailure,
+    AgentFailure, AuthFailure, ConnectFailure, Error, ErrorKind, KnownRefusal, MissingPermission,
+    Origin, Result, TaskFailure,
 };
 pub use pacing::{Pacer, TaskTimes, TaskWait};
 pub use retry::{

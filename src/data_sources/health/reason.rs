@@ -157,9 +157,7 @@ impl Reason {
             pve::Origin::Transport { .. } => Reason::Unreachable,
             pve::Origin::Http { status: 401, .. } => Reason::CredentialsUnavailable,
             pve::Origin::Http { status: 403, .. } => Reason::PermissionMissing,
-            pve::Origin::Http {
-                status: 595 | 596, ..
-            } => Reason::NodeOffline,
+            pve::Origin::Http { .. } if error.node_unreachable() => Reason::NodeOffline,
             pve::Origin::Config => Reason::ProviderNotConfigured,
             _ => Reason::ApiError,
         }

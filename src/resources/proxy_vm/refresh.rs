@@ -76,7 +76,7 @@ pub(super) async fn refresh(configured: &Configured, request: ReadRequest) -> Re
         Ok(lifecycle::Found::NotOurs { why, .. }) => gone(&prior, vmid, Some(why), &mut response),
         // The node behind the API cannot be reached (PVE's 595): the rest of the plan
         // (a destroy's refresh above all) goes on with what the state last knew.
-        Err(lifecycle::StepError::Pve(error)) if error.status() == Some(595) => {
+        Err(lifecycle::StepError::Pve(error)) if error.node_unreachable() => {
             response.new_state = prior;
             response.diagnostics.warning(
                 "Proxy VM not refreshed: its node is unreachable",

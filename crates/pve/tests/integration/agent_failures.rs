@@ -103,9 +103,15 @@ async fn every_profiles_refusals_are_judged_by_kind() {
         assert_eq!(read_failure(c, vmid, file).await, expected, "{vmid} {file}");
     }
     let old = c.node("pve1").qemu(302).agent().file_read(STATUS).await;
-    assert!(old.unwrap_err().is_agent_command_disabled());
+    assert_eq!(
+        old.unwrap_err().agent_failure(),
+        Some(AgentFailure::Refused)
+    );
     let slow = c.node("pve1").qemu(303).agent().file_read(RESULT).await;
-    assert!(slow.unwrap_err().is_guest_file_missing());
+    assert_eq!(
+        slow.unwrap_err().agent_failure(),
+        Some(AgentFailure::FileMissing)
+    );
     env.shutdown().await;
 }
 

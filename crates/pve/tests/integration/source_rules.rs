@@ -402,6 +402,50 @@ fn no_line_is_wider_than_100_columns() {
     );
 }
 
+/// What reads a PVE text or pseudo status outside `pve` (#44: error kinds are decided once,
+/// in `pve::Error`: `kind()`, `agent_failure()`, `auth_failure()`, `node_unreachable()`,
+/// `known_refusal()`, ...). Matched in code, comments and string contents left out.
+const PVE_TEXT_MATCHES: &[&str] = &[
+    ".message().contains(",
+    ".message().starts_with(",
+    ".message().ends_with(",
+    ".message() ==",
+    "status() == Some(595",
+    "status() == Some(596",
+    "status: 595",
+    "status: 596",
+];
+
+/// The lines of the provider (`src/`) that match a PVE text or pseudo status.
+fn pve_text_matches(root: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), false, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for file in files {
+        let code = code_only(&std::fs::read_to_string(&file).unwrap());
+        for (number, line) in code.lines().enumerate() {
+            let squeezed: String = line.split_whitespace().collect::<Vec<_>>().join(" ");
+            if PVE_TEXT_MATCHES.iter().any(|m| squeezed.contains(m)) {
+                let file = file.strip_prefix(root).unwrap().display().to_string();
+                found.push(format!("{file}:{}: {}", number + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_pve_text_is_matched_outside_pve() {
+    let found = pve_text_matches(&workspace_root());
+    assert!(
+        found.is_empty(),
+        "PVE texts or pseudo statuses matched outside crates/pve (classify them in \
+         pve::Error instead):\n{}",
+        found.join("\n")
+    );
+}
+
 const MAX_FUNCTION_LINES: usize = 100;
 
 /// The crates whose functions must fit in [`MAX_FUNCTION_LINES`]: the provider, `pve` and

@@ -46,45 +46,47 @@ pub(super) enum GuestFile {
     Refused(String),
 }
 
-/// Reads a guest file once, telling a missing file and a refusal from other failures. PVE
-/// words a qemu-ga error as "VM N qga command 'guest-file-open' failed - <desc>" (qemu-server
-/// `QMPClient.pm`, `cmd`), or "Agent error: <desc>" (`Agent.pm`, `check_agent_error`):
-/// both carry qemu-ga's desc, which is what is matched.
+/// Reads a guest file, telling a missing file and a refusal from other failures: PVE relays
+/// every qemu-ga error as "Agent error: <desc>", and `pve` judges it by kind
+/// ([`pve::AgentFailure`]): "no such file" is a file not there (yet); any other agent error
+/// (a command disabled in any qemu-ga release's words, SELinux's "Permission denied", one
+/// not known yet) means the guest cannot be asked, at once, never after the create's whole
+/// timeout (#39). A transient answer (a 5xx, a reset, a lost answer) is retried as every
+/// other read is, never taken for a refusal.
 pub(super) async fn read_guest_file(
     client: &Client,
     node: &str,
     vmid: u32,
     path: &str,
 ) -> Step<GuestFile> {
-    match client.node(node).qemu(vmid).agent().file_read(path).await {
-        Ok(content) => Ok(GuestFile::Read(content.bytes)),
-        Err(e) if is_missing(&e) => Ok(GuestFile::Missing),
-        Err(e) if is_disabled(&e) => Ok(GuestFile::Refused(format!(
-            "the guest agent of VM {vmid} refuses file reads (its qemu-ga blocks \
-             guest-file-open or guest-file-read, as some distributions ship it), so cloud-init's \
-             verdict cannot be read. Allow those commands in qemu-ga's config (`block-rpcs`/\
-             `allow-rpcs`) to have it checked."
+    let agent = client.node(node).qemu(vmid).agent();
+    let read = pve::retry_idempotent(&pve::RetryPolicy::default(), || agent.file_read(path)).await;
+    let error = match read {
+        Ok(content) => return Ok(GuestFile::Read(content.bytes)),
+        Err(error) => error,
+    };
+    match error.agent_failure() {
+        Some(pve::AgentFailure::FileMissing) => Ok(GuestFile::Missing),
+        Some(pve::AgentFailure::Refused) => Ok(GuestFile::Refused(format!(
+            "the guest agent of VM {vmid} refuses file reads ({path}: {}): its qemu-ga blocks \
+             guest-file-open or guest-file-read (as RHEL-family images ship it), or the guest's \
+             policy (SELinux) denies the read, so cloud-init's verdict cannot be read. Allow \
+             those commands in qemu-ga's config (`block-rpcs`/`allow-rpcs`) to have it checked.",
+            error.message().trim()
         ))),
-        Err(e) if e.auth_failure().is_some() && e.status() == Some(403) => {
+        Some(pve::AgentFailure::NotConfigured) => Ok(GuestFile::Refused(format!(
+            "VM {vmid} has no guest agent configured (`agent` is not set), so cloud-init's \
+             verdict cannot be read."
+        ))),
+        _ if error.auth_failure().is_some() && error.status() == Some(403) => {
             Ok(GuestFile::Refused(format!(
                 "the API token may not read files in VM {vmid}'s guest (PVE: {}), so \
                  cloud-init's verdict cannot be read. {GRANT_FILE_READ}",
-                e.message().trim()
+                error.message().trim()
             )))
         }
-        Err(e) => Err(e.into()),
+        _ => Err(error.into()),
     }
-}
-
-fn is_missing(e: &pve::Error) -> bool {
-    e.is_guest_file_missing()
-        || (e.message().contains("failed to open file")
-            && e.message().contains("No such file or directory"))
-}
-
-fn is_disabled(e: &pve::Error) -> bool {
-    e.is_agent_command_disabled()
-        || (e.message().contains("Command guest-file") && e.message().contains("has been disabled"))
 }
 
 /// Waits (on a backoff bounded by `deadline`) until `status.json` says this boot's

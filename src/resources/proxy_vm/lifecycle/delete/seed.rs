@@ -41,7 +41,7 @@ pub(super) async fn delete_seed(
             // it moved with is on storage that node reaches (PVE migrates no local CD-ROM).
             // Not found there, the seed is on the node that is down: an error, so the state
             // keeps it for the next destroy.
-            (Err(StepError::Pve(e)), Some(node)) if e.status() == Some(595) => {
+            (Err(StepError::Pve(e)), Some(node)) if e.node_unreachable() => {
                 let store = client.node(node).storage(storage);
                 run_task(client, deadline, || store.delete_volume(seed.volume)).await?;
             }

@@ -244,7 +244,7 @@ pub(in super::super) async fn config_after_clone(
         match client.node(&node).qemu(vmid).config().await {
             // The node is down: its VM's mark cannot be read however long the create waits,
             // and a VM of this name may be there, so nothing is made beside it.
-            Err(e) if e.status() == Some(595) => {
+            Err(e) if e.node_unreachable() => {
                 unreachable += 1;
                 if unreachable == UNREACHABLE_LOOKS {
                     return unworkable(format!(
