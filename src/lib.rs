@@ -6,6 +6,7 @@ pub mod cluster_facts;
 pub mod context;
 pub mod data_sources;
 pub mod diagnostics;
+pub mod fitness;
 pub mod invocation;
 pub mod journal;
 pub mod ownership;

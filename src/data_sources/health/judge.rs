@@ -1,6 +1,7 @@
 //! Judging the gathered facts: pure (plain values in, findings out, no I/O), so every rule
 //! is unit-tested with hand-made facts.
 
+use crate::fitness::{self, Content, StorageProblem};
 use std::collections::BTreeSet;
 
 use pve::access::{Permissions, has_privilege};
@@ -193,6 +194,12 @@ fn judge_version(
     (version, online)
 }
 
+/// A storage's content types as listed.
+fn content_of(storages: &[StorageInfo], id: &str) -> String {
+    let found = storages.iter().find(|s| s.storage == id);
+    found.map(|s| s.content.clone()).unwrap_or_default()
+}
+
 /// Whether the ISO storage takes a seed on this node, and its free bytes.
 fn judge_iso_storage(
     iso: &str,
@@ -200,31 +207,30 @@ fn judge_iso_storage(
     storages: &[StorageInfo],
     findings: &mut Vec<Finding>,
 ) -> (bool, Option<u64>) {
-    match storages.iter().find(|s| s.storage == iso) {
-        None => findings.push(Finding::new(
+    match fitness::storage(storages, iso, Content::Iso) {
+        Err(StorageProblem::Missing) => findings.push(Finding::new(
             Reason::StorageNotFound,
             format!(
                 "Storage {iso} does not exist on node {name}, or the token lacks Datastore.Audit \
                 on /storage/{iso}."
             ),
         )),
-        Some(s) if !s.enabled || !s.active => findings.push(Finding::new(
+        Err(StorageProblem::Inactive) => findings.push(Finding::new(
             Reason::StorageInactive,
             format!(
-                "Storage {iso} is not active on node {name} (enabled: {}, active: {}); enable it \
-                for this node or choose another `iso_storage`.",
-                s.enabled, s.active
+                "Storage {iso} is not active on node {name}; enable it for this node or choose \
+                another `iso_storage`."
             ),
         )),
-        Some(s) if !s.accepts("iso") => findings.push(Finding::new(
+        Err(StorageProblem::LacksContent) => findings.push(Finding::new(
             Reason::StorageNoIsoContent,
             format!(
                 "Storage {iso} on node {name} does not accept ISO images (content: {}); add `iso` \
                 to its content types.",
-                s.content
+                content_of(storages, iso)
             ),
         )),
-        Some(s) => {
+        Ok(s) => {
             if s.avail.is_some_and(|free| free < MIN_ISO_FREE_BYTES) {
                 findings.push(Finding::new(
                     Reason::StorageFull,
@@ -322,14 +328,7 @@ fn template_finding(
             let Some(storages) = storages else {
                 return Err(StoragesUnknown);
             };
-            let unusable: Vec<&String> = disk_storages
-                .iter()
-                .filter(|id| {
-                    !storages
-                        .iter()
-                        .any(|s| &s.storage == *id && s.shared && s.enabled && s.active)
-                })
-                .collect();
+            let unusable = fitness::disks_not_shared(disk_storages, storages);
             (!unusable.is_empty()).then(|| {
                 Finding::new(
                     Reason::TemplateNotShared,
@@ -337,11 +336,7 @@ fn template_finding(
                         "Template {wanted} (VMID {vmid}) lives on node {home} and its disks on {} \
                         are not on a shared storage active on node {name}, so it cannot be cloned \
                         here.",
-                        unusable
-                            .iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        unusable.join(", ")
                     ),
                 )
             })
@@ -367,17 +362,15 @@ fn judge_bridges(
         None => return true,
     };
     let mut bridges_ok = true;
-    for bridge in &request.bridges {
-        if !present.contains(bridge) {
-            bridges_ok = false;
-            findings.push(Finding::new(
-                Reason::BridgeNotFound,
-                format!(
-                    "Bridge {bridge} does not exist on node {name} (it has: {}).",
-                    present.join(", ")
-                ),
-            ));
-        }
+    for bridge in fitness::missing_bridges(&request.bridges, present) {
+        bridges_ok = false;
+        findings.push(Finding::new(
+            Reason::BridgeNotFound,
+            format!(
+                "Bridge {bridge} does not exist on node {name} (it has: {}).",
+                present.join(", ")
+            ),
+        ));
     }
     // A clone keeps its template's NICs, and PVE refuses to start a VM whose NIC names a
     // bridge the node lacks: placement leaves such a node out, so does this.
@@ -392,10 +385,8 @@ fn judge_bridges(
         else {
             continue;
         };
-        for (bridge, _) in networks {
-            if present.contains(bridge) {
-                continue;
-            }
+        let used: Vec<&str> = networks.iter().map(|(bridge, _)| bridge.as_str()).collect();
+        for bridge in fitness::missing_bridges(&used, present) {
             bridges_ok = false;
             let finding = Finding::new(
                 Reason::BridgeNotFound,

@@ -5,6 +5,7 @@
 //! (`crate::cluster_facts`). When the cluster cannot be reached the plan says so in a warning
 //! and apply checks again; nothing here ever writes.
 
+use crate::fitness::{self, Content, StorageProblem};
 use pve::ErrorKind;
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Severity, Value};
 
@@ -522,21 +523,19 @@ async fn check_storage_on(
         Ok(storages) => storages,
         Err(e) => return findings.missing(&format!("the storages of node {node}"), &e),
     };
-    let kind = if content == "iso" {
-        "ISO images"
+    let content = if content == "iso" {
+        Content::Iso
     } else {
-        "VM disk images"
+        Content::Images
     };
-    let fitting = || {
-        list(
-            storages
-                .iter()
-                .filter(|s| s.enabled && s.active && s.accepts(content))
-                .map(|s| s.storage.clone()),
-        )
+    let kind = content.kind();
+    let fitting = || list(fitness::storages_taking(&storages, content));
+    let content_types = || {
+        let found = storages.iter().find(|s| s.storage == storage);
+        found.map(|s| s.content.clone()).unwrap_or_default()
     };
-    match storages.iter().find(|s| s.storage == storage) {
-        None => findings.error(
+    match fitness::storage(&storages, storage, content) {
+        Err(StorageProblem::Missing) => findings.error(
             attribute,
             "Storage not found",
             format!(
@@ -545,7 +544,7 @@ async fn check_storage_on(
                 fitting()
             ),
         ),
-        Some(s) if !s.enabled || !s.active => findings.error(
+        Err(StorageProblem::Inactive) => findings.error(
             attribute,
             "Storage not active",
             format!(
@@ -555,19 +554,27 @@ async fn check_storage_on(
                 fitting()
             ),
         ),
-        Some(s) if !s.accepts(content) => findings.error(
+        Err(StorageProblem::LacksContent) => findings.error(
             attribute,
             "Storage does not take this content",
             format!(
-                "storage `{storage}` on node {node} does not take {kind} (`{content}`; its content \
-                 types: {}). Add `{content}` to it in Datacenter → Storage, or choose another \
+                "storage `{storage}` on node {node} does not take {kind} (`{}`; its content \
+                 types: {}). Add `{}` to it in Datacenter → Storage, or choose another \
                  (storages there that do: {}).",
-                s.content,
+                content.pve(),
+                content_types(),
+                content.pve(),
                 fitting()
             ),
         ),
-        Some(_) => {}
+        Ok(_) => {}
     }
+}
+
+/// The bridges of `wanted` a node with `bridges` lacks (the one rule, `fitness`).
+fn missing_on<'a>(wanted: &'a [&'a str], bridges: &[pve::nodes::NetworkInterface]) -> Vec<&'a str> {
+    let present: Vec<&str> = bridges.iter().map(|b| b.iface.as_str()).collect();
+    fitness::missing_bridges(wanted, &present)
 }
 
 async fn check_bridge(configured: &Configured, node: &str, bridge: &str, findings: &mut Findings) {
@@ -575,7 +582,7 @@ async fn check_bridge(configured: &Configured, node: &str, bridge: &str, finding
         return;
     }
     match configured.facts.bridges(&configured.client, node).await {
-        Ok(bridges) if !bridges.iter().any(|b| b.iface == bridge) => findings.error(
+        Ok(bridges) if !missing_on(&[bridge], &bridges).is_empty() => findings.error(
             attr::BRIDGE,
             "Bridge not found",
             format!(
@@ -610,9 +617,11 @@ async fn check_template_bridges(
         Ok(bridges) => bridges,
         Err(e) => return findings.missing(&format!("the bridges of node {node}"), &e),
     };
+    let wanted: Vec<&str> = kept.iter().map(|used| used.bridge.as_str()).collect();
+    let lacking = missing_on(&wanted, &bridges);
     let missing: Vec<String> = kept
         .iter()
-        .filter(|used| !bridges.iter().any(|b| b.iface == used.bridge))
+        .filter(|used| lacking.contains(&used.bridge.as_str()))
         .map(|used| used.describe())
         .collect();
     if missing.is_empty() {

@@ -446,6 +446,30 @@ fn no_pve_text_is_matched_outside_pve() {
     );
 }
 
+/// The owner's handle is built by its constructor only (#44): a struct literal elsewhere
+/// could name any VM with any expectation, bypassing `OwnedVm::new`'s one place.
+#[test]
+fn no_owned_vm_is_built_outside_its_module() {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), false, &mut files);
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("lifecycle/owned.rs")) {
+        let code = code_only(&std::fs::read_to_string(file).unwrap());
+        for (number, line) in code.lines().enumerate() {
+            if line.contains("OwnedVm {") && !line.contains("impl") {
+                let file = file.strip_prefix(&root).unwrap().display().to_string();
+                found.push(format!("{file}:{}", number + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "OwnedVm built outside owned.rs (use OwnedVm::new):\n{}",
+        found.join("\n")
+    );
+}
+
 const MAX_FUNCTION_LINES: usize = 100;
 
 /// The crates whose functions must fit in [`MAX_FUNCTION_LINES`]: the provider, `pve` and

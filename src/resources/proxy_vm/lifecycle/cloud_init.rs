@@ -16,6 +16,7 @@ use pve::{Client, ErrorKind};
 use tokio::time::Instant;
 
 use super::error::{Step, StepError};
+use super::operation;
 
 pub(super) const RESULT_JSON: &str = "/run/cloud-init/result.json";
 const STATUS_JSON: &str = "/run/cloud-init/status.json";
@@ -60,7 +61,7 @@ pub(super) async fn read_guest_file(
     path: &str,
 ) -> Step<GuestFile> {
     let agent = client.node(node).qemu(vmid).agent();
-    let read = pve::retry_idempotent(&pve::RetryPolicy::default(), || agent.file_read(path)).await;
+    let read = operation::read(|| agent.file_read(path)).await;
     let error = match read {
         Ok(content) => return Ok(GuestFile::Read(content.bytes)),
         Err(error) => error,

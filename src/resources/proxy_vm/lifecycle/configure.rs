@@ -9,7 +9,7 @@ use super::super::model::Desired;
 use super::boot_order;
 use super::error::{Step, StepError, unworkable};
 use super::marks::creating_mark;
-use super::owned::{Conditional, OwnedVm};
+use super::owned::OwnedVm;
 use crate::ownership;
 
 /// Writes what differs from the desired config, conditionally: a concurrent edit (in the UI,
@@ -27,7 +27,7 @@ pub(super) async fn write_config(
         if update.is_empty() {
             return Ok(());
         }
-        vm.write_task(&Conditional::new(update, &seen.digest)).await
+        vm.write_task(&seen.change(update)).await.map(drop)
     })
     .await
 }

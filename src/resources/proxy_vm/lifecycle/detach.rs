@@ -18,8 +18,7 @@ use pve::wire::CdromDrive;
 
 use super::cloud_init::{GuestFile, read_guest_file};
 use super::error::Step;
-use super::owned::{Conditional, OwnedVm, tolerate_gone};
-use super::tasks::run_task;
+use super::owned::{OwnedVm, tolerate_gone};
 
 /// How a detach ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,8 +57,8 @@ pub(super) async fn detach_seed(
                 return Ok(());
             }
             let update = ConfigUpdate::new().cdrom("ide2", &CdromDrive::none());
-            vm.write(&Conditional::new(update, &seen.digest)).await?;
-            tracing::info!(vmid = vm.vmid, "detached the seed");
+            vm.write(&seen.change(update)).await?;
+            tracing::info!(vmid = vm.vmid(), "detached the seed");
             Ok(())
         }
     })
@@ -68,9 +67,9 @@ pub(super) async fn detach_seed(
         return Ok(Detach::Kept(why));
     }
     if let Some((storage, _)) = seed_volume.split_once(':') {
-        let store = vm.client.node(seed_node).storage(storage);
-        tolerate_gone(run_task(vm.client, vm.deadline, || store.delete_volume(seed_volume)).await)?;
-        tracing::info!(vmid = vm.vmid, volume = %seed_volume, "deleted the detached seed");
+        let store = vm.client().node(seed_node).storage(storage);
+        tolerate_gone(vm.op().run_task(|| store.delete_volume(seed_volume)).await)?;
+        tracing::info!(vmid = vm.vmid(), volume = %seed_volume, "deleted the detached seed");
     }
     Ok(Detach::Done)
 }
@@ -80,7 +79,7 @@ pub(super) async fn detach_seed(
 async fn marker_missing(vm: &OwnedVm<'_>) -> Step<Option<String>> {
     let marker = nocloud::render::MANUAL_CLEAN_MARKER;
     Ok(
-        match read_guest_file(vm.client, &vm.node, vm.vmid, marker).await? {
+        match read_guest_file(vm.client(), vm.node(), vm.vmid(), marker).await? {
             GuestFile::Read(_) => None,
             GuestFile::Missing => Some(format!(
                 "the guest of VM {} has no {marker} (its cloud-init does not honour \
@@ -88,7 +87,7 @@ async fn marker_missing(vm: &OwnedVm<'_>) -> Step<Option<String>> {
              without its seed it would lose its datasource and network config at the next \
              boot, so the seed stays attached. Set seed_lifetime = \"vm\" to say so and \
              silence this.",
-                vm.vmid
+                vm.vmid()
             )),
             GuestFile::Refused(why) => Some(format!(
                 "{why} Its seed stays attached until the guest can be asked."

@@ -16,7 +16,7 @@ pub(super) async fn grow_disk(vm: &OwnedVm<'_>, disk_gib: Option<u64>) -> Step<(
         let Some((key, size)) = growth_needed(&seen.config, wanted)? else {
             return Ok(());
         };
-        vm.grow(&key, size, &seen.digest).await
+        vm.grow(&key, size, &seen).await
     })
     .await
 }

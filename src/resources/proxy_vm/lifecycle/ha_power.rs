@@ -8,11 +8,10 @@
 
 use std::time::Duration;
 
-use pve::{Backoff, ErrorKind, retry_idempotent};
+use pve::{Backoff, ErrorKind};
 
 use super::error::{Step, StepError, unworkable};
 use super::owned::OwnedVm;
-use super::tasks::patient;
 
 /// Polls the VM's status until it runs (`running`) or is stopped, within the operation's
 /// deadline.
@@ -22,15 +21,15 @@ pub(super) async fn settle(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
     let mut polls = Backoff::new(
         Duration::from_millis(100),
         Duration::from_secs(3),
-        vm.deadline,
+        vm.deadline(),
     );
     loop {
-        match retry_idempotent(&patient(vm.deadline), || qemu.status()).await {
+        match vm.op().retry(|| qemu.status()).await {
             Ok(status) if status.is_running() == running => return Ok(()),
             Ok(status) => {
                 let ha = status.ha.filter(|ha| ha.managed);
                 tracing::debug!(
-                    vmid = vm.vmid,
+                    vmid = vm.vmid(),
                     running,
                     ?ha,
                     "waiting for the VM's power state"
@@ -48,7 +47,7 @@ pub(super) async fn settle(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
 
 fn not_settled(vm: &OwnedVm<'_>, running: bool, ha_state: Option<&str>) -> Step<()> {
     let wanted = if running { "started" } else { "stopped" };
-    let (vmid, node) = (vm.vmid, &vm.node);
+    let (vmid, node) = (vm.vmid(), &vm.node());
     match ha_state {
         Some(state) => unworkable(format!(
             "VM {vmid} on {node} is HA-managed: PVE passed the request to the HA manager, which \

@@ -6,10 +6,11 @@
 //! cluster listing and one power listing per node, shared by all reads of the process.
 
 use pve::qemu::{GuestInterface, VmStatus};
-use pve::{Client, ErrorKind, RetryPolicy, retry_idempotent};
+use pve::{Client, ErrorKind};
 
 use super::super::model::{Observed, RunningValues};
 use super::error::Step;
+use super::operation;
 use crate::ownership::{self, Mark};
 
 /// What drift detection needs of one VM on a known node: its config as PVE holds it (with
@@ -46,7 +47,7 @@ pub(super) async fn observe_known(
     reported: Option<Vec<GuestInterface>>,
 ) -> Step<Option<Observed>> {
     let qemu = client.node(node).qemu(vmid);
-    let view = match retry_idempotent(&RetryPolicy::default(), || qemu.pending_view()).await {
+    let view = match operation::read(|| qemu.pending_view()).await {
         Ok(view) => view,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
@@ -54,7 +55,7 @@ pub(super) async fn observe_known(
     let config = &view.effective;
     let status = match status {
         Some(status) => status,
-        None => match retry_idempotent(&RetryPolicy::default(), || qemu.status()).await {
+        None => match operation::read(|| qemu.status()).await {
             Ok(status) => status,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.into()),

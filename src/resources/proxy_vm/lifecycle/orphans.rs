@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::delete::{Doomed, RecordedSeed, delete};
 use super::error::{Step, StepError};
 use super::expected::{Expected, ExpectedToken};
+use super::operation::Operation;
 use super::owned::OwnedVm;
 use crate::context::Configured;
 use crate::ownership::Phase;
@@ -91,13 +92,12 @@ impl KilledCreate<'_> {
                 proof: None,
             },
         };
-        let vm = OwnedVm {
-            client: &configured.client,
-            node: node.clone(),
-            vmid: self.vmid,
+        let vm = OwnedVm::new(
+            Operation::new(&configured.client, deadline),
+            &node,
+            self.vmid,
             expected,
-            deadline,
-        };
+        );
         let seen = match vm.read().await {
             Ok(seen) => seen,
             // Another create claimed it, or it is gone: not this journal's to remove.

@@ -1,24 +1,28 @@
 //! The one handle through which create, update and delete touch a VM this resource instance
 //! owns (a create holds it through its `Hold`, `create/hold.rs`).
 //!
-//! An [`OwnedVm`] knows the VMID, the node, and whose VM it must be (name, fleet, create
-//! token). Before each write it reads the config again and checks the mark; every config
-//! write is a [`Conditional`], which exists only bound to the [`Digest`] of such a read, so
-//! PVE refuses it when anything changed the VM since. A VM that is no longer this instance's
-//! (deleted by hand and made again by another state at the same VMID, its mark edited) stops
-//! the operation with [`StepError::NotOurs`] before anything is sent. Power tasks (start,
-//! shutdown, stop, reboot) take no digest in PVE: each is sent right after such a check.
+//! An [`OwnedVm`] knows the VMID, the node, whose VM it must be (name, fleet, create token)
+//! and its operation (client, deadline, the one retry policy); it is made only by
+//! [`OwnedVm::new`]. Before each write it reads the config again and checks the mark: the
+//! read's [`Seen`] is the only value a write can come from. Every config write is a
+//! [`Conditional`], which only [`Seen::change`] makes, bound to that read's digest, so PVE
+//! refuses it when anything changed the VM since; a resize takes the `Seen` itself. A VM
+//! that is no longer this instance's (deleted by hand and made again by another state at the
+//! same VMID, its mark edited) stops the operation with [`StepError::NotOurs`] before
+//! anything is sent. Power tasks (start, shutdown, stop, reboot) take no digest in PVE: each
+//! needs a [`Proof`] that this operation just found the VM its own, from a read or a
+//! conditional write.
 
 use std::future::Future;
 
 use pve::qemu::{ConfigUpdate, DestroyOptions, VmConfig};
 use pve::wire::ByteSize;
-use pve::{Backoff, Client, ErrorKind, retry_idempotent, wait_out_locks};
+use pve::{Client, ErrorKind, wait_out_locks};
 use tokio::time::Instant;
 
 use super::error::{Step, StepError};
 use super::expected::Expected;
-use super::tasks::{patient, wait};
+use super::operation::Operation;
 use crate::ownership::{Mark, Phase};
 
 /// How often a conditional write is re-decided after PVE refused its digest before the
@@ -28,7 +32,7 @@ pub(super) const CONDITIONAL_ATTEMPTS: u32 = 6;
 /// The digest of a config as read: the only way to make a [`Conditional`]. Only
 /// [`OwnedVm::read`] makes one, after it found the VM still this instance's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Digest(String);
+struct Digest(String);
 
 impl Digest {
     /// The digest PVE sent with `config`. A config without one cannot be written to: the
@@ -43,7 +47,7 @@ impl Digest {
         }
     }
 
-    pub(super) fn as_str(&self) -> &str {
+    fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -54,7 +58,7 @@ impl Digest {
 pub(super) struct Conditional(ConfigUpdate);
 
 impl Conditional {
-    pub(super) fn new(update: ConfigUpdate, digest: &Digest) -> Self {
+    fn new(update: ConfigUpdate, digest: &Digest) -> Self {
         Conditional(update.digest(digest.as_str()))
     }
 
@@ -65,25 +69,92 @@ impl Conditional {
     }
 }
 
-/// What one read of an owned VM saw.
+/// What one read of an owned VM saw: the only value a write can be decided from.
 pub(super) struct Seen {
     pub config: VmConfig,
-    pub digest: Digest,
     pub mark: Mark,
+    digest: Digest,
 }
+
+impl Seen {
+    /// `update`, sent only if the config still has the digest this read saw.
+    pub(super) fn change(&self, update: ConfigUpdate) -> Conditional {
+        Conditional::new(update, &self.digest)
+    }
+
+    /// That this operation just found the VM its own.
+    pub(super) fn proof(&self) -> Proof {
+        Proof(())
+    }
+}
+
+/// That this operation found the VM its own a moment ago (a read, or a conditional write PVE
+/// took): what a power task, which PVE takes without a digest, is sent right after.
+#[derive(Debug)]
+pub(super) struct Proof(());
 
 /// See the module doc.
 pub(super) struct OwnedVm<'a> {
-    pub client: &'a Client,
-    pub node: String,
-    pub vmid: u32,
-    pub expected: Expected<'a>,
-    pub deadline: Instant,
+    op: Operation<'a>,
+    node: String,
+    vmid: u32,
+    expected: Expected<'a>,
 }
 
-impl OwnedVm<'_> {
+impl<'a> OwnedVm<'a> {
+    /// The handle on VM `vmid` on `node`, which must be `expected`'s.
+    pub(super) fn new(op: Operation<'a>, node: &str, vmid: u32, expected: Expected<'a>) -> Self {
+        Self {
+            op,
+            node: node.to_owned(),
+            vmid,
+            expected,
+        }
+    }
+
+    /// The same VM, found on another node (it migrated, or HA recovered it).
+    pub(super) fn on_node(self, node: &str) -> Self {
+        Self {
+            node: node.to_owned(),
+            ..self
+        }
+    }
+
+    /// The same VM, judged by other expectations (a claim accepts any token of the name).
+    pub(super) fn expecting(&self, expected: Expected<'a>) -> Self {
+        Self {
+            expected,
+            node: self.node.clone(),
+            ..*self
+        }
+    }
+
+    pub(super) fn op(&self) -> Operation<'a> {
+        self.op
+    }
+
+    pub(super) fn client(&self) -> &'a Client {
+        self.op.client()
+    }
+
+    pub(super) fn deadline(&self) -> Instant {
+        self.op.deadline()
+    }
+
+    pub(super) fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub(super) fn vmid(&self) -> u32 {
+        self.vmid
+    }
+
+    pub(super) fn expected(&self) -> &Expected<'a> {
+        &self.expected
+    }
+
     pub(super) fn qemu(&self) -> pve::qemu::Qemu<'_> {
-        self.client.node(&self.node).qemu(self.vmid)
+        self.op.client().node(&self.node).qemu(self.vmid)
     }
 
     fn name(&self) -> &str {
@@ -102,8 +173,7 @@ impl OwnedVm<'_> {
 
     /// The config, read now; [`StepError::NotOurs`] unless the mark is this instance's.
     pub(super) async fn read(&self) -> Step<Seen> {
-        let config = match retry_idempotent(&patient(self.deadline), || self.qemu().config()).await
-        {
+        let config = match self.op.retry(|| self.qemu().config()).await {
             Ok(config) => config,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(self.not_ours("there is no VM at that VMID any more"));
@@ -118,51 +188,51 @@ impl OwnedVm<'_> {
         let digest = Digest::of(&config, self.vmid)?;
         Ok(Seen {
             config,
-            digest,
             mark,
+            digest,
         })
     }
 
     /// `PUT …/config` (synchronous), conditional.
-    pub(super) async fn write(&self, change: &Conditional) -> Step<()> {
-        retry_idempotent(&patient(self.deadline), || {
-            self.qemu().update_config(&change.0)
-        })
-        .await?;
-        Ok(())
+    pub(super) async fn write(&self, change: &Conditional) -> Step<Proof> {
+        self.op
+            .retry(|| self.qemu().update_config(&change.0))
+            .await?;
+        Ok(Proof(()))
     }
 
     /// `POST …/config` (a task, waited for), conditional.
-    pub(super) async fn write_task(&self, change: &Conditional) -> Step<()> {
-        let upid = retry_idempotent(&patient(self.deadline), || {
-            self.qemu().update_config_async(&change.0)
-        })
-        .await?;
-        wait(self.client, &upid, self.deadline).await?;
-        Ok(())
+    pub(super) async fn write_task(&self, change: &Conditional) -> Step<Proof> {
+        let upid = self
+            .op
+            .retry(|| self.qemu().update_config_async(&change.0))
+            .await?;
+        self.op.wait(&upid).await?;
+        Ok(Proof(()))
     }
 
-    /// Grows `disk` to `size`, conditional on `digest`.
-    pub(super) async fn grow(&self, disk: &str, size: ByteSize, digest: &Digest) -> Step<()> {
-        let upid = retry_idempotent(&patient(self.deadline), || {
-            self.qemu().resize_if_unchanged(disk, size, digest.as_str())
-        })
-        .await?;
-        wait(self.client, &upid, self.deadline).await?;
+    /// Grows `disk` to `size`, conditional on the digest `seen` read.
+    pub(super) async fn grow(&self, disk: &str, size: ByteSize, seen: &Seen) -> Step<()> {
+        let digest = seen.digest.as_str();
+        let upid = self
+            .op
+            .retry(|| self.qemu().resize_if_unchanged(disk, size, digest))
+            .await?;
+        self.op.wait(&upid).await?;
         Ok(())
     }
 
     /// Runs a write decided from a fresh read and sent with that read's digest; when PVE
     /// refuses the digest (the config changed meanwhile), reads and decides again. A lock
     /// met by the task's worker (a backup) is waited out, then decided again.
-    pub(super) async fn conditional<F, Fut>(&self, what: &str, attempt: F) -> Step<()>
+    pub(super) async fn conditional<T, F, Fut>(&self, what: &str, attempt: F) -> Step<T>
     where
         F: Fn(Seen) -> Fut,
-        Fut: Future<Output = Step<()>>,
+        Fut: Future<Output = Step<T>>,
     {
         let attempt = &attempt;
         // One lock schedule across every refused digest, as the deadline is one.
-        let mut locks = Backoff::for_locks(self.deadline);
+        let mut locks = self.op.locks();
         for _ in 0..CONDITIONAL_ATTEMPTS {
             let decided = wait_out_locks(&mut locks, || async move {
                 let seen = self.read().await?;
@@ -188,14 +258,14 @@ impl OwnedVm<'_> {
 
     /// A destroy's first write: the mark says `deleting`, so no create adopts the VM while
     /// it goes, and the destroy's later checks still recognise it.
-    pub(super) async fn mark_deleting(&self) -> Step<()> {
+    pub(super) async fn mark_deleting(&self) -> Step<Proof> {
         self.conditional("mark the VM as being deleted", |seen| async move {
             if seen.mark.phase == Phase::Deleting {
-                return Ok(());
+                return Ok(seen.proof());
             }
             let deleting = seen.mark.clone().with_phase(Phase::Deleting).render();
-            let change = Conditional::new(ConfigUpdate::new().description(&deleting), &seen.digest);
-            self.write(&change).await
+            self.write(&seen.change(ConfigUpdate::new().description(&deleting)))
+                .await
         })
         .await
     }
@@ -203,12 +273,12 @@ impl OwnedVm<'_> {
     /// [`OwnedVm::mark_deleting`] decided from `seen`, a read this destroy just made (its
     /// checks read the same config), so the mark costs one write; a digest PVE refuses
     /// (changed since) is decided again from fresh reads.
-    pub(super) async fn mark_deleting_from(&self, seen: Seen) -> Step<()> {
+    pub(super) async fn mark_deleting_from(&self, seen: Seen) -> Step<Proof> {
         if seen.mark.phase == Phase::Deleting {
-            return Ok(());
+            return Ok(seen.proof());
         }
         let deleting = seen.mark.clone().with_phase(Phase::Deleting).render();
-        let change = Conditional::new(ConfigUpdate::new().description(&deleting), &seen.digest);
+        let change = seen.change(ConfigUpdate::new().description(&deleting));
         match self.write(&change).await {
             Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => self.mark_deleting().await,
             other => other,
@@ -223,8 +293,9 @@ impl OwnedVm<'_> {
                 return Ok(());
             }
             let done = seen.mark.clone().with_phase(Phase::Done).render();
-            let change = Conditional::new(ConfigUpdate::new().description(&done), &seen.digest);
-            self.write(&change).await
+            self.write(&seen.change(ConfigUpdate::new().description(&done)))
+                .await
+                .map(drop)
         })
         .await
     }
@@ -243,14 +314,15 @@ impl OwnedVm<'_> {
         C: FnMut() -> CFut,
         CFut: Future<Output = pve::Result<bool>>,
     {
-        self.read().await?;
-        self.send_power_task(send, done).await
+        let seen = self.read().await?;
+        self.send_power_task(seen.proof(), send, done).await
     }
 
-    /// [`OwnedVm::power_task`] without its read: only right after a conditional write of
-    /// this operation proved the VM this instance's (a destroy's mark).
+    /// [`OwnedVm::power_task`] without its read: only right after this operation proved the
+    /// VM this instance's (`proof`: a read, or a conditional write such as a destroy's mark).
     pub(super) async fn send_power_task<S, SFut, C, CFut>(
         &self,
+        _proof: Proof,
         send: S,
         done: C,
     ) -> Step<Option<pve::Upid>>
@@ -263,7 +335,7 @@ impl OwnedVm<'_> {
         let mut send = send;
         let mut done = done;
         let sent = pve::retry_with_check(
-            &patient(self.deadline),
+            &self.op.policy(),
             || {
                 let fut = send();
                 async move { fut.await.map(Some) }
@@ -279,7 +351,7 @@ impl OwnedVm<'_> {
 
     /// Whether PVE no longer knows the VM on its node.
     async fn is_gone(&self) -> Step<bool> {
-        match retry_idempotent(&patient(self.deadline), || self.qemu().status()).await {
+        match self.op.retry(|| self.qemu().status()).await {
             Ok(_) => Ok(false),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(true),
             Err(e) => Err(e.into()),
@@ -297,7 +369,7 @@ impl OwnedVm<'_> {
         };
         // A lock that made PVE end the task (a backup started meanwhile): wait, look again,
         // send again.
-        wait_out_locks(&mut Backoff::for_locks(self.deadline), || async move {
+        wait_out_locks(&mut self.op.locks(), || async move {
             match self.read().await {
                 Ok(_) => {}
                 // Gone meanwhile (an earlier destroy task finished): done.
@@ -306,7 +378,7 @@ impl OwnedVm<'_> {
             }
             let qemu = self.qemu();
             let sent = pve::retry_with_check(
-                &patient(self.deadline),
+                &self.op.policy(),
                 || async { qemu.destroy(options).await.map(Some) },
                 // A destroy whose answer was lost: if the VM is gone or going, do not send
                 // another.
@@ -323,9 +395,7 @@ impl OwnedVm<'_> {
             )
             .await;
             match sent {
-                Ok(Some(upid)) => {
-                    tolerate_gone(wait(self.client, &upid, self.deadline).await).map(|()| true)
-                }
+                Ok(Some(upid)) => tolerate_gone(self.op.wait(&upid).await).map(|()| true),
                 Ok(None) => Ok(false),
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok(true),
                 Err(e) => Err(e.into()),

@@ -7,6 +7,7 @@
 //! not show yet), then the one with the fewest VMs of this fleet. Gathering is separate from
 //! judging ([`judge`] is pure), so the rule is unit-tested with plain values.
 
+use crate::fitness::{self, Content, StorageProblem};
 use pve::cluster::ClusterVm;
 use pve::nodes::NetworkInterface;
 use pve::storage::StorageInfo;
@@ -107,15 +108,13 @@ pub fn no_node_message(rejected: &[(String, String)], candidates: Option<&[Strin
 fn storage_problem(storages: &Fact<Vec<StorageInfo>>, storage: &str) -> Option<String> {
     match storages {
         Err(e) => Some(format!("its storages could not be read ({e})")),
-        Ok(list) => match list.iter().find(|s| s.storage == storage) {
-            None => Some(format!("no seed storage `{storage}`")),
-            Some(s) if !s.enabled || !s.active => {
-                Some(format!("seed storage `{storage}` not active"))
-            }
-            Some(s) if !s.accepts("iso") => {
+        Ok(list) => match fitness::storage(list, storage, Content::Iso) {
+            Err(StorageProblem::Missing) => Some(format!("no seed storage `{storage}`")),
+            Err(StorageProblem::Inactive) => Some(format!("seed storage `{storage}` not active")),
+            Err(StorageProblem::LacksContent) => {
                 Some(format!("seed storage `{storage}` takes no ISO images"))
             }
-            Some(_) => None,
+            Ok(_) => None,
         },
     }
 }
@@ -125,9 +124,12 @@ fn bridge_problem(used: &[BridgeUse], bridges: &Fact<Vec<NetworkInterface>>) -> 
     match bridges {
         Err(e) => Some(format!("its bridges could not be read ({e})")),
         Ok(list) => {
+            let present: Vec<&str> = list.iter().map(|b| b.iface.as_str()).collect();
+            let wanted: Vec<&str> = used.iter().map(|u| u.bridge.as_str()).collect();
+            let lacking = fitness::missing_bridges(&wanted, &present);
             let missing: Vec<String> = used
                 .iter()
-                .filter(|u| !list.iter().any(|b| b.iface == u.bridge))
+                .filter(|u| lacking.contains(&u.bridge.as_str()))
                 .map(|u| format!("no bridge {}", u.describe()))
                 .collect();
             (!missing.is_empty()).then(|| missing.join("; "))
@@ -145,14 +147,7 @@ pub async fn gather(
     let client = &configured.client;
     let facts = &configured.facts;
     let nodes = facts.nodes(client).await.map_err(|e| (*e).clone())?;
-    let template_storage_shared = match &template.disk_storage {
-        None => true,
-        Some(storage) => facts
-            .storages(client, &template.node)
-            .await
-            .map(|list| list.iter().any(|s| s.storage == *storage && s.shared))
-            .unwrap_or(false),
-    };
+    let template_disks: Vec<String> = template.disk_storage.iter().cloned().collect();
     let placed = configured.runtime.placed_memory(listing);
     let mut views = Vec::new();
     for node in nodes.iter() {
@@ -192,13 +187,17 @@ pub async fn gather(
                 super::prechecks::choose_template(listing, &desired.template, &node.node)
                     .ok()
                     .filter(|vm| vm.node == node.node && vm.template);
-            if own_copy.is_none() && template.node != node.node && !template_storage_shared {
+            let storages = facts.storages(client, &node.node).await;
+            // The rule health judges too (`fitness`): shared, and active on this node.
+            let not_shared = storages.as_ref().map_or(true, |list| {
+                !fitness::disks_not_shared(&template_disks, list).is_empty()
+            });
+            if own_copy.is_none() && template.node != node.node && not_shared {
                 view.template_problem = Some(format!(
                     "the template (VM {} on {}) has its disk on storage not shared with this node",
                     template.vmid, template.node
                 ));
             }
-            let storages = facts.storages(client, &node.node).await;
             view.seed_problem = storage_problem(&storages, &desired.seed_storage);
             // Every bridge the clone will use: the NICs of the template it is cloned from
             // (the node's own copy, if it has one), net0's replaced by `bridge` when set.

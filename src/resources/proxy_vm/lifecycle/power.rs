@@ -2,23 +2,22 @@
 //! reboot that applies pending changes. Each power task is sent right after a check that the
 //! VM is still this instance's, and a lost answer is checked before anything is sent again.
 
-use pve::{Backoff, MaybeLocked, retry_idempotent, wait_out_locks};
+use pve::{MaybeLocked, wait_out_locks};
 
 use super::error::Step;
 use super::ha_power::settle;
 use super::owned::OwnedVm;
-use super::tasks::{patient, wait};
 
 /// Brings the power state to `running`; start only if stopped. Each start or shutdown is
 /// sent right after a check that the VM is still this instance's, and a lost answer is
 /// checked against the VM's status before the call is sent again.
 pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
     let qemu = &vm.qemu();
-    let deadline = vm.deadline;
-    let vmid = vm.vmid;
+    let op = vm.op();
+    let vmid = vm.vmid();
     // The worker met a lock (a backup): wait, then look again.
-    wait_out_locks(&mut Backoff::for_locks(deadline), || async move {
-        let status = retry_idempotent(&patient(deadline), || qemu.status()).await?;
+    wait_out_locks(&mut op.locks(), || async move {
+        let status = op.retry(|| qemu.status()).await?;
         if status.is_running() == running {
             return Ok(());
         }
@@ -38,7 +37,7 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
             .await?
         };
         let Some(upid) = upid else { return Ok(()) };
-        match wait(vm.client, &upid, deadline).await {
+        match op.wait(&upid).await {
             // The task was only the request: the HA manager acts later.
             Ok(_) if ha_managed => settle(vm, running).await,
             Ok(_) => Ok(()),
@@ -46,7 +45,7 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
             Err(error) => {
                 // Another task brought it there first (`VM … already running`): the state
                 // we want is what counts.
-                let now = retry_idempotent(&patient(deadline), || qemu.status()).await?;
+                let now = op.retry(|| qemu.status()).await?;
                 if now.is_running() != running {
                     return Err(error);
                 }
@@ -69,29 +68,29 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
 /// before the next send.
 pub(super) async fn reboot(vm: &OwnedVm<'_>) -> Step<()> {
     let qemu = &vm.qemu();
-    let node = &vm.client.node(&vm.node);
-    wait_out_locks(&mut Backoff::for_locks(vm.deadline), || async move {
+    let node = &vm.client().node(vm.node());
+    let op = vm.op();
+    wait_out_locks(&mut op.locks(), || async move {
         // The reboot tasks PVE knows before this send: a new one afterwards is ours (task
         // ids, not clocks, so a node's clock skew cannot mislead the check).
-        let known: Vec<String> = retry_idempotent(&patient(vm.deadline), || {
-            node.tasks_of_vm(vm.vmid, "qmreboot")
-        })
-        .await?
-        .into_iter()
-        .map(|t| t.upid)
-        .collect();
+        let known: Vec<String> = op
+            .retry(|| node.tasks_of_vm(vm.vmid(), "qmreboot"))
+            .await?
+            .into_iter()
+            .map(|t| t.upid)
+            .collect();
         let known = &known;
         let upid = vm
             .power_task(
                 || qemu.reboot(Some(60)),
                 || async move {
-                    let tasks = node.tasks_of_vm(vm.vmid, "qmreboot").await?;
+                    let tasks = node.tasks_of_vm(vm.vmid(), "qmreboot").await?;
                     Ok(tasks.iter().any(|t| !known.contains(&t.upid)))
                 },
             )
             .await?;
         let Some(upid) = upid else { return Ok(()) };
-        wait(vm.client, &upid, vm.deadline).await?;
+        op.wait(&upid).await?;
         // qemu-server's reboot ends once the VM stopped; qmeventd (or, for an HA-managed
         // VM, the HA manager) starts it again, so its power state is what counts.
         settle(vm, true).await

@@ -1,9 +1,11 @@
 //! What must hold before anything is cloned, so a wrong template or seed storage leaves
 //! nothing to clean up.
 
-use pve::{Client, RetryPolicy, retry_idempotent};
+use crate::fitness::{self, Content, StorageProblem};
+use pve::Client;
 
 use super::error::{Step, StepError, unworkable};
+use super::operation;
 
 /// A template found in the cluster.
 #[derive(Debug, Clone)]
@@ -163,10 +165,7 @@ pub(super) async fn resolve_template(
     node: &str,
 ) -> Step<Template> {
     let vm = choose_template(listing, template, node).map_err(StepError::Unworkable)?;
-    let config = retry_idempotent(&RetryPolicy::default(), || {
-        client.node(&vm.node).qemu(vm.vmid).config()
-    })
-    .await?;
+    let config = operation::read(|| client.node(&vm.node).qemu(vm.vmid).config()).await?;
     judge_template(vm, &config, template).map_err(StepError::Unworkable)
 }
 
@@ -195,22 +194,17 @@ pub(crate) fn check_disk_size(
 /// The seed storage must exist on the node, be active and take ISO images: checked before
 /// anything is cloned, so a wrong `seed_storage` leaves nothing to clean up.
 pub(super) async fn check_seed_storage(client: &Client, node: &str, storage: &str) -> Step<()> {
-    let info = retry_idempotent(&RetryPolicy::default(), || {
-        client.node(node).storage(storage).status()
-    })
-    .await?;
-    if !info.enabled || !info.active {
-        return unworkable(format!(
+    let info = operation::read(|| client.node(node).storage(storage).status()).await?;
+    match fitness::storage_usable(&info, Content::Iso) {
+        Err(StorageProblem::Inactive) => unworkable(format!(
             "the seed storage `{storage}` is not active on node {node}. Enable it there, or choose \
             another with `seed_storage`."
-        ));
-    }
-    if !info.accepts("iso") {
-        return unworkable(format!(
+        )),
+        Err(_) => unworkable(format!(
             "the seed storage `{storage}` does not take ISO images (its content types: {}). Enable \
             ISO images on it in Datacenter → Storage, or choose another with `seed_storage`.",
             info.content
-        ));
+        )),
+        Ok(()) => Ok(()),
     }
-    Ok(())
 }

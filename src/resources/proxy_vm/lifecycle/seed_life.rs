@@ -9,6 +9,7 @@ use super::cloud_init::{GuestFile, RESULT_JSON, Verdict, read_guest_file, wait_f
 use super::detach::detach_seed;
 use super::error::Step;
 use super::expected::Expected;
+use super::operation::Operation;
 use super::owned::OwnedVm;
 use crate::context::Configured;
 
@@ -51,7 +52,7 @@ pub(super) async fn after_ready(
         Err(e) => outcome.warnings.push(format!(
             "the seed of VM {} could not be detached yet ({e}); it stays in the state, and the \
              next plan shows its detach",
-            vm.vmid
+            vm.vmid()
         )),
     }
     Ok(outcome)
@@ -60,11 +61,11 @@ pub(super) async fn after_ready(
 /// Waits for cloud-init's verdict: true when it finished cleanly (recoverable errors are
 /// warnings), false when the guest cannot be asked (a warning). Errors stop the operation.
 pub(super) async fn judge(vm: &OwnedVm<'_>, warnings: &mut Vec<String>) -> Step<bool> {
-    match wait_for_cloud_init(vm.client, &vm.node, vm.vmid, vm.deadline).await? {
+    match wait_for_cloud_init(vm.client(), vm.node(), vm.vmid(), vm.deadline()).await? {
         Verdict::Unknown(why) => {
             warnings.push(format!(
                 "{why} VM {} counts as ready at its address, and its seed stays attached.",
-                vm.vmid
+                vm.vmid()
             ));
             Ok(false)
         }
@@ -72,7 +73,7 @@ pub(super) async fn judge(vm: &OwnedVm<'_>, warnings: &mut Vec<String>) -> Step<
             if !recoverable.is_empty() {
                 warnings.push(format!(
                     "cloud-init in VM {} finished, degraded (recoverable errors):\n  {}",
-                    vm.vmid,
+                    vm.vmid(),
                     recoverable.join("\n  ")
                 ));
             }
@@ -93,13 +94,12 @@ pub async fn detach(
     seed_volume: &str,
     deadline: Instant,
 ) -> Step<Detach> {
-    let vm = OwnedVm {
-        client: &configured.client,
-        node: node.to_owned(),
+    let vm = OwnedVm::new(
+        Operation::new(&configured.client, deadline),
+        node,
         vmid,
         expected,
-        deadline,
-    };
+    );
     detach_seed(&vm, seed_node, seed_volume).await
 }
 

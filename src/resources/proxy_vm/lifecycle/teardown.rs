@@ -4,20 +4,19 @@
 
 use std::time::Duration;
 
-use pve::{Backoff, ErrorKind, retry_idempotent};
+use pve::{Backoff, ErrorKind};
 
 use super::error::{Step, StepError, unworkable};
 use super::ha_power::settle;
-use super::owned::{OwnedVm, tolerate_gone};
-use super::tasks::{patient, wait};
+use super::owned::{OwnedVm, Proof, tolerate_gone};
 
 /// Stops the VM hard when it runs (it is going away), right after a check that it is still
 /// this instance's; a VM gone meanwhile (an earlier destroy finished it) is stopped.
 pub(super) async fn stop(vm: &OwnedVm<'_>) -> Step<()> {
-    match retry_idempotent(&patient(vm.deadline), || vm.qemu().status()).await {
+    match vm.op().retry(|| vm.qemu().status()).await {
         Ok(status) if status.is_running() => {
-            vm.read().await?;
-            stop_marked(vm).await
+            let seen = vm.read().await?;
+            stop_marked(vm, seen.proof()).await
         }
         Ok(_) => Ok(()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
@@ -29,16 +28,17 @@ pub(super) async fn stop(vm: &OwnedVm<'_>) -> Step<()> {
 /// destroy's conditional mark): no status read first, since PVE's stop of a VM that is not
 /// running ends at once (`_do_vm_stop` in qemu-server's QemuServer.pm returns when no
 /// process runs). A lost answer is checked first, so a stop is sent once.
-pub(super) async fn stop_marked(vm: &OwnedVm<'_>) -> Step<()> {
+pub(super) async fn stop_marked(vm: &OwnedVm<'_>, proof: Proof) -> Step<()> {
     let qemu = vm.qemu();
     let sent = vm
         .send_power_task(
+            proof,
             || qemu.stop(),
             || async { Ok(!qemu.status().await?.is_running()) },
         )
         .await;
     if let Some(upid) = tolerate_gone_value(sent)? {
-        tolerate_gone(wait(vm.client, &upid, vm.deadline).await)?;
+        tolerate_gone(vm.op().wait(&upid).await)?;
         // Under HA the stop was a request (`hastop`, its task ends at once): PVE refuses to
         // destroy a VM that still runs, so its stop is waited for. The task's type says so,
         // with no status read for the VMs HA does not manage.
@@ -62,7 +62,7 @@ pub(super) async fn wait_until_gone(vm: &OwnedVm<'_>) -> Step<()> {
     let mut polls = Backoff::new(
         Duration::from_millis(50),
         Duration::from_secs(2),
-        vm.deadline,
+        vm.deadline(),
     );
     loop {
         let status = vm.qemu().status().await;
@@ -70,7 +70,7 @@ pub(super) async fn wait_until_gone(vm: &OwnedVm<'_>) -> Step<()> {
             return Ok(());
         }
         // Any other answer, an error too, is looked at again while the deadline allows.
-        tracing::debug!(vmid = vm.vmid, "waiting for the VM's destroy to finish");
+        tracing::debug!(vmid = vm.vmid(), "waiting for the VM's destroy to finish");
         if polls.pause().await {
             continue;
         }
@@ -78,7 +78,7 @@ pub(super) async fn wait_until_gone(vm: &OwnedVm<'_>) -> Step<()> {
             Ok(_) => unworkable(format!(
                 "VM {} was still there when the delete timeout ran out; its destroy task may \
                 still be running. Run destroy again.",
-                vm.vmid
+                vm.vmid()
             )),
             Err(e) => Err(e.into()),
         };

@@ -3,7 +3,6 @@
 //! instance's (replaced at its VMID by another state's) is never written to.
 
 use pve::qemu::GuestInterface;
-use pve::retry_idempotent;
 use tokio::time::Instant;
 
 use super::super::model::{Desired, WaitFor};
@@ -11,11 +10,11 @@ use super::configure::write_config;
 use super::disk::grow_disk;
 use super::error::Step;
 use super::expected::Expected;
+use super::operation::Operation;
 use super::owned::OwnedVm;
 use super::power::{ensure_power, reboot};
 use super::ready::wait_for_address;
 use super::seed_life::judge;
-use super::tasks::patient;
 use crate::context::Configured;
 
 /// What an update did that the caller reports.
@@ -43,13 +42,12 @@ pub async fn update(
     disk_changed: bool,
     deadline: Instant,
 ) -> Step<Updated> {
-    let vm = OwnedVm {
-        client: &configured.client,
-        node: node.to_owned(),
+    let vm = OwnedVm::new(
+        Operation::new(&configured.client, deadline),
+        node,
         vmid,
         expected,
-        deadline,
-    };
+    );
     // Checked before anything else (its read checks the mark), so a VM that is not ours is
     // not even read for status. A destroy interrupted after its mark: this apply keeps the
     // VM, so it is marked finished again.
@@ -60,14 +58,10 @@ pub async fn update(
     }
     let mut updated = Updated::default();
     let qemu = vm.qemu();
-    let was_running = retry_idempotent(&patient(deadline), || qemu.status())
-        .await?
-        .is_running();
+    let was_running = vm.op().retry(|| qemu.status()).await?.is_running();
     let mut rebooted = false;
     if desired.started && was_running {
-        let pending = retry_idempotent(&patient(deadline), || qemu.pending_view())
-            .await?
-            .pending_keys;
+        let pending = vm.op().retry(|| qemu.pending_view()).await?.pending_keys;
         if !pending.is_empty() {
             if desired.reboot_if_needed {
                 tracing::info!(vmid, ?pending, "rebooting to apply pending changes");

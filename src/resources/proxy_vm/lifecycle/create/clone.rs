@@ -14,10 +14,10 @@ use super::super::super::model::Desired;
 use super::super::ProgressCell;
 use super::super::error::{Step, StepError};
 use super::super::marks::creating_mark;
+use super::super::operation::Operation;
 use super::super::orphans::remove_killed_create;
 use super::super::prechecks::Template;
 use super::super::slot::{Choice, Reservation, Slot, choose, config_after_clone};
-use super::super::tasks::{patient, wait};
 use crate::context::Configured;
 
 /// How long a clone whose answer was lost is looked for before it is sent again: PVE
@@ -181,15 +181,16 @@ async fn clone_vm(
     request.storage = desired.clone_storage.clone();
     request.pool = desired.pool.clone();
     let source = client.node(template.0).qemu(template.1);
+    let op = Operation::new(client, deadline);
     let dispatched = pve::retry_with_check(
-        &patient(deadline),
+        &op.policy(),
         || async { source.clone_to(&request).await.map(Some) },
         || clone_started(client, vmid),
     )
     .await?;
     match dispatched {
         Some(upid) => {
-            wait(client, &upid, deadline).await?;
+            op.wait(&upid).await?;
             Ok(true)
         }
         None => Ok(false),

@@ -12,10 +12,7 @@
 //! one. This working directory's own killed create of the same content is not another
 //! attempt: `slot` resumes it with its own token, so its seed is this create's.
 
-use pve::retry_idempotent;
-
 use super::super::error::{Step, StepError};
-use super::super::tasks::patient;
 use super::super::teardown;
 use super::hold::Hold;
 use crate::ownership::Phase;
@@ -69,7 +66,7 @@ async fn may_have_booted_another_seed(hold: &Hold<'_>, attached: Option<&str>) -
         // started by someone, and whatever it ran is not its holder's seed.
         None => {
             let vm = &hold.vm;
-            let status = retry_idempotent(&patient(vm.deadline), || vm.qemu().status()).await?;
+            let status = vm.op().retry(|| vm.qemu().status()).await?;
             Ok(status.is_running())
         }
     }
@@ -85,7 +82,7 @@ const DISCARD_ATTEMPTS: usize = 3;
 pub(super) async fn discard(hold: &Hold<'_>) -> Step<()> {
     let vm = &hold.vm;
     tracing::info!(
-        vmid = vm.vmid,
+        vmid = vm.vmid(),
         "the adopted VM may have booted another create's seed; destroying it to clone it again"
     );
     let mut attempt = 1;
@@ -95,7 +92,10 @@ pub(super) async fn discard(hold: &Hold<'_>) -> Step<()> {
             Err(StepError::Pve(e))
                 if e.is_destroy_of_running_vm() && attempt < DISCARD_ATTEMPTS =>
             {
-                tracing::info!(vmid = vm.vmid, "started again meanwhile; stopping it again");
+                tracing::info!(
+                    vmid = vm.vmid(),
+                    "started again meanwhile; stopping it again"
+                );
                 attempt += 1;
             }
             other => break hold.unless_taken_over(other)?,

@@ -11,7 +11,6 @@
 //! cannot harm the other: each attempt uploads to a file named for its own token, and a
 //! create that stops this way deletes the file it uploaded.
 
-use pve::ErrorKind;
 use pve::qemu::ConfigUpdate;
 use tokio::time::Instant;
 
@@ -20,10 +19,21 @@ use super::super::configure::{current_tags, tags_to_write};
 use super::super::error::{Step, StepError};
 use super::super::expected::{Expected, ExpectedToken};
 use super::super::marks::creating_mark;
-use super::super::owned::{CONDITIONAL_ATTEMPTS, Conditional, OwnedVm};
+use super::super::operation::Operation;
+use super::super::owned::OwnedVm;
 use crate::context::Configured;
 use crate::journal::Journal;
 use crate::ownership::Phase;
+
+/// That this attempt claimed its VM ([`Hold::claim`]): what the phases after the claim and
+/// the finish need, so none can run on a VM the attempt has not made its own.
+#[derive(Debug)]
+pub(super) struct Claimed(());
+
+/// That the create finished its VM ([`Hold::finish`]): no other create adopts it any more,
+/// so what only a finished VM allows (removing earlier attempts' seeds) needs this.
+#[derive(Debug)]
+pub(super) struct Finished(());
 
 /// See the module doc.
 pub(super) struct Hold<'a> {
@@ -41,11 +51,11 @@ impl<'a> Hold<'a> {
         deadline: Instant,
     ) -> Self {
         Hold {
-            vm: OwnedVm {
-                client: &configured.client,
-                node: node.to_owned(),
+            vm: OwnedVm::new(
+                Operation::new(&configured.client, deadline),
+                node,
                 vmid,
-                expected: Expected {
+                Expected {
                     name: Some(&desired.name),
                     fleet: &desired.fleet,
                     token: ExpectedToken::Is {
@@ -53,8 +63,7 @@ impl<'a> Hold<'a> {
                         proof: None,
                     },
                 },
-                deadline,
-            },
+            ),
             desired,
             journal: &configured.journal,
         }
@@ -63,8 +72,8 @@ impl<'a> Hold<'a> {
     fn taken_over(&self) -> StepError {
         // The other create's token is not named: tokens stay out of messages and logs.
         StepError::TakenOver {
-            vmid: self.vm.vmid,
-            node: self.vm.node.clone(),
+            vmid: self.vm.vmid(),
+            node: self.vm.node().to_owned(),
             name: self.desired.name.clone(),
         }
     }
@@ -99,19 +108,18 @@ impl<'a> Hold<'a> {
     /// (another create finished it, or the mark is gone), and when another create's claim
     /// lands between our read and our write: PVE refuses our digest, and the next read shows
     /// their token. Returns the volume `ide2` held when it was claimed.
-    pub async fn claim(&self) -> Step<Option<String>> {
+    pub async fn claim(&self) -> Step<(Claimed, Option<String>)> {
         // Any token of this name and fleet: the claim is what replaces it.
-        let any_attempt = OwnedVm {
-            expected: Expected {
-                token: ExpectedToken::Any,
-                ..self.vm.expected
-            },
-            node: self.vm.node.clone(),
-            ..self.vm
-        };
-        let mut seen_token: Option<Option<String>> = None;
-        for _ in 0..CONDITIONAL_ATTEMPTS {
-            let seen = self.unless_taken_over(any_attempt.read().await)?;
+        let any_attempt = self.vm.expecting(Expected {
+            token: ExpectedToken::Any,
+            ..*self.vm.expected()
+        });
+        // The token each attempt saw: one that changed since our last look is a concurrent
+        // claim that won (its write made PVE refuse our digest).
+        let seen_token: std::sync::Mutex<Option<Option<String>>> = std::sync::Mutex::new(None);
+        let seen_token = &seen_token;
+        let any_attempt = &any_attempt;
+        let claimed = any_attempt.conditional("resume this create", |seen| async move {
             let mark = &seen.mark;
             let attached = seen
                 .config
@@ -124,44 +132,33 @@ impl<'a> Hold<'a> {
             if mark.phase != Phase::Creating && !ours {
                 return Err(self.taken_over());
             }
-            // A token that changed since our last look is a concurrent claim that won.
-            if seen_token
-                .as_ref()
-                .is_some_and(|seen| *seen != mark.create_token)
-                && !ours
-            {
+            let earlier = seen_token
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .replace(mark.create_token.clone());
+            if earlier.is_some_and(|earlier| earlier != mark.create_token) && !ours {
                 return Err(self.taken_over());
             }
-            seen_token = Some(mark.create_token.clone());
             let mut update = ConfigUpdate::new();
             if !ours {
-                tracing::info!(vmid = self.vm.vmid, "taking over an interrupted create");
+                tracing::info!(vmid = self.vm.vmid(), "taking over an interrupted create");
                 update = update.description(&creating_mark(self.desired).render());
             }
             let tags = tags_to_write(&seen.config, self.desired);
             if current_tags(&seen.config) != tags {
                 update = update.set("tags", tags);
             }
-            if update.is_empty() {
-                return Ok(attached);
+            if !update.is_empty() {
+                any_attempt.write(&seen.change(update)).await?;
             }
-            match any_attempt
-                .write(&Conditional::new(update, &seen.digest))
-                .await
-            {
-                Ok(()) => return Ok(attached),
-                Err(StepError::Pve(e)) if e.kind() == ErrorKind::Conflict => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(StepError::KeptChanging {
-            vmid: self.vm.vmid,
-            what: "resume this create".to_owned(),
-        })
+            Ok(attached)
+        });
+        let attached = self.unless_taken_over(claimed.await)?;
+        Ok((Claimed(()), attached))
     }
 
     /// The create's very last step: the mark says `done`, so no other create adopts the VM.
-    pub async fn finish(&self) -> Step<()> {
+    pub async fn finish(&self, _claimed: Claimed) -> Step<Finished> {
         let finished = self
             .vm
             .conditional("mark the create finished", |seen| async move {
@@ -173,16 +170,17 @@ impl<'a> Hold<'a> {
                     &desired.fleet,
                     &desired.name,
                     &desired.create_token,
-                    self.vm.vmid,
+                    self.vm.vmid(),
                     &done,
                 );
                 if seen.config.description().as_deref().map(str::trim_end) == Some(done.as_str()) {
                     return Ok(());
                 }
-                let change = Conditional::new(ConfigUpdate::new().description(&done), &seen.digest);
-                self.vm.write(&change).await
+                let change = seen.change(ConfigUpdate::new().description(&done));
+                self.vm.write(&change).await.map(drop)
             })
             .await;
-        self.unless_taken_over(finished)
+        self.unless_taken_over(finished)?;
+        Ok(Finished(()))
     }
 }

@@ -25,7 +25,7 @@ use super::ready::wait_for_address;
 use super::seed_life::{SeedOutcome, after_ready};
 use super::slot::{Reservation, Slot};
 use crate::context::Configured;
-use hold::Hold;
+use hold::{Claimed, Hold};
 
 /// A finished create: the VM as read at its end, and what the apply warns about.
 #[derive(Debug)]
@@ -60,7 +60,7 @@ pub async fn create(
     // A VM that may have booted another attempt's seed is discarded and cloned again, once.
     let mut discarded = false;
     let mut chosen = Some(chosen);
-    let (cloned, resumed) = loop {
+    let (cloned, resumed, claimed) = loop {
         // After a discard the slot is chosen again: the VM is gone.
         let slot = match chosen.take() {
             Some(slot) => slot,
@@ -81,9 +81,9 @@ pub async fn create(
         let hold = Hold::new(configured, &cloned.node, cloned.vmid, &resumed, deadline);
         // The first config write makes the VM this attempt's (and tags it, so listings
         // show it).
-        let attached = hold.claim().await?;
+        let (claimed, attached) = hold.claim().await?;
         if !first_boot::booted_another_seed(&hold, cloned.made_here, attached.as_deref()).await? {
-            break (cloned, resumed);
+            break (cloned, resumed, claimed);
         }
         if discarded {
             return Err(StepError::Unworkable(format!(
@@ -105,7 +105,7 @@ pub async fn create(
     let hold = Hold::new(configured, node, vmid, desired, deadline);
     let (seed_volume, seed_bytes) = seed::build_seed(desired, node, vmid)?;
     progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
-    let provisioned = provision(&hold, &seed_volume, seed_bytes).await;
+    let provisioned = provision(&hold, claimed, &seed_volume, seed_bytes).await;
     let (reported, seed) = match provisioned {
         Ok(provisioned) => provisioned,
         Err(error) => {
@@ -165,34 +165,43 @@ async fn choose_and_place<'a>(
 /// create waited for them, and the warnings of cloud-init's verdict and the seed's detach.
 async fn provision(
     hold: &Hold<'_>,
+    claimed: Claimed,
     seed_volume: &str,
     seed_bytes: bytes::Bytes,
 ) -> Step<(Option<Vec<GuestInterface>>, SeedOutcome)> {
     let (vm, desired) = (&hold.vm, hold.desired);
-    seed::upload_seed(vm.client, &vm.node, seed_volume, seed_bytes, vm.deadline).await?;
+    seed::upload_seed(
+        vm.client(),
+        vm.node(),
+        seed_volume,
+        seed_bytes,
+        vm.deadline(),
+    )
+    .await?;
     hold.unless_taken_over(write_config(vm, desired, Some(seed_volume), true).await)?;
     hold.unless_taken_over(grow_disk(vm, desired.disk_gib).await)?;
     hold.unless_taken_over(ensure_power(vm, desired.started).await)?;
     let reported = if desired.started && desired.wait_for.waits_for_address() {
-        Some(wait_for_address(vm.client, &vm.node, vm.vmid, vm.deadline).await?)
+        Some(wait_for_address(vm.client(), vm.node(), vm.vmid(), vm.deadline()).await?)
     } else {
         None
     };
-    hold.finish().await?;
+    let finished = hold.finish(claimed).await?;
     // Finished, so no other create can take the VM any more: a seed an earlier attempt
     // at this VM slot uploaded (an interrupted create this one resumed, a VM deleted by
     // hand and made again) is nobody's now.
     seed::remove_earlier_seeds(
-        vm.client,
-        &vm.node,
-        vm.vmid,
+        &finished,
+        vm.client(),
+        vm.node(),
+        vm.vmid(),
         desired,
         seed_volume,
-        vm.deadline,
+        vm.deadline(),
     )
     .await;
     // After the finish: a create that fails on cloud-init's verdict leaves a finished VM
     // (with its seed, for debugging) that the next apply replaces.
-    let seed = after_ready(vm, desired, &vm.node, seed_volume, reported.is_some()).await?;
+    let seed = after_ready(vm, desired, vm.node(), seed_volume, reported.is_some()).await?;
     Ok((reported, seed))
 }

@@ -9,7 +9,8 @@ use tokio::time::Instant;
 
 use super::super::super::model::Desired;
 use super::super::error::{Step, StepError};
-use super::super::tasks::{patient, run_task};
+use super::super::operation::Operation;
+use super::hold::Finished;
 
 /// The seed's volume id and bytes for this VM (pure: the same input gives the same bytes).
 pub(super) fn build_seed(desired: &Desired, node: &str, vmid: u32) -> Step<(String, bytes::Bytes)> {
@@ -36,10 +37,9 @@ pub(super) async fn upload_seed(
         .split_once(":iso/")
         .ok_or_else(|| StepError::Unworkable(format!("unexpected seed volume `{volume}`")))?;
     let storage = client.node(node).storage(storage);
-    run_task(client, deadline, || {
-        storage.upload(Upload::iso(file, bytes.clone()))
-    })
-    .await?;
+    Operation::new(client, deadline)
+        .run_task(|| storage.upload(Upload::iso(file, bytes.clone())))
+        .await?;
     Ok(())
 }
 
@@ -50,7 +50,8 @@ pub(super) async fn remove_seed(client: &pve::Client, node: &str, volume: &str, 
         return;
     };
     let store = client.node(node).storage(storage);
-    match run_task(client, deadline, || store.delete_volume(volume)).await {
+    let op = Operation::new(client, deadline);
+    match op.run_task(|| store.delete_volume(volume)).await {
         Ok(_) => tracing::info!(%volume, "deleted a seed no VM uses"),
         Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => tracing::warn!(%volume, error = %e, "could not delete a seed no VM uses"),
@@ -61,6 +62,7 @@ pub(super) async fn remove_seed(client: &pve::Client, node: &str, volume: &str, 
 /// another attempt's tag, or the per-VM name of releases before attempt tags), which no VM
 /// boots: the VM at the slot is this create's finished VM, booting `ours`.
 pub(super) async fn remove_earlier_seeds(
+    _finished: &Finished,
     client: &pve::Client,
     node: &str,
     vmid: u32,
@@ -86,7 +88,8 @@ pub(super) async fn remove_earlier_seeds(
         None => false,
     };
     let store = client.node(node).storage(&desired.seed_storage);
-    let listed = pve::retry_idempotent(&patient(deadline), || store.content(Some("iso"))).await;
+    let op = Operation::new(client, deadline);
+    let listed = op.retry(|| store.content(Some("iso"))).await;
     let Ok(items) = listed else {
         return;
     };

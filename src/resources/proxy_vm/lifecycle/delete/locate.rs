@@ -1,13 +1,12 @@
 //! The locate phase of a delete: where the state's VM is, and whose it turned out to be.
 
-use pve::retry_idempotent;
 use tokio::time::Instant;
 
 use super::super::error::{Step, StepError};
 use super::super::expected::Expected;
+use super::super::operation::Operation;
 use super::super::owned::{OwnedVm, Seen};
 use super::super::slot::config_after_clone;
-use super::super::tasks::patient;
 use crate::context::Configured;
 
 /// Whose the VM at the state's VMID turned out to be.
@@ -37,13 +36,8 @@ pub(super) async fn locate<'a>(
     let Some(node) = node_of(configured, vmid, node_hint, deadline).await? else {
         return Ok((AtVmid::Gone, None));
     };
-    let vm = OwnedVm {
-        client: &configured.client,
-        node: node.clone(),
-        vmid,
-        expected,
-        deadline,
-    };
+    let op = Operation::new(&configured.client, deadline);
+    let vm = OwnedVm::new(op, &node, vmid, expected);
     match vm.read().await {
         Ok(seen) => return Ok((AtVmid::Ours(node), Some((vm, seen)))),
         Err(StepError::NotOurs { .. }) => {}
@@ -55,9 +49,9 @@ pub(super) async fn locate<'a>(
     let AtVmid::Ours(node) = at_vmid else {
         return Ok((at_vmid, None));
     };
-    let vm = OwnedVm { node, ..vm };
+    let vm = vm.on_node(&node);
     let seen = vm.read().await?;
-    Ok((AtVmid::Ours(vm.node.clone()), Some((vm, seen))))
+    Ok((AtVmid::Ours(node), Some((vm, seen))))
 }
 
 /// Where the VM is: the process's listing (fetched once per provider process, so a destroy
@@ -80,7 +74,8 @@ async fn node_of(
     Ok(match listed {
         Some(node) => Some(node),
         None if !node_hint.is_empty() => Some(node_hint.to_owned()),
-        None => retry_idempotent(&patient(deadline), || client.cluster().locate_vm(vmid))
+        None => Operation::new(client, deadline)
+            .retry(|| client.cluster().locate_vm(vmid))
             .await?
             .map(|entry| entry.node),
     })

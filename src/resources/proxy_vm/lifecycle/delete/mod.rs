@@ -79,8 +79,8 @@ pub async fn delete(
         refusals::check_destroy_allowed(configured, &vm, &seen.config, doomed.seed.as_ref())
             .await?;
         // From here on no create adopts it, and every later step checks it is still ours.
-        vm.mark_deleting_from(seen).await?;
-        teardown::stop_marked(&vm).await?;
+        let proof = vm.mark_deleting_from(seen).await?;
+        teardown::stop_marked(&vm, proof).await?;
         if !vm.destroy().await? {
             // An earlier destroy task (a killed run's) is still finishing.
             teardown::wait_until_gone(&vm).await?;

@@ -24,8 +24,8 @@ pub(super) async fn check_destroy_allowed(
     seed: Option<&RecordedSeed<'_>>,
 ) -> Step<()> {
     let refused = |why: String, hint: String| StepError::DestroyRefused {
-        vmid: vm.vmid,
-        node: vm.node.clone(),
+        vmid: vm.vmid(),
+        node: vm.node().to_owned(),
         why,
         hint,
     };
@@ -34,16 +34,17 @@ pub(super) async fn check_destroy_allowed(
             format!(
                 "its protection flag is set (PVE would answer \"can't remove VM {} - protection \
                  mode enabled\")",
-                vm.vmid
+                vm.vmid()
             ),
             format!(
                 "Turn protection off (PVE web UI: VM {} > Options > Protection, or `qm set {} \
                  --protection 0`) and run destroy again.",
-                vm.vmid, vm.vmid
+                vm.vmid(),
+                vm.vmid()
             ),
         ));
     }
-    let vm_path = format!("/vms/{}", vm.vmid);
+    let vm_path = format!("/vms/{}", vm.vmid());
     let mut needed = vec![(vm_path.clone(), "VM.Allocate"), (vm_path, "VM.PowerMgmt")];
     if let Some((storage, _)) = seed.and_then(|s| s.volume.split_once(':')) {
         needed.push((format!("/storage/{storage}"), "Datastore.Allocate"));

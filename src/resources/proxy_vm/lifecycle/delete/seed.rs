@@ -5,8 +5,8 @@ use tokio::time::Instant;
 
 use super::super::error::{Step, StepError};
 use super::super::expected::ExpectedToken;
+use super::super::operation::Operation;
 use super::super::owned::tolerate_gone;
-use super::super::tasks::run_task;
 use super::locate::AtVmid;
 
 /// The seed a state recorded: the node it was uploaded to and its volume id.
@@ -35,7 +35,8 @@ pub(super) async fn delete_seed(
             _ => None,
         };
         let store = client.node(seed.node).storage(storage);
-        let deleted = run_task(client, deadline, || store.delete_volume(seed.volume)).await;
+        let op = Operation::new(client, deadline);
+        let deleted = op.run_task(|| store.delete_volume(seed.volume)).await;
         match (deleted, moved_to) {
             // The upload's node is down (595) and the VM was found on another node: a seed
             // it moved with is on storage that node reaches (PVE migrates no local CD-ROM).
@@ -43,7 +44,7 @@ pub(super) async fn delete_seed(
             // keeps it for the next destroy.
             (Err(StepError::Pve(e)), Some(node)) if e.node_unreachable() => {
                 let store = client.node(node).storage(storage);
-                run_task(client, deadline, || store.delete_volume(seed.volume)).await?;
+                op.run_task(|| store.delete_volume(seed.volume)).await?;
             }
             (outcome, _) => tolerate_gone(outcome)?,
         }

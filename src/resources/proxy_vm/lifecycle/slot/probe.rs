@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pve::qemu::VmConfig;
-use pve::{Backoff, Client, ErrorKind, RetryPolicy, retry_idempotent};
+use pve::{Backoff, Client, ErrorKind};
 use tokio::time::Instant;
 
 use super::super::super::model::{Desired, seed_hash};
 use super::super::error::{Step, StepError, unworkable};
+use super::super::operation;
 use super::Reservation;
 use super::decide::{Found, NameFacts};
 use crate::context::Configured;
@@ -181,11 +182,7 @@ fn listed_node(listing: &[pve::cluster::ClusterVm], vmid: u32) -> Option<String>
 /// Whether nothing is at `vmid`, asked of PVE for that one VMID (`GET /cluster/nextid?vmid=N`),
 /// so probing costs the same however big the cluster is.
 async fn vmid_is_free(client: &Client, vmid: u32) -> Step<bool> {
-    match retry_idempotent(&RetryPolicy::default(), || {
-        client.cluster().next_id(Some(vmid))
-    })
-    .await
-    {
+    match operation::read(|| client.cluster().next_id(Some(vmid))).await {
         Ok(_) => Ok(true),
         Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(e.into()),
@@ -212,9 +209,7 @@ async fn taken_at(
         Some(node) => node,
         None if !desired.node.is_empty() => desired.node.clone(),
         None => {
-            match retry_idempotent(&RetryPolicy::default(), || client.cluster().locate_vm(vmid))
-                .await?
-            {
+            match operation::read(|| client.cluster().locate_vm(vmid)).await? {
                 Some(entry) => entry.node,
                 // Gone since the probe: free again.
                 None => return Ok(None),
@@ -258,9 +253,7 @@ pub(in super::super) async fn config_after_clone(
             Ok(config) if config.lock().as_deref() == Some("clone") => {}
             Ok(config) => return Ok(Some((node, config))),
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                match retry_idempotent(&RetryPolicy::default(), || client.cluster().locate_vm(vmid))
-                    .await?
-                {
+                match operation::read(|| client.cluster().locate_vm(vmid)).await? {
                     Some(entry) if entry.node != node => {
                         node = entry.node;
                         continue;
