@@ -345,4 +345,46 @@ mod tests {
         assert!(check_tag("a b").is_err());
         assert!(check_tag("").is_err());
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn phase() -> impl Strategy<Value = Phase> {
+            prop_oneof![
+                Just(Phase::Creating),
+                Just(Phase::Done),
+                Just(Phase::Deleting)
+            ]
+        }
+
+        proptest! {
+            /// Every mark reads back as written, after whatever notes an operator keeps
+            /// above it, and names exactly its own name and fleet.
+            #[test]
+            fn a_mark_reads_back_as_written(
+                owner in "[a-z][a-z0-9-]{0,30}",
+                fleet in "([a-z][a-z0-9-]{0,12})?",
+                phase in phase(),
+                token in proptest::option::of("[0-9a-f]{32}"),
+                template in proptest::option::of("[a-z0-9][a-z0-9.-]{0,20}"),
+                seed_hash in proptest::option::of("[0-9a-f]{64}"),
+                notes in "([A-Za-z ,.]{0,30}\n){0,3}",
+            ) {
+                let mark = Mark {
+                    owner: owner.clone(),
+                    fleet: fleet.clone(),
+                    phase,
+                    create_token: token,
+                    template,
+                    seed_hash,
+                };
+                let described = format!("{notes}{}", mark.render());
+                prop_assert_eq!(Mark::parse(&described), Some(mark.clone()));
+                prop_assert!(mark.names(&owner, &fleet));
+                let another = format!("{owner}x");
+                prop_assert!(!mark.names(&another, &fleet));
+            }
+        }
+    }
 }

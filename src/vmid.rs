@@ -240,4 +240,35 @@ mod tests {
                 .contains("not a VMID")
         );
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// The probe sequence of any name visits every VMID of the range once, starting
+            /// at the name's home, and a VMID's rank is its place in it.
+            #[test]
+            fn the_probe_sequence_is_the_range_once_from_home(
+                first in 100u32..5_000,
+                size in 1u32..300,
+                fleet in "([a-z]{1,6})?",
+                name in "[a-z][a-z0-9-]{0,20}",
+            ) {
+                let range = VmidRange::new(first, first + size - 1).unwrap();
+                let sequence: Vec<u32> = range.probe_sequence_in_fleet(&fleet, &name).collect();
+                prop_assert_eq!(sequence.len() as u32, size);
+                prop_assert_eq!(sequence[0], range.home_in_fleet(&fleet, &name));
+                let mut sorted = sequence.clone();
+                sorted.sort_unstable();
+                prop_assert_eq!(sorted, (first..first + size).collect::<Vec<_>>());
+                for (place, vmid) in sequence.iter().enumerate() {
+                    prop_assert_eq!(
+                        range.probe_rank_in_fleet(&fleet, &name, *vmid),
+                        Some(place as u32)
+                    );
+                }
+            }
+        }
+    }
 }

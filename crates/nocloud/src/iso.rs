@@ -84,7 +84,6 @@ impl fmt::Debug for SeedFiles {
 
 /// Why an image could not be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum IsoError {
     /// A file is larger than one ISO9660 extent can describe (4 GiB − 1).
     #[error("seed file {name} is {len} bytes; an ISO9660 file holds at most 4294967295 bytes")]

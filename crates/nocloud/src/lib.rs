@@ -329,6 +329,13 @@ const FILE_NAME_MAX_NAME: usize = 63;
 
 /// The short tag of a create attempt in a seed's file name: 8 hex digits of a hash of the
 /// attempt, so the name shows which attempt wrote it without showing the attempt itself.
+///
+/// ```
+/// let tag = nocloud::attempt_tag("a-secret-token");
+/// assert_eq!(tag.len(), 8);
+/// assert!(!tag.contains("secret"));
+/// assert_eq!(tag, nocloud::attempt_tag("a-secret-token"));
+/// ```
 pub fn attempt_tag(attempt: &str) -> String {
     let mut hash = Sha256::new();
     hash.update(b"nocloud seed attempt\0");
@@ -337,6 +344,14 @@ pub fn attempt_tag(attempt: &str) -> String {
 }
 
 /// Whether `file` (a seed file name) was named for `attempt` by [`Seed::attempt`].
+///
+/// ```
+/// let seed = nocloud::Seed::new("edge-0", "pve1/101").attempt("token-a").build().unwrap();
+/// let file = seed.file_name_suggestion;
+/// assert!(nocloud::file_belongs_to_attempt(&file, "token-a"));
+/// assert!(!nocloud::file_belongs_to_attempt(&file, "token-b"));
+/// assert!(file.starts_with(&nocloud::file_name_stem("edge-0", "pve1/101")));
+/// ```
 pub fn file_belongs_to_attempt(file: &str, attempt: &str) -> bool {
     file.strip_suffix(".iso")
         .and_then(|stem| stem.rsplit_once('-'))

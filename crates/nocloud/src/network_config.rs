@@ -20,7 +20,6 @@ use crate::user_data::{MISPLACED_TAB, UNSAFE_TAG, misplaced_tab, reject_unsafe_t
 
 /// Which network-config format the text is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum NetworkConfigKind {
     /// `version: 1`.
     Version1,
@@ -32,7 +31,6 @@ pub enum NetworkConfigKind {
 
 /// Why cloud-init would not use the network-config.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum NetworkConfigError {
     /// The YAML does not parse.
     #[error("network_config is not valid YAML at line {line}, column {column}: {reason}")]

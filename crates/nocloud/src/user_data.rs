@@ -33,7 +33,6 @@ use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span, Tag};
 
 /// What kind of user-data cloud-init will see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum UserDataKind {
     /// `#cloud-config`: YAML configuration, merged with vendor-data.
     CloudConfig,
@@ -81,7 +80,6 @@ impl UserDataCheck {
 
 /// Why user-data would not work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum UserDataError {
     /// Nothing but whitespace.
     #[error("user_data is empty; leave it unset instead, or start it with #cloud-config or #!")]

@@ -7,7 +7,6 @@ use std::fmt;
 use crate::upid::Upid;
 
 /// What went wrong, as far as a caller deciding what to do next cares.
-#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     /// The object is not there: HTTP 404, or PVE's 500/400 "does not exist" texts.
@@ -105,7 +104,6 @@ pub enum ConnectFailure {
 
 /// Why PVE refused the caller, for an [`ErrorKind::Auth`] error: the fix differs (the token
 /// itself, or the role behind it).
-#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthFailure {
     /// 401: the token was not accepted (unknown, expired, revoked, wrong secret; PVE 9.1.5
@@ -121,7 +119,6 @@ pub enum AuthFailure {
 
 /// Why a guest-agent call failed ([`Error::agent_failure`]): what a caller does next
 /// differs (wait, configure the VM, look again later, or give up on asking the guest).
-#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AgentFailure {
     /// The agent does not answer (not started yet, not installed, hung): PVE's ping
@@ -1267,5 +1264,49 @@ mod tests {
             s.scrub("PVEAPIToken=root@pam!tf=ab cd"),
             "PVEAPIToken=<redacted>"
         );
+    }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Whatever PVE says: an agent failure is judged only from a 500; "no such file"
+            /// only from qemu-ga's own open failure; any other "Agent error:" is a refusal;
+            /// a node is unreachable exactly on pveproxy's 595/596; nothing panics.
+            #[test]
+            fn errors_are_classified_by_kind_for_every_text(
+                status in prop_oneof![Just(400u16), Just(403), Just(500), Just(503), Just(595),
+                    Just(596), 200u16..600],
+                desc in prop_oneof![
+                    "[ -~]{0,60}",
+                    ("[a-z/._-]{1,30}", prop_oneof![
+                        Just("No such file or directory"),
+                        Just("Permission denied"),
+                        Just("Is a directory"),
+                    ])
+                        .prop_map(|(path, errno)| {
+                            format!("failed to open file '/{path}' (mode: 'r'): {errno}")
+                        }),
+                ],
+                agent in any::<bool>(),
+            ) {
+                let message = if agent { format!("Agent error: {desc}\n") } else { desc.clone() };
+                let error = Error::http("GET", "/x", status, true, message, BTreeMap::new());
+                let _ = (error.kind(), error.auth_failure(), error.known_refusal());
+                prop_assert_eq!(error.node_unreachable(), status == 595 || status == 596);
+                let judged = error.agent_failure();
+                if status != 500 {
+                    prop_assert_eq!(judged, None);
+                } else if agent {
+                    let missing = desc.starts_with("failed to open file '")
+                        && desc.trim_end().ends_with("): No such file or directory");
+                    prop_assert_eq!(
+                        judged,
+                        Some(if missing { AgentFailure::FileMissing } else { AgentFailure::Refused })
+                    );
+                }
+            }
+        }
     }
 }

@@ -240,6 +240,22 @@ pub struct Backoff {
 
 impl Backoff {
     /// Pauses of about `first`, then twice the last step up to `ceiling`, until `deadline`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// let mut polls = pve::Backoff::new(Duration::from_millis(100), Duration::from_secs(2), deadline);
+    /// let mut pauses = 0;
+    /// while polls.pause().await {
+    ///     pauses += 1;
+    /// }
+    /// // No pause reaches past the deadline, and the schedule ends.
+    /// assert!(pauses >= 1 && Instant::now() <= deadline);
+    /// # }
+    /// ```
     pub fn new(first: Duration, ceiling: Duration, deadline: Instant) -> Backoff {
         Backoff {
             step: first,

@@ -8,6 +8,16 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// A parsed UPID: `UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:`.
 ///
 /// The original text is kept and printed verbatim, since PVE looks tasks up by the exact string.
+///
+/// ```
+/// let text = "UPID:pve1:000A1B2C:0001E240:6744F00D:qmclone:9000:terraform@pve!provider:";
+/// let upid: pve::Upid = text.parse().unwrap();
+/// assert_eq!(upid.node(), "pve1");
+/// assert_eq!(upid.task_type(), "qmclone");
+/// assert_eq!(upid.id(), "9000");
+/// assert_eq!(upid.to_string(), text);
+/// assert!("UPID:pve1:no".parse::<pve::Upid>().is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Upid {
     raw: String,

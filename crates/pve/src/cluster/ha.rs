@@ -34,7 +34,6 @@ pub fn vm_sid(vmid: u32) -> String {
 }
 
 /// The requested state of an HA resource (`state`).
-#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HaState {
@@ -163,7 +162,6 @@ impl HaResourceSettings {
 }
 
 /// The type of an HA rule (`type`).
-#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HaRuleType {
@@ -188,7 +186,6 @@ impl HaRuleType {
 }
 
 /// A resource-affinity rule's `affinity`.
-#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HaAffinity {

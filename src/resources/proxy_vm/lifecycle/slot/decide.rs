@@ -358,4 +358,92 @@ mod tests {
         };
         assert_eq!(decide(&explicit), resume(&there, None));
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn found() -> impl Strategy<Value = Found> {
+            let phase = prop_oneof![
+                Just(Phase::Creating),
+                Just(Phase::Done),
+                Just(Phase::Deleting)
+            ];
+            (
+                100u32..110,
+                phase,
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+            )
+                .prop_map(|(vmid, phase, own_unconfirmed, replaced, same_content)| {
+                    Found {
+                        vmid,
+                        node: "pve1".into(),
+                        phase,
+                        token: Some(format!("t{vmid}")),
+                        own_unconfirmed,
+                        replaced,
+                        same_content,
+                        rank: Some(vmid - 100),
+                    }
+                })
+        }
+
+        fn facts() -> impl Strategy<Value = NameFacts> {
+            let found = proptest::collection::vec(found(), 0..5).prop_map(|mut found| {
+                // One VM per VMID, as a cluster holds them.
+                found.sort_by_key(|f| f.vmid);
+                found.dedup_by_key(|f| f.vmid);
+                found
+            });
+            (found, proptest::option::of(100u32..110)).prop_map(|(found, explicit_vmid)| {
+                NameFacts {
+                    found,
+                    explicit_vmid,
+                }
+            })
+        }
+
+        proptest! {
+            /// I2 over every combination of what the cluster holds for a name: a finished VM
+            /// that is neither this directory's own create nor the predecessor it replaces
+            /// always refuses; nothing finished of another state is ever resumed; a resumed
+            /// VM is one of the name's, at the configured VMID when one is set; a new VM is
+            /// made only when nothing refuses and nothing unfinished can be resumed.
+            #[test]
+            fn the_decision_keeps_one_vm_per_name(facts in facts()) {
+                let decision = decide(&facts);
+                let refusing = facts.found.iter().any(|f| {
+                    f.phase == Phase::Deleting
+                        || (f.phase == Phase::Done
+                            && !f.own_unconfirmed
+                            && !(f.replaced && facts.explicit_vmid != Some(f.vmid)))
+                });
+                match &decision {
+                    Decision::Refuse { discard, .. } => {
+                        prop_assert!(refusing);
+                        prop_assert!(discard.iter().all(|d| d.own_unconfirmed
+                            && d.phase == Phase::Creating));
+                    }
+                    Decision::Resume { vmid, token, .. } => {
+                        prop_assert!(!refusing);
+                        let resumed = facts.found.iter().find(|f| f.vmid == *vmid).unwrap();
+                        prop_assert!(facts.explicit_vmid.is_none_or(|e| e == *vmid));
+                        prop_assert!(resumed.phase == Phase::Creating || resumed.own_unconfirmed);
+                        // A token is taken over only from this directory's own create.
+                        prop_assert!(token.is_none() || resumed.own_unconfirmed);
+                    }
+                    Decision::MakeNew => {
+                        prop_assert!(!refusing);
+                        let resumable = facts.found.iter().any(|f| {
+                            f.phase == Phase::Creating
+                                && facts.explicit_vmid.is_none_or(|e| e == f.vmid)
+                        });
+                        prop_assert!(!resumable);
+                    }
+                }
+            }
+        }
+    }
 }
