@@ -1303,7 +1303,11 @@ mod tests {
                         && desc.trim_end().ends_with("): No such file or directory");
                     prop_assert_eq!(
                         judged,
-                        Some(if missing { AgentFailure::FileMissing } else { AgentFailure::Refused })
+                        Some(if missing {
+                            AgentFailure::FileMissing
+                        } else {
+                            AgentFailure::Refused
+                        })
                     );
                 }
             }

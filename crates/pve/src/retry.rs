@@ -247,7 +247,8 @@ impl Backoff {
     /// use std::time::Duration;
     /// use tokio::time::Instant;
     /// let deadline = Instant::now() + Duration::from_secs(1);
-    /// let mut polls = pve::Backoff::new(Duration::from_millis(100), Duration::from_secs(2), deadline);
+    /// let first = Duration::from_millis(100);
+    /// let mut polls = pve::Backoff::new(first, Duration::from_secs(2), deadline);
     /// let mut pauses = 0;
     /// while polls.pause().await {
     ///     pauses += 1;

@@ -36,6 +36,9 @@ async fn bounded<T>(
     }
 }
 
+/// What the detach after cloud-init's verdict may take on top of `cloud_init_timeout`.
+const VERDICT_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(120);
+
 pub(super) async fn create(
     ctx: &Context,
     configured: &Configured,
@@ -63,74 +66,116 @@ pub(super) async fn create(
     // working directory resumes it instead of refusing it as another state's VM.
     let journal = &configured.journal;
     journal.record_create(&desired.fleet, &desired.name, &desired.create_token);
-    let mut private = Private {
+    let private = Private {
         create_token: Some(desired.create_token.clone()),
         ..Private::default()
     };
     let progress = ProgressCell::default();
-    let outcome = bounded(
-        ctx,
-        desired.timeouts.create,
-        "create",
-        lifecycle::create(configured, &desired, &progress),
-    )
-    .await;
-    let mut response = ApplyResponse::default();
-    match outcome {
-        Ok(created) => {
-            response.new_state = created.observed.to_state(&request.planned_state);
-            // A seed still on its storage stays recorded (a detach that did not finish:
-            // `ide2` may be empty already), so the next plan or destroy deletes it.
-            keep_undeleted_seed(&mut response.new_state, &created, progress.get());
-            for warning in &created.warnings {
-                response
-                    .diagnostics
-                    .warning(format!("Proxy VM {}", desired.name), warning);
-            }
-            // A resumed create keeps the token of the run that made the VM.
-            let used = created
-                .observed
-                .mark
-                .as_ref()
-                .and_then(|m| m.create_token.clone());
-            if let Some(used) = used
-                && used != desired.create_token
-            {
-                journal.forget(&desired.fleet, &desired.name, &desired.create_token);
-                private.create_token = Some(used);
-            }
-            response.private = private.encode();
+    // cloud-init's verdict has a bound of its own beyond `timeouts.create` (#39).
+    let limit = match desired.wait_for {
+        model::WaitFor::CloudInit => {
+            desired.timeouts.create + desired.cloud_init_timeout + VERDICT_ALLOWANCE
         }
+        _ => desired.timeouts.create,
+    };
+    let work = lifecycle::create(configured, &desired, &progress);
+    let outcome = bounded(ctx, limit, "create", work).await;
+    match outcome {
+        Ok(created) => record_created(
+            configured,
+            &desired,
+            private,
+            &request.planned_state,
+            created,
+            &progress,
+        ),
         Err(error) => {
-            response
-                .diagnostics
-                .push(step_diagnostic("create", &desired.name, &error));
-            // A VM another create took over or finished is theirs: nothing of it (not its
-            // VMID, not its seed) belongs here.
-            if error.is_not_ours() {
-                journal.forget(&desired.fleet, &desired.name, &desired.create_token);
-                return response;
-            }
-            // Whatever was made stays in state (Terraform taints it), so the next apply
-            // replaces it and a destroy removes the VM and its seed: nothing leaks.
-            let made = progress.get();
-            if made.vm.is_none() {
-                // Nothing was made: no VM of this token can need resuming.
-                journal.forget(&desired.fleet, &desired.name, &desired.create_token);
-            }
-            if let Some((vmid, node)) = made.vm {
-                response.new_state = partial_state(
-                    configured,
-                    &request.planned_state,
-                    vmid,
-                    &node,
-                    made.seed_volume.as_deref(),
-                )
-                .await;
-                response.private = private.encode();
-            }
+            record_failed(
+                configured,
+                &desired,
+                private,
+                &request.planned_state,
+                error,
+                &progress,
+            )
+            .await
         }
     }
+}
+
+/// A finished create's state and private data, with its warnings.
+fn record_created(
+    configured: &Configured,
+    desired: &Desired,
+    mut private: Private,
+    planned: &Value,
+    created: lifecycle::Created,
+    progress: &ProgressCell,
+) -> ApplyResponse {
+    let mut response = ApplyResponse {
+        new_state: created.observed.to_state(planned),
+        ..Default::default()
+    };
+    // A seed still on its storage stays recorded (a detach that did not finish: `ide2` may
+    // be empty already), so the next plan or destroy deletes it.
+    keep_undeleted_seed(&mut response.new_state, &created, progress.get());
+    for warning in &created.warnings {
+        response
+            .diagnostics
+            .warning(format!("Proxy VM {}", desired.name), warning);
+    }
+    // A resumed create keeps the token of the run that made the VM.
+    let used = created
+        .observed
+        .mark
+        .as_ref()
+        .and_then(|m| m.create_token.clone());
+    if let Some(used) = used
+        && used != desired.create_token
+    {
+        let journal = &configured.journal;
+        journal.forget(&desired.fleet, &desired.name, &desired.create_token);
+        private.create_token = Some(used);
+    }
+    private.verdict_pending = created.verdict_pending;
+    private.seed_stays = created.seed_stays;
+    response.private = private.encode();
+    response
+}
+
+/// A failed create: what it made stays in state (Terraform taints it), so the next apply
+/// replaces it and a destroy removes the VM and its seed; a VM another create took over or
+/// finished is theirs, and nothing of it belongs here.
+async fn record_failed(
+    configured: &Configured,
+    desired: &Desired,
+    mut private: Private,
+    planned: &Value,
+    error: StepError,
+    progress: &ProgressCell,
+) -> ApplyResponse {
+    let mut response = ApplyResponse::default();
+    response
+        .diagnostics
+        .push(step_diagnostic("create", &desired.name, &error));
+    if matches!(error, StepError::CloudInitFailed(_)) {
+        // The first boot failed: the VM keeps its seed for debugging (#39).
+        private.seed_stays = Some(model::SeedStays::FirstBootFailed);
+    }
+    let journal = &configured.journal;
+    if error.is_not_ours() {
+        journal.forget(&desired.fleet, &desired.name, &desired.create_token);
+        return response;
+    }
+    let made = progress.get();
+    let Some((vmid, node)) = made.vm else {
+        // Nothing was made: no VM of this token can need resuming.
+        journal.forget(&desired.fleet, &desired.name, &desired.create_token);
+        return response;
+    };
+    let seed = made.seed_volume.as_deref();
+    response.new_state = partial_state(configured, planned, vmid, &node, seed).await;
+    response.private = private.encode();
     response
 }
 
@@ -259,20 +304,13 @@ pub(super) async fn update(
     }
     let changed = plan::changed_attributes(prior, planned);
     let mut interfaces = None;
-    let mut cloud_init_clean = false;
     if touches_vm(&desired, &private, &changed) {
         match write_changes(ctx, configured, vm, &desired, &changed).await {
             Ok(updated) => {
                 if let Some(warning) = pending_warning(vmid, &updated.pending, &changed) {
                     response.diagnostics.push(warning);
                 }
-                for warning in updated.warnings {
-                    response
-                        .diagnostics
-                        .warning(format!("Proxy VM {}", desired.name), warning);
-                }
                 interfaces = updated.interfaces;
-                cloud_init_clean = updated.cloud_init_clean;
             }
             Err(error) => {
                 response
@@ -282,6 +320,16 @@ pub(super) async fn update(
             }
         }
     }
+    let mut private = private.clone();
+    let verdict = first_boot_verdict(ctx, configured, vm, &desired, planned).await;
+    let Some(cloud_init_clean) = record_verdict(verdict, &desired, &mut private, &mut response)
+    else {
+        return response;
+    };
+    let vm = UpdatedVm {
+        private: &private,
+        ..vm
+    };
     if let Some(kept) =
         detach_after_boot(ctx, configured, vm, &desired, planned, cloud_init_clean).await
     {
@@ -350,13 +398,83 @@ async fn detach_planned(
     );
     let refused = match bounded(ctx, limit, "update", work).await {
         Ok(lifecycle::Detach::Done) => return Ok(()),
-        Ok(lifecycle::Detach::Kept(why)) => why,
+        Ok(lifecycle::Detach::Kept { why, .. }) => why,
         Err(error) => error.to_string(),
     };
     Err(Diagnostic::error(
         format!("Seed of proxy VM {} not detached", desired.name),
         format!("{refused} The seed stays recorded; the next apply tries again."),
     ))
+}
+
+/// What the first boot's verdict an update read means for the private data and the
+/// response: whether cloud-init finished cleanly, or `None` when it failed the update
+/// (a failed first boot keeps its seed for debugging, whatever later boots say, #39).
+fn record_verdict(
+    verdict: Result<Option<(lifecycle::Judged, lifecycle::SeedOutcome)>, StepError>,
+    desired: &Desired,
+    private: &mut Private,
+    response: &mut ApplyResponse,
+) -> Option<bool> {
+    match verdict {
+        Ok(None) => Some(false),
+        Ok(Some((judged, outcome))) => {
+            for warning in outcome.warnings {
+                response
+                    .diagnostics
+                    .warning(format!("Proxy VM {}", desired.name), warning);
+            }
+            private.verdict_pending = outcome.verdict_pending;
+            private.seed_stays = private.seed_stays.or(outcome.stays);
+            Some(judged == lifecycle::Judged::Clean)
+        }
+        Err(error) => {
+            if matches!(error, StepError::CloudInitFailed(_)) {
+                private.verdict_pending = false;
+                private.seed_stays = Some(model::SeedStays::FirstBootFailed);
+                response.private = private.encode();
+            }
+            response
+                .diagnostics
+                .push(step_diagnostic("update", &desired.name, &error));
+            None
+        }
+    }
+}
+
+/// The first boot's cloud-init verdict, when the create could not read it (`verdict_pending`)
+/// and the VM is meant to run: waited for now, within `cloud_init_timeout`. `None`: nothing
+/// to wait for (later boots never wait for a verdict, #39).
+async fn first_boot_verdict(
+    ctx: &Context,
+    configured: &Configured,
+    vm: UpdatedVm<'_>,
+    desired: &Desired,
+    planned: &Value,
+) -> Result<Option<(lifecycle::Judged, lifecycle::SeedOutcome)>, StepError> {
+    // The plan left the seed open for it (`plan.rs` `awaits_first_verdict`).
+    let open = matches!(planned.get_attr(attr::SEED_VOLUME), Value::Unknown);
+    if !(vm.private.verdict_pending && open && desired.started) {
+        return Ok(None);
+    }
+    // The seed's instance-id, from the identity the create built it with.
+    let seed_node = vm.prior.get_attr(attr::NODE).as_str().unwrap_or(vm.node);
+    let (_, instance_id) = desired.seed(seed_node, vm.vmid).files();
+    let first_boot = lifecycle::FirstBoot {
+        timeout: desired.cloud_init_timeout,
+        instance_id: &instance_id,
+        replaces_beside: false,
+    };
+    let limit = desired.timeouts.update + desired.cloud_init_timeout;
+    let deadline = tokio::time::Instant::now() + desired.timeouts.update;
+    let work = lifecycle::first_verdict(
+        configured,
+        (vm.node, vm.vmid),
+        expected_of(&vm),
+        first_boot,
+        deadline,
+    );
+    bounded(ctx, limit, "update", work).await.map(Some)
 }
 
 /// The seed the plan detaches: recorded before, dropped by the plan.

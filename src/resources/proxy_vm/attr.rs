@@ -26,6 +26,7 @@ pub const WAIT_FOR: &str = "wait_for";
 pub const SEED_LIFETIME: &str = "seed_lifetime";
 pub const REBOOT_IF_NEEDED: &str = "reboot_if_needed";
 pub const TIMEOUTS: &str = "timeouts";
+pub const CLOUD_INIT_TIMEOUT: &str = "cloud_init_timeout";
 pub const CURRENT_NODE: &str = "current_node";
 pub const STATUS: &str = "status";
 pub const MAC_ADDRESS: &str = "mac_address";

@@ -89,6 +89,11 @@ pub fn timeouts(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
     }
 }
 
+/// `cloud_init_timeout`: a positive duration.
+pub fn cloud_init_timeout(text: &str) -> Result<(), String> {
+    validate::positive_duration(text).map(drop)
+}
+
 /// A `startup` object sets at least one part: PVE stores no empty start order (the key is
 /// removed), so `{}` would never read back as written.
 pub fn startup(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {

@@ -76,6 +76,23 @@ fn note_replacement(configured: &Configured, request: &PlanRequest, response: &P
     }
 }
 
+/// Every plan of a VM whose seed stays for its life on node-local storage says so (#39): it
+/// cannot migrate, which the one create-time warning left behind.
+async fn warn_staying_seed(
+    configured: &Configured,
+    request: &PlanRequest,
+    response: &mut PlanResponse,
+) {
+    let kept = !request.prior_state.is_null() && response.requires_replace.is_empty();
+    let private = Private::decode_or_default(&request.prior_private);
+    if let (true, Some(why)) = (kept, private.seed_stays) {
+        let prior = &request.prior_state;
+        if let Some(warning) = seed_plan::staying_seed_warning(configured, prior, why).await {
+            response.diagnostics.push(warning);
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct ProxyVm {
     shared: Arc<Shared>,
@@ -142,6 +159,7 @@ impl Resource for ProxyVm {
                     .diagnostics
                     .extend(plan_checks::severity_for(checks, invocation::current()));
             }
+            warn_staying_seed(configured, &request, &mut response).await;
             configured.journal.report_to(&mut response.diagnostics);
         }
         response

@@ -131,18 +131,22 @@ fn plan_seed_detach(
     }
     if private.seed_ready {
         planned.set_attr(attr::SEED_VOLUME, Value::string(""));
-    } else if first_boot_waits_for_cloud_init(planned, prior) {
-        // The update starts the VM and waits for cloud-init: a clean verdict lets the same
-        // apply detach the seed (fuzzer seed 10020: else the plan after it showed the detach).
+    } else if private.seed_stays.is_none() && awaits_first_verdict(planned, private) {
+        // The first boot's verdict is still to read (the VM was created stopped, a create
+        // was killed after the start, or cloud-init still ran at cloud_init_timeout): the
+        // update starts the VM or finds it running and waits for cloud-init, and a clean
+        // verdict lets the same apply detach the seed (fuzzer seed 10020 and #38's detach
+        // sweep: else the plan after it showed the detach). Later boots wait for no verdict.
         planned.set_attr(attr::SEED_VOLUME, Value::Unknown);
     }
 }
 
-/// Whether the update starts a stopped VM and waits for cloud-init's verdict.
-fn first_boot_waits_for_cloud_init(planned: &Value, prior: &Value) -> bool {
-    let starts = prior.get_attr(attr::STARTED).as_bool() == Some(false)
-        && planned.get_attr(attr::STARTED).as_bool() == Some(true);
-    starts && model::wait_for(planned) == WaitFor::CloudInit
+/// Whether the first boot's verdict is outstanding on a VM meant to run, so the apply waits
+/// for it (`Private::verdict_pending`).
+fn awaits_first_verdict(planned: &Value, private: &Private) -> bool {
+    private.verdict_pending
+        && planned.get_attr(attr::STARTED).as_bool() == Some(true)
+        && model::wait_for(planned) == WaitFor::CloudInit
 }
 
 /// What each attribute's declaration says: write-only ones null, defaults for the unset.

@@ -198,7 +198,25 @@ async fn ours(
         }
     }
     private.mark_lost = false;
-    private.seed_ready = seed_ready(configured, state.prior, observed).await;
+    private.seed_ready = false;
+    // A seed found to stay for good is not asked about again (#39): its refresh costs what
+    // a detached VM's does.
+    if private.seed_stays.is_none() {
+        match seed_ready(configured, state.prior, observed).await {
+            lifecycle::Readiness::Ready => private.seed_ready = true,
+            lifecycle::Readiness::NotYet => {}
+            lifecycle::Readiness::Stays(why) => private.seed_stays = Some(why),
+        }
+    }
+    // A verdict is outstanding only while the seed waits on it.
+    let seed_recorded = state
+        .prior
+        .get_attr(attr::SEED_VOLUME)
+        .as_str()
+        .is_some_and(|v| !v.is_empty());
+    if private.seed_ready || private.seed_stays.is_some() || !seed_recorded {
+        private.verdict_pending = false;
+    }
     private.note_pending(observed);
     response.private = private.encode();
 }
@@ -207,24 +225,36 @@ async fn ours(
 /// `ide2` is empty already (a detach that did not finish), or the VM boots it and
 /// cloud-init finished cleanly. The agent is asked only for such VMs, so a refresh of a
 /// fleet whose seeds are gone costs no request.
-async fn seed_ready(configured: &Configured, prior: &Value, observed: &Observed) -> bool {
+async fn seed_ready(
+    configured: &Configured,
+    prior: &Value,
+    observed: &Observed,
+) -> lifecycle::Readiness {
+    let not_yet = lifecycle::Readiness::NotYet;
     let Some(recorded) = prior
         .get_attr(attr::SEED_VOLUME)
         .as_str()
         .filter(|v| !v.is_empty())
     else {
-        return false;
+        return not_yet;
     };
     let lifetime = prior.get_attr(attr::SEED_LIFETIME).as_str();
     if lifetime.unwrap_or("until_ready") != "until_ready" {
-        return false;
+        return not_yet;
     }
     if observed.seed_detached {
-        return true;
+        return lifecycle::Readiness::Ready;
     }
-    observed.running
-        && observed.seed_volume.as_deref() == Some(recorded)
-        && lifecycle::seed_ready_to_detach(configured, &observed.node, observed.vmid).await
+    if !(observed.running && observed.seed_volume.as_deref() == Some(recorded)) {
+        return not_yet;
+    }
+    let at = (observed.node.as_str(), observed.vmid);
+    let silence = prior
+        .get_attr(attr::CLOUD_INIT_TIMEOUT)
+        .as_str()
+        .and_then(|text| crate::validate::duration(text).ok())
+        .unwrap_or(super::model::DEFAULT_CLOUD_INIT_TIMEOUT);
+    lifecycle::seed_readiness(configured, at, observed.uptime, silence).await
 }
 
 /// The warning for a VM of the state's name whose mark was edited away: kept in state (so no

@@ -491,6 +491,18 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         "How long each operation may take, as durations like `\"90s\"`, `\"15m\"` or \
             `\"1h30m\"`.",
     ),
+    AttrSpec::new(attr::CLOUD_INIT_TIMEOUT, Kind::String, Mode::Optional)
+        .check(Check::Text(checks::cloud_init_timeout))
+        .description(
+            "How long cloud-init's verdict is waited for once the VM has its address \
+            (`wait_for = \"cloud-init\"`), apart from `timeouts.create`, e.g. `\"30m\"` for an \
+            image that installs much on its first boot; unset: 15 minutes. A cloud-init still \
+            running then, with no error so far, fails nothing: the apply warns, the VM stays in \
+            the state untainted with its seed, and a later apply (its plan shows `seed_volume` \
+            as known after apply) waits again and detaches the seed. Under \
+            `create_before_destroy` the new VM's create fails instead, saying cloud-init is \
+            still running, so the VM it replaces stays. Changing it changes nothing on the VM.",
+        ),
     AttrSpec::new(attr::CURRENT_NODE, Kind::String, Mode::Computed)
         .description("The node the VM runs on now (differs from `node` after a migration)."),
     AttrSpec::new(attr::STATUS, Kind::String, Mode::Computed)
@@ -561,10 +573,18 @@ pub const STARTUP_ATTRIBUTES: &[AttrSpec] = &[
 pub const TIMEOUT_ATTRIBUTES: &[AttrSpec] = &[
     AttrSpec::new(attr::timeouts::CREATE, Kind::String, Mode::Optional)
         .default_duration("15m")
-        .description("Create, including waiting for an address."),
+        .description(
+            "Create: the clone, seed, configuration, growth and start, and the wait for the \
+            guest agent's address; cloud-init's verdict after it has its own bound, \
+            `cloud_init_timeout`.",
+        ),
     AttrSpec::new(attr::timeouts::UPDATE, Kind::String, Mode::Optional)
         .default_duration("10m")
-        .description("Update."),
+        .description(
+            "Update, including the wait for the address after a boot (and for the first \
+            boot's verdict, within `cloud_init_timeout`, when the create could not wait for \
+            it).",
+        ),
     AttrSpec::new(attr::timeouts::DELETE, Kind::String, Mode::Optional)
         .default_duration("10m")
         .description("Delete."),

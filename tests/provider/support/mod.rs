@@ -550,6 +550,12 @@ impl SimClient {
         self.admin().until_held(gone).await
     }
 
+    /// `POST /_sim/nodes/{node}/reboot`: every VM on it stops, the node comes back and
+    /// starts its `onboot` VMs.
+    pub async fn reboot_node(&self, node: &str) {
+        self.admin().reboot_node(node).await;
+    }
+
     /// The hold's status: `seen` counts the PVE API requests since it was set.
     pub async fn hold_status(&self) -> pvesim::hold::HoldStatus {
         self.admin().hold_status().await

@@ -15,10 +15,15 @@ use std::time::Duration;
 use pve::{Client, ErrorKind};
 use tokio::time::Instant;
 
+use super::super::model::SeedStays;
 use super::error::{Step, StepError};
 use super::operation;
 
 pub(super) const RESULT_JSON: &str = "/run/cloud-init/result.json";
+/// The instance the guest's cloud-init runs as (`stages.py` writes it at every boot from the
+/// datasource it used, or from its cache when it trusts it: a guest that never read its
+/// seed shows another instance-id than the seed's).
+pub(super) const INSTANCE_ID: &str = "/var/lib/cloud/data/instance-id";
 const STATUS_JSON: &str = "/run/cloud-init/status.json";
 /// How to grant the privilege the verdict needs (to the setup guide's role).
 pub(crate) const GRANT_FILE_READ: &str = "Grant VM.GuestAgent.FileRead to the provider's role \
@@ -33,8 +38,15 @@ const LOG_LINES: usize = 15;
 pub enum Verdict {
     /// Finished without errors; `recoverable` holds what it reported as degraded.
     Clean { recoverable: Vec<String> },
-    /// The guest could not be asked: why, for a warning. The address counts as ready.
-    Unknown(String),
+    /// The guest could not be asked: why, for a warning, and whether for good (`stays`;
+    /// `None`: a privilege of the token, which an administrator may grant). The address
+    /// counts as ready.
+    Unknown {
+        why: String,
+        stays: Option<SeedStays>,
+    },
+    /// Still running at its own deadline (`cloud_init_timeout`), no error so far.
+    StillRunning,
 }
 
 /// How a guest file read ended, as the verdict needs it.
@@ -43,8 +55,12 @@ pub(super) enum GuestFile {
     Read(Vec<u8>),
     /// Not there (yet).
     Missing,
-    /// The guest cannot be asked: the warning's text.
-    Refused(String),
+    /// The guest cannot be asked: the warning's text, and whether for good (see
+    /// [`Verdict::Unknown`]).
+    Refused {
+        why: String,
+        stays: Option<SeedStays>,
+    },
 }
 
 /// Reads a guest file, telling a missing file and a refusal from other failures: PVE relays
@@ -68,23 +84,32 @@ pub(super) async fn read_guest_file(
     };
     match error.agent_failure() {
         Some(pve::AgentFailure::FileMissing) => Ok(GuestFile::Missing),
-        Some(pve::AgentFailure::Refused) => Ok(GuestFile::Refused(format!(
-            "the guest agent of VM {vmid} refuses file reads ({path}: {}): its qemu-ga blocks \
+        Some(pve::AgentFailure::Refused) => Ok(GuestFile::Refused {
+            stays: Some(SeedStays::GuestRefuses),
+            why: format!(
+                "the guest agent of VM {vmid} refuses file reads ({path}: {}): its qemu-ga blocks \
              guest-file-open or guest-file-read (as RHEL-family images ship it), or the guest's \
              policy (SELinux) denies the read, so cloud-init's verdict cannot be read. Allow \
              those commands in qemu-ga's config (`block-rpcs`/`allow-rpcs`) to have it checked.",
-            error.message().trim()
-        ))),
-        Some(pve::AgentFailure::NotConfigured) => Ok(GuestFile::Refused(format!(
-            "VM {vmid} has no guest agent configured (`agent` is not set), so cloud-init's \
-             verdict cannot be read."
-        ))),
-        _ if error.auth_failure().is_some() && error.status() == Some(403) => {
-            Ok(GuestFile::Refused(format!(
-                "the API token may not read files in VM {vmid}'s guest (PVE: {}), so \
-                 cloud-init's verdict cannot be read. {GRANT_FILE_READ}",
                 error.message().trim()
-            )))
+            ),
+        }),
+        Some(pve::AgentFailure::NotConfigured) => Ok(GuestFile::Refused {
+            stays: Some(SeedStays::NoAgent),
+            why: format!(
+                "VM {vmid} has no guest agent configured (`agent` is not set), so cloud-init's \
+                 verdict cannot be read."
+            ),
+        }),
+        _ if error.auth_failure().is_some() && error.status() == Some(403) => {
+            Ok(GuestFile::Refused {
+                stays: None,
+                why: format!(
+                    "the API token may not read files in VM {vmid}'s guest (PVE: {}), so \
+                     cloud-init's verdict cannot be read. {GRANT_FILE_READ}",
+                    error.message().trim()
+                ),
+            })
         }
         _ => Err(error.into()),
     }
@@ -113,12 +138,8 @@ pub(super) async fn wait_for_cloud_init(
             .await
             .is_err()
         {
-            return Err(StepError::Unworkable(format!(
-                "cloud-init in VM {vmid} did not finish within the timeout: \
-                 {STATUS_JSON} never said modules-final finished. The guest's \
-                 /var/log/cloud-init-output.log says what it is doing; raise timeouts.create, \
-                 or set wait_for = \"address\"."
-            )));
+            // Not a failure of the VM: a long first boot (#39). The caller says what follows.
+            return Ok(Verdict::StillRunning);
         }
         let answer = match read_guest_file(client, node, vmid, STATUS_JSON).await {
             // An agent restarting (cloud-init's package upgrades) answers nothing for a
@@ -135,7 +156,7 @@ pub(super) async fn wait_for_cloud_init(
                 pacer.finished();
                 if !status.errors.is_empty() {
                     let log = output_log_tail(client, node, vmid).await;
-                    return Err(StepError::Unworkable(failure_text(
+                    return Err(StepError::CloudInitFailed(failure_text(
                         vmid,
                         &status.errors,
                         log,
@@ -145,7 +166,7 @@ pub(super) async fn wait_for_cloud_init(
                     recoverable: status.recoverable,
                 });
             }
-            Some(GuestFile::Refused(why)) => return Ok(Verdict::Unknown(why)),
+            Some(GuestFile::Refused { why, stays }) => return Ok(Verdict::Unknown { why, stays }),
             Some(GuestFile::Missing) | None => {}
         }
         pacer.still_running();

@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use pve::qemu::ConfigUpdate;
 use pve::wire::CdromDrive;
 
+use super::super::model::SeedStays;
 use super::cloud_init::{GuestFile, read_guest_file};
 use super::error::Step;
 use super::owned::{OwnedVm, tolerate_gone};
@@ -25,8 +26,8 @@ use super::owned::{OwnedVm, tolerate_gone};
 pub enum Detach {
     /// The seed is detached and its ISO deleted.
     Done,
-    /// The seed stays attached: why, for a warning.
-    Kept(String),
+    /// The seed stays attached: why, for a warning, and for good.
+    Kept { why: String, stays: SeedStays },
 }
 
 /// Detaches `seed_volume` (uploaded to `seed_node`) from the VM and deletes it; see the
@@ -40,7 +41,7 @@ pub(super) async fn detach_seed(
     // One read decides: a VM still booting the seed needs the guest's marker first, then
     // the conditional write; one whose `ide2` is empty already (a detach resumed) only the
     // file's delete.
-    let kept: Mutex<Option<String>> = Mutex::new(None);
+    let kept: Mutex<Option<(String, SeedStays)>> = Mutex::new(None);
     vm.conditional("detach the seed", |seen| {
         let kept = &kept;
         async move {
@@ -63,8 +64,8 @@ pub(super) async fn detach_seed(
         }
     })
     .await?;
-    if let Some(why) = kept.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Ok(Detach::Kept(why));
+    if let Some((why, stays)) = kept.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Ok(Detach::Kept { why, stays });
     }
     if let Some((storage, _)) = seed_volume.split_once(':') {
         let store = vm.client().node(seed_node).storage(storage);
@@ -76,21 +77,25 @@ pub(super) async fn detach_seed(
 
 /// Why the seed must stay, when the guest lacks cloud-init's `manual-clean` marker or
 /// cannot be asked; `None` when the marker is there.
-async fn marker_missing(vm: &OwnedVm<'_>) -> Step<Option<String>> {
+async fn marker_missing(vm: &OwnedVm<'_>) -> Step<Option<(String, SeedStays)>> {
     let marker = nocloud::render::MANUAL_CLEAN_MARKER;
     Ok(
         match read_guest_file(vm.client(), vm.node(), vm.vmid(), marker).await? {
             GuestFile::Read(_) => None,
-            GuestFile::Missing => Some(format!(
-                "the guest of VM {} has no {marker} (its cloud-init does not honour \
+            GuestFile::Missing => Some((
+                format!(
+                    "the guest of VM {} has no {marker} (its cloud-init does not honour \
              `manual_cache_clean`, older than 20.x, or the user-data turned vendor-data off): \
              without its seed it would lose its datasource and network config at the next \
              boot, so the seed stays attached. Set seed_lifetime = \"vm\" to say so and \
              silence this.",
-                vm.vmid()
+                    vm.vmid()
+                ),
+                SeedStays::NoMarker,
             )),
-            GuestFile::Refused(why) => Some(format!(
-                "{why} Its seed stays attached until the guest can be asked."
+            GuestFile::Refused { why, stays } => Some((
+                format!("{why} Its seed stays attached."),
+                stays.unwrap_or(SeedStays::GuestRefuses),
             )),
         },
     )

@@ -53,6 +53,10 @@ pub enum StepError {
         node: String,
         name: String,
     },
+    /// cloud-init's first boot of the VM failed (its errors and log quoted): the VM is kept
+    /// with its seed for debugging, and the seed stays with it.
+    #[error("{0}")]
+    CloudInitFailed(String),
     /// No VMID of the name's candidates is free or resumable.
     #[error("no free VMID left in the provider's range {range} for `{name}`")]
     NoFreeVmid { range: String, name: String },

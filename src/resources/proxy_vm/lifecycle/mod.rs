@@ -56,7 +56,9 @@ pub use expected::{Expected, ExpectedToken};
 pub use observe::{observe, observe_with};
 pub use orphans::remove_killed_creates;
 pub use read::{Found, read};
-pub use seed_life::{Detach, detach, seed_ready_to_detach};
+pub use seed_life::{
+    Detach, FirstBoot, Judged, Readiness, SeedOutcome, detach, first_verdict, seed_readiness,
+};
 pub use slot::refusal_at_plan;
 pub use update::{Updated, update};
 pub use whereabouts::node_now;

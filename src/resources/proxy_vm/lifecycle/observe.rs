@@ -123,6 +123,7 @@ pub(super) async fn observe_known(
         seed_detached: seed_drive.as_ref().is_some_and(|d| d.is_none()),
         status: status_text,
         running: status.is_running(),
+        uptime: status.uptime,
         pool,
         ipv4,
         ipv6,

@@ -120,6 +120,15 @@ impl<'a> OwnedVm<'a> {
         }
     }
 
+    /// The same VM under another operation (a wait with a bound of its own).
+    pub(super) fn with_op(&self, op: Operation<'a>) -> Self {
+        Self {
+            op,
+            node: self.node.clone(),
+            ..*self
+        }
+    }
+
     /// The same VM, judged by other expectations (a claim accepts any token of the name).
     pub(super) fn expecting(&self, expected: Expected<'a>) -> Self {
         Self {

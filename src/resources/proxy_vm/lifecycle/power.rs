@@ -61,6 +61,29 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
     .await
 }
 
+/// Starts a VM this create's own clone made: it has not run yet, so no status is read first
+/// (#42); the ownership read before the start finds a concurrent create that took it over.
+pub(super) async fn start_own_clone(vm: &OwnedVm<'_>) -> Step<()> {
+    let qemu = &vm.qemu();
+    let op = vm.op();
+    wait_out_locks(&mut op.locks(), || async move {
+        let upid = vm
+            .power_task(
+                || qemu.start(),
+                || async { Ok(qemu.status().await?.is_running()) },
+            )
+            .await?;
+        let Some(upid) = upid else { return Ok(()) };
+        op.wait(&upid).await?;
+        // Under HA the start was a request (`hastart`): the VM itself is waited for.
+        if upid.task_type() == "hastart" {
+            settle(vm, true).await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
 /// Applies pending changes with one PVE reboot task: PVE finishes it even if this process is
 /// killed meanwhile, so the VM never stays stopped half-way. Sent once: after a lost answer
 /// the node's task list is asked whether a reboot task of this VM started since, before

@@ -2,18 +2,27 @@
 //! with `seed_lifetime = "until_ready"`, the detach ([`super::detach`]); for create, for an
 //! update that detaches a seed a refresh found ready, and for that refresh's one look.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
-use super::super::model::{Desired, SeedLifetime, WaitFor};
-use super::cloud_init::{GuestFile, RESULT_JSON, Verdict, read_guest_file, wait_for_cloud_init};
+use super::super::model::{Desired, SeedLifetime, SeedStays, WaitFor};
+use super::cloud_init::{
+    GuestFile, INSTANCE_ID, RESULT_JSON, Verdict, read_guest_file, wait_for_cloud_init,
+};
 use super::detach::detach_seed;
-use super::error::Step;
+use super::error::{Step, StepError};
 use super::expected::Expected;
 use super::operation::Operation;
 use super::owned::OwnedVm;
+use super::ready::wait_for_address;
 use crate::context::Configured;
 
 pub use super::detach::Detach;
+
+/// How long the detach after cloud-init's verdict may take (a conditional write and the
+/// ISO's delete), beyond `cloud_init_timeout`.
+const DETACH_ALLOWANCE: Duration = Duration::from_secs(120);
 
 /// What the seed's life after the address came to.
 #[derive(Debug, Default)]
@@ -22,6 +31,23 @@ pub struct SeedOutcome {
     pub warnings: Vec<String>,
     /// The seed was detached and its ISO deleted: the state records none.
     pub deleted: bool,
+    /// The first boot's verdict is still to be read (not booted, or cloud-init still ran at
+    /// `cloud_init_timeout`): a later apply waits for it.
+    pub verdict_pending: bool,
+    /// Why the seed stays for the VM's life, when that was found out.
+    pub stays: Option<SeedStays>,
+}
+
+/// What a first boot's cloud-init is waited for against.
+#[derive(Debug, Clone, Copy)]
+pub struct FirstBoot<'a> {
+    /// How long the verdict may take once the VM has its address.
+    pub timeout: Duration,
+    /// The instance-id of the seed the VM must have booted.
+    pub instance_id: &'a str,
+    /// The create is a `create_before_destroy` replacement: a verdict still outstanding
+    /// must fail it, so the VM it replaces stays.
+    pub replaces_beside: bool,
 }
 
 /// Cloud-init's verdict when the create waits for it (`wait_for = "cloud-init"`, started,
@@ -31,23 +57,63 @@ pub struct SeedOutcome {
 pub(super) async fn after_ready(
     vm: &OwnedVm<'_>,
     desired: &Desired,
-    seed_node: &str,
-    seed_volume: &str,
+    seed: (&str, &str),
     addressed: bool,
+    first_boot: FirstBoot<'_>,
 ) -> Step<SeedOutcome> {
     let mut outcome = SeedOutcome::default();
-    if !addressed || desired.wait_for != WaitFor::CloudInit {
+    if desired.wait_for != WaitFor::CloudInit {
         return Ok(outcome);
     }
-    if !judge(vm, &mut outcome.warnings).await? {
+    if !addressed {
+        // Not booted (created stopped): the apply that starts it waits for the verdict.
+        outcome.verdict_pending = true;
         return Ok(outcome);
     }
-    if desired.seed_lifetime != SeedLifetime::UntilReady {
-        return Ok(outcome);
+    // The verdict has its own bound, apart from the create's (#39).
+    let deadline = Instant::now() + first_boot.timeout;
+    let op = Operation::new(vm.client(), deadline + DETACH_ALLOWANCE);
+    let vm = &vm.with_op(op);
+    match judge(vm, deadline, first_boot.instance_id, &mut outcome).await? {
+        Judged::Clean => {}
+        Judged::StillRunning if first_boot.replaces_beside => {
+            return Err(StepError::Unworkable(still_running_text(
+                vm.vmid(),
+                first_boot,
+            )));
+        }
+        Judged::StillRunning | Judged::Unknown => return Ok(outcome),
     }
+    if desired.seed_lifetime == SeedLifetime::UntilReady {
+        detach_after_verdict(vm, seed, &mut outcome).await?;
+    }
+    Ok(outcome)
+}
+
+fn still_running_text(vmid: u32, first_boot: FirstBoot<'_>) -> String {
+    format!(
+        "cloud-init in VM {vmid} was still running after cloud_init_timeout ({} s), with no \
+         error so far. This create replaces a VM under create_before_destroy, so it fails \
+         here and the VM it replaces stays; the new VM is kept (tainted) and the next apply \
+         replaces it. Raise cloud_init_timeout for this image, or read the guest's \
+         /var/log/cloud-init-output.log to see what takes so long.",
+        first_boot.timeout.as_secs()
+    )
+}
+
+/// The detach once cloud-init finished cleanly: done, kept for good (no marker, the guest
+/// refusing the read), or left to a later apply (a warning).
+pub(super) async fn detach_after_verdict(
+    vm: &OwnedVm<'_>,
+    (seed_node, seed_volume): (&str, &str),
+    outcome: &mut SeedOutcome,
+) -> Step<()> {
     match detach_seed(vm, seed_node, seed_volume).await {
         Ok(Detach::Done) => outcome.deleted = true,
-        Ok(Detach::Kept(why)) => outcome.warnings.push(why),
+        Ok(Detach::Kept { why, stays }) => {
+            outcome.warnings.push(why);
+            outcome.stays = Some(stays);
+        }
         Err(e) if e.is_not_ours() => return Err(e),
         Err(e) => outcome.warnings.push(format!(
             "the seed of VM {} could not be detached yet ({e}); it stays in the state, and the \
@@ -55,31 +121,104 @@ pub(super) async fn after_ready(
             vm.vmid()
         )),
     }
-    Ok(outcome)
+    Ok(())
 }
 
-/// Waits for cloud-init's verdict: true when it finished cleanly (recoverable errors are
-/// warnings), false when the guest cannot be asked (a warning). Errors stop the operation.
-pub(super) async fn judge(vm: &OwnedVm<'_>, warnings: &mut Vec<String>) -> Step<bool> {
-    match wait_for_cloud_init(vm.client(), vm.node(), vm.vmid(), vm.deadline()).await? {
-        Verdict::Unknown(why) => {
-            warnings.push(format!(
-                "{why} VM {} counts as ready at its address, and its seed stays attached.",
-                vm.vmid()
+/// How a first boot's verdict ended, for what follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    /// Finished cleanly (recoverable errors are warnings), and the VM booted its own seed.
+    Clean,
+    /// The guest cannot be asked: a warning, and the seed stays for good.
+    Unknown,
+    /// Still running at `deadline`: a warning, and a later apply waits again.
+    StillRunning,
+}
+
+/// Waits until `deadline` for the first boot's cloud-init verdict, recording in `outcome`
+/// what it means for the seed. Errors stop the operation ([`StepError::CloudInitFailed`]);
+/// so does a VM that did not boot its own seed (a template whose cloud-init cache was not
+/// cleaned: its clones never read their seed, #39).
+pub(super) async fn judge(
+    vm: &OwnedVm<'_>,
+    deadline: Instant,
+    instance_id: &str,
+    outcome: &mut SeedOutcome,
+) -> Step<Judged> {
+    let vmid = vm.vmid();
+    match wait_for_cloud_init(vm.client(), vm.node(), vmid, deadline).await? {
+        Verdict::Unknown { why, stays } => {
+            outcome.warnings.push(format!(
+                "{why} VM {vmid} counts as ready at its address, and its seed stays attached."
             ));
-            Ok(false)
+            outcome.stays = stays;
+            Ok(Judged::Unknown)
+        }
+        Verdict::StillRunning => {
+            outcome.warnings.push(format!(
+                "cloud-init in VM {vmid} was still running after cloud_init_timeout, with no \
+                 error so far: the VM stays (untainted) with its seed, and the next apply waits \
+                 for cloud-init again and detaches the seed once it finished. Raise \
+                 cloud_init_timeout for a first boot this long."
+            ));
+            outcome.verdict_pending = true;
+            Ok(Judged::StillRunning)
         }
         Verdict::Clean { recoverable } => {
             if !recoverable.is_empty() {
-                warnings.push(format!(
-                    "cloud-init in VM {} finished, degraded (recoverable errors):\n  {}",
-                    vm.vmid(),
+                outcome.warnings.push(format!(
+                    "cloud-init in VM {vmid} finished, degraded (recoverable errors):\n  {}",
                     recoverable.join("\n  ")
                 ));
             }
-            Ok(true)
+            booted_its_seed(vm, instance_id).await?;
+            Ok(Judged::Clean)
         }
     }
+}
+
+/// Whether the guest's cloud-init ran as the instance its seed names. A clone of a template
+/// made from a VM without `cloud-init clean` keeps that VM's cache and its `manual-clean`
+/// marker: cloud-init trusts the cache, never reads the seed, and reports success while
+/// none of the seed's user-data ran. A guest that cannot be asked is not judged here.
+async fn booted_its_seed(vm: &OwnedVm<'_>, instance_id: &str) -> Step<()> {
+    let file = read_guest_file(vm.client(), vm.node(), vm.vmid(), INSTANCE_ID).await?;
+    let GuestFile::Read(bytes) = file else {
+        return Ok(());
+    };
+    let found = String::from_utf8_lossy(&bytes).trim().to_owned();
+    if found == instance_id {
+        return Ok(());
+    }
+    Err(StepError::CloudInitFailed(format!(
+        "VM {} did not boot its seed: its cloud-init ran as instance `{found}`, not the seed's \
+         `{instance_id}`, so none of this configuration's user-data ran (the VM reports \
+         success all the same). Its template carries an earlier VM's cloud-init cache: run \
+         `cloud-init clean --logs --seed` in the VM the template is made from, shut it down, \
+         and make the template again. The VM is kept (tainted) and the next apply replaces it.",
+        vm.vmid()
+    )))
+}
+
+/// The first boot's verdict an apply waits for when the create could not (the VM was
+/// created stopped, or cloud-init still ran at `cloud_init_timeout`): the address within
+/// `deadline`, then cloud-init within the verdict's own bound. Later boots never wait for a
+/// verdict (a hardened image writes none after its first boot).
+pub async fn first_verdict(
+    configured: &Configured,
+    (node, vmid): (&str, u32),
+    expected: Expected<'_>,
+    first_boot: FirstBoot<'_>,
+    deadline: Instant,
+) -> Step<(Judged, SeedOutcome)> {
+    let client = &configured.client;
+    wait_for_address(client, node, vmid, deadline).await?;
+    let verdict_deadline = Instant::now() + first_boot.timeout;
+    let op = Operation::new(client, verdict_deadline + DETACH_ALLOWANCE);
+    let vm = OwnedVm::new(op, node, vmid, expected);
+    let mut outcome = SeedOutcome::default();
+    let judged = judge(&vm, verdict_deadline, first_boot.instance_id, &mut outcome).await?;
+    Ok((judged, outcome))
 }
 
 /// The detach an update applies when the plan dropped `seed_volume` (a refresh found
@@ -103,23 +242,61 @@ pub async fn detach(
     detach_seed(&vm, seed_node, seed_volume).await
 }
 
+/// What a refresh's look found of a seed still attached (`until_ready`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// cloud-init finished this boot without errors and the guest holds the `manual-clean`
+    /// marker: the apply may detach it.
+    Ready,
+    /// Not yet (cloud-init running, the VM stopped, the agent not up yet, a privilege the
+    /// token lacks): the next refresh looks again.
+    NotYet,
+    /// Never: recorded, and no refresh asks again (#39).
+    Stays(SeedStays),
+}
+
 /// A refresh's look at a VM whose seed is still attached and whose lifetime is
 /// `until_ready`: whether the apply may detach it now, i.e. cloud-init finished this boot
-/// without errors and the guest holds the `manual-clean` marker. At most two agent reads;
-/// any failure (stopped, no agent, no privilege) is "not yet".
-pub async fn seed_ready_to_detach(configured: &Configured, node: &str, vmid: u32) -> bool {
+/// without errors and the guest holds the `manual-clean` marker. At most two agent reads.
+/// What can never change (a failed run, a guest refusing reads, no marker, no agent after
+/// `silence` of uptime) is [`Readiness::Stays`]. `silence` is the VM's `cloud_init_timeout`:
+/// a first boot that has no agent answering by then has none (an image that ships none,
+/// under `wait_for = "none"`), and each look at it costs PVE's 3 s agent ping.
+pub async fn seed_readiness(
+    configured: &Configured,
+    (node, vmid): (&str, u32),
+    uptime: Option<u64>,
+    silence: Duration,
+) -> Readiness {
     let client = &configured.client;
-    let finished = match read_guest_file(client, node, vmid, RESULT_JSON).await {
-        Ok(GuestFile::Read(bytes)) => serde_json::from_slice::<serde_json::Value>(&bytes)
-            .ok()
-            .and_then(|json| json.pointer("/v1/errors").cloned())
-            .and_then(|errors| errors.as_array().map(Vec::is_empty))
-            .unwrap_or(false),
-        _ => false,
-    };
-    finished
-        && matches!(
-            read_guest_file(client, node, vmid, nocloud::render::MANUAL_CLEAN_MARKER).await,
-            Ok(GuestFile::Read(_))
-        )
+    match read_guest_file(client, node, vmid, RESULT_JSON).await {
+        Ok(GuestFile::Read(bytes)) => match run_errors(&bytes) {
+            Some(0) => {}
+            Some(_) => return Readiness::Stays(SeedStays::FirstBootFailed),
+            None => return Readiness::NotYet,
+        },
+        Ok(GuestFile::Refused { stays, .. }) => {
+            return stays.map_or(Readiness::NotYet, Readiness::Stays);
+        }
+        Err(StepError::Pve(e))
+            if e.agent_failure() == Some(pve::AgentFailure::NotRunning)
+                && uptime.is_some_and(|up| up >= silence.as_secs()) =>
+        {
+            return Readiness::Stays(SeedStays::NoAgent);
+        }
+        Ok(GuestFile::Missing) | Err(_) => return Readiness::NotYet,
+    }
+    let marker = nocloud::render::MANUAL_CLEAN_MARKER;
+    match read_guest_file(client, node, vmid, marker).await {
+        Ok(GuestFile::Read(_)) => Readiness::Ready,
+        Ok(GuestFile::Missing) => Readiness::Stays(SeedStays::NoMarker),
+        Ok(GuestFile::Refused { stays, .. }) => stays.map_or(Readiness::NotYet, Readiness::Stays),
+        Err(_) => Readiness::NotYet,
+    }
+}
+
+/// How many errors a finished run's `result.json` names; `None` when it cannot be read.
+fn run_errors(result_json: &[u8]) -> Option<usize> {
+    let json: serde_json::Value = serde_json::from_slice(result_json).ok()?;
+    json.pointer("/v1/errors")?.as_array().map(Vec::len)
 }

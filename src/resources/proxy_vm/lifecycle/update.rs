@@ -5,7 +5,7 @@
 use pve::qemu::GuestInterface;
 use tokio::time::Instant;
 
-use super::super::model::{Desired, WaitFor};
+use super::super::model::Desired;
 use super::configure::write_config;
 use super::disk::grow_disk;
 use super::error::Step;
@@ -14,7 +14,6 @@ use super::operation::Operation;
 use super::owned::OwnedVm;
 use super::power::{ensure_power, reboot};
 use super::ready::wait_for_address;
-use super::seed_life::judge;
 use crate::context::Configured;
 
 /// What an update did that the caller reports.
@@ -24,10 +23,6 @@ pub struct Updated {
     pub pending: Vec<String>,
     /// The VM was (re)started and its agent already reported these interfaces.
     pub interfaces: Option<Vec<GuestInterface>>,
-    /// What cloud-init's verdict after that boot warns about.
-    pub warnings: Vec<String>,
-    /// That boot's cloud-init finished without errors (its verdict was read).
-    pub cloud_init_clean: bool,
 }
 
 /// In-place changes: config, disk growth, power, and the reboot that applies pending
@@ -77,9 +72,6 @@ pub async fn update(
     if booted && desired.wait_for.waits_for_address() {
         updated.interfaces =
             Some(wait_for_address(&configured.client, node, vmid, deadline).await?);
-        if desired.wait_for == WaitFor::CloudInit {
-            updated.cloud_init_clean = judge(&vm, &mut updated.warnings).await?;
-        }
     }
     Ok(updated)
 }

@@ -32,6 +32,8 @@ pub struct Desired {
     pub seed_lifetime: SeedLifetime,
     pub reboot_if_needed: bool,
     pub timeouts: Timeouts,
+    /// How long cloud-init's verdict is waited for once the VM has its address.
+    pub cloud_init_timeout: Duration,
     /// The fleet the VM belongs to (the provider's, for a new VM).
     pub fleet: String,
     /// Nodes placement may choose from when `node` is unset (all when `None`).
@@ -43,6 +45,9 @@ pub struct Desired {
     /// PVE's `startup`; `None`: no start order.
     pub startup: Option<pve::wire::Startup>,
 }
+
+/// `cloud_init_timeout` when unset: long enough for a first boot that installs packages.
+pub const DEFAULT_CLOUD_INIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -141,6 +146,9 @@ impl Desired {
                 .unwrap_or(SeedLifetime::UntilReady),
             reboot_if_needed: bool_attr(planned, attr::REBOOT_IF_NEEDED),
             timeouts: Timeouts::from_value(planned.get_attr(attr::TIMEOUTS)),
+            cloud_init_timeout: str_attr(planned, attr::CLOUD_INIT_TIMEOUT)
+                .and_then(|text| validate::duration(text.as_str()).ok())
+                .unwrap_or(DEFAULT_CLOUD_INIT_TIMEOUT),
             fleet: str_attr(planned, attr::FLEET).unwrap_or_else(|| default_fleet.to_owned()),
             node_candidates: planned
                 .get_attr(attr::NODE_CANDIDATES)

@@ -12,9 +12,9 @@ mod write_only;
 
 pub use super::seed_life::{SeedLifetime, WaitFor};
 pub use boot::{startup_of, startup_value};
-pub use desired::{Desired, Timeouts, wait_for};
+pub use desired::{DEFAULT_CLOUD_INIT_TIMEOUT, Desired, Timeouts, wait_for};
 pub use observed::{Observed, RunningValues};
-pub use private::{Private, UNREADABLE};
+pub use private::{Private, SeedStays, UNREADABLE};
 pub use seed_hash::{planned_seed_hash, seed_hash};
 pub use state::{STATUS_GONE, fleet_of, vm_is_gone, vmid_of};
 pub use write_only::refuse_write_only_without_support;

@@ -26,6 +26,8 @@ pub struct Observed {
     pub seed_detached: bool,
     pub status: String,
     pub running: bool,
+    /// Seconds since the VM started, when PVE says.
+    pub uptime: Option<u64>,
     pub pool: Option<String>,
     pub ipv4: Vec<String>,
     pub ipv6: Vec<String>,
@@ -199,6 +201,7 @@ impl Observed {
         }
         for name in [
             attr::TIMEOUTS,
+            attr::CLOUD_INIT_TIMEOUT,
             attr::NODE_CANDIDATES,
             attr::WAIT_FOR_ADDRESS,
         ] {

@@ -23,6 +23,55 @@ pub struct Private {
     /// does not refresh (`-refresh=false`) still warns that nothing will be done on it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mark_lost: bool,
+    /// The first boot's cloud-init verdict is still to be read (`wait_for = "cloud-init"`):
+    /// the create did not boot the VM, or cloud-init still ran at `cloud_init_timeout`. While
+    /// set, an apply that boots the VM or finds it running waits for the verdict (bounded)
+    /// and detaches the seed; once a verdict is read, later boots wait only for the address
+    /// (a hardened image writes no verdict after its first boot, #39).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verdict_pending: bool,
+    /// Why the seed stays until the VM is destroyed, found once: a refresh then asks the
+    /// guest nothing about it, and each plan says so where the seed keeps the VM from
+    /// migrating (#39).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_stays: Option<SeedStays>,
+}
+
+/// Why a seed stays attached for the VM's life (with `seed_lifetime = "until_ready"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeedStays {
+    /// The first boot's cloud-init failed: the seed is kept for debugging, whatever later
+    /// boots report.
+    FirstBootFailed,
+    /// The guest's agent refuses file reads (blocked RPCs, SELinux): the verdict and the
+    /// marker cannot be read.
+    GuestRefuses,
+    /// cloud-init finished, but without the `manual-clean` marker (the user-data turned the
+    /// seed's vendor-data off): without the seed, the next boot would run as a new instance.
+    NoMarker,
+    /// No guest agent answers (none configured, or none ever started in the guest).
+    NoAgent,
+}
+
+impl SeedStays {
+    /// Why, in a user's words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SeedStays::FirstBootFailed => {
+                "its first boot's cloud-init failed, so the seed is kept for debugging"
+            }
+            SeedStays::GuestRefuses => {
+                "its guest agent refuses file reads, so cloud-init's verdict cannot be read"
+            }
+            SeedStays::NoMarker => {
+                "cloud-init finished without the manual-clean marker (the user-data turned the \
+                 seed's vendor-data off), so without the seed the next boot would run as a new \
+                 instance"
+            }
+            SeedStays::NoAgent => "no guest agent answers, so cloud-init's verdict cannot be read",
+        }
+    }
 }
 
 /// Private bytes this release cannot read (written by a newer release, or damaged): the VM's

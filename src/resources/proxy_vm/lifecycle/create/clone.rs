@@ -17,7 +17,7 @@ use super::super::marks::creating_mark;
 use super::super::operation::Operation;
 use super::super::orphans::remove_killed_create;
 use super::super::prechecks::Template;
-use super::super::slot::{Choice, Reservation, Slot, choose, config_after_clone};
+use super::super::slot::{Choice, Chosen, Reservation, Slot, choose, config_after_clone};
 use crate::context::Configured;
 
 /// How long a clone whose answer was lost is looked for before it is sent again: PVE
@@ -37,6 +37,8 @@ pub(super) struct Cloned<'a> {
     pub reservation: Reservation<'a>,
     /// This create's own clone made the VM (nobody else can have started it yet).
     pub made_here: bool,
+    /// A `create_before_destroy` replacement: its predecessor stands beside it.
+    pub beside_predecessor: bool,
 }
 
 /// What a create works on, decided once over what the cluster holds for the name (see
@@ -47,9 +49,9 @@ pub(super) async fn choose_slot<'a>(
     desired: &Desired,
     listing: &[pve::cluster::ClusterVm],
     deadline: Instant,
-) -> Step<(Slot, Reservation<'a>)> {
+) -> Step<Chosen<'a>> {
     match choose(configured, desired, listing, deadline).await? {
-        Choice::Slot(slot, reservation) => Ok((slot, reservation)),
+        Choice::Slot(chosen) => Ok(chosen),
         Choice::Refused { error, discard } => {
             let name = (desired.fleet.as_str(), desired.name.as_str());
             for found in discard {
@@ -79,12 +81,13 @@ pub(super) async fn clone_into_slot<'a>(
     desired: &Desired,
     template: &Template,
     listing: &[pve::cluster::ClusterVm],
-    chosen: (Slot, Reservation<'a>),
+    chosen: Chosen<'a>,
     progress: &ProgressCell,
     deadline: Instant,
 ) -> Step<Cloned<'a>> {
     let client = &configured.client;
-    let (mut slot, mut reservation) = chosen;
+    let beside_predecessor = chosen.beside_predecessor;
+    let (mut slot, mut reservation) = (chosen.slot, chosen.reservation);
     // The clone's worker may meet a lock on the template (a backup started meanwhile): it is
     // waited out on one schedule for the whole create.
     let mut template_locks = Backoff::for_locks(deadline);
@@ -117,7 +120,8 @@ pub(super) async fn clone_into_slot<'a>(
                 choices += 1;
                 // Our own claim on the VMID must not make us skip it: it may be ours now.
                 drop(reservation);
-                (slot, reservation) = choose_slot(configured, desired, listing, deadline).await?;
+                let again = choose_slot(configured, desired, listing, deadline).await?;
+                (slot, reservation) = (again.slot, again.reservation);
             }
             Err(error) => return Err(error),
         }
@@ -159,6 +163,7 @@ pub(super) async fn clone_into_slot<'a>(
         resumed_token,
         reservation,
         made_here: cloned_here,
+        beside_predecessor,
     })
 }
 

@@ -157,6 +157,15 @@ impl<'a> Hold<'a> {
         Ok((Claimed(()), attached))
     }
 
+    /// The claim of a VM this attempt's own clone just made: it carries this attempt's mark
+    /// from the clone call, nobody else could have started it, and the configure phase
+    /// writes its tags, so nothing needs to be read or written here (two requests a create,
+    /// #42). A concurrent create that adopts it meanwhile is found by the configure's
+    /// conditional read, as any takeover is.
+    pub fn claim_own_clone(&self) -> Claimed {
+        Claimed(())
+    }
+
     /// The create's very last step: the mark says `done`, so no other create adopts the VM.
     pub async fn finish(&self, _claimed: Claimed) -> Step<Finished> {
         let finished = self

@@ -13,17 +13,17 @@ mod seed;
 use pve::qemu::GuestInterface;
 use tokio::time::Instant;
 
-use super::super::model::{Desired, Observed};
+use super::super::model::{Desired, Observed, SeedStays};
 use super::ProgressCell;
 use super::configure::write_config;
 use super::disk::grow_disk;
 use super::error::{Step, StepError};
 use super::observe::observe_with;
-use super::power::ensure_power;
+use super::power::{ensure_power, start_own_clone};
 use super::prechecks::check_disk_size;
 use super::ready::wait_for_address;
-use super::seed_life::{SeedOutcome, after_ready};
-use super::slot::{Reservation, Slot};
+use super::seed_life::{FirstBoot, SeedOutcome, after_ready};
+use super::slot::{Chosen, Slot};
 use crate::context::Configured;
 use hold::{Claimed, Hold};
 
@@ -34,6 +34,10 @@ pub struct Created {
     pub warnings: Vec<String>,
     /// The seed was detached and deleted: the state records none.
     pub seed_deleted: bool,
+    /// The first boot's verdict is still to be read (see `Private::verdict_pending`).
+    pub verdict_pending: bool,
+    /// Why the seed stays for the VM's life, when the create found out.
+    pub seed_stays: Option<SeedStays>,
 }
 
 /// See the module doc.
@@ -81,7 +85,10 @@ pub async fn create(
         let hold = Hold::new(configured, &cloned.node, cloned.vmid, &resumed, deadline);
         // The first config write makes the VM this attempt's (and tags it, so listings
         // show it).
-        let (claimed, attached) = hold.claim().await?;
+        let (claimed, attached) = match cloned.made_here {
+            true => (hold.claim_own_clone(), None),
+            false => hold.claim().await?,
+        };
         if !first_boot::booted_another_seed(&hold, cloned.made_here, attached.as_deref()).await? {
             break (cloned, resumed, claimed);
         }
@@ -103,9 +110,11 @@ pub async fn create(
     }
     let desired = &resumed;
     let hold = Hold::new(configured, node, vmid, desired, deadline);
-    let (seed_volume, seed_bytes) = seed::build_seed(desired, node, vmid)?;
+    let built = seed::build_seed(desired, node, vmid)?;
+    let seed_volume = built.volume.clone();
     progress.update(|p| p.seed_volume = Some(seed_volume.clone()));
-    let provisioned = provision(&hold, claimed, &seed_volume, seed_bytes).await;
+    let how = (cloned.made_here, cloned.beside_predecessor);
+    let provisioned = provision(&hold, claimed, &built, how).await;
     let (reported, seed) = match provisioned {
         Ok(provisioned) => provisioned,
         Err(error) => {
@@ -124,6 +133,8 @@ pub async fn create(
             observed,
             warnings: seed.warnings,
             seed_deleted: seed.deleted,
+            verdict_pending: seed.verdict_pending,
+            seed_stays: seed.stays,
         }),
         None => Err(StepError::Unworkable(format!(
             "VM {vmid} vanished right after it was created"
@@ -139,9 +150,9 @@ async fn choose_and_place<'a>(
     desired: &Desired,
     listing: &[pve::cluster::ClusterVm],
     deadline: Instant,
-) -> Step<((Slot, Reservation<'a>), Desired, Option<usize>)> {
+) -> Step<(Chosen<'a>, Desired, Option<usize>)> {
     let chosen = clone::choose_slot(configured, desired, listing, deadline).await?;
-    match (&chosen.0, desired.node.is_empty()) {
+    match (&chosen.slot, desired.node.is_empty()) {
         (Slot::Adopt { node, .. }, true) => {
             let node = node.clone();
             Ok((
@@ -166,21 +177,21 @@ async fn choose_and_place<'a>(
 async fn provision(
     hold: &Hold<'_>,
     claimed: Claimed,
-    seed_volume: &str,
-    seed_bytes: bytes::Bytes,
+    built: &seed::BuiltSeed,
+    (made_here, beside_predecessor): (bool, bool),
 ) -> Step<(Option<Vec<GuestInterface>>, SeedOutcome)> {
     let (vm, desired) = (&hold.vm, hold.desired);
-    seed::upload_seed(
-        vm.client(),
-        vm.node(),
-        seed_volume,
-        seed_bytes,
-        vm.deadline(),
-    )
-    .await?;
+    let seed_volume = built.volume.as_str();
+    let bytes = built.bytes.clone();
+    seed::upload_seed(vm.client(), vm.node(), seed_volume, bytes, vm.deadline()).await?;
     hold.unless_taken_over(write_config(vm, desired, Some(seed_volume), true).await)?;
     hold.unless_taken_over(grow_disk(vm, desired.disk_gib).await)?;
-    hold.unless_taken_over(ensure_power(vm, desired.started).await)?;
+    let powered = match (made_here, desired.started) {
+        (true, true) => start_own_clone(vm).await,
+        (true, false) => Ok(()),
+        (false, _) => ensure_power(vm, desired.started).await,
+    };
+    hold.unless_taken_over(powered)?;
     let reported = if desired.started && desired.wait_for.waits_for_address() {
         Some(wait_for_address(vm.client(), vm.node(), vm.vmid(), vm.deadline()).await?)
     } else {
@@ -202,6 +213,12 @@ async fn provision(
     .await;
     // After the finish: a create that fails on cloud-init's verdict leaves a finished VM
     // (with its seed, for debugging) that the next apply replaces.
-    let seed = after_ready(vm, desired, vm.node(), seed_volume, reported.is_some()).await?;
+    let first_boot = FirstBoot {
+        timeout: desired.cloud_init_timeout,
+        instance_id: &built.instance_id,
+        replaces_beside: beside_predecessor,
+    };
+    let seed = (vm.node(), seed_volume);
+    let seed = after_ready(vm, desired, seed, reported.is_some(), first_boot).await?;
     Ok((reported, seed))
 }

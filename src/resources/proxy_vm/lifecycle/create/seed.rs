@@ -12,16 +12,27 @@ use super::super::error::{Step, StepError};
 use super::super::operation::Operation;
 use super::hold::Finished;
 
-/// The seed's volume id and bytes for this VM (pure: the same input gives the same bytes).
-pub(super) fn build_seed(desired: &Desired, node: &str, vmid: u32) -> Step<(String, bytes::Bytes)> {
+/// A seed built for this VM.
+pub(super) struct BuiltSeed {
+    /// Its volume id on the seed storage.
+    pub volume: String,
+    pub bytes: bytes::Bytes,
+    /// The instance-id its meta-data names: the guest's cloud-init runs as it when it read
+    /// the seed.
+    pub instance_id: String,
+}
+
+/// The seed for this VM (pure: the same input gives the same bytes).
+pub(super) fn build_seed(desired: &Desired, node: &str, vmid: u32) -> Step<BuiltSeed> {
     let seed = desired
         .seed(node, vmid)
         .build()
         .map_err(|e| StepError::Unworkable(format!("building the seed ISO failed: {e}")))?;
-    Ok((
-        format!("{}:iso/{}", desired.seed_storage, seed.file_name_suggestion),
-        bytes::Bytes::from(seed.bytes),
-    ))
+    Ok(BuiltSeed {
+        volume: format!("{}:iso/{}", desired.seed_storage, seed.file_name_suggestion),
+        bytes: bytes::Bytes::from(seed.bytes),
+        instance_id: seed.instance_id,
+    })
 }
 
 /// Uploads the seed to its storage on the VM's node. Uploads overwrite, so repeating one is

@@ -14,7 +14,7 @@ use super::super::model::Desired;
 use super::error::{Step, StepError, unworkable};
 use crate::context::Configured;
 pub(super) use decide::Found;
-use decide::{Decision, Refusal, decide};
+use decide::{Decision, NameFacts, Refusal, decide};
 pub(super) use probe::config_after_clone;
 use probe::{Probed, first_free, survey};
 
@@ -45,9 +45,30 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// The slot a create works on.
+pub(super) struct Chosen<'a> {
+    pub slot: Slot,
+    pub reservation: Reservation<'a>,
+    /// A finished VM of the name this directory's plan replaces stands beside it: the create
+    /// is a `create_before_destroy` replacement.
+    pub beside_predecessor: bool,
+}
+
+fn chosen<'a>(facts: &NameFacts, slot: Slot, reservation: Reservation<'a>) -> Chosen<'a> {
+    let beside_predecessor = facts
+        .found
+        .iter()
+        .any(|found| found.replaced && found.phase == crate::ownership::Phase::Done);
+    Chosen {
+        slot,
+        reservation,
+        beside_predecessor,
+    }
+}
+
 /// What a create does, decided once over what the cluster holds for the name.
 pub(super) enum Choice<'a> {
-    Slot(Slot, Reservation<'a>),
+    Slot(Chosen<'a>),
     /// Make nothing: `error` says why. `discard`: this directory's own unfinished creates of
     /// the name, which the caller removes first (nothing else ever would).
     Refused {
@@ -87,12 +108,14 @@ pub(super) async fn choose<'a>(
                     node,
                     resumed_token: token,
                 };
-                return Ok(Choice::Slot(slot, Reservation { runtime, vmid }));
+                let reservation = Reservation { runtime, vmid };
+                return Ok(Choice::Slot(chosen(&facts, slot, reservation)));
             }
             Decision::MakeNew => {
                 match first_free(configured, desired, listing, &facts, deadline).await? {
                     Probed::Free(vmid, reservation) => {
-                        return Ok(Choice::Slot(Slot::Fresh(vmid), reservation));
+                        let slot = Slot::Fresh(vmid);
+                        return Ok(Choice::Slot(chosen(&facts, slot, reservation)));
                     }
                     // Made since the listing: judged with the rest.
                     Probed::Named(found) => facts.found.push(found),
