@@ -462,8 +462,10 @@ async fn the_list_finds_our_finished_vms_and_others_only_when_asked() {
     // `terraform query` is a command of its own.
     let mut provider = provider.next_command().await;
 
+    let before = sim.journal().await.len();
     let listed = provider.list(&[], false, 100).await;
     assert_identities(&listed, &[a, b], "default");
+    assert_requests_of_a_list(&sim, before).await;
     assert!(listed.ended_by_provider && listed.diagnostics.is_empty());
     assert!(listed.results.iter().all(|r| r.state.is_null()));
     let (vmid_a, vmid_b) = (vmid_of(&a.new_state), vmid_of(&b.new_state));
@@ -503,6 +505,37 @@ async fn the_list_finds_our_finished_vms_and_others_only_when_asked() {
 
     listed_on_request(&mut provider, &world).await;
     states_are_what_an_import_makes(&mut provider, &listed).await;
+}
+
+/// A list without states costs one cluster listing and one config read per VM tagged ours of
+/// the fleet: `list-a` to `list-d`, and 101, tagged but without our mark. Nothing else, and
+/// no write.
+async fn assert_requests_of_a_list(sim: &SimClient, before: usize) {
+    let journal = sim.journal().await;
+    let mut requests: Vec<String> = journal[before..]
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["method"].as_str().unwrap(),
+                e["path"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let listings = requests
+        .iter()
+        .filter(|r| *r == "GET /cluster/resources")
+        .count();
+    assert_eq!(listings, 1, "{requests:#?}");
+    requests.retain(|r| r != "GET /cluster/resources");
+    assert_eq!(requests.len(), 5, "{requests:#?}");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.starts_with("GET /nodes/") && r.ends_with("/config")),
+        "{requests:#?}"
+    );
+    assert!(requests.iter().any(|r| r.ends_with("/qemu/101/config")));
 }
 
 /// Every fleet, and unfinished VMs, each with a warning; foreign VMs under no filter at all.
