@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use tfplugin::{
-    Attribute, AttributePath, Block, Context, DataSource, Diagnostic, Diagnostics, Provider,
-    Resource, Schema, Type, Value,
+    Attribute, AttributePath, Block, Context, DataSource, Diagnostic, Diagnostics, ListResource,
+    Provider, Resource, Schema, Type, Value,
 };
 
 use crate::context::{Configured, DEFAULT_SEED_STORAGE, Shared};
@@ -335,6 +335,11 @@ impl Provider for ProxmoxProvider {
 
     fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
         crate::data_sources::all(&self.shared)
+    }
+
+    fn list_resources(&self) -> Vec<Arc<dyn ListResource>> {
+        let proxy_vms = crate::resources::proxy_vm::ProxyVmList::new(self.shared.clone());
+        vec![Arc::new(proxy_vms)]
     }
 }
 

@@ -667,6 +667,23 @@ const GUIDE_BLOCKS: &[(&str, &str, Verdict)] = &[
         ),
     ),
     (
+        "finding-and-importing.md",
+        "terraform query",
+        Verdict::Not(
+            "needs Terraform 1.14 (`terraform query`), newer than the 1.11.4 these tests run; \
+                contract_harness drives the same list, generated configuration and import by \
+                identity through the plugin protocol, as Terraform does",
+        ),
+    ),
+    (
+        "finding-and-importing.md",
+        "terraform plan -generate-config-out=generated.tf",
+        Verdict::Not(
+            "runs on import blocks naming the reader's own VMIDs; acc_proxy_vm's \
+                import_through_generated_config_keeps_the_seed_of_user_data runs it on its own",
+        ),
+    ),
+    (
         "workflows.md",
         "terraform destroy",
         Verdict::WorkflowTest("destroy_runs_when_a_create_fails_plan_time_checks"),

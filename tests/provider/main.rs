@@ -37,6 +37,7 @@ mod acc_seed_life;
 mod acc_state_upgrade;
 mod acc_workflows;
 mod cli_versions_docs;
+mod contract_harness;
 mod grpc_cli_compat;
 mod sweeper;
 mod test_script;

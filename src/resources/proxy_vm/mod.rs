@@ -3,8 +3,11 @@
 mod apply;
 mod attr;
 mod checks;
+mod generate;
+mod identity;
 mod import;
 mod lifecycle;
+mod list;
 mod mark_restore;
 mod model;
 mod plan;
@@ -18,8 +21,9 @@ mod upgrade;
 use std::sync::Arc;
 
 use tfplugin::{
-    ApplyAction, ApplyRequest, ApplyResponse, Context, Diagnostics, ImportResponse, PlanRequest,
-    PlanResponse, ReadRequest, ReadResponse, Resource, Schema, Value,
+    ApplyAction, ApplyRequest, ApplyResponse, Context, Diagnostics, GenerateConfigResponse,
+    IdentitySchema, ImportResponse, PlanRequest, PlanResponse, ReadRequest, ReadResponse, Resource,
+    Schema, Value,
 };
 
 use crate::context::{Configured, Shared};
@@ -28,6 +32,7 @@ use apply::{create, delete, update};
 use model::{Private, fleet_of};
 use plan::{plan_change, refuse_duplicate_name};
 
+pub use list::ProxyVmList;
 pub use schema::TYPE_NAME;
 
 /// Records in this working directory's journal whether the plan replaces the prior VM, so
@@ -221,5 +226,35 @@ impl Resource for ProxyVm {
                 response
             }
         }
+    }
+
+    fn identity_schema(&self) -> Option<IdentitySchema> {
+        Some(identity::schema())
+    }
+
+    /// Every answer's identity (read, plan, apply, import) is its state's: `vmid`, `name` and
+    /// `fleet` never change while one VM lives, so it never changes for an object either.
+    fn identity_of(&self, state: &Value) -> Value {
+        identity::of_state(state)
+    }
+
+    async fn import_by_identity(&self, _ctx: &Context, identity: &Value) -> ImportResponse {
+        match self.shared.get() {
+            Ok(configured) => import::import_by_identity(&configured, identity).await,
+            Err(d) => {
+                let mut response = ImportResponse::default();
+                response.diagnostics.push(d);
+                response
+            }
+        }
+    }
+
+    fn generates_config(&self) -> bool {
+        true
+    }
+
+    async fn generate_config(&self, _ctx: &Context, state: &Value) -> GenerateConfigResponse {
+        let configured = self.shared.get().ok();
+        generate::config_for(state, configured.as_deref())
     }
 }
