@@ -165,6 +165,36 @@ pub fn bridge(bridge: &str) -> Result<(), String> {
     ))
 }
 
+/// A MAC address as PVE stores it: six pairs of upper-case hex digits, unicast, not all
+/// zero (PVE's `pve-qm-net` `macaddr`; a multicast MAC is refused by the kernel's bridge).
+/// Upper case is asked for, not folded: Terraform keeps the written value, and PVE reads
+/// it back upper case.
+pub fn mac_address(mac: &str) -> Result<(), String> {
+    let parts: Vec<&str> = mac.split(':').collect();
+    let hex_pairs = parts.len() == 6
+        && parts.iter().all(|p| {
+            p.len() == 2
+                && p.chars()
+                    .all(|c| c.is_ascii_digit() || ('A'..='F').contains(&c))
+        });
+    if !hex_pairs {
+        return Err(format!(
+            "`{mac}` is not a MAC address as PVE stores it: six pairs of upper-case hex digits \
+             separated by colons, e.g. BC:24:11:0A:00:01"
+        ));
+    }
+    let first = u8::from_str_radix(parts[0], 16).unwrap_or(0);
+    if first & 1 == 1 {
+        return Err(format!(
+            "`{mac}` is a multicast address: the first byte must be even"
+        ));
+    }
+    if parts.iter().all(|p| *p == "00") {
+        return Err("00:00:00:00:00:00 is not a MAC address a NIC may have".to_owned());
+    }
+    Ok(())
+}
+
 /// A positive duration (see [`duration`]): an operation's time limit.
 pub fn positive_duration(text: &str) -> Result<Duration, String> {
     let limit = duration(text)?;
@@ -314,5 +344,23 @@ mod storage_tests {
         assert!(super::storage_id("proxy-seeds").is_ok());
         assert!(super::storage_id("Local").is_err());
         assert!(super::storage_id("a-").is_err());
+    }
+
+    #[test]
+    fn mac_addresses_are_upper_case_unicast_pairs() {
+        assert!(super::mac_address("BC:24:11:0A:00:01").is_ok());
+        assert!(
+            super::mac_address("bc:24:11:0a:00:01")
+                .unwrap_err()
+                .contains("upper-case")
+        );
+        assert!(super::mac_address("BC:24:11:0A:00").is_err());
+        assert!(super::mac_address("BC-24-11-0A-00-01").is_err());
+        assert!(
+            super::mac_address("01:24:11:0A:00:01")
+                .unwrap_err()
+                .contains("multicast")
+        );
+        assert!(super::mac_address("00:00:00:00:00:00").is_err());
     }
 }

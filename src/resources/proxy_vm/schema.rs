@@ -512,8 +512,19 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
             outside Terraform while the state still records its seed (the next apply replaces \
             it, a destroy deletes the seed).",
         ),
-    AttrSpec::new(attr::MAC_ADDRESS, Kind::String, Mode::Computed)
-        .description("MAC address of `net0`, kept across bridge and VLAN changes."),
+    AttrSpec::new(attr::MAC_ADDRESS, Kind::String, Mode::OptionalComputed)
+        .on_change(OnChange::MovesAddress)
+        .pending_key("net0")
+        .check(Check::Text(validate::mac_address))
+        .description(
+            "MAC address of `net0`, upper case (`BC:24:11:0A:00:01`). Unset, the clone's own \
+            (PVE makes one), kept across bridge and VLAN changes. Set it to keep a VM's \
+            address from DHCP across replacements (a `user_data` change replaces the VM): the \
+            new VM gets the same MAC. Under `create_before_destroy` two VMs would hold it \
+            during the roll, so such a replacement's create refuses it, before any write, while \
+            its predecessor holds the MAC: replace without `create_before_destroy`, or leave \
+            `mac_address` unset. Changing it changes `net0` in place.",
+        ),
     AttrSpec::new(attr::IPV4_ADDRESS, Kind::String, Mode::Computed)
         .planned(Planned::GuestAddress)
         .description("The primary IPv4 address reported by the guest agent (empty when unknown)."),
@@ -778,13 +789,17 @@ mod tests {
                 "vlan_tag",
                 "tags",
                 "started",
+                "mac_address",
                 "start_on_boot",
                 "startup"
             ]
         );
-        assert_eq!(pending_attributes("net0"), ["bridge", "vlan_tag"]);
+        assert_eq!(
+            pending_attributes("net0"),
+            ["bridge", "vlan_tag", "mac_address"]
+        );
         assert_eq!(pending_attributes("cores"), ["cores"]);
-        assert_eq!(pending_name("net0"), Some("bridge/vlan_tag"));
+        assert_eq!(pending_name("net0"), Some("bridge/vlan_tag/mac_address"));
         assert_eq!(pending_name("memory"), Some("memory"));
         assert_eq!(pending_name("scsi0"), None);
     }

@@ -85,14 +85,14 @@ fn config_update(
             update = update.description(&description);
         }
     }
-    if desired.bridge.is_some() || desired.vlan_tag.is_some() {
+    if desired.bridge.is_some() || desired.vlan_tag.is_some() || desired.mac_address.is_some() {
         update = net_update(current, desired, update)?;
     }
     Ok(boot_order::update(current, desired, update))
 }
 
-/// net0 on the desired bridge and VLAN; the MAC stays in the value sent, since without it
-/// PVE would make a new one.
+/// net0 on the desired bridge, VLAN and MAC; the MAC stays in the value sent (the current
+/// one unless a MAC is pinned), since without it PVE would make a new one.
 fn net_update(current: &VmConfig, desired: &Desired, update: ConfigUpdate) -> Step<ConfigUpdate> {
     match current.net(0) {
         Some(Ok(mut net)) => {
@@ -102,6 +102,9 @@ fn net_update(current: &VmConfig, desired: &Desired, update: ConfigUpdate) -> St
             }
             if let Some(tag) = desired.vlan_tag {
                 net.tag = Some(tag);
+            }
+            if let Some(mac) = &desired.mac_address {
+                net.mac = Some(mac.clone());
             }
             Ok(if net != before {
                 update.net(0, &net)

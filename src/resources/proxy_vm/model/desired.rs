@@ -21,6 +21,8 @@ pub struct Desired {
     pub disk_gib: Option<u64>,
     pub bridge: Option<String>,
     pub vlan_tag: Option<u16>,
+    /// net0's MAC, when the configuration pins it (or the plan kept the state's).
+    pub mac_address: Option<String>,
     pub tags: Option<Vec<String>>,
     pub user_data: Option<String>,
     pub network_config: Option<String>,
@@ -127,6 +129,7 @@ impl Desired {
             disk_gib: num_attr(planned, attr::DISK_GIB),
             bridge: str_attr(planned, attr::BRIDGE),
             vlan_tag: num_attr(planned, attr::VLAN_TAG),
+            mac_address: str_attr(planned, attr::MAC_ADDRESS),
             tags: planned
                 .get_attr(attr::TAGS)
                 .as_string_list()

@@ -86,7 +86,7 @@ pub(super) async fn clone_into_slot<'a>(
     deadline: Instant,
 ) -> Step<Cloned<'a>> {
     let client = &configured.client;
-    let beside_predecessor = chosen.beside_predecessor;
+    let beside_predecessor = chosen.predecessor.is_some();
     let (mut slot, mut reservation) = (chosen.slot, chosen.reservation);
     // The clone's worker may meet a lock on the template (a backup started meanwhile): it is
     // waited out on one schedule for the whole create.

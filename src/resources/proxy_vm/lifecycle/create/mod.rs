@@ -59,6 +59,9 @@ pub async fn create(
     let (chosen, placed, placement) =
         choose_and_place(configured, desired, &listing, deadline).await?;
     let desired = &placed;
+    if let Some(predecessor) = &chosen.predecessor {
+        place::mac_free_beside(configured, desired, predecessor, deadline).await?;
+    }
     let template = place::checked_template(configured, desired, &listing).await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Unworkable)?;
     // A VM that may have booted another attempt's seed is discarded and cloned again, once.

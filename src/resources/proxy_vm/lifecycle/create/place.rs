@@ -78,3 +78,34 @@ pub(super) async fn checked_template(
         )
         .await
 }
+
+/// A `create_before_destroy` replacement pinned to a `mac_address` its predecessor holds would
+/// put two VMs with one MAC on the network for the length of the roll: refused, before any
+/// write, naming what to do (#41). Terraform tells a provider nothing of
+/// `create_before_destroy`, so only the create can tell, when its predecessor still stands.
+pub(super) async fn mac_free_beside(
+    configured: &Configured,
+    desired: &Desired,
+    (vmid, node): &(u32, String),
+    deadline: tokio::time::Instant,
+) -> Step<()> {
+    let Some(mac) = &desired.mac_address else {
+        return Ok(());
+    };
+    let op = super::super::operation::Operation::new(&configured.client, deadline);
+    let qemu = configured.client.node(node).qemu(*vmid);
+    let config = op.retry(|| qemu.config()).await?;
+    let held = (0..8)
+        .filter_map(|i| config.net(i)?.ok())
+        .any(|net| net.mac.as_deref() == Some(mac));
+    if !held {
+        return Ok(());
+    }
+    Err(StepError::Unworkable(format!(
+        "mac_address {mac} is held by VM {vmid} on {node}, the VM this create replaces under \
+         create_before_destroy: two VMs would hold one MAC on the network until the old one is \
+         destroyed. Nothing was changed. Replace it without create_before_destroy (the old VM \
+         goes first, and the new one takes its MAC and its DHCP address), or leave mac_address \
+         unset for rolls."
+    )))
+}

@@ -49,20 +49,21 @@ impl Drop for Reservation<'_> {
 pub(super) struct Chosen<'a> {
     pub slot: Slot,
     pub reservation: Reservation<'a>,
-    /// A finished VM of the name this directory's plan replaces stands beside it: the create
-    /// is a `create_before_destroy` replacement.
-    pub beside_predecessor: bool,
+    /// A finished VM of the name this directory's plan replaces stands beside it (its VMID
+    /// and node): the create is a `create_before_destroy` replacement.
+    pub predecessor: Option<(u32, String)>,
 }
 
 fn chosen<'a>(facts: &NameFacts, slot: Slot, reservation: Reservation<'a>) -> Chosen<'a> {
-    let beside_predecessor = facts
+    let predecessor = facts
         .found
         .iter()
-        .any(|found| found.replaced && found.phase == crate::ownership::Phase::Done);
+        .find(|found| found.replaced && found.phase == crate::ownership::Phase::Done)
+        .map(|found| (found.vmid, found.node.clone()));
     Chosen {
         slot,
         reservation,
-        beside_predecessor,
+        predecessor,
     }
 }
 
