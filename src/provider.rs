@@ -59,9 +59,12 @@ pub fn provider_schema() -> Schema {
                     configuration."
             )))
             .attribute(string("ca_cert").description(format!(
-                "PEM certificate(s) to trust for the endpoint, e.g. the content of the cluster's \
-                    `/etc/pve/pve-root-ca.pem`. Without it the system's roots are used. Can also \
-                    be set with `{ENV_CA_CERT}` (PEM text, or the path of a PEM file)."
+                "The CA certificate(s) to trust for the endpoint: PEM text (e.g. \
+                    `file(\"pve-root-ca.pem\")`), or the path of a PEM file, such as a copy of \
+                    the cluster's `/etc/pve/pve-root-ca.pem`. A value holding `-----BEGIN` is PEM \
+                    text; any other is a path, read when the provider is configured. Without it \
+                    the system's roots are used. Can also be set with `{ENV_CA_CERT}`, read the \
+                    same way."
             )))
             .attribute(Attribute::new("insecure", Type::Bool).optional().description(format!(
                 "Skip TLS certificate verification. Never the default; only for throwaway labs. \
@@ -223,19 +226,8 @@ impl Settings {
                 }
             }
         }
-        if self.ca_cert.known().is_some() {
-            match ca_pem_text(&self.ca_cert) {
-                Ok(pem) => {
-                    if let Err(why) = validate::ca_pem(&pem) {
-                        diags.attribute_error(
-                            attr("ca_cert"),
-                            "Invalid CA certificate",
-                            format!("{why} {}", self.ca_cert.origin("ca_cert", ENV_CA_CERT)),
-                        );
-                    }
-                }
-                Err(why) => diags.attribute_error(attr("ca_cert"), "Invalid CA certificate", why),
-            }
+        if let Some(why) = ca_cert_problem(&self.ca_cert) {
+            diags.attribute_error(attr("ca_cert"), "Invalid CA certificate", why);
         }
         if let Some(text) = self.fleet.known()
             && let Err(why) = validate::fleet(text)
@@ -273,15 +265,38 @@ impl Settings {
     }
 }
 
-/// `ca_cert` is PEM text; from the environment it may also be a file path.
+/// What is wrong with a known `ca_cert`, saying where it came from.
+fn ca_cert_problem(setting: &Setting) -> Option<String> {
+    let text = setting.known()?;
+    let pem = match ca_pem_text(setting) {
+        Ok(pem) => pem,
+        Err(why) => return Some(why),
+    };
+    let why = validate::ca_pem(&pem).err()?;
+    let read_from = if text.contains("-----BEGIN") {
+        String::new()
+    } else {
+        format!(" (read from the file `{text}`)")
+    };
+    Some(format!(
+        "{why}{read_from} {}",
+        setting.origin("ca_cert", ENV_CA_CERT)
+    ))
+}
+
+/// `ca_cert` is PEM text or the path of a PEM file, in the provider block and in the
+/// environment alike: PEM text always holds a `-----BEGIN` line, which no sensible path does.
 fn ca_pem_text(setting: &Setting) -> Result<String, String> {
-    match setting {
-        Setting::FromEnv(text) if !text.contains("-----BEGIN") => std::fs::read_to_string(text)
-            .map_err(|e| {
-                format!("{ENV_CA_CERT} is neither PEM text nor a readable file `{text}`: {e}")
-            }),
-        other => Ok(other.known().unwrap_or_default().to_owned()),
+    let text = setting.known().unwrap_or_default();
+    if text.contains("-----BEGIN") {
+        return Ok(text.to_owned());
     }
+    std::fs::read_to_string(text).map_err(|e| {
+        format!(
+            "`{text}` is neither PEM text nor a readable file: {e} {}",
+            setting.origin("ca_cert", ENV_CA_CERT)
+        )
+    })
 }
 
 /// The VMID range from the two attributes; unknown or absent parts take the defaults.
@@ -552,22 +567,56 @@ mod tests {
         assert!(check(&config(&[]), &with(&good), false).is_empty());
         let detail = one_error_on(&check(&config(&[]), &with(&not_pem), false), "ca_cert");
         assert!(detail.starts_with("the CA holds no `-----BEGIN CERTIFICATE-----` block"));
+        assert!(detail.contains(&format!("(read from the file `{}`)", not_pem.display())));
         assert!(detail.ends_with("(from the environment variable PROXMOX_VE_CA_CERT)"));
         let detail = one_error_on(&check(&config(&[]), &with(&missing), false), "ca_cert");
         assert!(
-            detail.starts_with("PROXMOX_VE_CA_CERT is neither PEM text nor a readable file"),
+            detail.starts_with(&format!(
+                "`{}` is neither PEM text nor a readable file",
+                missing.display()
+            )),
             "{detail}"
         );
-        // PEM text in the attribute is never taken for a path.
-        let detail = one_error_on(
-            &check(
-                &config(&[("ca_cert", Value::string("/etc/pve/pve-root-ca.pem"))]),
-                &no_env,
-                false,
-            ),
-            "ca_cert",
+        assert!(detail.ends_with("(from the environment variable PROXMOX_VE_CA_CERT)"));
+    }
+
+    /// The attribute reads as the environment variable does: PEM text, or a file's path.
+    #[test]
+    fn a_ca_in_the_provider_block_may_be_a_path_and_a_bad_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("ca.pem");
+        std::fs::write(&good, CA_PEM).unwrap();
+        let not_pem = dir.path().join("not.pem");
+        std::fs::write(&not_pem, "hello").unwrap();
+        let ca = |path: &std::path::Path| {
+            config(&[("ca_cert", Value::string(path.display().to_string()))])
+        };
+        assert!(check(&ca(&good), &no_env, false).is_empty());
+        let detail = one_error_on(&check(&ca(&not_pem), &no_env, false), "ca_cert");
+        assert!(
+            detail.starts_with("the CA holds no `-----BEGIN CERTIFICATE-----` block"),
+            "{detail}"
         );
         assert!(detail.ends_with("(attribute ca_cert)"), "{detail}");
+        let missing = ca(std::path::Path::new("/nonexistent/pve-root-ca.pem"));
+        let detail = one_error_on(&check(&missing, &no_env, false), "ca_cert");
+        assert!(
+            detail.starts_with("`/nonexistent/pve-root-ca.pem` is neither PEM text nor a readable"),
+            "{detail}"
+        );
+        assert!(detail.ends_with("(attribute ca_cert)"), "{detail}");
+        // The configured path wins over the variable, and the client trusts the file's CA.
+        static ENV: &[(&str, &str)] = &[(ENV_CA_CERT, "/nonexistent/other.pem")];
+        let mut config = ca(&good);
+        config.set_attr("endpoint", Value::string(ENDPOINT));
+        config.set_attr("api_token", Value::string(TOKEN));
+        let settings = Settings::read(&config, &env_of(ENV));
+        assert!(settings.check(&config, true).is_empty());
+        let configured = build(&settings, &config).unwrap();
+        assert!(matches!(
+            &configured.client.config().tls,
+            pve::TlsTrust::CaPem(pem) if pem == CA_PEM
+        ));
     }
 
     #[test]
