@@ -377,8 +377,11 @@ fn build(settings: &Settings, config: &Value) -> Result<Configured, String> {
         (_, Some(_)) => pve::TlsTrust::CaPem(ca_pem_text(&settings.ca_cert)?),
         _ => pve::TlsTrust::SystemRoots,
     };
-    let client = pve::Client::new(pve::ClientConfig::new(endpoint, token, tls))
-        .map_err(|e| e.to_string())?;
+    let mut client_config = pve::ClientConfig::new(endpoint, token, tls);
+    // One provider process serves one Terraform command: a token PVE refused stays refused
+    // for it, so the first refusal is sent once and reported once, with its hint.
+    client_config.token_refusal_is_final = true;
+    let client = pve::Client::new(client_config).map_err(|e| e.to_string())?;
     let vmid_range = vmid_range(config).map_err(|(_, why)| why)?;
     Ok(Configured {
         client,
@@ -664,6 +667,7 @@ mod tests {
             configured.client.config().tls,
             pve::TlsTrust::CaPem(_)
         ));
+        assert!(configured.client.config().token_refusal_is_final);
 
         let mut insecure = config.clone();
         insecure.set_attr("insecure", Value::Bool(true));

@@ -182,7 +182,11 @@ async fn ca_cert_takes_a_file_path_in_the_provider_block() {
     };
     let mut target = host.target.clone();
     let Some(pem) = target.ca_pem.take() else {
-        support::skip_part(test, "all", "the host's certificate chains to a system root");
+        support::skip_part(
+            test,
+            "all",
+            "the host's certificate chains to a system root",
+        );
         return;
     };
     // The variable is unset (`ca_pem` taken): only the attribute can make the CA trusted.
@@ -207,8 +211,13 @@ async fn ca_cert_takes_a_file_path_in_the_provider_block() {
     let text = support::flat(&out.all_text());
     assert!(text.contains("Invalid CA certificate"), "{text}");
     assert!(
-        text.contains(&format!("`{missing}` is neither PEM text nor a readable file")),
+        text.contains(&format!(
+            "`{missing}` is neither PEM text nor a readable file"
+        )),
         "{text}"
     );
-    assert!(text.contains("ca_cert = "), "not pointed at ca_cert:\n{text}");
+    assert!(
+        text.contains("ca_cert = "),
+        "not pointed at ca_cert:\n{text}"
+    );
 }

@@ -34,6 +34,7 @@ mod acc_replace;
 mod acc_request_budget;
 mod acc_seed_life;
 mod acc_state_upgrade;
+mod acc_token_refused;
 mod acc_workflows;
 mod cli_versions_docs;
 mod grpc_cli_compat;
