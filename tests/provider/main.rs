@@ -37,6 +37,7 @@ mod acc_state_upgrade;
 mod acc_token_refused;
 mod acc_workflows;
 mod cli_versions_docs;
+mod docs_names;
 mod grpc_cli_compat;
 mod sweeper;
 mod test_script;
