@@ -649,6 +649,125 @@ mod tests {
         assert_eq!(vmid_range(&config(&[])).unwrap(), VmidRange::default());
     }
 
+    /// A value of type `ty`, for a configuration that sets an attribute.
+    fn sample(ty: &tfplugin::Type) -> Value {
+        use tfplugin::Type;
+        match ty {
+            Type::String | Type::Dynamic => Value::string("x"),
+            Type::Number => Value::number(1),
+            Type::Bool => Value::Bool(true),
+            Type::List(element) => Value::List(vec![sample(element)]),
+            Type::Set(element) => Value::Set(vec![sample(element)]),
+            Type::Map(element) => Value::Map([("k".to_owned(), sample(element))].into()),
+            Type::Tuple(elements) => Value::Tuple(elements.iter().map(sample).collect()),
+            Type::Object(fields) => {
+                Value::object(fields.iter().map(|(name, ty)| (name.as_str(), sample(ty))))
+            }
+        }
+    }
+
+    /// For each read-only attribute of `block`, at any depth below configurable ones: its path
+    /// and a configuration that sets it alone.
+    fn read_only_settings(block: &tfplugin::Block) -> Vec<(String, Value)> {
+        use tfplugin::{AttributeKind, Nesting, read_only::is_read_only};
+        let mut settings = Vec::new();
+        for attribute in &block.attributes {
+            let name = attribute.name.as_str();
+            if is_read_only(attribute) {
+                let value = sample(&attribute.value_type());
+                settings.push((name.to_owned(), Value::object([(name, value)])));
+                continue;
+            }
+            let AttributeKind::Nested(nested) = &attribute.kind else {
+                continue;
+            };
+            let inner = tfplugin::Block {
+                attributes: nested.attributes.clone(),
+                ..Default::default()
+            };
+            for (path, object) in read_only_settings(&inner) {
+                let (value, path) = match nested.nesting {
+                    Nesting::Single => (object, format!("{name}.{path}")),
+                    _ => (Value::List(vec![object]), format!("{name}[0].{path}")),
+                };
+                settings.push((path, Value::object([(name, value)])));
+            }
+        }
+        settings
+    }
+
+    fn path_text(path: &tfplugin::AttributePath) -> String {
+        path.steps()
+            .iter()
+            .map(|step| match step {
+                tfplugin::PathStep::Attribute(name) => format!(".{name}"),
+                tfplugin::PathStep::Index(index) => format!("[{index}]"),
+                tfplugin::PathStep::Key(key) => format!("[{key:?}]"),
+            })
+            .collect::<String>()
+            .trim_start_matches('.')
+            .to_owned()
+    }
+
+    /// Every read-only attribute of every resource and data source, found in their schemas,
+    /// is refused where a configuration sets it (by the server's check at validate,
+    /// `tfplugin::read_only`), and nothing configurable is.
+    #[test]
+    fn every_read_only_attribute_of_every_schema_is_refused_where_it_is_set() {
+        use tfplugin::read_only::{SUMMARY, refuse_read_only};
+        let provider = ProxmoxProvider::new();
+        let mut schemas: Vec<(String, Schema)> = provider
+            .resources()
+            .iter()
+            .map(|r| (r.type_name().to_owned(), r.schema()))
+            .collect();
+        schemas.extend(
+            provider
+                .data_sources()
+                .iter()
+                .map(|d| (d.type_name().to_owned(), d.schema())),
+        );
+        let mut refused = Vec::new();
+        for (type_name, schema) in &schemas {
+            let block = &schema.block;
+            for (path, config) in read_only_settings(block) {
+                let diags = refuse_read_only(block, &config);
+                let found: Vec<_> = diags
+                    .iter()
+                    .map(|d| (d.summary.as_str(), d.attribute.as_ref().map(path_text)))
+                    .collect();
+                assert_eq!(found, [(SUMMARY, Some(path.clone()))], "{type_name}");
+                refused.push(format!("{type_name}.{path}"));
+            }
+            let configurable = Value::object(
+                block
+                    .attributes
+                    .iter()
+                    .filter(|a| !tfplugin::read_only::is_read_only(a))
+                    .map(|a| (a.name.as_str(), sample(&a.value_type()))),
+            );
+            assert!(
+                refuse_read_only(block, &configurable).is_empty(),
+                "{type_name}"
+            );
+        }
+        for expected in [
+            "proxmox_proxy_vm.id",
+            "proxmox_proxy_vm.ipv4_address",
+            "proxmox_proxy_vm.seed_hash",
+            "proxmox_proxy_vm.seed_volume",
+            "proxmox_proxy_vm.current_node",
+            "proxmox_proxy_vm.status",
+            "proxmox_proxy_vms.vms",
+            "proxmox_health.healthy",
+        ] {
+            assert!(
+                refused.iter().any(|r| r == expected),
+                "{expected}: {refused:?}"
+            );
+        }
+    }
+
     #[test]
     fn build_takes_defaults_the_fleet_and_the_trust_asked_for() {
         static ENV: &[(&str, &str)] = &[(ENV_FLEET, "blue")];

@@ -29,6 +29,7 @@ mod acc_proxy_vm;
 mod acc_proxy_vm_resilience;
 mod acc_proxy_vms;
 mod acc_pve_setup;
+mod acc_read_only;
 mod acc_release;
 mod acc_replace;
 mod acc_request_budget;
