@@ -381,8 +381,11 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         .on_change(OnChange::InPlace)
         .check(Check::Custom(checks::tags))
         .description(
-            "PVE tags, normalised as PVE stores them (lower case, sorted, unique). The provider's \
-            own ownership tag `proxyvm` is always added and never shown here.",
+            "PVE tags, in lower case: PVE lower-cases every tag it stores (unless the \
+            datacenter's tag style is case-sensitive), so a tag with an upper-case letter is \
+            refused at validate rather than planned in one case and read back in another. A \
+            set: order and repeats do not matter. The provider's own ownership tag `proxyvm` is \
+            always added and never shown here.",
         ),
     AttrSpec::new(attr::USER_DATA, Kind::String, Mode::Optional)
         .sensitive()
