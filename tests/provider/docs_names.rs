@@ -264,7 +264,7 @@ fn the_mapping_check_refuses_blocks_unknown_and_deprecated_names() {
         ("`node_name`", "`node_name` is no attribute of the schema"),
         (
             "`wait_for_address`",
-            "`wait_for_address` is deprecated: name what replaces it",
+            "`wait_for_address` is no attribute of the schema",
         ),
         (
             "`timeouts = { create, boot }`",
@@ -319,6 +319,21 @@ fn the_resource_page_quotes_only_names_the_schemas_have() {
         "{RESOURCE_PAGE}:\n  {}",
         problems.join("\n  ")
     );
+}
+
+#[test]
+fn a_deprecated_attribute_is_refused_in_the_mapping_and_allowed_on_the_page() {
+    let block = Block::new().attribute(
+        tfplugin::Attribute::new("old", tfplugin::Type::Bool)
+            .optional()
+            .deprecated(),
+    );
+    let old = Use::Bare("old".into());
+    assert_eq!(
+        problem(&block, &old, false).as_deref(),
+        Some("`old` is deprecated: name what replaces it")
+    );
+    assert_eq!(problem(&block, &old, true), None);
 }
 
 #[test]
