@@ -16,11 +16,10 @@ pub fn pve_error(operation: &str, vm_name: &str, error: &pve::Error) -> Diagnost
             detail.push('\n');
         }
     }
-    if let Some(hint) = hint(error) {
-        detail.push_str("\n\n");
-        detail.push_str(&hint);
-    }
-    Diagnostic::error(format!("Unable to {operation} proxy VM {vm_name}"), detail)
+    Diagnostic::error(
+        format!("Unable to {operation} proxy VM {vm_name}"),
+        with_hint(detail, error),
+    )
 }
 
 /// A plain error about a VM, for failures that are not PVE errors.
@@ -61,6 +60,34 @@ pub fn connection_hint(error: &pve::Error) -> Option<String> {
     })
 }
 
+/// What to do about a token PVE refused (HTTP 401): the whole hint where the refusal was
+/// met, one line where the provider did not send a request because of it (the client sends
+/// nothing more with a refused token), so a fleet in state shows the hint once.
+pub fn token_hint(error: &pve::Error) -> Option<String> {
+    if error.auth_failure() != Some(pve::AuthFailure::Credentials) {
+        return None;
+    }
+    Some(if error.refused_earlier().is_some() {
+        "Check PROXMOX_VE_API_TOKEN / api_token (the error with PVE's refusal says more)."
+            .to_owned()
+    } else {
+        "PVE refused the API token. Check PROXMOX_VE_API_TOKEN / api_token \
+            (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, and that its \
+            user exists. The provider sends nothing more with it in this run: every other \
+            resource and data source reports this refusal in one line."
+            .to_owned()
+    })
+}
+
+/// `detail`, the account of a failed PVE call, with the hint for `error` when there is one.
+pub fn with_hint(mut detail: String, error: &pve::Error) -> String {
+    if let Some(hint) = hint(error) {
+        detail.push_str("\n\n");
+        detail.push_str(&hint);
+    }
+    detail
+}
+
 fn hint(error: &pve::Error) -> Option<String> {
     if let Some(hint) = connection_hint(error) {
         return Some(hint);
@@ -75,6 +102,9 @@ fn hint(error: &pve::Error) -> Option<String> {
                 docs/guides/pve-setup.md for the exact list), or run the proxmox_health data \
                 source to list every missing privilege."
         ));
+    }
+    if let Some(hint) = token_hint(error) {
+        return Some(hint);
     }
     match error.kind() {
         pve::ErrorKind::Auth => Some(

@@ -59,9 +59,12 @@ pub fn provider_schema() -> Schema {
                     configuration."
             )))
             .attribute(string("ca_cert").description(format!(
-                "PEM certificate(s) to trust for the endpoint, e.g. the content of the cluster's \
-                    `/etc/pve/pve-root-ca.pem`. Without it the system's roots are used. Can also \
-                    be set with `{ENV_CA_CERT}` (PEM text, or the path of a PEM file)."
+                "The CA certificate(s) to trust for the endpoint: PEM text (e.g. \
+                    `file(\"pve-root-ca.pem\")`), or the path of a PEM file, such as a copy of \
+                    the cluster's `/etc/pve/pve-root-ca.pem`. A value holding `-----BEGIN` is PEM \
+                    text; any other is a path, read when the provider is configured. Without it \
+                    the system's roots are used. Can also be set with `{ENV_CA_CERT}`, read the \
+                    same way."
             )))
             .attribute(Attribute::new("insecure", Type::Bool).optional().description(format!(
                 "Skip TLS certificate verification. Never the default; only for throwaway labs. \
@@ -223,19 +226,8 @@ impl Settings {
                 }
             }
         }
-        if self.ca_cert.known().is_some() {
-            match ca_pem_text(&self.ca_cert) {
-                Ok(pem) => {
-                    if let Err(why) = validate::ca_pem(&pem) {
-                        diags.attribute_error(
-                            attr("ca_cert"),
-                            "Invalid CA certificate",
-                            format!("{why} {}", self.ca_cert.origin("ca_cert", ENV_CA_CERT)),
-                        );
-                    }
-                }
-                Err(why) => diags.attribute_error(attr("ca_cert"), "Invalid CA certificate", why),
-            }
+        if let Some(why) = ca_cert_problem(&self.ca_cert) {
+            diags.attribute_error(attr("ca_cert"), "Invalid CA certificate", why);
         }
         if let Some(text) = self.fleet.known()
             && let Err(why) = validate::fleet(text)
@@ -273,15 +265,38 @@ impl Settings {
     }
 }
 
-/// `ca_cert` is PEM text; from the environment it may also be a file path.
+/// What is wrong with a known `ca_cert`, saying where it came from.
+fn ca_cert_problem(setting: &Setting) -> Option<String> {
+    let text = setting.known()?;
+    let pem = match ca_pem_text(setting) {
+        Ok(pem) => pem,
+        Err(why) => return Some(why),
+    };
+    let why = validate::ca_pem(&pem).err()?;
+    let read_from = if text.contains("-----BEGIN") {
+        String::new()
+    } else {
+        format!(" (read from the file `{text}`)")
+    };
+    Some(format!(
+        "{why}{read_from} {}",
+        setting.origin("ca_cert", ENV_CA_CERT)
+    ))
+}
+
+/// `ca_cert` is PEM text or the path of a PEM file, in the provider block and in the
+/// environment alike: PEM text always holds a `-----BEGIN` line, which no sensible path does.
 fn ca_pem_text(setting: &Setting) -> Result<String, String> {
-    match setting {
-        Setting::FromEnv(text) if !text.contains("-----BEGIN") => std::fs::read_to_string(text)
-            .map_err(|e| {
-                format!("{ENV_CA_CERT} is neither PEM text nor a readable file `{text}`: {e}")
-            }),
-        other => Ok(other.known().unwrap_or_default().to_owned()),
+    let text = setting.known().unwrap_or_default();
+    if text.contains("-----BEGIN") {
+        return Ok(text.to_owned());
     }
+    std::fs::read_to_string(text).map_err(|e| {
+        format!(
+            "`{text}` is neither PEM text nor a readable file: {e} {}",
+            setting.origin("ca_cert", ENV_CA_CERT)
+        )
+    })
 }
 
 /// The VMID range from the two attributes; unknown or absent parts take the defaults.
@@ -367,8 +382,11 @@ fn build(settings: &Settings, config: &Value) -> Result<Configured, String> {
         (_, Some(_)) => pve::TlsTrust::CaPem(ca_pem_text(&settings.ca_cert)?),
         _ => pve::TlsTrust::SystemRoots,
     };
-    let client = pve::Client::new(pve::ClientConfig::new(endpoint, token, tls))
-        .map_err(|e| e.to_string())?;
+    let mut client_config = pve::ClientConfig::new(endpoint, token, tls);
+    // One provider process serves one Terraform command: a token PVE refused stays refused
+    // for it, so the first refusal is sent once and reported once, with its hint.
+    client_config.token_refusal_is_final = true;
+    let client = pve::Client::new(client_config).map_err(|e| e.to_string())?;
     let vmid_range = vmid_range(config).map_err(|(_, why)| why)?;
     Ok(Configured {
         client,
@@ -557,22 +575,56 @@ mod tests {
         assert!(check(&config(&[]), &with(&good), false).is_empty());
         let detail = one_error_on(&check(&config(&[]), &with(&not_pem), false), "ca_cert");
         assert!(detail.starts_with("the CA holds no `-----BEGIN CERTIFICATE-----` block"));
+        assert!(detail.contains(&format!("(read from the file `{}`)", not_pem.display())));
         assert!(detail.ends_with("(from the environment variable PROXMOX_VE_CA_CERT)"));
         let detail = one_error_on(&check(&config(&[]), &with(&missing), false), "ca_cert");
         assert!(
-            detail.starts_with("PROXMOX_VE_CA_CERT is neither PEM text nor a readable file"),
+            detail.starts_with(&format!(
+                "`{}` is neither PEM text nor a readable file",
+                missing.display()
+            )),
             "{detail}"
         );
-        // PEM text in the attribute is never taken for a path.
-        let detail = one_error_on(
-            &check(
-                &config(&[("ca_cert", Value::string("/etc/pve/pve-root-ca.pem"))]),
-                &no_env,
-                false,
-            ),
-            "ca_cert",
+        assert!(detail.ends_with("(from the environment variable PROXMOX_VE_CA_CERT)"));
+    }
+
+    /// The attribute reads as the environment variable does: PEM text, or a file's path.
+    #[test]
+    fn a_ca_in_the_provider_block_may_be_a_path_and_a_bad_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("ca.pem");
+        std::fs::write(&good, CA_PEM).unwrap();
+        let not_pem = dir.path().join("not.pem");
+        std::fs::write(&not_pem, "hello").unwrap();
+        let ca = |path: &std::path::Path| {
+            config(&[("ca_cert", Value::string(path.display().to_string()))])
+        };
+        assert!(check(&ca(&good), &no_env, false).is_empty());
+        let detail = one_error_on(&check(&ca(&not_pem), &no_env, false), "ca_cert");
+        assert!(
+            detail.starts_with("the CA holds no `-----BEGIN CERTIFICATE-----` block"),
+            "{detail}"
         );
         assert!(detail.ends_with("(attribute ca_cert)"), "{detail}");
+        let missing = ca(std::path::Path::new("/nonexistent/pve-root-ca.pem"));
+        let detail = one_error_on(&check(&missing, &no_env, false), "ca_cert");
+        assert!(
+            detail.starts_with("`/nonexistent/pve-root-ca.pem` is neither PEM text nor a readable"),
+            "{detail}"
+        );
+        assert!(detail.ends_with("(attribute ca_cert)"), "{detail}");
+        // The configured path wins over the variable, and the client trusts the file's CA.
+        static ENV: &[(&str, &str)] = &[(ENV_CA_CERT, "/nonexistent/other.pem")];
+        let mut config = ca(&good);
+        config.set_attr("endpoint", Value::string(ENDPOINT));
+        config.set_attr("api_token", Value::string(TOKEN));
+        let settings = Settings::read(&config, &env_of(ENV));
+        assert!(settings.check(&config, true).is_empty());
+        let configured = build(&settings, &config).unwrap();
+        assert!(matches!(
+            &configured.client.config().tls,
+            pve::TlsTrust::CaPem(pem) if pem == CA_PEM
+        ));
     }
 
     #[test]
@@ -602,6 +654,125 @@ mod tests {
         assert_eq!(vmid_range(&config(&[])).unwrap(), VmidRange::default());
     }
 
+    /// A value of type `ty`, for a configuration that sets an attribute.
+    fn sample(ty: &tfplugin::Type) -> Value {
+        use tfplugin::Type;
+        match ty {
+            Type::String | Type::Dynamic => Value::string("x"),
+            Type::Number => Value::number(1),
+            Type::Bool => Value::Bool(true),
+            Type::List(element) => Value::List(vec![sample(element)]),
+            Type::Set(element) => Value::Set(vec![sample(element)]),
+            Type::Map(element) => Value::Map([("k".to_owned(), sample(element))].into()),
+            Type::Tuple(elements) => Value::Tuple(elements.iter().map(sample).collect()),
+            Type::Object(fields) => {
+                Value::object(fields.iter().map(|(name, ty)| (name.as_str(), sample(ty))))
+            }
+        }
+    }
+
+    /// For each read-only attribute of `block`, at any depth below configurable ones: its path
+    /// and a configuration that sets it alone.
+    fn read_only_settings(block: &tfplugin::Block) -> Vec<(String, Value)> {
+        use tfplugin::{AttributeKind, Nesting, read_only::is_read_only};
+        let mut settings = Vec::new();
+        for attribute in &block.attributes {
+            let name = attribute.name.as_str();
+            if is_read_only(attribute) {
+                let value = sample(&attribute.value_type());
+                settings.push((name.to_owned(), Value::object([(name, value)])));
+                continue;
+            }
+            let AttributeKind::Nested(nested) = &attribute.kind else {
+                continue;
+            };
+            let inner = tfplugin::Block {
+                attributes: nested.attributes.clone(),
+                ..Default::default()
+            };
+            for (path, object) in read_only_settings(&inner) {
+                let (value, path) = match nested.nesting {
+                    Nesting::Single => (object, format!("{name}.{path}")),
+                    _ => (Value::List(vec![object]), format!("{name}[0].{path}")),
+                };
+                settings.push((path, Value::object([(name, value)])));
+            }
+        }
+        settings
+    }
+
+    fn path_text(path: &tfplugin::AttributePath) -> String {
+        path.steps()
+            .iter()
+            .map(|step| match step {
+                tfplugin::PathStep::Attribute(name) => format!(".{name}"),
+                tfplugin::PathStep::Index(index) => format!("[{index}]"),
+                tfplugin::PathStep::Key(key) => format!("[{key:?}]"),
+            })
+            .collect::<String>()
+            .trim_start_matches('.')
+            .to_owned()
+    }
+
+    /// Every read-only attribute of every resource and data source, found in their schemas,
+    /// is refused where a configuration sets it (by the server's check at validate,
+    /// `tfplugin::read_only`), and nothing configurable is.
+    #[test]
+    fn every_read_only_attribute_of_every_schema_is_refused_where_it_is_set() {
+        use tfplugin::read_only::{SUMMARY, refuse_read_only};
+        let provider = ProxmoxProvider::new();
+        let mut schemas: Vec<(String, Schema)> = provider
+            .resources()
+            .iter()
+            .map(|r| (r.type_name().to_owned(), r.schema()))
+            .collect();
+        schemas.extend(
+            provider
+                .data_sources()
+                .iter()
+                .map(|d| (d.type_name().to_owned(), d.schema())),
+        );
+        let mut refused = Vec::new();
+        for (type_name, schema) in &schemas {
+            let block = &schema.block;
+            for (path, config) in read_only_settings(block) {
+                let diags = refuse_read_only(block, &config);
+                let found: Vec<_> = diags
+                    .iter()
+                    .map(|d| (d.summary.as_str(), d.attribute.as_ref().map(path_text)))
+                    .collect();
+                assert_eq!(found, [(SUMMARY, Some(path.clone()))], "{type_name}");
+                refused.push(format!("{type_name}.{path}"));
+            }
+            let configurable = Value::object(
+                block
+                    .attributes
+                    .iter()
+                    .filter(|a| !tfplugin::read_only::is_read_only(a))
+                    .map(|a| (a.name.as_str(), sample(&a.value_type()))),
+            );
+            assert!(
+                refuse_read_only(block, &configurable).is_empty(),
+                "{type_name}"
+            );
+        }
+        for expected in [
+            "proxmox_proxy_vm.id",
+            "proxmox_proxy_vm.ipv4_address",
+            "proxmox_proxy_vm.seed_hash",
+            "proxmox_proxy_vm.seed_volume",
+            "proxmox_proxy_vm.current_node",
+            "proxmox_proxy_vm.status",
+            "proxmox_proxy_vms.vms",
+            "proxmox_health.healthy",
+        ] {
+            assert!(
+                refused.iter().any(|r| r == expected),
+                "{expected}: {refused:?}"
+            );
+        }
+    }
+
     #[test]
     fn build_takes_defaults_the_fleet_and_the_trust_asked_for() {
         static ENV: &[(&str, &str)] = &[(ENV_FLEET, "blue")];
@@ -620,6 +791,7 @@ mod tests {
             configured.client.config().tls,
             pve::TlsTrust::CaPem(_)
         ));
+        assert!(configured.client.config().token_refusal_is_final);
 
         let mut insecure = config.clone();
         insecure.set_attr("insecure", Value::Bool(true));

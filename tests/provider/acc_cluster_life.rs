@@ -179,7 +179,7 @@ async fn start_on_boot_changes_in_place() {
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
     let sim = SimClient::new(&target);
     let ws = Workspace::new(target);
-    let off = "  start_on_boot = false\n  wait_for_address = false\n";
+    let off = "  start_on_boot = false\n  wait_for = \"none\"\n";
     ws.init_with(&fleet("onboot", 1, "pve1", "proxy-seeds", off))
         .await;
     ws.apply().await.success();
@@ -193,7 +193,7 @@ async fn start_on_boot_changes_in_place() {
         1,
         "pve1",
         "proxy-seeds",
-        "  wait_for_address = false\n",
+        "  wait_for = \"none\"\n",
     ));
     let plan = ws
         .terraform(&["plan", "-no-color", "-input=false"])
@@ -405,7 +405,7 @@ async fn a_proxy_under_ha_is_updated_rebooted_restarted_and_destroyed() {
     let sim = SimClient::new(&target);
     let ws = Workspace::new(target);
     // No wait for an address: the start itself must be waited for.
-    let reboot = "  reboot_if_needed = true\n  wait_for_address = false\n";
+    let reboot = "  reboot_if_needed = true\n  wait_for = \"none\"\n";
     ws.init_with(&fleet("ha", 1, "pve1", "proxy-seeds", reboot))
         .await;
     ws.apply().await.success();

@@ -27,7 +27,7 @@ resource "proxmox_proxy_vm" "{label}" {{
   name             = "{name}"
   node             = "pve1"
   template         = "debian-13-proxy"
-  wait_for_address = false
+  wait_for         = "none"
   # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
   # plans must stay empty.
   seed_lifetime    = "vm"

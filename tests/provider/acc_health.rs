@@ -345,6 +345,39 @@ async fn offline_nodes_are_reported_from_the_listing_and_from_595() {
     assert!(messages.contains("595"), "{messages}");
 }
 
+/// PVE lists the VMs of an offline node without their memory (pve-manager
+/// `PVE/API2Tools.pm` `extract_vm_stats`: no statistics, no `maxmem`), so what the node has
+/// promised is unknown there: null, not 0.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_offline_nodes_promised_memory_is_unknown_not_zero() {
+    if !simulator_only(
+        "an_offline_nodes_promised_memory_is_unknown_not_zero",
+        "an offline node that holds a VM",
+    ) {
+        return;
+    }
+    let mut config = SimConfig::default();
+    config.timings.cluster_resources_lag_ms = 0;
+    config.nodes[2].online = false;
+    let pve3 = config.nodes[2].name.clone();
+    config.vms.push(pvesim::VmSeed {
+        vmid: 777,
+        node: pve3.clone(),
+        running: true,
+        config: [("name", "stranded"), ("memory", "2048")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    });
+    let (_sim, target) = start_sim(config).await;
+    let health = health(target, "").await;
+    let offline = node(&health, &pve3);
+    assert_eq!(offline["online"], false, "{offline:#}");
+    assert_eq!(offline["memory_promised_bytes"], Value::Null, "{offline:#}");
+    let online = node(&health, "pve2");
+    assert!(online["memory_promised_bytes"].is_u64(), "{online:#}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_token_secret_is_credentials_unavailable_everywhere() {
     let Some(host) = Host::start(

@@ -20,7 +20,7 @@ resource "proxmox_proxy_vm" "edge" {{
   name             = "{name}"
   template         = "debian-13-proxy"
   node             = "pve1"
-  wait_for_address = false
+  wait_for         = "none"
   # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
   # plans must stay empty.
   seed_lifetime    = "vm"

@@ -24,7 +24,7 @@ resource "proxmox_proxy_vm" "spread" {{
   count            = {count}
   name             = "spread-${{count.index}}"
   template         = "debian-13-proxy"
-  wait_for_address = false
+  wait_for         = "none"
   # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
   # plans must stay empty.
   seed_lifetime    = "vm"

@@ -536,7 +536,7 @@ resource "proxmox_proxy_vm" "fleet" {{
   template         = "debian-13-proxy"
   bridge           = "vmbr0"
   pool             = "proxies"
-  wait_for_address = false
+  wait_for         = "none"
   # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
   # plans must stay empty.
   seed_lifetime    = "vm"

@@ -19,7 +19,7 @@ resource "proxmox_proxy_vm" "pooled" {{
   node             = "pve1"
   template         = "debian-13-proxy"
   pool             = "proxies"
-  wait_for_address = false
+  wait_for         = "none"
   # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
   # plans must stay empty.
   seed_lifetime    = "vm"

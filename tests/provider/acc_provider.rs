@@ -171,3 +171,53 @@ async fn debug_log_shows_provider_lines_at_their_levels() {
         "the token secret appears in the debug log"
     );
 }
+
+/// `ca_cert` in the provider block takes the path of a PEM file as well as PEM text, as
+/// `PROXMOX_VE_CA_CERT` does; a path that is not a readable PEM file is named at validate.
+#[tokio::test(flavor = "multi_thread")]
+async fn ca_cert_takes_a_file_path_in_the_provider_block() {
+    let test = "ca_cert_takes_a_file_path_in_the_provider_block";
+    let Some(host) = Host::start(test, pvesim::SimConfig::default).await else {
+        return;
+    };
+    let mut target = host.target.clone();
+    let Some(pem) = target.ca_pem.take() else {
+        support::skip_part(
+            test,
+            "all",
+            "the host's certificate chains to a system root",
+        );
+        return;
+    };
+    // The variable is unset (`ca_pem` taken): only the attribute can make the CA trusted.
+    let ws = Workspace::new(target);
+    let ca_path = ws.dir.path().join("pve-root-ca.pem");
+    std::fs::write(&ca_path, pem).unwrap();
+    let with_ca = |path: &str| {
+        format!(
+            "{}\ndata \"proxmox_proxy_vms\" \"all\" {{}}\n",
+            provider_block(&format!("  ca_cert = \"{path}\""))
+        )
+    };
+    ws.write_main_tf(&with_ca(&ca_path.display().to_string()));
+    ws.init().await;
+    ws.terraform(&["plan", "-input=false", "-no-color"])
+        .await
+        .success();
+
+    let missing = ws.dir.path().join("missing.pem").display().to_string();
+    ws.write_main_tf(&with_ca(&missing));
+    let out = ws.terraform(&["validate", "-no-color"]).await.failure();
+    let text = support::flat(&out.all_text());
+    assert!(text.contains("Invalid CA certificate"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "`{missing}` is neither PEM text nor a readable file"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("ca_cert = "),
+        "not pointed at ca_cert:\n{text}"
+    );
+}

@@ -23,7 +23,7 @@ resource "proxmox_proxy_vm" "fleet" {{
   template         = "debian-13-proxy"
   node_candidates  = ["pve1"]
   memory           = 1024
-  wait_for_address = false
+  wait_for         = "none"
   # Not waiting, the seeds would leave at the next apply (an in-place change): this test
   # is about replacements, whose plans must otherwise be empty.
   seed_lifetime    = "vm"
@@ -37,7 +37,7 @@ resource "proxmox_proxy_vm" "canary" {{
   template         = "debian-13-proxy"
   node_candidates  = ["pve1"]
   memory           = 512
-  wait_for_address = false
+  wait_for         = "none"
   # Not waiting, the seeds would leave at the next apply (an in-place change): this test
   # is about replacements, whose plans must otherwise be empty.
   seed_lifetime    = "vm"

@@ -145,9 +145,8 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
     ws.assert_plans_empty().await;
 
     // Persist the upgrade: the state moves to version 2 with the default fleet, `wait_for`
-    // for the old `wait_for_address = true` (which goes null: deprecated), the default
-    // `seed_lifetime`, and every other attribute the old provider stored carried over
-    // unchanged.
+    // for the old `wait_for_address = true` (which is gone), the default `seed_lifetime`, and
+    // every other attribute the old provider stored carried over unchanged.
     ws.terraform(&[
         "apply",
         "-refresh-only",
@@ -176,7 +175,11 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
         Some(Value::String("until_ready".into()))
     );
     assert_eq!(instance(&old)["attributes"]["wait_for_address"], true);
-    assert_eq!(attributes.remove("wait_for_address"), Some(Value::Null));
+    assert_eq!(
+        attributes.get("wait_for_address"),
+        None,
+        "dropped from the schema"
+    );
     attributes.insert("wait_for_address".into(), Value::Bool(true));
     // Optional arguments added since (with nothing to carry) are stored as null.
     assert_eq!(attributes.remove("node_candidates"), Some(Value::Null));

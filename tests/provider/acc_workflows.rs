@@ -31,7 +31,7 @@ fn vm(label: &str, name: &str, extra: &str) -> String {
 resource "proxmox_proxy_vm" "{label}" {{
   name             = "{name}"
   template         = "debian-13-proxy"
-  wait_for_address = false
+  wait_for         = "none"
   # Not waiting, the seed would leave at the next apply (an in-place change, #30); these
   # plans must stay empty.
   seed_lifetime    = "vm"
@@ -199,7 +199,7 @@ async fn import_with_the_wrong_node_names_the_right_id() {
     let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
     let sim = SimClient::new(&target);
     let ws = Workspace::new(target);
-    // `wait_for_address` keeps its default: an import cannot know a setting of the config.
+    // `wait_for` keeps its default: an import cannot know a setting of the config.
     let placed = r#"
 resource "proxmox_proxy_vm" "v" {
   name     = "wf-import"

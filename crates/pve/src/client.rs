@@ -2,12 +2,14 @@
 //! goes through (envelope, error classification, redaction, the per-call debug line).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
+use tokio::sync::MutexGuard;
 
 use crate::error::{Error, Result, Scrubber};
 use crate::pacing::{TaskTimes, TaskWait};
@@ -107,6 +109,14 @@ pub struct ClientConfig {
     pub pool_idle_timeout: Duration,
     /// How [`Client::wait_for_task`] polls.
     pub task_wait: TaskWait,
+    /// Once PVE refused the token (HTTP 401), fail every later request at once without
+    /// sending it ([`Error::refused_earlier`]), and send requests one at a time until the
+    /// first one came back. pveproxy delays each refusal by 3 s and logs it
+    /// (pve-http-server `AnyEvent.pm` `handle_request`; pve-manager `HTTPServer.pm`
+    /// `auth_handler`), so a refused token then costs one request and one wait, not one per
+    /// caller. For a client that lives one run (the provider: one Terraform command); off
+    /// by default, since a token can be enabled again.
+    pub token_refusal_is_final: bool,
 }
 
 impl ClientConfig {
@@ -121,7 +131,44 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(10),
             pool_idle_timeout: Duration::from_secs(4),
             task_wait: TaskWait::default(),
+            token_refusal_is_final: false,
         }
+    }
+}
+
+/// What a client with [`ClientConfig::token_refusal_is_final`] knows of its token.
+#[derive(Default)]
+struct TokenRefusal {
+    /// Set once any request came back (answered or not): until then requests take turns.
+    settled: AtomicBool,
+    turn: tokio::sync::Mutex<()>,
+    /// The first refusal.
+    refused: OnceLock<Error>,
+}
+
+impl TokenRefusal {
+    /// Waits for a turn while no request came back yet (the turn is held until this one
+    /// does), or fails at once when the token was refused already.
+    async fn admit(&self, method: &str, path: &str) -> Result<Option<MutexGuard<'_, ()>>> {
+        let turn = if self.settled.load(Ordering::Acquire) {
+            None
+        } else {
+            let guard = self.turn.lock().await;
+            (!self.settled.load(Ordering::Acquire)).then_some(guard)
+        };
+        match self.refused.get() {
+            Some(first) => Err(Error::not_sent_after_refusal(method, path, first)),
+            None => Ok(turn),
+        }
+    }
+
+    fn settle<T>(&self, outcome: &Result<T>) {
+        if let Err(error) = outcome
+            && error.auth_failure() == Some(crate::AuthFailure::Credentials)
+        {
+            let _ = self.refused.set(error.clone());
+        }
+        self.settled.store(true, Ordering::Release);
     }
 }
 
@@ -135,6 +182,7 @@ struct Inner {
     scrubber: Scrubber,
     config: ClientConfig,
     task_times: TaskTimes,
+    token_refusal: TokenRefusal,
 }
 
 /// A Proxmox VE API client. Cheap to clone; clones share the connection pool.
@@ -221,6 +269,7 @@ impl Client {
                 scrubber,
                 config,
                 task_times: TaskTimes::default(),
+                token_refusal: TokenRefusal::default(),
             }),
         })
     }
@@ -272,8 +321,37 @@ impl Client {
         Ok(self.call_envelope(method, path, query, body).await?.data)
     }
 
-    /// One API call: one HTTP request, one debug line, errors classified and scrubbed.
+    /// One API call: one HTTP request, one debug line, errors classified and scrubbed; with
+    /// [`ClientConfig::token_refusal_is_final`], none after PVE refused the token.
     pub(crate) async fn call_envelope<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: &Form,
+        body: Body,
+    ) -> Result<Envelope<T>> {
+        if !self.inner.config.token_refusal_is_final {
+            return self.send(method, path, query, body).await;
+        }
+        let refusal = &self.inner.token_refusal;
+        let turn = refusal
+            .admit(method.as_str(), path)
+            .await
+            .inspect_err(|_| {
+                tracing::debug!(
+                    method = method.as_str(),
+                    path,
+                    status = "not-sent",
+                    "PVE API call: the token was refused earlier"
+                );
+            })?;
+        let outcome = self.send(method, path, query, body).await;
+        refusal.settle(&outcome);
+        drop(turn);
+        outcome
+    }
+
+    async fn send<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,

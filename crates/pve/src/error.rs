@@ -201,8 +201,17 @@ pub struct Error {
     param_errors: BTreeMap<String, String>,
     task: Option<Box<TaskFailure>>,
     certificate: bool,
+    /// What few errors carry, boxed so that a `Result` of this error stays small.
+    rare: Option<Box<Rare>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Rare {
     /// `host:port` of the endpoint, for errors without an HTTP answer.
-    server: Option<Box<str>>,
+    server: Option<String>,
+    /// For a request not sent because PVE refused the token before: the call it refused,
+    /// e.g. `GET /cluster/resources`.
+    refused_earlier: Option<String>,
 }
 
 /// Result alias for this crate.
@@ -286,11 +295,11 @@ impl Error {
 
     /// The endpoint's `host:port`, for an error without an HTTP answer.
     pub fn server(&self) -> Option<&str> {
-        self.server.as_deref()
+        self.rare.as_ref()?.server.as_deref()
     }
 
     pub(crate) fn with_server(mut self, server: String) -> Error {
-        self.server = Some(server.into_boxed_str());
+        self.rare.get_or_insert_default().server = Some(server);
         self
     }
 
@@ -340,6 +349,14 @@ impl Error {
         }
         // Another 403: PVE refused without saying what was missing.
         Some(AuthFailure::Permission(MissingPermission::default()))
+    }
+
+    /// For a request the client did not send because PVE had refused its token on an earlier
+    /// one ([`crate::ClientConfig::token_refusal_is_final`]): that call, e.g. `GET
+    /// /cluster/resources`. `None` for every other error, the refusal itself included. Such an
+    /// error is otherwise the refusal's: a 401 with PVE's text.
+    pub fn refused_earlier(&self) -> Option<&str> {
+        self.rare.as_ref()?.refused_earlier.as_deref()
     }
 
     /// Why a guest-agent call failed, when the agent (or its absence) is the reason; `None`
@@ -430,7 +447,7 @@ impl Error {
             param_errors,
             task: None,
             certificate: false,
-            server: None,
+            rare: None,
         }
     }
 
@@ -456,7 +473,7 @@ impl Error {
             param_errors: BTreeMap::new(),
             task: None,
             certificate,
-            server: None,
+            rare: None,
         }
     }
 
@@ -470,7 +487,7 @@ impl Error {
             param_errors: BTreeMap::new(),
             task: None,
             certificate: false,
-            server: None,
+            rare: None,
         }
     }
 
@@ -484,8 +501,25 @@ impl Error {
             param_errors: BTreeMap::new(),
             task: None,
             certificate: false,
-            server: None,
+            rare: None,
         }
+    }
+
+    /// The error of a request the client did not send because PVE refused its token on an
+    /// earlier one (`first`, a 401): still a 401 to every caller, saying which call PVE
+    /// refused.
+    pub(crate) fn not_sent_after_refusal(method: &str, path: &str, first: &Error) -> Error {
+        let first_call = match (first.method(), first.path()) {
+            (Some(method), Some(path)) => format!("{method} {path}"),
+            _ => "an earlier request".to_owned(),
+        };
+        let mut error = Error {
+            method: Some(method.into()),
+            path: Some(path.to_owned()),
+            ..first.clone()
+        };
+        error.rare.get_or_insert_default().refused_earlier = Some(first_call);
+        error
     }
 
     pub(crate) fn task(failure: TaskFailure) -> Error {
@@ -498,7 +532,7 @@ impl Error {
             param_errors: BTreeMap::new(),
             task: Some(Box::new(failure)),
             certificate: false,
-            server: None,
+            rare: None,
         }
     }
 
@@ -525,6 +559,14 @@ impl fmt::Display for Error {
         } else {
             if let (Some(m), Some(p)) = (&self.method, &self.path) {
                 write!(f, "{m} {p}: ")?;
+            }
+            if let Some(first_call) = self.refused_earlier() {
+                return write!(
+                    f,
+                    "not sent: PVE refused the API token earlier in this run (HTTP 401 on \
+                     {first_call}: {})",
+                    self.message
+                );
             }
             match self.origin {
                 Origin::Http { status, .. } => write!(f, "HTTP {status}: {}", self.message)?,

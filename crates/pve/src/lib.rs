@@ -108,6 +108,9 @@
 //!   (/path, Priv)"), and a task that failed its own permission check (same text).
 //!   [`Error::auth_failure`] says which ([`AuthFailure`]: the token, or the privileges
 //!   [`MissingPermission`] names), so callers never read the text themselves.
+//!   With [`ClientConfig::token_refusal_is_final`], the first 401 ends the client's requests:
+//!   later ones fail unsent with the same 401 ([`Error::refused_earlier`] names the call PVE
+//!   refused).
 //! - `Invalid`: other 400 "Parameter verification failed." with the per-parameter map in
 //!   [`Error::param_errors`]; bad client configuration.
 //! - `Permanent`: a rejected TLS certificate ([`Error::is_certificate_error`]); everything else

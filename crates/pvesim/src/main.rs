@@ -23,6 +23,7 @@ OPTIONS:
                        a field left out keeps its default (see crates/pvesim/README.md)
     --print-world      describe the world pve-sim would start with (the default, or the
                        one --config shapes) and the files it writes, then exit
+    -V, --version      print `pve-sim VERSION` and exit
     -h, --help         this text
 ";
 
@@ -308,6 +309,7 @@ struct Args {
 
 enum Command {
     Help,
+    Version,
     PrintWorld(Option<PathBuf>),
     Serve(Args),
 }
@@ -331,6 +333,7 @@ fn parse_args() -> Result<Command, String> {
         };
         match flag.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
+            "-V" | "--version" => return Ok(Command::Version),
             "--print-world" => print_world = true,
             "--listen" => {
                 let text = value("--listen")?;
@@ -381,6 +384,10 @@ async fn main() -> ExitCode {
         Ok(Command::Serve(args)) => args,
         Ok(Command::Help) => {
             print!("{}", help_text());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Version) => {
+            println!("pve-sim {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
         Ok(Command::PrintWorld(config)) => {

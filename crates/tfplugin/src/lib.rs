@@ -139,6 +139,7 @@ pub mod logging;
 mod moves;
 pub mod plan;
 mod provider;
+pub mod read_only;
 mod schema;
 mod serve;
 mod server;

@@ -35,6 +35,7 @@ use crate::proto::tfplugin6 as pb;
 use crate::provider::{
     ApplyRequest, DataSource, PlanRequest, Provider, ReadRequest, Resource, UpgradeRequest,
 };
+use crate::read_only;
 use crate::schema::Schema;
 use crate::value::{Type, Value};
 use identity::{Known, identity_in, identity_out};
@@ -459,7 +460,9 @@ impl pb::provider_server::Provider for ProviderService {
             let ty = &self.registry().provider_type;
             let config = decode(request.config.as_ref(), ty, "provider configuration")?;
             let ctx = self.context(rpc, None);
-            let diagnostics = self.provider.validate_config(&ctx, &config).await;
+            let schema = &self.registry().provider_schema.block;
+            let mut diagnostics = read_only::refuse_read_only(schema, &config);
+            diagnostics.extend(self.provider.validate_config(&ctx, &config).await);
             Ok((Default::default(), diagnostics))
         })
         .await
@@ -500,7 +503,8 @@ impl pb::provider_server::Provider for ProviderService {
             let entry = self.resource(&request.type_name)?;
             let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
             let ctx = self.context(rpc, request.client_capabilities.as_ref());
-            let diagnostics = entry.implementation.validate(&ctx, &config).await;
+            let mut diagnostics = read_only::refuse_read_only(&entry.schema.block, &config);
+            diagnostics.extend(entry.implementation.validate(&ctx, &config).await);
             Ok((Default::default(), diagnostics))
         })
         .await
@@ -516,7 +520,8 @@ impl pb::provider_server::Provider for ProviderService {
             let entry = self.data_source(&request.type_name)?;
             let config = decode(request.config.as_ref(), &entry.value_type, "configuration")?;
             let ctx = self.context(rpc, None);
-            let diagnostics = entry.implementation.validate(&ctx, &config).await;
+            let mut diagnostics = read_only::refuse_read_only(&entry.schema.block, &config);
+            diagnostics.extend(entry.implementation.validate(&ctx, &config).await);
             Ok((Default::default(), diagnostics))
         })
         .await

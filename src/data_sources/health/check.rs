@@ -77,16 +77,49 @@ pub async fn run(configured: &Configured, request: &HealthRequest) -> HealthRepo
         node.memory_total_bytes = listed.get(&node.name).and_then(|n| n.maxmem);
         node.memory_promised_bytes = promised
             .as_ref()
-            .map(|by_node| by_node.get(&node.name).copied().unwrap_or(0));
+            .and_then(|by_node| by_node.get(&node.name).copied().unwrap_or(Some(0)));
     }
     report
 }
 
-/// Per node, the memory configured for its VMs (templates never run), as placement counts it.
-fn promised_memory(vms: &[pve::cluster::ClusterVm]) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
+/// Per node, the memory configured for its VMs (templates never run), as placement counts it;
+/// `None` for a node the listing shows a VM of without its memory. PVE's listing takes a VM's
+/// memory (and its template flag) from the statistics its node last reported (pve-manager
+/// `PVE/API2Tools.pm` `extract_vm_stats`: without them the entry has only its id, node,
+/// type and status `unknown`), so the VMs of an offline node, and one cloned moments ago,
+/// come without it: an unknown sum, never a 0.
+fn promised_memory(vms: &[pve::cluster::ClusterVm]) -> BTreeMap<String, Option<u64>> {
+    let mut out: BTreeMap<String, Option<u64>> = BTreeMap::new();
     for vm in vms.iter().filter(|vm| !vm.template) {
-        *out.entry(vm.node.clone()).or_default() += vm.maxmem.unwrap_or(0);
+        let sum = out.entry(vm.node.clone()).or_insert(Some(0));
+        *sum = sum.zip(vm.maxmem).map(|(sum, memory)| sum + memory);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vm_listed_without_its_memory_makes_its_nodes_sum_unknown() {
+        let vms: Vec<pve::cluster::ClusterVm> = serde_json::from_value(serde_json::json!([
+            {"id": "qemu/100", "vmid": 100, "node": "pve1", "type": "qemu",
+                "status": "running", "maxmem": 1024, "template": 0},
+            {"id": "qemu/101", "vmid": 101, "node": "pve1", "type": "qemu",
+                "status": "stopped", "maxmem": 2048, "template": 0},
+            {"id": "qemu/9000", "vmid": 9000, "node": "pve1", "type": "qemu",
+                "status": "stopped", "maxmem": 4096, "template": 1},
+            // pve2 is offline: its VMs come without statistics.
+            {"id": "qemu/200", "vmid": 200, "node": "pve2", "type": "qemu",
+                "status": "unknown"},
+            {"id": "qemu/201", "vmid": 201, "node": "pve2", "type": "qemu",
+                "status": "running", "maxmem": 1024, "template": 0},
+        ]))
+        .unwrap();
+        let promised = promised_memory(&vms);
+        assert_eq!(promised["pve1"], Some(3072));
+        assert_eq!(promised["pve2"], None);
+        assert!(!promised.contains_key("pve3"));
+    }
 }

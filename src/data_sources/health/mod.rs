@@ -138,7 +138,10 @@ const NODE_ATTRIBUTES: &[Spec] = &[
         .description("The node's memory, bytes; null when unknown (e.g. without `Sys.Audit`)."),
     Spec::new(attr::MEMORY_PROMISED_BYTES, Kind::Number, Mode::Computed).description(
         "Memory configured for the VMs on the node (running or not; templates not counted), \
-            bytes; null when the cluster's VM listing could not be read. Placement counts it \
+            bytes. Null when it is unknown, never 0: when the cluster's VM listing could not be \
+            read, and when it lists a VM of the node without its memory, as PVE lists the VMs \
+            of an offline node and a VM whose node has not reported it yet (about 10 s after a \
+            clone). Placement counts it \
             against `memory_total_bytes`; PVE itself allows more (overcommit), so applies running \
             at the same time from different states can together promise more than the node has: \
             compare the two to see it.",

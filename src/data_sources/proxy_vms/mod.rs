@@ -7,6 +7,7 @@ use pve::cluster::ClusterVm;
 use tfplugin::{Context, DataSource, DataSourceResponse, Diagnostic, Diagnostics, Schema, Value};
 
 use crate::context::Shared;
+use crate::diagnostics;
 use crate::ownership::{OWNER_TAG, fleet_in_tags, user_tags};
 use crate::schema_table::{self, Kind, Mode, Spec};
 
@@ -165,7 +166,10 @@ impl DataSource for ProxyVmsDataSource {
             Err(error) => {
                 diagnostics.push(Diagnostic::error(
                     "Unable to list proxy VMs",
-                    format!("Listing the cluster's VMs failed: {error}"),
+                    diagnostics::with_hint(
+                        format!("Listing the cluster's VMs failed: {error}"),
+                        &error,
+                    ),
                 ));
                 return DataSourceResponse {
                     state: config.clone(),

@@ -21,7 +21,6 @@ pub const SEED_STORAGE: &str = "seed_storage";
 pub const CLONE_STORAGE: &str = "clone_storage";
 pub const POOL: &str = "pool";
 pub const STARTED: &str = "started";
-pub const WAIT_FOR_ADDRESS: &str = "wait_for_address";
 pub const WAIT_FOR: &str = "wait_for";
 pub const SEED_LIFETIME: &str = "seed_lifetime";
 pub const REBOOT_IF_NEEDED: &str = "reboot_if_needed";

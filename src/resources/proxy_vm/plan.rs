@@ -187,12 +187,6 @@ fn plan_declared(
             Planned::AsComputed | Planned::GuestAddress | Planned::ByRule => {}
         }
     }
-    // The deprecated `wait_for_address = false` still means no wait while `wait_for` is unset.
-    if config.get_attr(attr::WAIT_FOR).is_null()
-        && config.get_attr(attr::WAIT_FOR_ADDRESS).as_bool() == Some(false)
-    {
-        planned.set_attr(attr::WAIT_FOR, Value::string("none"));
-    }
 }
 
 /// The seed hash of the configured write-only inputs. A new VM's hash is keyed with its
@@ -527,7 +521,6 @@ mod tests {
         prior.set_attr("bridge", Value::string("vmbr0"));
         prior.set_attr("reboot_if_needed", Value::Bool(false));
         prior.set_attr("started", Value::Bool(true));
-        prior.set_attr("wait_for_address", Value::Bool(true));
         prior.set_attr("ipv4_address", Value::string("10.0.0.10"));
         let planned = |change: &dyn Fn(&mut Value)| planned_attr(&prior, change, "ipv4_address");
         assert_eq!(

@@ -15,7 +15,7 @@ use super::lifecycle::{StepError, placement, refusal_at_plan};
 use super::model::Desired;
 use super::seed_plan;
 use crate::context::Configured;
-use crate::diagnostics::connection_hint;
+use crate::diagnostics::{connection_hint, with_hint};
 use crate::invocation::Invocation;
 use crate::ownership::{self, Ownership};
 
@@ -61,11 +61,7 @@ impl Findings {
                 self.unreachable = true;
                 self.diagnostics.error(
                     "PVE refused the API token",
-                    format!(
-                        "{error}\n\nCheck PROXMOX_VE_API_TOKEN / api_token \
-                         (USER@REALM!TOKENID=SECRET), that the token is not expired or revoked, \
-                         and that its user exists."
-                    ),
+                    with_hint(error.to_string(), error),
                 );
             }
             _ => self.unchecked.push(format!("{what}: {error}")),

@@ -20,7 +20,10 @@ pub const TYPE_NAME: &str = "proxmox_proxy_vm";
 
 /// The state's schema version: bump it with every change to the stored shape, and add the step
 /// that carries the previous version forward in `upgrade.rs`. Version 1 added `fleet`;
-/// version 2 `wait_for` (replacing `wait_for_address`) and `seed_lifetime`.
+/// version 2 `wait_for` (replacing `wait_for_address`) and `seed_lifetime`. The deprecated
+/// `wait_for_address` left the schema before the first release without a version of its
+/// own: a state that still holds it reads the same (an attribute the schema lacks is
+/// ignored, and `wait_for` already says what it meant).
 pub const SCHEMA_VERSION: i64 = 2;
 
 const DESCRIPTION: &str = "A small proxy VM: a full clone of a cloud-init-ready template, given a \
@@ -149,8 +152,6 @@ pub struct AttrSpec {
     pub check: Option<Check>,
     /// Markdown; the registry docs are generated from it (with the default appended).
     pub description: &'static str,
-    /// Still accepted, but Terraform warns where it is set.
-    pub deprecated: bool,
 }
 
 impl AttrSpec {
@@ -167,7 +168,6 @@ impl AttrSpec {
             pending_key: None,
             check: None,
             description: "",
-            deprecated: false,
         }
     }
 
@@ -209,11 +209,6 @@ impl AttrSpec {
         self
     }
 
-    pub const fn deprecated(mut self) -> Self {
-        self.deprecated = true;
-        self
-    }
-
     /// Unset, the attribute is this duration (`"15m"`).
     pub const fn default_duration(mut self, text: &'static str) -> Self {
         self.default = Some(DefaultValue::Duration(text));
@@ -245,7 +240,6 @@ impl Declared for AttrSpec {
         let mut attribute = schema_table::attribute(self.name, self.kind, self.mode);
         attribute.sensitive = self.sensitive;
         attribute.write_only = self.write_only;
-        attribute.deprecated = self.deprecated;
         attribute.description(description)
     }
 }
@@ -381,8 +375,11 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         .on_change(OnChange::InPlace)
         .check(Check::Custom(checks::tags))
         .description(
-            "PVE tags, normalised as PVE stores them (lower case, sorted, unique). The provider's \
-            own ownership tag `proxyvm` is always added and never shown here.",
+            "PVE tags, in lower case: PVE lower-cases every tag it stores (unless the \
+            datacenter's tag style is case-sensitive), so a tag with an upper-case letter is \
+            refused at validate rather than planned in one case and read back in another. A \
+            set: order and repeats do not matter. The provider's own ownership tag `proxyvm` is \
+            always added and never shown here.",
         ),
     AttrSpec::new(attr::USER_DATA, Kind::String, Mode::Optional)
         .sensitive()
@@ -440,12 +437,6 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         .description(
             "Whether the VM should be running. Changes in place; a VM found stopped behind \
             Terraform's back shows as drift and is started again.",
-        ),
-    AttrSpec::new(attr::WAIT_FOR_ADDRESS, Kind::Bool, Mode::Optional)
-        .deprecated()
-        .description(
-            "Deprecated: use `wait_for`. `false` stands for `wait_for = \"none\"` while \
-            `wait_for` is unset; `true` for the default.",
         ),
     AttrSpec::new(attr::WAIT_FOR, Kind::String, Mode::OptionalComputed)
         .default_text("cloud-init")
@@ -712,7 +703,7 @@ mod tests {
     #[test]
     fn each_builder_sets_what_it_names() {
         let plain = AttrSpec::new("probe", Kind::Bool, Mode::Optional);
-        assert!(!plain.sensitive && !plain.write_only && !plain.deprecated);
+        assert!(!plain.sensitive && !plain.write_only);
         assert_eq!(plain.on_change, OnChange::Setting);
         assert!(matches!(plain.planned, Planned::AsComputed));
         assert_eq!(
@@ -724,12 +715,11 @@ mod tests {
         let spec = plain
             .sensitive()
             .write_only()
-            .deprecated()
             .replace_on_change()
             .pending_key("cores")
             .check(Check::Range(1, 4))
             .description("what it is");
-        assert!(spec.sensitive && spec.write_only && spec.deprecated);
+        assert!(spec.sensitive && spec.write_only);
         assert_eq!(spec.on_change, OnChange::Replace);
         assert_eq!(spec.pending_key, Some("cores"));
         assert!(matches!(spec.check, Some(Check::Range(1, 4))));

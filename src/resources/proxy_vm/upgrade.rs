@@ -27,17 +27,13 @@ fn v0_to_v1(state: &mut Map<String, Json>) -> Result<(), String> {
 
 /// Version 2 replaced `wait_for_address` with `wait_for` and added `seed_lifetime`.
 /// `wait_for_address = true` (or unset) becomes the default `wait_for = "cloud-init"`, and
-/// the deprecated attribute null (as a configuration that no longer sets it plans it);
-/// `false` becomes `"none"` and stays `false`, so a configuration that still says so plans
-/// nothing. Existing VMs get the default `seed_lifetime`: their seed is detached by the first
-/// apply that finds cloud-init finished (the plan shows it).
+/// `false` becomes `"none"`; `wait_for_address` itself is gone from the schema. Existing VMs
+/// get the default `seed_lifetime`: their seed is detached by the first apply that finds
+/// cloud-init finished (the plan shows it).
 fn v1_to_v2(state: &mut Map<String, Json>) -> Result<(), String> {
-    let no_wait = state.get("wait_for_address") == Some(&Json::Bool(false));
+    let no_wait = state.remove("wait_for_address") == Some(Json::Bool(false));
     let wait_for = if no_wait { "none" } else { "cloud-init" };
     state.insert("wait_for".to_owned(), Json::String(wait_for.to_owned()));
-    if !no_wait {
-        state.insert("wait_for_address".to_owned(), Json::Null);
-    }
     state
         .entry("seed_lifetime")
         .or_insert_with(|| Json::String("until_ready".to_owned()));
@@ -86,7 +82,6 @@ mod tests {
         assert!(!waited.diagnostics.has_errors(), "{:?}", waited.diagnostics);
         let state = waited.upgraded_state;
         assert_eq!(state.get_attr("wait_for").as_str(), Some("cloud-init"));
-        assert!(state.get_attr("wait_for_address").is_null());
         assert_eq!(
             state.get_attr("seed_lifetime").as_str(),
             Some("until_ready")
@@ -94,7 +89,26 @@ mod tests {
         let not = upgrade(&request(1, r#"{"id":"100","wait_for_address":false}"#));
         let state = not.upgraded_state;
         assert_eq!(state.get_attr("wait_for").as_str(), Some("none"));
-        assert_eq!(state.get_attr("wait_for_address").as_bool(), Some(false));
+        assert!(!state.as_entries().unwrap().contains_key("wait_for_address"));
+    }
+
+    /// States of schema version 2 written while `wait_for_address` was a deprecated
+    /// attribute still read: the value is dropped, and `wait_for` already says what it meant.
+    #[test]
+    fn a_version_2_state_holding_wait_for_address_still_reads() {
+        let upgraded = upgrade(&request(
+            2,
+            r#"{"id":"100","wait_for":"none","wait_for_address":false}"#,
+        ));
+        assert!(
+            !upgraded.diagnostics.has_errors(),
+            "{:?}",
+            upgraded.diagnostics
+        );
+        assert_eq!(
+            upgraded.upgraded_state.get_attr("wait_for").as_str(),
+            Some("none")
+        );
     }
 
     #[test]

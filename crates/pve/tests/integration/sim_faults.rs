@@ -501,6 +501,82 @@ async fn held_locks_are_locked_and_retried_only_when_asked() {
     env.shutdown().await;
 }
 
+/// With `token_refusal_is_final`, a refused token costs PVE one request: the callers that
+/// started meanwhile wait for its answer, and every later one fails at once with the same 401,
+/// naming the call PVE refused. pveproxy answers each refusal after 3 s (pve-http-server
+/// `src/PVE/APIServer/AnyEvent.pm` `handle_request`, "always delay unauthorized calls by 3
+/// seconds"), which pve-sim's `auth_fail_delay_ms` stands for here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_is_sent_once_when_refusal_is_final() {
+    let mut config = pvesim::SimConfig::default();
+    config.timings.auth_fail_delay_ms = 200;
+    config.faults = faults(json!({"token_revoked": true}));
+    let env = common::start_with(config, |c| c.token_refusal_is_final = true).await;
+    let calls = (0..8).map(|i| {
+        let client = env.client.clone();
+        async move {
+            match i {
+                0 => client.version().await.map(drop),
+                _ => client.node("pve1").status().await.map(drop),
+            }
+        }
+    });
+    let errors: Vec<pve::Error> = futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|outcome| outcome.unwrap_err())
+        .collect();
+    assert_eq!(
+        env.admin.journal().await.len(),
+        1,
+        "one request reached PVE"
+    );
+    let (sent, not_sent): (Vec<_>, Vec<_>) =
+        errors.iter().partition(|e| e.refused_earlier().is_none());
+    assert_eq!((sent.len(), not_sent.len()), (1, 7), "{errors:?}");
+    let first_call = format!("{} {}", sent[0].method().unwrap(), sent[0].path().unwrap());
+    for error in &errors {
+        assert_eq!((error.kind(), error.status()), (ErrorKind::Auth, Some(401)));
+        assert_eq!(error.auth_failure(), Some(pve::AuthFailure::Credentials));
+        assert!(!error.outcome_unknown());
+    }
+    for error in &not_sent {
+        assert_eq!(error.refused_earlier(), Some(first_call.as_str()));
+        let text = error.to_string();
+        assert!(
+            text.ends_with(&format!(
+                "not sent: PVE refused the API token earlier in this run (HTTP 401 on \
+                 {first_call}: Authentication failed!)"
+            )),
+            "{text}"
+        );
+    }
+
+    // Also when the token was good at first: the first refusal ends the client's requests,
+    // even once PVE would take the token again.
+    env.shutdown().await;
+    let env = common::start_with(pvesim::SimConfig::default(), |c| {
+        c.token_refusal_is_final = true
+    })
+    .await;
+    env.client.version().await.unwrap();
+    env.admin
+        .set_faults(&faults(json!({"token_revoked": true})))
+        .await;
+    let refused = env.client.version().await.unwrap_err();
+    assert_eq!(refused.refused_earlier(), None);
+    env.admin.clear_faults().await;
+    let before = env.admin.journal().await.len();
+    let later = env.client.node("pve1").status().await.unwrap_err();
+    assert_eq!(later.refused_earlier(), Some("GET /version"));
+    assert_eq!(
+        env.admin.journal().await.len(),
+        before,
+        "nothing more was sent"
+    );
+    env.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_token_offline_node_and_missing_privilege() {
     let env = common::start().await;

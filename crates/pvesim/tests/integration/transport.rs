@@ -108,3 +108,21 @@ fn help_lists_every_flag() {
         assert!(text.contains(flag), "{flag} missing from --help");
     }
 }
+
+/// `--version` (and `-V`) prints the crate's version and exits 0 without starting anything.
+#[test]
+fn version_prints_the_crate_version() {
+    for flag in ["--version", "-V"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_pve-sim"))
+            .arg(flag)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{flag}: {output:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert_eq!(
+            text,
+            format!("pve-sim {}\n", env!("CARGO_PKG_VERSION")),
+            "{flag}"
+        );
+    }
+}

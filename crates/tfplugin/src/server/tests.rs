@@ -16,6 +16,7 @@ use crate::moves::{MoveRequest, MoveResponse};
 use crate::proto::tfplugin6 as pb;
 use crate::proto::tfplugin6::provider_server::Provider as _;
 use crate::provider::{ApplyRequest, ApplyResponse, Provider, ReadRequest, ReadResponse, Resource};
+use crate::provider::{DataSource, DataSourceResponse};
 use crate::provider::{ImportResponse, ImportedResource};
 use crate::schema::{Attribute, Block, Schema};
 use crate::value::{Type, Value};
@@ -135,6 +136,61 @@ impl Action for Act {
     }
 }
 
+/// `t_stamped`, a resource and a data source whose `stamp` only the provider sets; its own
+/// validate warns, so a test sees both checks run.
+struct Stamped;
+
+impl Stamped {
+    fn schema() -> Schema {
+        Schema::new(
+            Block::new()
+                .attribute(Attribute::new("name", Type::String).optional())
+                .attribute(Attribute::new("stamp", Type::String).computed()),
+        )
+    }
+
+    fn own_check() -> Diagnostics {
+        let mut diagnostics = Diagnostics::new();
+        diagnostics.warning("checked by t_stamped", "");
+        diagnostics
+    }
+}
+
+#[tonic::async_trait]
+impl Resource for Stamped {
+    fn type_name(&self) -> &str {
+        "t_stamped"
+    }
+    fn schema(&self) -> Schema {
+        Stamped::schema()
+    }
+    async fn validate(&self, _ctx: &Context, _config: &Value) -> Diagnostics {
+        Stamped::own_check()
+    }
+    async fn apply(&self, _ctx: &Context, _request: ApplyRequest) -> ApplyResponse {
+        unreachable!("only validated")
+    }
+    async fn read(&self, _ctx: &Context, _request: ReadRequest) -> ReadResponse {
+        unreachable!("only validated")
+    }
+}
+
+#[tonic::async_trait]
+impl DataSource for Stamped {
+    fn type_name(&self) -> &str {
+        "t_stamped"
+    }
+    fn schema(&self) -> Schema {
+        Stamped::schema()
+    }
+    async fn validate(&self, _ctx: &Context, _config: &Value) -> Diagnostics {
+        Stamped::own_check()
+    }
+    async fn read(&self, _ctx: &Context, _config: &Value) -> DataSourceResponse {
+        unreachable!("only validated")
+    }
+}
+
 struct Strict;
 
 fn id_schema(ty: Type) -> Option<IdentitySchema> {
@@ -160,7 +216,11 @@ impl Provider for Strict {
             thing("t_thing", id_schema(Type::String)),
             thing("t_plain", None),
             thing("t_map", id_schema(Type::map(Type::String))),
+            Arc::new(Stamped),
         ]
+    }
+    fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
+        vec![Arc::new(Stamped)]
     }
     fn list_resources(&self) -> Vec<Arc<dyn ListResource>> {
         vec![Arc::new(PlainList)]
@@ -447,4 +507,55 @@ async fn a_move_across_types_gets_the_identity_of_its_new_state() {
         summaries(&leaked.diagnostics),
         ["Provider returned invalid value"]
     );
+}
+
+/// A configuration that sets a read-only attribute is refused at validate, on the attribute,
+/// for a resource and a data source alike, and their own checks still run.
+#[tokio::test]
+async fn a_read_only_attribute_in_a_configuration_is_refused_at_validate() {
+    let ty = Stamped::schema().value_type();
+    let config = |stamp: Value| {
+        let value = Value::object([("name", Value::from("a")), ("stamp", stamp)]);
+        Some(encode_dynamic_value(&value, &ty).unwrap())
+    };
+    let read_only = crate::read_only::SUMMARY;
+    for stamp in [Value::from("x"), Value::Unknown, Value::Null] {
+        let refused = !stamp.is_null();
+        let resource = pb::validate_resource_config::Request {
+            type_name: "t_stamped".into(),
+            config: config(stamp.clone()),
+            ..Default::default()
+        };
+        let resource = service()
+            .validate_resource_config(Request::new(resource))
+            .await
+            .unwrap()
+            .into_inner()
+            .diagnostics;
+        let data = pb::validate_data_resource_config::Request {
+            type_name: "t_stamped".into(),
+            config: config(stamp),
+        };
+        let data = service()
+            .validate_data_resource_config(Request::new(data))
+            .await
+            .unwrap()
+            .into_inner()
+            .diagnostics;
+        for diagnostics in [resource, data] {
+            let expected: &[&str] = if refused {
+                &[read_only, "checked by t_stamped"]
+            } else {
+                &["checked by t_stamped"]
+            };
+            assert_eq!(summaries(&diagnostics), expected);
+            if refused {
+                let path = diagnostics[0].attribute.as_ref().unwrap();
+                assert_eq!(
+                    crate::diag::AttributePath::from_proto(path).steps().len(),
+                    1
+                );
+            }
+        }
+    }
 }

@@ -87,20 +87,13 @@ fn bool_attr(value: &Value, name: &str) -> bool {
         .unwrap_or_else(|| schema::default_bool(name))
 }
 
-/// `wait_for` as planned; a plan of an earlier schema without it reads the deprecated
-/// `wait_for_address` (false: no wait).
+/// `wait_for` as planned, or its default.
 pub fn wait_for(planned: &Value) -> WaitFor {
-    if let Some(choice) = planned
+    planned
         .get_attr(attr::WAIT_FOR)
         .as_str()
         .and_then(WaitFor::parse)
-    {
-        return choice;
-    }
-    match planned.get_attr(attr::WAIT_FOR_ADDRESS).as_bool() {
-        Some(false) => WaitFor::Nothing,
-        _ => WaitFor::CloudInit,
-    }
+        .unwrap_or(WaitFor::CloudInit)
 }
 
 fn num_attr<T: TryFrom<i64>>(value: &Value, name: &str) -> Option<T> {

@@ -59,9 +59,6 @@ pub async fn create(
     let (chosen, placed, placement) =
         choose_and_place(configured, desired, &listing, deadline).await?;
     let desired = &placed;
-    if let Some(predecessor) = &chosen.predecessor {
-        place::mac_free_beside(configured, desired, predecessor, deadline).await?;
-    }
     let template = place::checked_template(configured, desired, &listing).await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Unworkable)?;
     // A VM that may have booted another attempt's seed is discarded and cloned again, once.
@@ -155,6 +152,9 @@ async fn choose_and_place<'a>(
     deadline: Instant,
 ) -> Step<(Chosen<'a>, Desired, Option<usize>)> {
     let chosen = clone::choose_slot(configured, desired, listing, deadline).await?;
+    if let Some(predecessor) = &chosen.predecessor {
+        place::mac_free_beside(configured, desired, predecessor, deadline).await?;
+    }
     match (&chosen.slot, desired.node.is_empty()) {
         (Slot::Adopt { node, .. }, true) => {
             let node = node.clone();
