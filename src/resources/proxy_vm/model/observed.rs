@@ -199,7 +199,11 @@ impl Observed {
             let default = Value::string(schema::default_text(name));
             state.set_attr(name, kept(prior, name).non_null_or(default));
         }
-        for name in [attr::TIMEOUTS, attr::CLOUD_INIT_TIMEOUT, attr::NODE_CANDIDATES] {
+        for name in [
+            attr::TIMEOUTS,
+            attr::CLOUD_INIT_TIMEOUT,
+            attr::NODE_CANDIDATES,
+        ] {
             state.set_attr(name, kept(prior, name));
         }
         state.set_attr(attr::START_ON_BOOT, Value::Bool(self.onboot));
