@@ -18,27 +18,21 @@ use super::hold::Hold;
 use crate::ownership::Phase;
 
 /// Whether the held VM, cloned by this attempt (`made_here`) or adopted, may have booted
-/// another attempt's seed. Even a VM this attempt cloned may have been adopted, seeded and
-/// started by a concurrent create between the clone and the claim (fuzzer seed 9074).
+/// another attempt's seed. A VM this attempt cloned has not: it carries this attempt's
+/// mark from the clone call, and a concurrent create that adopts, seeds and starts it
+/// before this attempt's first write (fuzzer seed 9074) changes the mark's token, so that
+/// write (conditional on the token) stops this create as taken over, and the VM never
+/// gets this attempt's seed.
 pub(super) async fn booted_another_seed(
     hold: &Hold<'_>,
     made_here: bool,
     attached: Option<&str>,
 ) -> Step<bool> {
     if made_here {
-        Ok(another_seed_attached(hold, attached))
+        Ok(false)
     } else {
         may_have_booted_another_seed(hold, attached).await
     }
-}
-
-/// Whether the `ide2` volume the claim read is a seed of another attempt. For a VM this
-/// attempt cloned that is all there is to know: only a create adopts and starts it
-/// meanwhile, and a create attaches its seed before it starts the VM.
-fn another_seed_attached(hold: &Hold<'_>, attached: Option<&str>) -> bool {
-    attached
-        .filter(|volume| volume.contains(":iso/"))
-        .is_some_and(|volume| !is_this_attempts(hold, volume))
 }
 
 fn is_this_attempts(hold: &Hold<'_>, volume: &str) -> bool {
