@@ -166,3 +166,30 @@ async fn every_kill_point_of_a_three_vm_roll_under_create_before_destroy_is_repa
     )
     .await;
 }
+
+/// The three-VM roll's kill point that left a VM in the long sweep of 2026-12-03 (Answer(131)
+/// on 1597360), run five times: the points around it depend on how the three creates
+/// interleave.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a probe of one kill point: scripts/fuzz.sh sweep"]
+async fn the_three_vm_roll_around_answer_131() {
+    if !acceptance_enabled("the_three_vm_roll_around_answer_131") {
+        return;
+    }
+    let sweep = Sweep {
+        name: "cbd-roll-3vm-131",
+        setup: vec![Apply(0, vec![Present(2, true), Cbd(true)], Plain)],
+        kill: |at| {
+            let rolled = vec![UserData(0, 1), UserData(1, 1), UserData(2, 1)];
+            Kill(0, rolled, DuringApply, at)
+        },
+        repair: apply_then_destroy(),
+    };
+    use super::ops::KillAt::{Answer, Request};
+    let around: Vec<_> = (126..=136).flat_map(|n| [Request(n), Answer(n)]).collect();
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        failures.extend(sweep.run(Some(around.clone()), parallel()).await.failures);
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
