@@ -9,6 +9,7 @@
 mod pve_sim_bin;
 mod support;
 
+mod acc_addresses;
 mod acc_clone_window;
 mod acc_cluster_life;
 mod acc_delete_and_vmid_choice;

@@ -518,7 +518,14 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::IPV4_ADDRESS, Kind::String, Mode::Computed)
         .planned(Planned::GuestAddress)
-        .description("The primary IPv4 address reported by the guest agent (empty when unknown)."),
+        .description(
+            "The primary IPv4 address reported by the guest agent. An empty string, never \
+             null, when the guest reports none (a stopped VM, no agent, a VM not waited for \
+             whose agent has not answered yet), so it interpolates without a null check. A \
+             plan shows it as known after apply only when the apply can change it (a create, \
+             a network change, a reboot); in `terraform show -json` of a plan such a value is null \
+             and marked unknown, which is how Terraform writes an unknown value there.",
+        ),
     AttrSpec::new(attr::IPV4_ADDRESSES, Kind::StringList, Mode::Computed)
         .planned(Planned::GuestAddress)
         .description("Every global IPv4 address the guest agent reports."),
