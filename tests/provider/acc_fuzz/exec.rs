@@ -174,7 +174,13 @@ fn contested(world: &World, state: usize, cluster: &Cluster, held: &[Held]) -> b
             .iter()
             .any(|h| h.vmid == vm.vmid && h.token.as_deref() == vm.token());
         let journaled = vm.token().is_some_and(|t| world.journal_mentions(state, t));
-        names.contains(&vm.name) && !ours && !journaled
+        // A VM `state rm` (or a lost directory) left is another state's from then on, even
+        // though this directory's journal made it: the apply refuses it (#38, seed 38008).
+        let forgotten = world
+            .forgotten
+            .iter()
+            .any(|((s, _), vmid)| *s == state && *vmid == vm.vmid);
+        names.contains(&vm.name) && !ours && (!journaled || forgotten)
     })
 }
 

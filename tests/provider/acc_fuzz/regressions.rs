@@ -465,3 +465,22 @@ async fn fuzz_seed_13317_a_kill_that_came_too_late_still_warned() {
     )
     .await;
 }
+
+/// I0 in the fuzzer's model, not the provider (hour-long run of 2026-12-03, seeds 38008,
+/// 38009, 38010): after `state rm`, the next apply that wants the name again is refused with
+/// the import hint (#38: a VM this directory's state held is never taken back), and the
+/// model had expected success because this directory's journal made the VM. With and
+/// without refresh.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_38008_an_apply_after_state_rm_is_refused() {
+    regression(
+        "fuzz_seed_38008_an_apply_after_state_rm_is_refused",
+        vec![
+            Apply(0, vec![Cbd(true)], Plain),
+            StateRm(0, 1),
+            Apply(0, vec![Memory(0, 768), Tags(0, true)], NoRefresh),
+            Apply(0, vec![Present(0, true)], Plain),
+        ],
+    )
+    .await;
+}
