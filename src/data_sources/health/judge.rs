@@ -91,21 +91,30 @@ fn judge_node(
             ..NodeReport::unknown(&name, findings)
         };
     }
-    let storages: Option<&[StorageInfo]> = match &node.storages {
-        Some(Ok(list)) => Some(list),
-        Some(Err(error)) => {
-            note_call_failure(error, &mut findings);
+    // Gathered for every node that answered its status call (else it was judged offline).
+    let Some(listed_storages) = &node.storages else {
+        return NodeReport::unknown(&name, findings);
+    };
+    // Each check records its own findings; it passed when it found nothing (#44: one fact,
+    // one record: the `_ok` attributes are derived from the findings).
+    let mut own = Vec::new();
+    let iso_storage_free_bytes = match listed_storages {
+        Ok(list) => judge_iso_storage(&request.iso_storage, &name, list, &mut own),
+        Err(listing_failed) => {
+            own.push(listing_failed.clone());
             None
         }
-        None => None,
     };
-    let (iso_storage_ok, iso_storage_free_bytes) = match storages {
-        Some(list) => judge_iso_storage(&request.iso_storage, &name, list, &mut findings),
-        None => (false, None),
-    };
-    let templates_ok = judge_templates(request, facts, &name, storages, &mut findings);
-    let bridges_ok = judge_bridges(request, facts, &name, &node.bridges, &mut findings);
-    let privileges_ok = judge_privileges(request, facts, &name, &mut findings);
+    let iso_storage_ok = passed(own, &mut findings);
+    let mut own = Vec::new();
+    judge_templates(request, facts, &name, listed_storages, &mut own);
+    let templates_ok = passed(own, &mut findings);
+    let mut own = Vec::new();
+    judge_bridges(request, facts, &name, &node.bridges, &mut own);
+    let bridges_ok = passed(own, &mut findings);
+    let mut own = Vec::new();
+    judge_privileges(request, facts, &name, &mut own);
+    let privileges_ok = passed(own, &mut findings);
     NodeReport {
         name,
         online,
@@ -130,6 +139,18 @@ fn note_call_failure(finding: &Finding, findings: &mut Vec<Finding>) -> bool {
         findings.push(finding);
     }
     offline
+}
+
+/// Records one check's findings on the node, each once; the check passed when it found
+/// nothing.
+fn passed(own: Vec<Finding>, findings: &mut Vec<Finding>) -> bool {
+    let passed = own.is_empty();
+    for finding in own {
+        if !findings.contains(&finding) {
+            findings.push(finding);
+        }
+    }
+    passed
 }
 
 /// Whether the cluster lists the node as online; else why not is in `findings`.
@@ -200,13 +221,14 @@ fn content_of(storages: &[StorageInfo], id: &str) -> String {
     found.map(|s| s.content.clone()).unwrap_or_default()
 }
 
-/// Whether the ISO storage takes a seed on this node, and its free bytes.
+/// What keeps the ISO storage from taking a seed on this node, into `findings`; its free
+/// bytes.
 fn judge_iso_storage(
     iso: &str,
     name: &str,
     storages: &[StorageInfo],
     findings: &mut Vec<Finding>,
-) -> (bool, Option<u64>) {
+) -> Option<u64> {
     match fitness::storage(storages, iso, Content::Iso) {
         Err(StorageProblem::Missing) => findings.push(Finding::new(
             Reason::StorageNotFound,
@@ -239,44 +261,39 @@ fn judge_iso_storage(
                         s.avail.unwrap_or(0)
                     ),
                 ));
-                return (false, s.avail);
             }
-            return (true, s.avail);
+            return s.avail;
         }
     }
-    (false, None)
+    None
 }
 
-/// Whether every template can be cloned onto this node: the copy on this node, else the
-/// first copy, which must be on an online node with every disk on a shared storage active
-/// here (PVE then clones with `target`). `storages`: the node's, when they could be listed.
+/// What keeps a template from being cloned onto this node, into `findings`: the copy on
+/// this node, else the first copy, which must be on an online node with every disk on a
+/// shared storage active here (PVE then clones with `target`). `storages`: the node's
+/// listing, or the finding its failure became.
 fn judge_templates(
     request: &HealthRequest,
     facts: &ClusterSnapshot,
     name: &str,
-    storages: Option<&[StorageInfo]>,
+    storages: &Result<Vec<StorageInfo>, Finding>,
     findings: &mut Vec<Finding>,
-) -> bool {
-    let mut templates_ok = true;
+) {
+    let listed = storages.as_ref().ok().map(Vec::as_slice);
     for wanted in &request.templates {
         let copies = facts.templates.get(wanted).map_or(&[][..], Vec::as_slice);
         let copy = copy_for(copies, name).unwrap_or(&TemplateFact::Missing);
-        let finding = match template_finding(wanted, copy, name, storages) {
+        let finding = match template_finding(wanted, copy, name, listed) {
             Ok(finding) => finding,
-            // The storage listing failed; that failure is already reported.
-            Err(StoragesUnknown) => {
-                templates_ok = false;
-                None
-            }
+            // The storage listing failed: that failure is why the copy cannot be judged.
+            Err(StoragesUnknown) => storages.as_ref().err().cloned(),
         };
-        if let Some(finding) = finding {
-            templates_ok = false;
-            if !findings.contains(&finding) {
-                findings.push(finding);
-            }
+        if let Some(finding) = finding
+            && !findings.contains(&finding)
+        {
+            findings.push(finding);
         }
     }
-    templates_ok
 }
 
 /// A template copy on another node whose disks could not be judged: the node's storages
@@ -345,25 +362,24 @@ fn template_finding(
     Ok(finding)
 }
 
-/// Whether the node has every bridge asked for and every bridge the templates' NICs name.
+/// Every bridge asked for and every bridge the templates' NICs name that the node lacks,
+/// into `findings`.
 fn judge_bridges(
     request: &HealthRequest,
     facts: &ClusterSnapshot,
     name: &str,
     bridges: &Option<Result<Vec<String>, Finding>>,
     findings: &mut Vec<Finding>,
-) -> bool {
+) {
     let present = match bridges {
         Some(Ok(present)) => present,
         Some(Err(error)) => {
             note_call_failure(error, findings);
-            return false;
+            return;
         }
-        None => return true,
+        None => return,
     };
-    let mut bridges_ok = true;
     for bridge in fitness::missing_bridges(&request.bridges, present) {
-        bridges_ok = false;
         findings.push(Finding::new(
             Reason::BridgeNotFound,
             format!(
@@ -387,7 +403,6 @@ fn judge_bridges(
         };
         let used: Vec<&str> = networks.iter().map(|(bridge, _)| bridge.as_str()).collect();
         for bridge in fitness::missing_bridges(&used, present) {
-            bridges_ok = false;
             let finding = Finding::new(
                 Reason::BridgeNotFound,
                 format!(
@@ -402,16 +417,16 @@ fn judge_bridges(
             }
         }
     }
-    bridges_ok
 }
 
-/// Whether the token holds every privilege the provider needs for VMs on this node.
+/// Every privilege the provider needs for VMs on this node that the token lacks, into
+/// `findings`.
 fn judge_privileges(
     request: &HealthRequest,
     facts: &ClusterSnapshot,
     name: &str,
     findings: &mut Vec<Finding>,
-) -> bool {
+) {
     match &facts.permissions {
         Ok(perms) => {
             let missing = missing_privileges(request, facts, name, perms);
@@ -422,11 +437,9 @@ fn judge_privileges(
                     format!("The token lacks {privilege} on {path}.{hint}"),
                 ));
             }
-            missing.is_empty()
         }
         Err(error) => {
             note_call_failure(error, findings);
-            false
         }
     }
 }
@@ -622,6 +635,26 @@ mod tests {
             .map_or("pve9".to_owned(), |l| l.node.clone());
         let report = judge(&request(), &facts(template), vec![name], vec![node], vec![]);
         report.nodes.into_iter().next().unwrap()
+    }
+
+    /// #44: each `_ok` is derived from its check's findings: a failed storage listing is
+    /// one finding on the node, and both checks that needed the listing (the ISO storage,
+    /// and a template on another node whose disks must be on a shared storage here) fail
+    /// by it; the checks that did not need it pass.
+    #[test]
+    fn a_failed_listing_is_one_finding_failing_each_check_that_needed_it() {
+        let failed = Finding::new(Reason::ApiError, "Unable to list the storages of node pve9");
+        let node = NodeFacts {
+            storages: Some(Err(failed.clone())),
+            ..healthy_node("pve9")
+        };
+        let report = judge_one(template_on("pve1", &["vmdata"]), node);
+        assert_eq!(report.findings, vec![failed]);
+        assert!(!report.iso_storage_ok && !report.templates_ok);
+        assert!(report.bridges_ok && report.privileges_ok);
+        let here = judge_one(template_on("pve9", &["local-lvm"]), healthy_node("pve9"));
+        assert!(here.findings.is_empty());
+        assert!(here.iso_storage_ok && here.templates_ok && here.bridges_ok && here.privileges_ok);
     }
 
     #[test]
