@@ -59,8 +59,8 @@ pub fn config_for(state: &Value, configured: Option<&Configured>) -> GenerateCon
     {
         config.set_attr(attr::TAGS, Value::Null);
     }
-    // An import cannot read `seed_lifetime` (it says the default, `until_ready`), so a VM whose
-    // seed is still attached would plan its detach: `"vm"` keeps it as it is.
+    // A seed still attached is kept by `"vm"`, as the import records it: the VM stays as it
+    // is (unset, the default would plan the seed's detach).
     let attached = state.get_attr(attr::SEED_VOLUME).as_str();
     if attached.is_some_and(|volume| !volume.is_empty()) {
         config.set_attr(attr::SEED_LIFETIME, Value::string("vm"));

@@ -195,10 +195,20 @@ impl Observed {
         let default = Value::Bool(schema::default_bool(attr::REBOOT_IF_NEEDED));
         let reboot = kept(prior, attr::REBOOT_IF_NEEDED).non_null_or(default);
         state.set_attr(attr::REBOOT_IF_NEEDED, reboot);
-        for name in [attr::WAIT_FOR, attr::SEED_LIFETIME] {
-            let default = Value::string(schema::default_text(name));
-            state.set_attr(name, kept(prior, name).non_null_or(default));
-        }
+        let wait_for = Value::string(schema::default_text(attr::WAIT_FOR));
+        state.set_attr(
+            attr::WAIT_FOR,
+            kept(prior, attr::WAIT_FOR).non_null_or(wait_for),
+        );
+        // With nothing to keep (an import), what the VM shows: a seed still attached is kept
+        // by `"vm"`, so importing it plans no detach and no change (#43); the configuration's
+        // default then plans the detach, as it would have.
+        let lifetime = match self.seed_volume.as_deref() {
+            Some(volume) if !volume.is_empty() => "vm",
+            _ => schema::default_text(attr::SEED_LIFETIME),
+        };
+        let lifetime = kept(prior, attr::SEED_LIFETIME).non_null_or(Value::string(lifetime));
+        state.set_attr(attr::SEED_LIFETIME, lifetime);
         for name in [
             attr::TIMEOUTS,
             attr::CLOUD_INIT_TIMEOUT,
@@ -305,5 +315,35 @@ mod tests {
             observed.to_state(&Value::Null).get_attr(attr::FLEET),
             &Value::string("")
         );
+    }
+
+    /// An import records `seed_lifetime` from what it finds: `"vm"` for a VM whose seed is
+    /// still attached (so importing it plans no detach), the default for one without; a
+    /// read with a prior value keeps it.
+    #[test]
+    fn an_import_keeps_a_seed_it_finds_attached() {
+        let attached = Observed {
+            vmid: 100,
+            node: "pve1".into(),
+            seed_volume: Some("proxy-seeds:iso/seed-a-1.iso".into()),
+            ..Observed::default()
+        };
+        let lifetime = |observed: &Observed, prior: &Value| {
+            observed
+                .to_state(prior)
+                .get_attr(attr::SEED_LIFETIME)
+                .clone()
+        };
+        assert_eq!(lifetime(&attached, &Value::Null), Value::string("vm"));
+        let detached = Observed {
+            seed_volume: None,
+            ..attached.clone()
+        };
+        assert_eq!(
+            lifetime(&detached, &Value::Null),
+            Value::string("until_ready")
+        );
+        let prior = Value::object([("seed_lifetime", Value::string("until_ready"))]);
+        assert_eq!(lifetime(&attached, &prior), Value::string("until_ready"));
     }
 }
