@@ -366,7 +366,7 @@ async fn destroy(world: &mut World, state: usize, expect: Expect) -> Outcome {
     out
 }
 
-async fn import(
+pub async fn import(
     world: &mut World,
     state: usize,
     slot: usize,

@@ -488,3 +488,27 @@ async fn fuzz_seed_38008_an_apply_after_state_rm_is_refused() {
     )
     .await;
 }
+
+/// I7 in the fuzzer's model (hour-long run of 2026-12-03, seed 38130, every time): a
+/// replacement of `fz-1` killed in its create, then the directory lost (`FreshDirectory`).
+/// The fresh directory's plan is refused with the import hint for `fz-0`, so no apply
+/// reached `fz-1`'s half-made VM, and the teardown (which imported nothing) left it. A user
+/// imports `fz-0` as the hint says, and the next apply finishes `fz-1`'s create: the
+/// teardown now does the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_38130_a_killed_replacement_then_a_lost_directory() {
+    regression(
+        "fuzz_seed_38130_a_killed_replacement_then_a_lost_directory",
+        vec![
+            Apply(0, vec![Memory(1, 768), Tags(0, false)], Plain),
+            Kill(
+                0,
+                vec![Template(1, 1), UserData(1, 2)],
+                DuringApply,
+                Request(45),
+            ),
+            FreshDirectory(0),
+        ],
+    )
+    .await;
+}
