@@ -93,15 +93,30 @@ struct Counts {
     /// Reads of what every create shares (listings, storage and network facts, the next
     /// free VMID), cached for a while: how many depends on how long the apply took.
     shared_reads: usize,
+    /// A poll asked again with the same question (a task's status, an agent read, a VM's
+    /// status): the task was still running, the guest not ready yet. How often depends on
+    /// the machine's load (a README run under load counted one more in ten VMs), so budgets
+    /// leave these out and the tests print them.
+    repeat_polls: usize,
 }
 
 fn count(entries: &[serde_json::Value]) -> Counts {
     let mut counts = Counts::default();
+    let mut asked = std::collections::BTreeSet::new();
     for entry in entries {
         let path = entry["path"].as_str().unwrap_or_default();
         let method = entry["method"].as_str().unwrap_or_default();
         counts.total += 1;
         let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let poll = matches!(
+            parts.as_slice(),
+            ["nodes", _, "tasks", _, "status"]
+                | ["nodes", _, "qemu", _, "agent", ..]
+                | ["nodes", _, "qemu", _, "status", "current"]
+        );
+        if method == "GET" && poll && !asked.insert((path, entry["params"].to_string())) {
+            counts.repeat_polls += 1;
+        }
         match (method, parts.as_slice()) {
             ("GET", ["cluster", "resources"]) => counts.cluster_listings += 1,
             ("GET", ["nodes", _, "qemu"]) => counts.node_listings += 1,
@@ -154,9 +169,11 @@ async fn a_create_and_a_refresh_stay_within_their_request_budgets() {
     let create = count(&journal_since(&sim, before).await);
     eprintln!("10 creates: {create:?}");
     assert!(
-        create.total <= 10 * CREATE_BUDGET_PER_VM,
-        "10 creates cost {} requests (budget {CREATE_BUDGET_PER_VM} per VM): {create:?}",
-        create.total
+        create.total - create.repeat_polls <= 10 * CREATE_BUDGET_PER_VM,
+        "10 creates cost {} requests and {} repeated polls (budget {CREATE_BUDGET_PER_VM} per \
+            VM): {create:?}",
+        create.total - create.repeat_polls,
+        create.repeat_polls
     );
     assert!(
         create.cluster_listings <= 2,
@@ -287,7 +304,8 @@ async fn the_seed_life_stays_within_its_request_budget() {
             .await
             .success();
         let create = count(&journal_since(&sim, before).await);
-        per_vm.push((create.total - create.shared_reads) as f64 / 10.0);
+        eprintln!("{extra:?}: {create:?}");
+        per_vm.push((create.total - create.shared_reads - create.repeat_polls) as f64 / 10.0);
         // What was paid for: the defaults detached and deleted every seed.
         let seeds_left = sim.volumes_on("proxy-seeds").await.len();
         assert_eq!(
@@ -299,7 +317,7 @@ async fn the_seed_life_stays_within_its_request_budget() {
     let extra = per_vm[1] - per_vm[0];
     eprintln!(
         "a create: {} requests per VM waiting for the address, {} with the seed life \
-            (+{extra:.1}; shared reads left out)",
+            (+{extra:.1}; shared reads and repeated polls left out)",
         per_vm[0], per_vm[1]
     );
     assert!(
