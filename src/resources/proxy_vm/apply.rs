@@ -707,6 +707,7 @@ pub(super) async fn delete(
                 volume,
             }),
         mark_to_restore: mark_to_restore(prior, &name, &fleet).render(),
+        under_ha: false,
     };
     let work = lifecycle::delete(configured, doomed, deadline);
     let outcome = bounded(ctx, limit, "delete", work).await;

@@ -539,11 +539,14 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::START_ON_BOOT, Kind::Bool, Mode::OptionalComputed)
         .on_change(OnChange::InPlace)
-        .default_bool(true)
+        .planned(Planned::ByRule)
         .description(
             "Whether the node starts the VM when it boots (PVE's `onboot`), so a node reboot \
-            does not leave the proxy down until the next apply. Changes in place, without a \
-            reboot. An HA-managed VM is started by the HA manager instead, whatever this says.",
+            does not leave the proxy down until the next apply. Unset, it follows `started`: \
+            a VM configured stopped is not started by its node's boot (a state written before \
+            this default shows the change in its next plan, and nothing changes on PVE until \
+            that apply). Changes in place, without a reboot. An HA-managed VM is started by the \
+            HA manager instead, whatever this says.",
         ),
     AttrSpec::new(
         attr::STARTUP,
@@ -825,7 +828,6 @@ mod tests {
     fn defaults_are_declared_once_and_said_in_the_description() {
         assert!(default_bool(attr::STARTED));
         assert!(!default_bool(attr::REBOOT_IF_NEEDED));
-        assert!(default_bool(attr::START_ON_BOOT));
         assert_eq!(
             default_timeout(attr::timeouts::CREATE),
             Duration::from_secs(15 * 60)

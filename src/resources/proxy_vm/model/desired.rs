@@ -151,7 +151,11 @@ impl Desired {
                 .as_string_list()
                 .map(|nodes| nodes.into_iter().map(str::to_owned).collect()),
             create_token: String::new(),
-            start_on_boot: bool_attr(planned, attr::START_ON_BOOT),
+            // Unset (or unknown), it follows `started` as the plan does.
+            start_on_boot: planned
+                .get_attr(attr::START_ON_BOOT)
+                .as_bool()
+                .unwrap_or_else(|| bool_attr(planned, attr::STARTED)),
             startup: super::startup_of(planned.get_attr(attr::STARTUP)),
         }
     }
