@@ -450,3 +450,180 @@ async fn destroy_after_a_failed_recovery_leaves_nothing() {
     ws.destroy().await.success();
     assert_nothing_left(&sim, "lost-0").await;
 }
+/// #40, case 2: a VM an operator put under HA, with `ha` unset: a plan that replaces it says
+/// the replacement will not be under HA.
+#[tokio::test(flavor = "multi_thread")]
+async fn replacing_a_vm_an_operator_put_under_ha_warns() {
+    let test = "replacing_a_vm_an_operator_put_under_ha_warns";
+    if !simulator_only(test, "pve-sim's HA manager") {
+        return;
+    }
+    let (_sim, target) = start_sim(quick_ha()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let data = |n: u32| format!("  user_data = \"#cloud-config\\n# {n}\\n\"\n");
+    ws.init_with(&fleet("opha", 1, "pve1", &data(1))).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "opha-0").await);
+    operator_adds_ha(&sim, id).await;
+    ws.assert_plans_empty().await;
+
+    ws.write_main_tf(&fleet("opha", 1, "pve1", &data(2)));
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    let text = flat(&plan.all_text());
+    assert!(text.contains("must be replaced"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "VM {id} is an HA resource (vm:{id}), put under HA outside this configuration"
+        )),
+        "{text}"
+    );
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "opha-0").await;
+}
+
+/// The journal index of the first entry `matches` picks.
+fn first_index(journal: &[Value], matches: impl Fn(&Value) -> bool) -> Option<usize> {
+    journal.iter().position(matches)
+}
+
+/// The VMID of each VM named `{base}-N`, by N.
+fn vmids_by_name(state: &Value, base: &str, count: usize) -> Vec<u64> {
+    (0..count)
+        .map(|i| vmid(vms_named(state, &format!("{base}-{i}"))[0]))
+        .collect()
+}
+
+/// An HA fleet rolled by a `user_data` change under `create_before_destroy`: every new VM
+/// is an HA resource before its predecessor's destroy starts (its first write), so the
+/// running set is never without HA protection; afterwards every VM is under HA and the
+/// plans are empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ha_fleet_rolls_without_a_moment_outside_ha() {
+    let test = "an_ha_fleet_rolls_without_a_moment_outside_ha";
+    if !simulator_only(test, "pve-sim's HA manager and journal") {
+        return;
+    }
+    let (_sim, target) = start_sim(quick_ha()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let hcl = |n: u32| {
+        let extra = format!(
+            "  user_data = \"#cloud-config\\n# {n}\\n\"\n  ha = {{\n    max_restart = 2\n  }}\n  \
+             lifecycle {{\n    create_before_destroy = true\n  }}\n"
+        );
+        fleet("roll", 3, "pve1", &extra)
+    };
+    ws.init_with(&hcl(1)).await;
+    ws.apply().await.success();
+    let before = vmids_by_name(&sim.state().await, "roll", 3);
+    let resources = ha_resources(&sim).await;
+    for id in &before {
+        let sid = format!("vm:{id}");
+        let resource = resources.iter().find(|r| r["sid"] == sid);
+        let resource = resource.unwrap_or_else(|| panic!("{sid} under HA: {resources:?}"));
+        assert_eq!(resource["max_restart"], 2, "{resource}");
+        until_crm_state(&sim, &sid, "started").await;
+    }
+    ws.assert_plans_empty().await;
+
+    let since = sim.journal().await.len();
+    ws.write_main_tf(&hcl(2));
+    ws.apply().await.success();
+    let journal: Vec<Value> = sim.journal().await.into_iter().skip(since).collect();
+    let state = sim.state().await;
+    assert_eq!(vms_named(&state, "roll-").len(), 3, "{state}");
+    let after = vmids_by_name(&state, "roll", 3);
+    let resources = ha_resources(&sim).await;
+    assert_eq!(resources.len(), 3, "{resources:?}");
+    for (predecessor, new) in before.iter().zip(&after) {
+        assert_ne!(predecessor, new);
+        let sid = format!("vm:{new}");
+        assert!(resources.iter().any(|r| r["sid"] == sid), "{resources:?}");
+        let added = first_index(&journal, |e| {
+            e["method"] == "POST"
+                && e["path"] == "/cluster/ha/resources"
+                && e["params"]["sid"] == sid
+                && e["status"] == 200
+        })
+        .unwrap_or_else(|| panic!("{sid} added: {journal:#?}"));
+        let destroy_starts = first_index(&journal, |e| {
+            let path = e["path"].as_str().unwrap_or_default();
+            matches!(e["method"].as_str(), Some("POST" | "PUT" | "DELETE"))
+                && path.starts_with(&format!("/nodes/pve1/qemu/{predecessor}"))
+        })
+        .unwrap_or_else(|| panic!("{predecessor} destroyed: {journal:#?}"));
+        assert!(
+            added < destroy_starts,
+            "{sid} under HA (entry {added}) before {predecessor}'s destroy starts (entry \
+             {destroy_starts})"
+        );
+    }
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "roll-").await;
+}
+
+/// `ha` read back: an operator's change of the resource shows in the plan and the apply
+/// puts it back; a resource removed by hand is added again; `ha` dropped from the
+/// configuration takes the VM out of HA and keeps the VM. A rebalancer's move leaves an
+/// empty plan.
+#[tokio::test(flavor = "multi_thread")]
+async fn ha_drift_is_planned_and_the_rebalancer_s_move_is_not() {
+    let test = "ha_drift_is_planned_and_the_rebalancer_s_move_is_not";
+    if !simulator_only(test, "pve-sim's HA manager and rebalancer") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(shared_world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let with_ha = "  ha = {\n    max_restart = 2\n    comment     = \"edge\"\n  }\n";
+    ws.init_with(&shared_fleet("drift", 1, with_ha)).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "drift-0").await);
+    let sid = format!("vm:{id}");
+    until_crm_state(&sim, &sid, "started").await;
+    ws.assert_plans_empty().await;
+
+    // The rebalancer moves it: followed, nothing planned.
+    admin.ha_rebalance(&sid, "pve2").await.expect("a rebalance");
+    until(&sim, "the rebalancer moved the VM", |state| {
+        let vm = vms_named(state, "drift-0")[0];
+        vm["node"] == "pve2" && vm["status"] == "running"
+    })
+    .await;
+    until_crm_state(&sim, &sid, "started").await;
+    ws.assert_plans_empty().await;
+
+    // An operator's change: planned back.
+    let path = format!("/cluster/ha/resources/{sid}");
+    sim.api("PUT", &path, &[("max_restart", "5")]).await;
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    let text = flat(&plan.stdout());
+    assert!(text.contains("~ max_restart = 5 -> 2"), "{text}");
+    ws.apply().await.success();
+    let resource = sim.api("GET", &path, &[]).await;
+    assert_eq!(resource["max_restart"], 2, "{resource}");
+    ws.assert_plans_empty().await;
+
+    // Removed by hand: added again.
+    sim.api("DELETE", &path, &[]).await;
+    ws.apply().await.success();
+    assert_eq!(ha_resources(&sim).await.len(), 1);
+    ws.assert_plans_empty().await;
+
+    // `ha` dropped: the VM leaves HA and stays.
+    ws.write_main_tf(&shared_fleet("drift", 1, ""));
+    ws.apply().await.success();
+    assert!(ha_resources(&sim).await.is_empty());
+    assert_eq!(vmid(&the_vm(&sim, "drift-0").await), id);
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}

@@ -105,6 +105,14 @@ pub(super) fn plan_change(
         plan_gone_replacement(&mut planned, &prior, &mut response.requires_replace);
         warn_pending(&private.pending, &planned, &mut response.diagnostics);
         warn_mark_lost(&private, &prior, configured, &mut response.diagnostics);
+        let replacing = !response.requires_replace.is_empty();
+        super::ha_plan::warn_replacement_drops_ha(
+            &private,
+            &prior,
+            &config,
+            replacing,
+            &mut response.diagnostics,
+        );
         plan_update_addresses(&prior, &mut planned);
         plan_seed_detach(&mut planned, &prior, &private, &response.requires_replace);
         plan_update_location(&prior, &mut planned);

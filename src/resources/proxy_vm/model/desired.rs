@@ -46,6 +46,10 @@ pub struct Desired {
     pub start_on_boot: bool,
     /// PVE's `startup`; `None`: no start order.
     pub startup: Option<pve::wire::Startup>,
+    /// `ha`: the HA resource the VM is; `None` when unset.
+    pub ha: Option<super::HaSpec>,
+    /// The prior state set `ha`: an update that finds it unset removes the resource.
+    pub ha_before: bool,
 }
 
 /// `cloud_init_timeout` when unset: long enough for a first boot that installs packages.
@@ -157,6 +161,8 @@ impl Desired {
                 .as_bool()
                 .unwrap_or_else(|| bool_attr(planned, attr::STARTED)),
             startup: super::startup_of(planned.get_attr(attr::STARTUP)),
+            ha: super::HaSpec::of(planned.get_attr(attr::HA)),
+            ha_before: false,
         }
     }
 
