@@ -583,7 +583,7 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
 pub const HA_ATTRIBUTES: &[AttrSpec] = &[
     AttrSpec::new(attr::ha::STATE, Kind::String, Mode::Optional).description(
         "The requested state, as `ha-manager` takes it: `\"started\"`, `\"stopped\"`, \
-            `\"disabled\"` (stopped, and never recovered elsewhere; the way out of `error`) or \
+            `\"disabled\"` (stopped, and never recovered elsewhere; the way out of the HA error state) or \
             `\"ignored\"` (left alone by the HA manager). Unset, it follows `started`. It must \
             agree with `started`.",
     ),
