@@ -794,6 +794,7 @@ async fn bench_health_wall_time() {
             bridges: vec!["vmbr0".into()],
             pools: vec![],
             clone_storage: None,
+            ha: false,
         };
         let mut times: Vec<Duration> = Vec::new();
         for _ in 0..RUNS {

@@ -18,6 +18,7 @@ mod acc_examples;
 mod acc_failure_paths;
 mod acc_fuzz;
 mod acc_guests;
+mod acc_ha;
 mod acc_health;
 mod acc_modules;
 mod acc_no_harm;

@@ -49,6 +49,11 @@ pub struct ClusterVm {
     /// CPUs.
     #[serde(default, deserialize_with = "de::opt_int")]
     pub maxcpu: Option<u64>,
+    /// The HA state of a guest that is an HA resource (pve-manager `API2/Cluster.pm`
+    /// `resources`: the CRM's state, else the resource's requested state when set); absent
+    /// for a guest outside HA.
+    #[serde(default)]
+    pub hastate: Option<String>,
 }
 
 impl ClusterVm {

@@ -503,6 +503,9 @@ pub fn missing_privileges(
     for pool in &request.pools {
         need(format!("/pool/{pool}"), POOL_PRIVILEGES);
     }
+    if request.ha {
+        need("/".to_owned(), super::requirements::HA_PRIVILEGES);
+    }
     // PVE applies a pool's ACLs to its member VMs: when every VM goes into one of `pools`,
     // a VM privilege held on each of them is as good as one on `/vms`.
     let held_by_pools = |privilege: &str| {
@@ -589,6 +592,7 @@ mod tests {
             bridges: vec![],
             pools: vec![],
             clone_storage: None,
+            ha: false,
         }
     }
 
@@ -937,6 +941,34 @@ mod tests {
             missing_privileges(&two_pools, &facts, "pve1", perms)
                 .contains(&("/vms".to_owned(), "VM.Config.Memory"))
         );
+    }
+
+    #[test]
+    fn ha_needs_sys_console_on_the_root() {
+        let mut grants = all_privileges();
+        let facts = ClusterSnapshot {
+            permissions: Ok(grants.clone()),
+            ..facts(template_on("pve1", &["vmdata"]))
+        };
+        let ha = HealthRequest {
+            ha: true,
+            ..request()
+        };
+        let perms = facts.permissions.as_ref().unwrap();
+        assert_eq!(
+            missing_privileges(&ha, &facts, "pve1", perms),
+            vec![("/".to_owned(), "Sys.Console")]
+        );
+        grants
+            .get_mut("/")
+            .unwrap()
+            .insert("Sys.Console".to_owned(), true);
+        assert_eq!(missing_privileges(&ha, &facts, "pve1", &grants), vec![]);
+        assert_eq!(
+            missing_privileges(&request(), &facts, "pve1", perms),
+            vec![]
+        );
+        assert!(requirements::privilege_hint("Sys.Console").is_some_and(|h| h.contains("pveum")));
     }
 
     #[test]

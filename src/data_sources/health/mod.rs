@@ -77,6 +77,11 @@ fn privileges_doc() -> String {
             requirements::POOL_PRIVILEGES,
             " for each of `pools` (without it PVE hides a VM's pool from listings)",
         ),
+        line(
+            "/",
+            requirements::HA_PRIVILEGES,
+            " with `ha` (HA resources)",
+        ),
     ]
     .join("\n")
 }
@@ -101,6 +106,7 @@ mod attr {
     pub const ISO_STORAGE: &str = "iso_storage";
     pub const BRIDGES: &str = "bridges";
     pub const POOLS: &str = "pools";
+    pub const HA: &str = "ha";
     pub const HEALTHY: &str = "healthy";
     pub const NODES: &str = "nodes";
 }
@@ -191,6 +197,10 @@ const ATTRIBUTES: &[Spec] = &[
                 or refreshed VM seems to be in no pool. PVE applies a pool's ACLs to its member \
                 VMs, so a VM privilege held on every one of these pools counts as held on `/vms`.",
     ),
+    Spec::new(attr::HA, Kind::Bool, Mode::Optional).description(
+        "Whether the proxy VMs use `ha`: the token must then hold `Sys.Console` on `/`, which \
+                PVE checks on every change of an HA resource.",
+    ),
     Spec::new(attr::HEALTHY, Kind::Bool, Mode::Computed).description(
         "True when at least one node was checked and no node and no cluster-wide check \
                 reported a reason.",
@@ -258,6 +268,7 @@ fn request_from(config: &Value, seed_storage: &str, clone_storage: Option<&str>)
         bridges: list(attr::BRIDGES).unwrap_or_default(),
         pools: list(attr::POOLS).unwrap_or_default(),
         clone_storage: clone_storage.map(str::to_owned),
+        ha: config.get_attr(attr::HA).as_bool().unwrap_or(false),
     }
 }
 

@@ -17,6 +17,8 @@ pub struct HealthRequest {
     pub pools: Vec<String>,
     /// The provider's `clone_storage`, whose space clones allocate.
     pub clone_storage: Option<String>,
+    /// The proxy VMs use `ha`: HA resources need `Sys.Console` on `/`.
+    pub ha: bool,
 }
 
 /// The result for one node.

@@ -30,6 +30,14 @@ pub const COVERED_BY: &[(&str, &str)] = &[("VM.GuestAgent.FileRead", "VM.GuestAg
 /// What a missing privilege costs, and the command that grants it to the setup guide's role,
 /// for the few whose lack does not stop every create.
 pub fn privilege_hint(privilege: &str) -> Option<&'static str> {
+    if privilege == "Sys.Console" {
+        return Some(
+            " Without it PVE refuses every change of an HA resource (pve-ha-manager \
+             `API2/HA/Resources.pm`), so no VM with `ha` can be created. Grant it on `/` alone: \
+             pveum acl modify / --tokens 'USER@REALM!TOKEN' --roles ProxyVMProvisioner \
+             --propagate 0 (and the same with --users for the token's user)",
+        );
+    }
     (privilege == "VM.GuestAgent.FileRead").then_some(
         " Without it a create cannot read cloud-init's verdict: it warns, counts the VM ready at \
          its address and keeps its seed attached. Grant it: pveum role modify \
@@ -59,6 +67,11 @@ pub const NODE_PRIVILEGES: &[&str] = &["Sys.Audit"];
 /// every bridge named in `bridges` and every NIC of the templates: PVE checks it before it
 /// clones (`check_bridge_access`) and on every NIC a config write sets.
 pub const BRIDGE_PRIVILEGES: &[&str] = &["SDN.Use"];
+
+/// Privilege on `/` when the VMs use `ha`: pve-ha-manager's resource and rule writes check
+/// `Sys.Console` on `/` (`API2/HA/Resources.pm`, `Rules.pm`), and so does qemu-server's
+/// create with `ha-managed` (9.1.8).
+pub const HA_PRIVILEGES: &[&str] = &["Sys.Console"];
 
 /// Privilege on `/pool/{pool}` for every pool named in `pools`: without it PVE leaves the
 /// `pool` out of `/cluster/resources`, so the provider cannot see which pool a VM is in.

@@ -256,12 +256,15 @@ pub(super) async fn update(
 ) -> ApplyResponse {
     let prior = &request.prior_state;
     let planned = &request.planned_state;
-    let desired = Desired::from_plan(
-        planned,
-        &request.config,
-        &configured.seed_storage,
-        &fleet_of(prior),
-    );
+    let desired = Desired {
+        ha_before: !prior.get_attr(attr::HA).is_null(),
+        ..Desired::from_plan(
+            planned,
+            &request.config,
+            &configured.seed_storage,
+            &fleet_of(prior),
+        )
+    };
     let mut response = ApplyResponse {
         new_state: prior.clone(),
         private: request.planned_private.clone(),
@@ -707,6 +710,7 @@ pub(super) async fn delete(
                 volume,
             }),
         mark_to_restore: mark_to_restore(prior, &name, &fleet).render(),
+        under_ha: !prior.get_attr(attr::HA).is_null(),
     };
     let work = lifecycle::delete(configured, doomed, deadline);
     let outcome = bounded(ctx, limit, "delete", work).await;

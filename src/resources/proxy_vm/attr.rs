@@ -36,6 +36,7 @@ pub const SEED_VOLUME: &str = "seed_volume";
 pub const FLEET: &str = "fleet";
 pub const START_ON_BOOT: &str = "start_on_boot";
 pub const STARTUP: &str = "startup";
+pub const HA: &str = "ha";
 
 /// The attributes of the `timeouts` object.
 pub mod timeouts {
@@ -49,4 +50,13 @@ pub mod startup {
     pub const ORDER: &str = "order";
     pub const UP: &str = "up";
     pub const DOWN: &str = "down";
+}
+
+/// The attributes of the `ha` object.
+pub mod ha {
+    pub const STATE: &str = "state";
+    pub const MAX_RESTART: &str = "max_restart";
+    pub const MAX_RELOCATE: &str = "max_relocate";
+    pub const FAILBACK: &str = "failback";
+    pub const COMMENT: &str = "comment";
 }

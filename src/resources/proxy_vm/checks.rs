@@ -4,7 +4,10 @@
 
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
 
-use super::attr;
+use pve::cluster::ha::HaState;
+
+use super::attr::{self, ha};
+use super::model::parse_ha_state;
 use crate::ownership;
 use crate::validate;
 
@@ -130,3 +133,99 @@ pub fn startup(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
 
 /// The largest `startup` part the provider writes (PVE takes any non-negative integer).
 const STARTUP_MAX: i64 = u32::MAX as i64;
+
+/// `ha`'s own values: a known `state`, whole non-negative numbers.
+pub fn check_ha(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
+    if value.is_null() || !value.is_known() {
+        return;
+    }
+    if let Some(text) = value.get_attr(ha::STATE).as_str()
+        && parse_ha_state(text).is_none()
+    {
+        diags.attribute_error(
+            at.clone().attr(ha::STATE),
+            INVALID,
+            format!(
+                "ha.state must be one of {}, got: \"{text}\"",
+                "\"started\", \"stopped\", \"disabled\", \"ignored\""
+            ),
+        );
+    }
+    for name in [ha::MAX_RESTART, ha::MAX_RELOCATE] {
+        if let Some(number) = value.get_attr(name).as_number()
+            && !number
+                .as_i64()
+                .is_some_and(|n| (0..=i64::from(u32::MAX)).contains(&n))
+        {
+            diags.attribute_error(
+                at.clone().attr(name),
+                INVALID,
+                format!(
+                    "ha.{name} must be a whole number of 0 or more, got: {}",
+                    number.as_f64()
+                ),
+            );
+        }
+    }
+}
+
+/// `ha.state` and `started` must agree: the HA manager keeps a `started` service running and
+/// a `stopped` or `disabled` one stopped, whatever the provider's power steps did.
+pub fn check_ha_with_started(config: &Value, diags: &mut Diagnostics) {
+    let started = config.get_attr(attr::STARTED).as_bool().unwrap_or(true);
+    let Some(state) = config
+        .get_attr(attr::HA)
+        .get_attr(ha::STATE)
+        .as_str()
+        .and_then(parse_ha_state)
+    else {
+        return;
+    };
+    let runs = match state {
+        HaState::Started => true,
+        HaState::Stopped | HaState::Disabled => false,
+        _ => return,
+    };
+    if runs != started {
+        diags.attribute_error(
+            AttributePath::root().attr(attr::HA).attr(ha::STATE),
+            INVALID,
+            format!(
+                "ha.state = \"{}\" contradicts started = {started}: the HA manager would undo \
+                 every power step. Leave ha.state unset (it follows `started`), or make them \
+                 agree.",
+                state.as_str()
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_refuse_unknown_states_and_a_contradiction_with_started() {
+        let at = AttributePath::root().attr(attr::HA);
+        let mut diags = Diagnostics::new();
+        let bad = Value::object([(ha::STATE, Value::string("enabled"))]);
+        check_ha(&bad, &at, &mut diags);
+        assert!(diags.has_errors());
+        let config = |state: &str, started: bool| {
+            Value::object([
+                (attr::STARTED, Value::Bool(started)),
+                (attr::HA, Value::object([(ha::STATE, Value::string(state))])),
+            ])
+        };
+        for (state, started, refused) in [
+            ("started", false, true),
+            ("disabled", true, true),
+            ("stopped", false, false),
+            ("ignored", false, false),
+        ] {
+            let mut diags = Diagnostics::new();
+            check_ha_with_started(&config(state, started), &mut diags);
+            assert_eq!(diags.has_errors(), refused, "{state} {started}");
+        }
+    }
+}

@@ -40,6 +40,13 @@ pub fn config_for(state: &Value, configured: Option<&Configured>) -> GenerateCon
             config.set_attr(spec.name, Value::Null);
         }
     }
+    // Unset, `start_on_boot` follows `started`.
+    if config
+        .get_attr(attr::START_ON_BOOT)
+        .same_as(state.get_attr(attr::STARTED))
+    {
+        config.set_attr(attr::START_ON_BOOT, Value::Null);
+    }
     if let Some(configured) = configured {
         drop_if(
             &mut config,
@@ -124,6 +131,8 @@ mod tests {
         assert_eq!(config.get_attr(attr::CORES).as_i64(), Some(2));
         // Not the defaults: kept.
         assert_eq!(config.get_attr(attr::STARTED).as_bool(), Some(false));
+        // Unset it would follow `started` (false): kept.
+        assert_eq!(config.get_attr(attr::START_ON_BOOT).as_bool(), Some(true));
         assert_eq!(config.get_attr(attr::SEED_LIFETIME).as_str(), Some("vm"));
         assert_eq!(config.get_attr(attr::SEED_STORAGE).as_str(), Some("local"));
         for gone in [
@@ -131,7 +140,6 @@ mod tests {
             attr::VMID,
             attr::NODE,
             attr::TAGS,
-            attr::START_ON_BOOT,
             attr::WAIT_FOR,
             attr::REBOOT_IF_NEEDED,
             attr::CURRENT_NODE,

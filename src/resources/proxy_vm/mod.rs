@@ -4,6 +4,7 @@ mod apply;
 mod attr;
 mod checks;
 mod generate;
+mod ha_plan;
 mod identity;
 mod import;
 mod lifecycle;

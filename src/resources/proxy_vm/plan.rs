@@ -97,6 +97,7 @@ pub(super) fn plan_change(
         plan_seed_hash(&mut planned, &prior, &config, &private);
     }
     plan_power_state(&mut planned, &prior);
+    plan_start_on_boot(&mut planned, &config);
     if prior.is_null() {
         plan_create_addresses(&mut planned);
     } else {
@@ -104,6 +105,14 @@ pub(super) fn plan_change(
         plan_gone_replacement(&mut planned, &prior, &mut response.requires_replace);
         warn_pending(&private.pending, &planned, &mut response.diagnostics);
         warn_mark_lost(&private, &prior, configured, &mut response.diagnostics);
+        let replacing = !response.requires_replace.is_empty();
+        super::ha_plan::warn_replacement_drops_ha(
+            &private,
+            &prior,
+            &config,
+            replacing,
+            &mut response.diagnostics,
+        );
         plan_update_addresses(&prior, &mut planned);
         plan_seed_detach(&mut planned, &prior, &private, &response.requires_replace);
         plan_update_location(&prior, &mut planned);
@@ -222,6 +231,16 @@ fn plan_power_state(planned: &mut Value, prior: &Value) {
     let started = planned.get_attr(attr::STARTED);
     if prior.is_null() || !prior.get_attr(attr::STARTED).same_as(started) {
         planned.set_attr(attr::STATUS, status_when_started(started));
+    }
+}
+
+/// `start_on_boot` unset follows `started` (#40): a VM configured stopped is not started by
+/// its node's boot. A state written while the default was `true` shows the change here, and
+/// its apply makes it.
+fn plan_start_on_boot(planned: &mut Value, config: &Value) {
+    if config.get_attr(attr::START_ON_BOOT).is_null() {
+        let started = planned.get_attr(attr::STARTED).clone();
+        planned.set_attr(attr::START_ON_BOOT, started);
     }
 }
 
@@ -604,6 +623,40 @@ mod tests {
             !plan_with(&Private::default(), unset)
                 .requires_replace
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn start_on_boot_unset_follows_started() {
+        let mut prior = created();
+        prior.set_attr("started", Value::Bool(false));
+        // Written while the default was `true`: the plan shows the change.
+        prior.set_attr("start_on_boot", Value::Bool(true));
+        let stopped = |v: &mut Value| {
+            v.set_attr("started", Value::Bool(false));
+        };
+        assert_eq!(
+            planned_attr(&prior, &stopped, "start_on_boot"),
+            Value::Bool(false)
+        );
+        let set = |v: &mut Value| {
+            v.set_attr("started", Value::Bool(false));
+            v.set_attr("start_on_boot", Value::Bool(true));
+        };
+        assert_eq!(
+            planned_attr(&prior, &set, "start_on_boot"),
+            Value::Bool(true)
+        );
+        let mut new = config();
+        new.set_attr("started", Value::Unknown);
+        let plan = plan_change(
+            &schema::schema(),
+            None,
+            request(Value::Null, new.clone(), new),
+        );
+        assert_eq!(
+            plan.planned_state.get_attr("start_on_boot"),
+            &Value::Unknown
         );
     }
 

@@ -8,7 +8,7 @@ use super::apply::step_diagnostic;
 use super::attr;
 use super::lifecycle::{self, Expected, ExpectedToken};
 use super::mark_restore::mark_to_restore;
-use super::model::{Observed, Private, STATUS_GONE, UNREADABLE, fleet_of, vmid_of};
+use super::model::{self, Observed, Private, STATUS_GONE, UNREADABLE, fleet_of, vmid_of};
 use crate::context::Configured;
 use crate::ownership::Phase;
 
@@ -197,6 +197,7 @@ async fn ours(
             response.new_state.set_attr(attr::POOL, Value::Null);
         }
     }
+    refresh_ha(configured, state.prior, observed, private, response).await;
     private.mark_lost = false;
     private.seed_ready = false;
     // A seed found to stay for good is not asked about again (#39): its refresh costs what
@@ -219,6 +220,36 @@ async fn ours(
     }
     private.note_pending(observed);
     response.private = private.encode();
+}
+
+/// `ha` as PVE holds it, read only for a VM that is an HA resource or should be one (a VM
+/// outside HA costs no request). An HA resource `ha` does not set is noted for the plan.
+async fn refresh_ha(
+    configured: &Configured,
+    prior: &Value,
+    observed: &Observed,
+    private: &mut Private,
+    response: &mut ReadResponse,
+) {
+    let configured_ha = !prior.get_attr(attr::HA).is_null();
+    private.operator_ha = observed.ha_listed && !configured_ha;
+    if !configured_ha {
+        return;
+    }
+    match lifecycle::observe_resource(&configured.client, observed.vmid).await {
+        Ok(resource) => {
+            let ha = model::observed_ha(prior.get_attr(attr::HA), resource.as_ref());
+            response.new_state.set_attr(attr::HA, ha);
+        }
+        Err(error) => response.diagnostics.warning(
+            "Proxy VM's HA resource not refreshed",
+            format!(
+                "The HA resource of VM {} could not be read: {error}. Its last known settings \
+                 are kept.",
+                observed.vmid
+            ),
+        ),
+    }
 }
 
 /// Whether the state's recorded seed may leave now (`seed_lifetime = "until_ready"`): its

@@ -546,11 +546,14 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         ),
     AttrSpec::new(attr::START_ON_BOOT, Kind::Bool, Mode::OptionalComputed)
         .on_change(OnChange::InPlace)
-        .default_bool(true)
+        .planned(Planned::ByRule)
         .description(
             "Whether the node starts the VM when it boots (PVE's `onboot`), so a node reboot \
-            does not leave the proxy down until the next apply. Changes in place, without a \
-            reboot. An HA-managed VM is started by the HA manager instead, whatever this says.",
+            does not leave the proxy down until the next apply. Unset, it follows `started`: \
+            a VM configured stopped is not started by its node's boot (a state written before \
+            this default shows the change in its next plan, and nothing changes on PVE until \
+            that apply). Changes in place, without a reboot. An HA-managed VM is started by the \
+            HA manager instead, whatever this says.",
         ),
     AttrSpec::new(
         attr::STARTUP,
@@ -566,6 +569,41 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
             set at least one. Unset: no order (PVE starts such VMs last). Changes in place, \
             without a reboot; an order set by hand shows as drift.",
     ),
+    AttrSpec::new(attr::HA, Kind::Object(HA_ATTRIBUTES), Mode::Optional)
+        .on_change(OnChange::InPlace)
+        .check(Check::Custom(checks::check_ha))
+        .description(
+            "Makes the VM a PVE HA resource (`vm:VMID`), so the HA manager restarts it, and \
+            recovers it on another node when its node fails. Set, the create adds the resource \
+            after the VM is configured and before its start (as PVE's own create with \
+            `ha-managed` does), an update changes it in place, a replacement's new VM gets it \
+            before its start (under `create_before_destroy`, before the old VM is destroyed), \
+            and the destroy removes it with the VM. An operator's change of the resource shows \
+            as drift in the plan. Unset, a VM an operator put under HA is followed as it is \
+            (its power steps wait for the HA manager), and a plan that replaces it warns that \
+            the new VM will not be under HA. Changing HA resources needs `Sys.Console` on `/` \
+            (the setup guide's role has it).",
+        ),
+];
+
+/// The attributes of `ha`: the options of PVE 9's HA resource (pve-ha-manager 5.2.0).
+pub const HA_ATTRIBUTES: &[AttrSpec] = &[
+    AttrSpec::new(attr::ha::STATE, Kind::String, Mode::Optional).description(
+        "The requested state, as `ha-manager` takes it: `\"started\"`, `\"stopped\"`, \
+            `\"disabled\"` (stopped, and never recovered elsewhere; the way out of the HA \
+            error state) or `\"ignored\"` (left alone by the HA manager). Unset, it follows \
+            `started`. It must agree with `started`.",
+    ),
+    AttrSpec::new(attr::ha::MAX_RESTART, Kind::Number, Mode::Optional)
+        .description("Restart tries on the same node after a failed start; PVE's default 1."),
+    AttrSpec::new(attr::ha::MAX_RELOCATE, Kind::Number, Mode::Optional)
+        .description("Relocations to other nodes after failed restarts; PVE's default 1."),
+    AttrSpec::new(attr::ha::FAILBACK, Kind::Bool, Mode::Optional).description(
+        "Move back to the node a node-affinity rule prefers once it is online again; PVE's \
+            default `true`.",
+    ),
+    AttrSpec::new(attr::ha::COMMENT, Kind::String, Mode::Optional)
+        .description("The resource's comment."),
 ];
 
 /// The attributes of `startup`: whole numbers of PVE's `pve-startup-order` format.
@@ -698,6 +736,7 @@ pub fn validate_config(config: &Value) -> Diagnostics {
             check.run(spec.name, config.get_attr(spec.name), &mut diags);
         }
     }
+    checks::check_ha_with_started(config, &mut diags);
     diags
 }
 
@@ -788,7 +827,8 @@ mod tests {
                 "started",
                 "mac_address",
                 "start_on_boot",
-                "startup"
+                "startup",
+                "ha"
             ]
         );
         assert_eq!(
@@ -810,6 +850,14 @@ mod tests {
         let (timeouts, startup) = nested
             .split_once("pub mod startup")
             .expect("attr.rs has `mod startup` after `mod timeouts`");
+        let (startup, ha) = startup
+            .split_once("pub mod ha")
+            .expect("attr.rs has `mod ha` after `mod startup`");
+        let names = schema_table::declared_names(ha);
+        assert_eq!(names.len(), HA_ATTRIBUTES.len(), "{names:?}");
+        for name in names {
+            spec_in(HA_ATTRIBUTES, name);
+        }
         let names = schema_table::declared_names(startup);
         assert_eq!(names.len(), STARTUP_ATTRIBUTES.len(), "{names:?}");
         for name in names {
@@ -832,7 +880,6 @@ mod tests {
     fn defaults_are_declared_once_and_said_in_the_description() {
         assert!(default_bool(attr::STARTED));
         assert!(!default_bool(attr::REBOOT_IF_NEEDED));
-        assert!(default_bool(attr::START_ON_BOOT));
         assert_eq!(
             default_timeout(attr::timeouts::CREATE),
             Duration::from_secs(15 * 60)

@@ -66,6 +66,62 @@ impl HaState {
     }
 }
 
+/// The HA manager's state of a service: `crm_state` of `status/current`, and `ha.state` of a
+/// VM's `status/current` (pve-ha-manager 5.2.0 `HA/Manager.pm` `$valid_service_states`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrmState {
+    /// Running where the rules want it.
+    Started,
+    /// To be started (`request_start`, and `request_start_balance`: placed first).
+    RequestStart,
+    /// Stopped (also what `disabled` is in the CRM).
+    Stopped,
+    /// A stop was requested and is being carried out.
+    RequestStop,
+    /// An online migration is running.
+    Migrate,
+    /// A stop, move and start is running.
+    Relocate,
+    /// Its node failed; waiting for the fence.
+    Fence,
+    /// Fenced; waiting for a node to recover it on.
+    Recovery,
+    /// Its node is rebooting or shutting down.
+    Freeze,
+    /// Failed beyond its restart and relocate tries; only `state=disabled` gets it out.
+    Error,
+    /// A state this client does not know.
+    Other,
+}
+
+impl CrmState {
+    /// PVE's word for it.
+    pub fn parse(text: &str) -> CrmState {
+        match text {
+            "started" => CrmState::Started,
+            "request_start" | "request_start_balance" => CrmState::RequestStart,
+            "stopped" => CrmState::Stopped,
+            "request_stop" => CrmState::RequestStop,
+            "migrate" => CrmState::Migrate,
+            "relocate" => CrmState::Relocate,
+            "fence" => CrmState::Fence,
+            "recovery" => CrmState::Recovery,
+            "freeze" => CrmState::Freeze,
+            "error" => CrmState::Error,
+            _ => CrmState::Other,
+        }
+    }
+
+    /// Whether the HA manager is moving the service to another node (the VM's config moves
+    /// with it once the move ends; `request_start_balance` may move a stopped one first).
+    pub fn is_moving(self) -> bool {
+        matches!(
+            self,
+            CrmState::Migrate | CrmState::Relocate | CrmState::RequestStart
+        )
+    }
+}
+
 /// A row of `GET /cluster/ha/resources` and the answer of `GET …/resources/{sid}`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct HaResource {
@@ -634,6 +690,18 @@ mod tests {
             rule_path("a b"),
             format!("/cluster/ha/rules/{}", seg("a b"))
         );
+    }
+
+    #[test]
+    fn crm_states_parse_pve_words() {
+        assert_eq!(CrmState::parse("error"), CrmState::Error);
+        assert_eq!(
+            CrmState::parse("request_start_balance"),
+            CrmState::RequestStart
+        );
+        assert!(CrmState::parse("migrate").is_moving());
+        assert!(!CrmState::parse("started").is_moving());
+        assert_eq!(CrmState::parse("queued"), CrmState::Other);
     }
 
     #[test]

@@ -131,6 +131,7 @@ pub(super) async fn observe_known(
         running_with: RunningValues::of(&view.current),
         onboot: config.onboot(),
         startup: config.startup().and_then(Result::ok),
+        ha_listed: false,
     }))
 }
 

@@ -132,6 +132,8 @@ impl KilledCreate<'_> {
                 volume,
             }),
             mark_to_restore: String::new(),
+            // A killed create may have made it an HA resource just before its start.
+            under_ha: true,
         };
         delete(configured, doomed, deadline).await?;
         journal.forget(self.fleet, self.name, self.token);

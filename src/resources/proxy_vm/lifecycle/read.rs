@@ -43,7 +43,7 @@ pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) ->
         .node_power(&configured.client, &entry.node)
         .await?;
     let status = power.get(&vmid).cloned();
-    let Some(observed) = observe_known(
+    let Some(mut observed) = observe_known(
         &configured.client,
         &entry.node,
         vmid,
@@ -55,6 +55,7 @@ pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) ->
     else {
         return Ok(Found::Gone);
     };
+    observed.ha_listed = entry.hastate.is_some();
     if observed.mark.is_none()
         && expected
             .name

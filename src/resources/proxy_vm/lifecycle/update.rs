@@ -10,6 +10,7 @@ use super::configure::write_config;
 use super::disk::grow_disk;
 use super::error::Step;
 use super::expected::Expected;
+use super::ha::ensure as ensure_ha;
 use super::operation::Operation;
 use super::owned::OwnedVm;
 use super::power::{ensure_power, reboot};
@@ -51,6 +52,8 @@ pub async fn update(
     if disk_changed {
         grow_disk(&vm, desired.disk_gib).await?;
     }
+    // Before the power steps: a state the HA manager keeps must not undo them.
+    ensure_ha(&vm, desired, false).await?;
     let mut updated = Updated::default();
     let qemu = vm.qemu();
     let was_running = vm.op().retry(|| qemu.status()).await?.is_running();

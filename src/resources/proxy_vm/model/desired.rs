@@ -46,6 +46,10 @@ pub struct Desired {
     pub start_on_boot: bool,
     /// PVE's `startup`; `None`: no start order.
     pub startup: Option<pve::wire::Startup>,
+    /// `ha`: the HA resource the VM is; `None` when unset.
+    pub ha: Option<super::HaSpec>,
+    /// The prior state set `ha`: an update that finds it unset removes the resource.
+    pub ha_before: bool,
 }
 
 /// `cloud_init_timeout` when unset: long enough for a first boot that installs packages.
@@ -151,8 +155,14 @@ impl Desired {
                 .as_string_list()
                 .map(|nodes| nodes.into_iter().map(str::to_owned).collect()),
             create_token: String::new(),
-            start_on_boot: bool_attr(planned, attr::START_ON_BOOT),
+            // Unset (or unknown), it follows `started` as the plan does.
+            start_on_boot: planned
+                .get_attr(attr::START_ON_BOOT)
+                .as_bool()
+                .unwrap_or_else(|| bool_attr(planned, attr::STARTED)),
             startup: super::startup_of(planned.get_attr(attr::STARTUP)),
+            ha: super::HaSpec::of(planned.get_attr(attr::HA)),
+            ha_before: false,
         }
     }
 

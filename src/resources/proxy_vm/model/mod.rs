@@ -4,6 +4,7 @@
 
 mod boot;
 mod desired;
+mod ha;
 mod observed;
 mod private;
 mod seed_hash;
@@ -13,6 +14,7 @@ mod write_only;
 pub use super::seed_life::{SeedLifetime, WaitFor};
 pub use boot::{startup_of, startup_value};
 pub use desired::{DEFAULT_CLOUD_INIT_TIMEOUT, Desired, Timeouts, wait_for};
+pub use ha::{HaSpec, observed_ha, parse_ha_state};
 pub use observed::{Observed, RunningValues};
 pub use private::{Private, SeedStays, UNREADABLE};
 pub use seed_hash::{planned_seed_hash, seed_hash};

@@ -39,6 +39,8 @@ pub struct Observed {
     pub onboot: bool,
     /// PVE's `startup` (`None` when unset or unreadable).
     pub startup: Option<pve::wire::Startup>,
+    /// The cluster listing shows the VM as an HA resource (`hastate`).
+    pub ha_listed: bool,
 }
 
 /// The in-place attributes as the running VM has them (pending changes not applied).
@@ -218,6 +220,8 @@ impl Observed {
         }
         state.set_attr(attr::START_ON_BOOT, Value::Bool(self.onboot));
         state.set_attr(attr::STARTUP, super::startup_value(self.startup.as_ref()));
+        // What the configuration wrote; a refresh puts PVE's values in (`observed_ha`).
+        state.set_attr(attr::HA, kept(prior, attr::HA));
     }
 
     /// Where the VM runs and what its guest reports.

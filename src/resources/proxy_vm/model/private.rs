@@ -35,6 +35,10 @@ pub struct Private {
     /// migrating (#39).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_stays: Option<SeedStays>,
+    /// The last refresh found the VM an HA resource that `ha` does not set (an operator put
+    /// it under HA): a plan that replaces it warns that the new VM will not be.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator_ha: bool,
 }
 
 /// Why a seed stays attached for the VM's life (with `seed_lifetime = "until_ready"`).

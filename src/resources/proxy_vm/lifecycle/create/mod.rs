@@ -18,6 +18,7 @@ use super::ProgressCell;
 use super::configure::write_config;
 use super::disk::grow_disk;
 use super::error::{Step, StepError};
+use super::ha::ensure as ensure_ha;
 use super::observe::observe_with;
 use super::power::{ensure_power, start_own_clone};
 use super::prechecks::check_disk_size;
@@ -189,6 +190,8 @@ async fn provision(
     seed::upload_seed(vm.client(), vm.node(), seed_volume, bytes, vm.deadline()).await?;
     hold.unless_taken_over(write_config(vm, desired, Some(seed_volume), true).await)?;
     hold.unless_taken_over(grow_disk(vm, desired.disk_gib).await)?;
+    // Under HA before the start, as PVE's create with `ha-managed` does.
+    hold.unless_taken_over(ensure_ha(vm, desired, made_here).await)?;
     let powered = match (made_here, desired.started) {
         (true, true) => start_own_clone(vm).await,
         (true, false) => Ok(()),

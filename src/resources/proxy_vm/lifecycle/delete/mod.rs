@@ -1,6 +1,8 @@
-//! Delete, read top-down as its phases: locate (where the VM is and whose), the checks PVE's
-//! destroy would make (`refusals`), mark `deleting`, stop, destroy with purge, and last the
-//! seed; never a VM that is not this state's, never a seed another VM boots.
+//! Delete, read top-down as its phases: locate (where the VM is and whose), its HA state
+//! (`ha_state`: waited out while the HA manager moves it, refused when it runs in `error`),
+//! the checks PVE's destroy would make (`refusals`), mark `deleting`, stop (only a VM that
+//! may run), destroy with purge, and last the seed; never a VM that is not this state's,
+//! never a seed another VM boots.
 //!
 //! Nothing is written before every refusal PVE could make is ruled out, so a destroy PVE
 //! refuses leaves the VM running with its seed. The seed goes after the VM: a VM never
@@ -12,6 +14,7 @@
 //! Everything PVE will resolve by itself is waited out within the delete timeout: a clone
 //! still running on the VM, a lock (a backup), an earlier destroy task still finishing.
 
+mod ha_state;
 mod locate;
 mod refusals;
 mod seed;
@@ -22,6 +25,7 @@ use super::error::{Step, StepError};
 use super::expected::{Expected, ExpectedToken};
 use super::teardown;
 use crate::context::Configured;
+use ha_state::StopFirst;
 use locate::AtVmid;
 pub use seed::RecordedSeed;
 
@@ -35,6 +39,9 @@ pub struct Doomed<'a> {
     pub expected: Expected<'a>,
     pub seed: Option<RecordedSeed<'a>>,
     pub mark_to_restore: String,
+    /// The state made it an HA resource (`ha`): its HA state is read before the destroy
+    /// even when the listing does not show it yet.
+    pub under_ha: bool,
 }
 
 /// See the module doc. Returns a note when the VM at the VMID was not this state's and was
@@ -76,11 +83,15 @@ pub async fn delete(
         }
     }
     if let Some((vm, seen)) = ours {
+        let (vm, seen, stop) =
+            ha_state::before_destroy(configured, vm, seen, doomed.under_ha).await?;
         refusals::check_destroy_allowed(configured, &vm, &seen.config, doomed.seed.as_ref())
             .await?;
         // From here on no create adopts it, and every later step checks it is still ours.
         let proof = vm.mark_deleting_from(seen).await?;
-        teardown::stop_marked(&vm, proof).await?;
+        if stop == StopFirst::Yes {
+            teardown::stop_marked(&vm, proof).await?;
+        }
         if !vm.destroy().await? {
             // An earlier destroy task (a killed run's) is still finishing.
             teardown::wait_until_gone(&vm).await?;

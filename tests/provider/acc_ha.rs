@@ -1,0 +1,629 @@
+//! Acceptance: HA as part of a proxy VM (#40). A destroy reads the HA state first and either
+//! destroys the VM in every state PVE allows (a stopped VM in `error` with `purge`, as PVE
+//! does) or refuses before any write; `ha` makes a VM an HA resource, keeps it through
+//! updates and replacements (under `create_before_destroy` the new VM is protected before
+//! the old one goes), reads an operator's changes as drift and is removed by the destroy; a
+//! VM configured stopped is not started by its node's boot.
+//!
+//! The PVE behaviour these rely on, as pve-sim models it from PVE's source: qemu-server
+//! 9.2.6 `API2/Qemu.pm` `destroy_vm` (`early_checks`: an HA resource needs `purge`, a
+//! running VM is refused, nothing else about HA), `vm_stop`/`vm_start` of an HA-managed VM
+//! are `hastop`/`hastart` requests; pve-ha-manager 5.2.0 `API2/HA/Resources.pm`
+//! (`check_service_state`: a service in `error` takes only `state=disabled`), `HA/Manager.pm`
+//! (the CRM's states); pve-manager `API2/Nodes.pm` `startall` (a node boot starts `onboot`
+//! VMs that HA does not manage).
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{SimClient, Workspace, flat, simulator_only, start_sim};
+
+/// `count` proxies named `{base}-N` on `node`; `extra` goes into the resource block.
+fn fleet(base: &str, count: usize, node: &str, extra: &str) -> String {
+    format!(
+        r#"{}
+resource "proxmox_proxy_vm" "edge" {{
+  count    = {count}
+  name     = "{base}-${{count.index}}"
+  template = "debian-13-proxy"
+  node     = "{node}"
+  wait_for = "none"
+  # Kept: these tests are about HA, not about the seed's detach.
+  seed_lifetime = "vm"
+{extra}}}
+"#,
+        Workspace::preamble()
+    )
+}
+
+/// A world whose HA manager runs quickly (a CRM round every 100 ms).
+fn quick_ha() -> pvesim::SimConfig {
+    let mut config = pvesim::SimConfig::default();
+    config.timings.ha_delay_ms = 100;
+    config
+}
+
+/// Polls the simulator's state until `done` holds for it, at most a minute.
+async fn until(sim: &SimClient, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let state = sim.state().await;
+        if done(&state) {
+            return state;
+        }
+        assert!(Instant::now() < deadline, "{what}: never happened; {state}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn vms_named<'a>(state: &'a Value, base: &str) -> Vec<&'a Value> {
+    state["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|vm| vm["name"].as_str().is_some_and(|n| n.starts_with(base)))
+        .collect()
+}
+
+async fn the_vm(sim: &SimClient, name: &str) -> Value {
+    let state = sim.state().await;
+    let vms = vms_named(&state, name);
+    assert_eq!(vms.len(), 1, "one VM named {name}: {state}");
+    vms[0].clone()
+}
+
+fn vmid(vm: &Value) -> u64 {
+    vm["vmid"].as_u64().unwrap()
+}
+
+async fn ha_resources(sim: &SimClient) -> Vec<Value> {
+    sim.api("GET", "/cluster/ha/resources", &[])
+        .await
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The HA manager's service row of `sid` (`/cluster/ha/status/current`).
+async fn service(sim: &SimClient, sid: &str) -> Option<Value> {
+    let rows = sim.api("GET", "/cluster/ha/status/current", &[]).await;
+    rows.as_array()?
+        .iter()
+        .find(|row| row["type"] == "service" && row["sid"] == sid)
+        .cloned()
+}
+
+/// Waits until the CRM shows `sid` in `crm_state`.
+async fn until_crm_state(sim: &SimClient, sid: &str, crm_state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let row = service(sim, sid).await;
+        if row.as_ref().is_some_and(|r| r["crm_state"] == crm_state) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sid} never reached `{crm_state}`: {row:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Puts VM `id` under HA as an operator does, and waits until the CRM runs it.
+async fn operator_adds_ha(sim: &SimClient, id: u64) -> String {
+    let sid = format!("vm:{id}");
+    sim.api("POST", "/cluster/ha/resources", &[("sid", &sid)])
+        .await;
+    until_crm_state(sim, &sid, "started").await;
+    sid
+}
+
+/// What a destroy must leave: no VM of `base`, no seed ISO, no HA resource.
+async fn assert_nothing_left(sim: &SimClient, base: &str) {
+    let state = sim.state().await;
+    assert!(vms_named(&state, base).is_empty(), "{state}");
+    let isos: Vec<Value> = sim
+        .volumes_on("proxy-seeds")
+        .await
+        .into_iter()
+        .filter(|v| v["content"] == "iso")
+        .collect();
+    assert!(isos.is_empty(), "{isos:?}");
+    let ha = ha_resources(sim).await;
+    assert!(ha.is_empty(), "{ha:?}");
+}
+
+/// #40, case 1: a failed HA recovery leaves the service in `error` with the VM stopped.
+/// PVE destroys that VM with `purge` (its `early_checks` ask nothing of the HA state), so the
+/// destroy does, without a stop request that the HA stack refuses in `error`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_vm_in_ha_error_is_destroyed() {
+    let test = "a_stopped_vm_in_ha_error_is_destroyed";
+    if !simulator_only(test, "pve-sim's HA manager") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(quick_ha()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet("err", 1, "pve1", "")).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "err-0").await);
+    let sid = operator_adds_ha(&sim, id).await;
+    // Stopped through HA, then the service fails.
+    sim.api(
+        "PUT",
+        &format!("/cluster/ha/resources/{sid}"),
+        &[("state", "stopped")],
+    )
+    .await;
+    until(&sim, "the HA manager stopped the VM", |state| {
+        vms_named(state, "err-0")[0]["status"] == "stopped"
+    })
+    .await;
+    until_crm_state(&sim, &sid, "stopped").await;
+    admin.ha_service_error(&sid).await;
+
+    let since = sim.journal().await.len();
+    ws.destroy().await.success();
+    let writes = sim.writes_since(since).await;
+    assert!(
+        !writes
+            .iter()
+            .any(|w| w["path"].as_str().unwrap_or_default().contains("/status/")),
+        "no power request for a stopped VM: {writes:#?}"
+    );
+    assert_nothing_left(&sim, "err-0").await;
+}
+
+/// A running VM whose service is in `error` cannot be stopped through HA, and PVE refuses to
+/// destroy a running VM: the destroy is refused before any write, with the command that
+/// gets the service out of `error`, and the VM is not marked `deleting`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_vm_in_ha_error_is_refused_before_any_write() {
+    let test = "a_running_vm_in_ha_error_is_refused_before_any_write";
+    if !simulator_only(test, "pve-sim's HA manager") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(quick_ha()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet("errrun", 1, "pve1", "")).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "errrun-0").await);
+    let sid = operator_adds_ha(&sim, id).await;
+    admin.ha_service_error(&sid).await;
+
+    let since = sim.journal().await.len();
+    let out = ws.destroy().await.failure();
+    let text = flat(&out.all_text());
+    assert!(
+        text.contains(&format!("ha-manager set vm:{id} --state disabled")),
+        "{text}"
+    );
+    assert!(text.contains("Nothing was changed"), "{text}");
+    let writes = sim.writes_since(since).await;
+    assert!(writes.is_empty(), "no write: {writes:#?}");
+    let vm = the_vm(&sim, "errrun-0").await;
+    assert_eq!(vm["status"], "running", "{vm}");
+    let description = vm["config"]["description"].as_str().unwrap_or_default();
+    assert!(!description.contains("deleting"), "not marked: {vm}");
+
+    // Fixed as the error says: the destroy goes on.
+    sim.api(
+        "PUT",
+        &format!("/cluster/ha/resources/{sid}"),
+        &[("state", "disabled")],
+    )
+    .await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "errrun-0").await;
+}
+
+/// #40, case 3: `started = false` with `start_on_boot` unset: the node's boot does not start
+/// the VM (`onboot` follows `started`), and the plan after the reboot is empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_vm_stays_stopped_through_a_node_reboot() {
+    let test = "a_stopped_vm_stays_stopped_through_a_node_reboot";
+    if !simulator_only(test, "pve-sim's node reboot") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet("asleep", 1, "pve2", "  started = false\n"))
+        .await;
+    ws.apply().await.success();
+    let vm = the_vm(&sim, "asleep-0").await;
+    assert_eq!(vm["status"], "stopped", "{vm}");
+    sim.reboot_node("pve2").await;
+    until(&sim, "pve2 is back", |state| {
+        state["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["online"] == true)
+    })
+    .await;
+    let vm = the_vm(&sim, "asleep-0").await;
+    assert_eq!(vm["status"], "stopped", "not started by the boot: {vm}");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
+
+/// A world with a shared ISO storage, so a VM's seed moves with it and HA can migrate,
+/// relocate and recover it.
+fn shared_world() -> pvesim::SimConfig {
+    let mut config = quick_ha();
+    config.storages.push(pvesim::config::StorageConfig {
+        id: "shared-seeds".into(),
+        plugin_type: "nfs".into(),
+        content: vec!["iso".into()],
+        shared: true,
+        nodes: None,
+        enabled: true,
+        total_bytes: 1 << 40,
+        has_path: true,
+    });
+    config
+}
+
+fn shared_fleet(base: &str, count: usize, extra: &str) -> String {
+    format!(
+        "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}",
+        fleet(base, count, "pve1", extra)
+    )
+}
+
+async fn set_ha_state(sim: &SimClient, sid: &str, state: &str) {
+    let path = format!("/cluster/ha/resources/{sid}");
+    sim.api("PUT", &path, &[("state", state)]).await;
+}
+
+/// Destroy from the requested states `started`, `stopped`, `disabled` and `ignored`: nothing
+/// is left (no VM, seed or HA resource), and no power request is sent to a VM that does not
+/// run.
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_from_each_requested_state_leaves_nothing() {
+    let test = "destroy_from_each_requested_state_leaves_nothing";
+    if !simulator_only(test, "pve-sim's HA manager") {
+        return;
+    }
+    let (_sim, target) = start_sim(quick_ha()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet("states", 4, "pve1", "")).await;
+    ws.apply().await.success();
+    let state = sim.state().await;
+    let mut sids = Vec::new();
+    for i in 0..4 {
+        let id = vmid(vms_named(&state, &format!("states-{i}"))[0]);
+        sids.push(operator_adds_ha(&sim, id).await);
+    }
+    set_ha_state(&sim, &sids[1], "stopped").await;
+    set_ha_state(&sim, &sids[2], "disabled").await;
+    set_ha_state(&sim, &sids[3], "ignored").await;
+    until(&sim, "the HA manager stopped states-1 and -2", |state| {
+        ["states-1", "states-2"]
+            .iter()
+            .all(|name| vms_named(state, name)[0]["status"] == "stopped")
+    })
+    .await;
+    until_crm_state(&sim, &sids[1], "stopped").await;
+    until_crm_state(&sim, &sids[2], "stopped").await;
+
+    let since = sim.journal().await.len();
+    ws.destroy().await.success();
+    let writes = sim.writes_since(since).await;
+    for sid in &sids[1..3] {
+        let id = sid.trim_start_matches("vm:");
+        let stops: Vec<&Value> = writes
+            .iter()
+            .filter(|w| w["path"] == format!("/nodes/pve1/qemu/{id}/status/stop"))
+            .collect();
+        assert!(stops.is_empty(), "no stop of a stopped VM: {stops:#?}");
+    }
+    assert_nothing_left(&sim, "states-").await;
+}
+
+/// Destroy while the HA manager migrates one VM and relocates another: each is waited for,
+/// then destroyed where it landed.
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_waits_out_an_ha_migration_and_relocation() {
+    let test = "destroy_waits_out_an_ha_migration_and_relocation";
+    if !simulator_only(test, "pve-sim's HA manager") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(shared_world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&shared_fleet("moving", 2, "")).await;
+    ws.apply().await.success();
+    let state = sim.state().await;
+    let ids: Vec<u64> = (0..2)
+        .map(|i| vmid(vms_named(&state, &format!("moving-{i}"))[0]))
+        .collect();
+    let mut sids = Vec::new();
+    for id in &ids {
+        sids.push(operator_adds_ha(&sim, *id).await);
+    }
+    // Moves slow enough for the destroy to meet them.
+    admin.set_task_ms("qmigrate", 3000).await;
+    for (sid, verb) in sids.iter().zip(["migrate", "relocate"]) {
+        let path = format!("/cluster/ha/resources/{sid}/{verb}");
+        sim.api("POST", &path, &[("node", "pve2")]).await;
+    }
+    until_crm_state(&sim, &sids[0], "migrate").await;
+
+    let since = sim.journal().await.len();
+    ws.destroy().await.success();
+    let journal: Vec<Value> = sim.journal().await.into_iter().skip(since).collect();
+    for id in &ids {
+        let destroys: Vec<&Value> = journal
+            .iter()
+            .filter(|e| e["method"] == "DELETE" && e["path"] == format!("/nodes/pve2/qemu/{id}"))
+            .collect();
+        assert_eq!(destroys.len(), 1, "destroyed where it landed: {journal:#?}");
+        assert_eq!(destroys[0]["status"], 200, "{destroys:?}");
+    }
+    assert_nothing_left(&sim, "moving-").await;
+}
+
+/// Destroy of a VM whose node failed, while its service is in `fence` and then in `recovery`
+/// (a strict node-affinity rule leaves no other node): refused before any write (PVE cannot
+/// reach the node that holds its config); once the node is back and the VM runs again, the
+/// destroy leaves nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_during_fence_and_recovery_writes_nothing() {
+    let test = "destroy_during_fence_and_recovery_writes_nothing";
+    if !simulator_only(test, "pve-sim's node failure and HA manager") {
+        return;
+    }
+    let mut config = shared_world();
+    config.timings.ha_delay_ms = 1500;
+    let (sim_handle, target) = start_sim(config).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&shared_fleet("fenced", 1, "")).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "fenced-0").await);
+    let sid = operator_adds_ha(&sim, id).await;
+    let rule = [
+        ("rule", "pin"),
+        ("type", "node-affinity"),
+        ("resources", sid.as_str()),
+        ("nodes", "pve1"),
+        ("strict", "1"),
+    ];
+    sim.api("POST", "/cluster/ha/rules", &rule).await;
+    admin.fail_node("pve1").await;
+    for crm_state in ["fence", "recovery"] {
+        until_crm_state(&sim, &sid, crm_state).await;
+        let since = sim.journal().await.len();
+        let out = ws.destroy().await.failure();
+        let text = flat(&out.all_text());
+        assert!(text.contains("PVE could not reach the node"), "{text}");
+        let writes = sim.writes_since(since).await;
+        assert!(writes.is_empty(), "{crm_state}: no write: {writes:#?}");
+    }
+    admin.recover_node("pve1").await;
+    until(&sim, "the HA manager started the VM again", |state| {
+        vms_named(state, "fenced-0")[0]["status"] == "running"
+    })
+    .await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "fenced-0").await;
+}
+
+/// What a failed HA recovery really leaves (#40's report): the node fails, the VM's seed is
+/// on that node's local storage, so its start fails on every recovery node and the service
+/// ends in `error`, stopped. Once the node is back, the destroy removes VM, seed and resource.
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_after_a_failed_recovery_leaves_nothing() {
+    let test = "destroy_after_a_failed_recovery_leaves_nothing";
+    if !simulator_only(test, "pve-sim's node failure and HA manager") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(quick_ha()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet("lost", 1, "pve1", "")).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "lost-0").await);
+    let sid = operator_adds_ha(&sim, id).await;
+    admin.fail_node("pve1").await;
+    until_crm_state(&sim, &sid, "error").await;
+    admin.recover_node("pve1").await;
+    until(&sim, "pve1 is back", |state| {
+        state["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["online"] == true)
+    })
+    .await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "lost-0").await;
+}
+/// #40, case 2: a VM an operator put under HA, with `ha` unset: a plan that replaces it says
+/// the replacement will not be under HA.
+#[tokio::test(flavor = "multi_thread")]
+async fn replacing_a_vm_an_operator_put_under_ha_warns() {
+    let test = "replacing_a_vm_an_operator_put_under_ha_warns";
+    if !simulator_only(test, "pve-sim's HA manager") {
+        return;
+    }
+    let (_sim, target) = start_sim(quick_ha()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let data = |n: u32| format!("  user_data = \"#cloud-config\\n# {n}\\n\"\n");
+    ws.init_with(&fleet("opha", 1, "pve1", &data(1))).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "opha-0").await);
+    operator_adds_ha(&sim, id).await;
+    ws.assert_plans_empty().await;
+
+    ws.write_main_tf(&fleet("opha", 1, "pve1", &data(2)));
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    let text = flat(&plan.all_text());
+    assert!(text.contains("must be replaced"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "VM {id} is an HA resource (vm:{id}), put under HA outside this configuration"
+        )),
+        "{text}"
+    );
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "opha-0").await;
+}
+
+/// The journal index of the first entry `matches` picks.
+fn first_index(journal: &[Value], matches: impl Fn(&Value) -> bool) -> Option<usize> {
+    journal.iter().position(matches)
+}
+
+/// The VMID of each VM named `{base}-N`, by N.
+fn vmids_by_name(state: &Value, base: &str, count: usize) -> Vec<u64> {
+    (0..count)
+        .map(|i| vmid(vms_named(state, &format!("{base}-{i}"))[0]))
+        .collect()
+}
+
+/// An HA fleet rolled by a `user_data` change under `create_before_destroy`: every new VM
+/// is an HA resource before its predecessor's destroy starts (its first write), so the
+/// running set is never without HA protection; afterwards every VM is under HA and the
+/// plans are empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ha_fleet_rolls_without_a_moment_outside_ha() {
+    let test = "an_ha_fleet_rolls_without_a_moment_outside_ha";
+    if !simulator_only(test, "pve-sim's HA manager and journal") {
+        return;
+    }
+    let (_sim, target) = start_sim(quick_ha()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let hcl = |n: u32| {
+        let extra = format!(
+            "  user_data = \"#cloud-config\\n# {n}\\n\"\n  ha = {{\n    max_restart = 2\n  }}\n  \
+             lifecycle {{\n    create_before_destroy = true\n  }}\n"
+        );
+        fleet("roll", 3, "pve1", &extra)
+    };
+    ws.init_with(&hcl(1)).await;
+    ws.apply().await.success();
+    let before = vmids_by_name(&sim.state().await, "roll", 3);
+    let resources = ha_resources(&sim).await;
+    for id in &before {
+        let sid = format!("vm:{id}");
+        let resource = resources.iter().find(|r| r["sid"] == sid);
+        let resource = resource.unwrap_or_else(|| panic!("{sid} under HA: {resources:?}"));
+        assert_eq!(resource["max_restart"], 2, "{resource}");
+        until_crm_state(&sim, &sid, "started").await;
+    }
+    ws.assert_plans_empty().await;
+
+    let since = sim.journal().await.len();
+    ws.write_main_tf(&hcl(2));
+    ws.apply().await.success();
+    let journal: Vec<Value> = sim.journal().await.into_iter().skip(since).collect();
+    let state = sim.state().await;
+    assert_eq!(vms_named(&state, "roll-").len(), 3, "{state}");
+    let after = vmids_by_name(&state, "roll", 3);
+    let resources = ha_resources(&sim).await;
+    assert_eq!(resources.len(), 3, "{resources:?}");
+    for (predecessor, new) in before.iter().zip(&after) {
+        assert_ne!(predecessor, new);
+        let sid = format!("vm:{new}");
+        assert!(resources.iter().any(|r| r["sid"] == sid), "{resources:?}");
+        let added = first_index(&journal, |e| {
+            e["method"] == "POST"
+                && e["path"] == "/cluster/ha/resources"
+                && e["params"]["sid"] == sid
+                && e["status"] == 200
+        })
+        .unwrap_or_else(|| panic!("{sid} added: {journal:#?}"));
+        let destroy_starts = first_index(&journal, |e| {
+            let path = e["path"].as_str().unwrap_or_default();
+            matches!(e["method"].as_str(), Some("POST" | "PUT" | "DELETE"))
+                && path.starts_with(&format!("/nodes/pve1/qemu/{predecessor}"))
+        })
+        .unwrap_or_else(|| panic!("{predecessor} destroyed: {journal:#?}"));
+        assert!(
+            added < destroy_starts,
+            "{sid} under HA (entry {added}) before {predecessor}'s destroy starts (entry \
+             {destroy_starts})"
+        );
+    }
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "roll-").await;
+}
+
+/// `ha` read back: an operator's change of the resource shows in the plan and the apply
+/// puts it back; a resource removed by hand is added again; `ha` dropped from the
+/// configuration takes the VM out of HA and keeps the VM. A rebalancer's move leaves an
+/// empty plan.
+#[tokio::test(flavor = "multi_thread")]
+async fn ha_drift_is_planned_and_the_rebalancer_s_move_is_not() {
+    let test = "ha_drift_is_planned_and_the_rebalancer_s_move_is_not";
+    if !simulator_only(test, "pve-sim's HA manager and rebalancer") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(shared_world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let with_ha = "  ha = {\n    max_restart = 2\n    comment     = \"edge\"\n  }\n";
+    ws.init_with(&shared_fleet("drift", 1, with_ha)).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "drift-0").await);
+    let sid = format!("vm:{id}");
+    until_crm_state(&sim, &sid, "started").await;
+    ws.assert_plans_empty().await;
+
+    // The rebalancer moves it: followed, nothing planned.
+    admin.ha_rebalance(&sid, "pve2").await.expect("a rebalance");
+    until(&sim, "the rebalancer moved the VM", |state| {
+        let vm = vms_named(state, "drift-0")[0];
+        vm["node"] == "pve2" && vm["status"] == "running"
+    })
+    .await;
+    until_crm_state(&sim, &sid, "started").await;
+    ws.assert_plans_empty().await;
+
+    // An operator's change: planned back.
+    let path = format!("/cluster/ha/resources/{sid}");
+    sim.api("PUT", &path, &[("max_restart", "5")]).await;
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    let text = flat(&plan.stdout());
+    assert!(text.contains("~ max_restart = 5 -> 2"), "{text}");
+    ws.apply().await.success();
+    let resource = sim.api("GET", &path, &[]).await;
+    assert_eq!(resource["max_restart"], 2, "{resource}");
+    ws.assert_plans_empty().await;
+
+    // Removed by hand: added again.
+    sim.api("DELETE", &path, &[]).await;
+    ws.apply().await.success();
+    assert_eq!(ha_resources(&sim).await.len(), 1);
+    ws.assert_plans_empty().await;
+
+    // `ha` dropped: the VM leaves HA and stays.
+    ws.write_main_tf(&shared_fleet("drift", 1, ""));
+    ws.apply().await.success();
+    assert!(ha_resources(&sim).await.is_empty());
+    assert_eq!(vmid(&the_vm(&sim, "drift-0").await), id);
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
