@@ -8,6 +8,13 @@
 #   BENCH_APPLY_SIZES=20,100,500 scripts/bench.sh      # add the 500-VM apply (~7 min more)
 #   BENCH_REFRESH_SIZES=10,100 BENCH_APPLY_SIZES=20 scripts/bench.sh   # a quick look
 #
+# Then the apply under pve-sim's cost profile (#42: PVE's worker pools, keep-alive and storage
+# locks; `bench_apply_under_costs`), written between the cost-apply markers:
+#   BENCH_COST_SIZES=20,100 BENCH_COST_PARALLELISM=10,50    # the defaults
+#   BENCH_COST_TREES="this tree=/path/a,0afa8e7=/path/b"    # other trees' provider builds,
+#                                                           # alternating in the same run
+#   BENCH_SKIP_FLEET=1 scripts/bench.sh                     # the cost-profile run only
+#
 # Needs terraform on the PATH (or TF_ACC_TERRAFORM_PATH) and /usr/bin/time (GNU time) for
 # the provider's peak RSS.
 set -euo pipefail
@@ -17,20 +24,31 @@ out="$PWD/target/bench-fleet"
 doc=docs/dev/benchmarks.md
 mkdir -p "$out" docs/dev/images
 
-BENCH_OUT="$out" TF_ACC=1 cargo test --release --locked --test provider -- \
-    --ignored --nocapture --exact acc_request_budget::bench_fleet_scale
-
-cp "$out/fleet-scale.svg" docs/dev/images/fleet-scale.svg
-{
-    echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores (load average $(cut -d' ' -f1 /proc/loadavg) at the end), $(terraform version | head -1), release build:"
+profile="${BENCH_PROFILE:-release}"   # BENCH_PROFILE=dev reuses the debug build
+cargo_test() { cargo test --profile "$profile" --locked --test provider -- "$@"; }
+replace_section() { # marker, file with the new text
+    awk -v section="$2" -v begin="<!-- $1:begin -->" -v end="<!-- $1:end -->" '
+        $0 == begin { print; while ((getline line < section) > 0) print line; skip = 1; next }
+        $0 == end { skip = 0 }
+        !skip { print }
+    ' "$doc" >"$out/benchmarks.md"
+    mv "$out/benchmarks.md" "$doc"
+}
+stamp() {
+    echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores (load average $(cut -d' ' -f1 /proc/loadavg) at the end), $(terraform version | head -1), $profile build:"
     echo
-    cat "$out/fleet-scale.md"
-} >"$out/section.md"
-# Replace what lies between the markers with the new figures.
-awk -v section="$out/section.md" '
-    /<!-- fleet-scale:begin -->/ { print; while ((getline line < section) > 0) print line; skip = 1; next }
-    /<!-- fleet-scale:end -->/ { skip = 0 }
-    !skip { print }
-' "$doc" >"$out/benchmarks.md"
-mv "$out/benchmarks.md" "$doc"
+}
+
+BENCH_OUT="$out" TF_ACC=1 cargo_test --ignored --nocapture --exact \
+    acc_request_budget::bench_apply_under_costs
+{ stamp; cat "$out/cost-apply.md"; } >"$out/cost-section.md"
+replace_section cost-apply "$out/cost-section.md"
+echo "==> cost-profile figures written to $doc"
+[ -n "${BENCH_SKIP_FLEET:-}" ] && exit 0
+
+BENCH_OUT="$out" TF_ACC=1 cargo_test --ignored --nocapture --exact \
+    acc_request_budget::bench_fleet_scale
+cp "$out/fleet-scale.svg" docs/dev/images/fleet-scale.svg
+{ stamp; cat "$out/fleet-scale.md"; } >"$out/section.md"
+replace_section fleet-scale "$out/section.md"
 echo "==> figures written to $doc and docs/dev/images/fleet-scale.svg"

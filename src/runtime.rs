@@ -1,7 +1,7 @@
 //! Process-wide coordination between the resource calls Terraform runs in parallel in one
 //! provider process: per-name locks, VMIDs reserved by creates in flight, the short-lived
-//! cluster listing and per-node power listings shared by all reads, and the template
-//! listing shared by all creates.
+//! cluster listing and per-node power listings shared by all reads, the template
+//! listing shared by all creates, and the pacing of clones on PVE's locks.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -50,9 +50,17 @@ pub struct Runtime {
     refreshed_tokens: Mutex<HashMap<String, String>>,
     /// A destroy of this process looked for what killed creates left.
     killed_creates_swept: std::sync::atomic::AtomicBool,
+    /// How many clones wait on one storage's (or template's) lock at once, learned from
+    /// PVE's refusals (#42).
+    lock_pacer: pve::LockPacer,
 }
 
 impl Runtime {
+    /// The gates every clone of this process passes (see [`pve::LockPacer`]).
+    pub fn lock_pacer(&self) -> &pve::LockPacer {
+        &self.lock_pacer
+    }
+
     /// True the first time it is asked: the one destroy of this process that looks for what
     /// killed creates left.
     pub fn first_sweep_of_killed_creates(&self) -> bool {

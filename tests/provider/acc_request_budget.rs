@@ -892,3 +892,280 @@ fn svg(refresh: &[RefreshRow], apply: &[ApplyRow]) -> String {
     out.push_str("</svg>\n");
     out
 }
+
+// ---------------------------------------------------------------------------------------
+// The apply benchmark under pve-sim's cost profile (`scripts/bench.sh`, #42).
+
+/// The clone's copy rate on `vmdata` (the template's NFS storage): its 4 GiB disk copied in
+/// 2.0 s, as long as the fleet benchmark's `qmclone` lasts; the rest is the profile's
+/// defaults (3 pveproxy and 3 pvedaemon workers per node, pveproxy's keep-alive, NFS's 150
+/// ms allocations under pmxcfs' `storage-vmdata` lock).
+const COST_COPY_MIB_PER_S: u64 = 2048;
+/// The default world's template disk (`debian-13-proxy`'s `scsi0`, `size=4G`): what a clone
+/// copies.
+const TEMPLATE_DISK_MIB: u64 = 4096;
+
+/// The fleet benchmark's task times, with the clone's time spent where PVE spends it under
+/// the profile (its locks, allocation and copy) and its task's own tail as pve-sim's default.
+fn cost_apply_sim() -> pvesim::SimConfig {
+    let mut config = apply_sim();
+    config.timings.task_ms.insert("qmclone".into(), 200);
+    // `BENCH_COST_ALLOC_MS`: a slower storage, whose lock refuses clones.
+    let alloc_ms: u64 = std::env::var("BENCH_COST_ALLOC_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(150);
+    let profile: pvesim::CostProfile = serde_json::from_value(serde_json::json!({
+        "storage": {"vmdata": {"alloc_ms": alloc_ms, "linked_clone_ms": alloc_ms,
+                               "copy_mib_per_s": COST_COPY_MIB_PER_S}}
+    }))
+    .unwrap();
+    config.cost_profile = Some(profile);
+    config
+}
+
+/// A clone's own time under the profile, uncontended: the worker's temporary config, the
+/// allocation, the copy of the template's disk and the task's tail.
+fn clone_ms(config: &pvesim::SimConfig, disk_mib: u64) -> u64 {
+    let profile = config.cost_profile.as_ref().expect("a cost profile");
+    let storage = &profile.storage["vmdata"];
+    config.timings.clone_config_ms
+        + storage.alloc_ms
+        + disk_mib * 1000 / storage.copy_mib_per_s
+        + config.timings.task("qmclone")
+}
+
+/// One create's chain under the profile: `chain_ms` with the clone as the profile makes it.
+fn cost_chain_ms(config: &pvesim::SimConfig, disk_mib: u64) -> u64 {
+    chain_ms(config) - config.timings.task("qmclone") + clone_ms(config, disk_mib)
+}
+
+/// What PVE needs at the least for what the apply asked of it, from `/_sim/costs`: each
+/// pool's busy time spread over its workers, and the storage lock's held time followed by the
+/// last clone's copy and the rest of its create. Returns (ms, what sets it).
+fn capacity_floor_ms(
+    costs: &pvesim::inspect::CostStats,
+    config: &pvesim::SimConfig,
+    disk_mib: u64,
+) -> (u64, String) {
+    let mut floor = (0, String::from("nothing"));
+    for pool in &costs.pools {
+        let busy: u64 = pool.workers.iter().map(|w| w.busy_ms).sum();
+        let ms = busy / pool.workers.len().max(1) as u64;
+        if ms > floor.0 {
+            floor = (ms, format!("{} {}", pool.node, pool.daemon));
+        }
+    }
+    let after_alloc = cost_chain_ms(config, disk_mib)
+        - config.timings.clone_config_ms
+        - config.cost_profile.as_ref().unwrap().storage["vmdata"].alloc_ms;
+    for lock in &costs.storage_locks {
+        let ms = lock.held_ms + after_alloc;
+        if ms > floor.0 {
+            floor = (ms, format!("{} lock", lock.storage));
+        }
+    }
+    floor
+}
+
+/// Replaces the provider in the workspace's mirror with `binary` (another tree's build).
+fn install_provider(ws: &Workspace, binary: &str) {
+    let mirror = ws.dir.path().join("mirror");
+    let installed = walk(&mirror)
+        .into_iter()
+        .find(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy()
+                    .starts_with("terraform-provider-proxmox")
+            })
+        })
+        .expect("the provider in the mirror");
+    std::fs::remove_file(&installed).unwrap();
+    std::fs::write(&installed, format!("#!/bin/sh\nexec '{binary}' \"$@\"\n")).unwrap();
+    let mut perms = std::fs::metadata(&installed).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&installed, perms).unwrap();
+}
+
+struct CostRow {
+    tree: String,
+    vms: usize,
+    parallelism: usize,
+    wall: Duration,
+    chain_floor: Duration,
+    capacity_floor: Duration,
+    capacity_by: String,
+    requests: usize,
+    refusals: usize,
+    /// Time clones spent waiting for storage locks, summed.
+    lock_wait: Duration,
+    surfaced: usize,
+    made: usize,
+    ok: bool,
+}
+
+/// PVE's lock texts (crates/pve's `error.rs` cites their sources) in Terraform's output.
+fn lock_errors_in(text: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            l.contains("got lock request timeout")
+                || (l.contains("can't lock file") && l.contains("got timeout"))
+        })
+        .count()
+}
+
+async fn cost_apply_run(tree: &str, binary: &str, vms: usize, parallelism: usize) -> CostRow {
+    let config = cost_apply_sim();
+    let (sim_handle, target) = start_sim(config.clone()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    // Before init: Terraform pins the hash of what it installs from the mirror.
+    install_provider(&ws, binary);
+    ws.init_with(&fleet_tf(vms)).await;
+    let before = journal_len(&sim).await;
+    admin.reset_costs().await;
+    let started = Instant::now();
+    let out = ws
+        .terraform(&[
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+            &format!("-parallelism={parallelism}"),
+        ])
+        .await;
+    let wall = started.elapsed();
+    let costs = admin.costs().await;
+    let journal = journal_since(&sim, before).await;
+    let name = format!("cost-{}-{vms}-p{parallelism}", tree.replace(' ', "-"));
+    for (suffix, json) in [
+        ("costs", serde_json::to_vec_pretty(&costs).unwrap()),
+        ("journal", serde_json::to_vec_pretty(&journal).unwrap()),
+    ] {
+        let path = ws_out_dir().join(format!("{name}.{suffix}.json"));
+        std::fs::write(path, json).unwrap();
+    }
+    let counts = count(&journal);
+    let disk_mib = TEMPLATE_DISK_MIB;
+    let waves = vms.div_ceil(parallelism) as u64;
+    let (capacity, capacity_by) = capacity_floor_ms(&costs, &config, disk_mib);
+    let row = CostRow {
+        tree: tree.to_owned(),
+        vms,
+        parallelism,
+        wall,
+        chain_floor: Duration::from_millis(waves * cost_chain_ms(&config, disk_mib)),
+        capacity_floor: Duration::from_millis(capacity),
+        capacity_by,
+        requests: counts.total,
+        refusals: costs.lock_timeouts.len(),
+        lock_wait: Duration::from_millis(costs.storage_locks.iter().map(|l| l.wait_ms).sum()),
+        surfaced: lock_errors_in(&out.all_text()),
+        made: sim.our_vms().await.len(),
+        ok: out.code() == 0,
+    };
+    let floor = row.chain_floor.max(row.capacity_floor);
+    eprintln!(
+        "{tree} apply {vms} at -parallelism={parallelism}: {:.2} s, floor {:.2} s ({:.3}), \
+            {:.1} requests/VM, {} refusals, {} surfaced, {} made, ok {}",
+        wall.as_secs_f64(),
+        floor.as_secs_f64(),
+        wall.as_secs_f64() / floor.as_secs_f64(),
+        row.requests as f64 / vms as f64,
+        row.refusals,
+        row.surfaced,
+        row.made,
+        row.ok
+    );
+    if !row.ok {
+        eprintln!("{}", out.all_text());
+    }
+    row
+}
+
+fn ws_out_dir() -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(
+        std::env::var("BENCH_OUT")
+            .unwrap_or_else(|_| format!("{}/bench-fleet", env!("CARGO_TARGET_TMPDIR"))),
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn render_cost(rows: &[CostRow], config: &pvesim::SimConfig) -> String {
+    let mut md = format!(
+        "Apply under the cost profile (the fleet benchmark's tasks; the clone {:.2} s \
+            uncontended: `clone_config_ms` {} ms, `vmdata`'s {} ms allocation under pmxcfs' \
+            lock, the 4 GiB copy at {COST_COPY_MIB_PER_S} MiB/s, the task's 200 ms tail; a \
+            create's chain {:.2} s). The floor is the larger of the chain times the waves \
+            (`ceil(N / parallelism)`) and what PVE needs for what the apply asked of it \
+            (`/_sim/costs`: each pool's busy time over its workers, or the storage lock's held \
+            time plus the last clone's copy and the rest of its create):\n\n",
+        clone_ms(config, TEMPLATE_DISK_MIB) as f64 / 1000.0,
+        config.timings.clone_config_ms,
+        config.cost_profile.as_ref().unwrap().storage["vmdata"].alloc_ms,
+        cost_chain_ms(config, TEMPLATE_DISK_MIB) as f64 / 1000.0,
+    );
+    md.push_str(
+        "| tree | VMs | parallelism | wall | chain floor | PVE floor (by) | wall ÷ floor | \
+        requests per VM | storage lock waits (summed) | lock refusals met | lock errors \
+        surfaced | VMs made |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for row in rows {
+        let floor = row.chain_floor.max(row.capacity_floor);
+        md.push_str(&format!(
+            "| {} | {} | {} | {:.2} s{} | {:.2} s | {:.2} s ({}) | {:.3} | {:.1} | {:.1} s | {} | \
+                {} | {} |\n",
+            row.tree,
+            row.vms,
+            row.parallelism,
+            row.wall.as_secs_f64(),
+            if row.ok { "" } else { " (failed)" },
+            row.chain_floor.as_secs_f64(),
+            row.capacity_floor.as_secs_f64(),
+            row.capacity_by,
+            row.wall.as_secs_f64() / floor.as_secs_f64(),
+            row.requests as f64 / row.vms as f64,
+            row.lock_wait.as_secs_f64(),
+            row.refusals,
+            row.surfaced,
+            row.made,
+        ));
+    }
+    md
+}
+
+/// `BENCH_COST_TREES` (`label=binary,…`; default this tree's build), `BENCH_COST_SIZES`
+/// (`20,100`) and `BENCH_COST_PARALLELISM` (`10,50`): every tree on every size and
+/// parallelism, each on a fresh simulator, the trees alternating.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: run it with scripts/bench.sh"]
+async fn bench_apply_under_costs() {
+    if !acceptance_enabled("bench_apply_under_costs") {
+        return;
+    }
+    let out_dir = std::path::PathBuf::from(
+        std::env::var("BENCH_OUT")
+            .unwrap_or_else(|_| format!("{}/bench-fleet", env!("CARGO_TARGET_TMPDIR"))),
+    );
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let this_tree = env!("CARGO_BIN_EXE_terraform-provider-proxmox");
+    let trees: Vec<(String, String)> = std::env::var("BENCH_COST_TREES")
+        .unwrap_or_else(|_| format!("this tree={this_tree}"))
+        .split(',')
+        .filter_map(|t| t.split_once('='))
+        .map(|(label, path)| (label.to_owned(), path.to_owned()))
+        .collect();
+    let mut rows = Vec::new();
+    for parallelism in sizes("BENCH_COST_PARALLELISM", "10,50") {
+        for vms in sizes("BENCH_COST_SIZES", "20,100") {
+            for (label, binary) in &trees {
+                rows.push(cost_apply_run(label, binary, vms, parallelism).await);
+            }
+        }
+    }
+    let markdown = render_cost(&rows, &cost_apply_sim());
+    std::fs::write(out_dir.join("cost-apply.md"), &markdown).unwrap();
+    println!("{markdown}");
+}

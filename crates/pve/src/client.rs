@@ -89,6 +89,19 @@ impl fmt::Debug for TlsTrust {
     }
 }
 
+/// How long pveproxy keeps an idle keep-alive connection: pve-http-server
+/// `src/PVE/APIServer/AnyEvent.pm` (5c9e4ea) `new` sets `$self->{timeout} = 5` when the
+/// daemon gives none, and pve-manager `PVE/Service/pveproxy.pm` (14a22df3) gives none (its
+/// `server_config` sets `keep_alive => 100`, `max_conn`, `max_requests`, no `timeout`);
+/// `accept_connections` arms each connection's handle with it and `response` re-arms it
+/// after every answer. A request sent as it fires meets a closed connection.
+pub const PVEPROXY_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The client's own idle limit: a second below pveproxy's, so a connection the pool hands
+/// out has at least that long before pveproxy would close it (a request's first bytes
+/// reach it well within that).
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// Everything needed to build a [`Client`].
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -105,7 +118,8 @@ pub struct ClientConfig {
     /// TCP+TLS connect timeout.
     pub connect_timeout: Duration,
     /// Idle pooled connections are dropped after this; must stay below pveproxy's 5 s
-    /// keep-alive so we never send on a connection the server is closing.
+    /// keep-alive ([`PVEPROXY_IDLE_TIMEOUT`]) so we never send on a connection the server is
+    /// closing (bpg#3082).
     pub pool_idle_timeout: Duration,
     /// How [`Client::wait_for_task`] polls.
     pub task_wait: TaskWait,
@@ -129,7 +143,7 @@ impl ClientConfig {
             request_timeout: Duration::from_secs(30),
             upload_timeout: Duration::from_secs(600),
             connect_timeout: Duration::from_secs(10),
-            pool_idle_timeout: Duration::from_secs(4),
+            pool_idle_timeout: POOL_IDLE_TIMEOUT,
             task_wait: TaskWait::default(),
             token_refusal_is_final: false,
         }
@@ -589,8 +603,14 @@ mod tests {
             ApiToken::parse(TOKEN).unwrap(),
             TlsTrust::SystemRoots,
         );
-        // pveproxy drops idle keep-alive connections after 5 s.
-        assert!(config.pool_idle_timeout < Duration::from_secs(5));
+        // pveproxy drops idle keep-alive connections after 5 s (see `PVEPROXY_IDLE_TIMEOUT`
+        // for the source); the pool lets go of them a second earlier.
+        assert_eq!(PVEPROXY_IDLE_TIMEOUT, Duration::from_secs(5));
+        assert_eq!(config.pool_idle_timeout, POOL_IDLE_TIMEOUT);
+        assert!(
+            PVEPROXY_IDLE_TIMEOUT - config.pool_idle_timeout >= Duration::from_secs(1),
+            "a margin for the request's way to pveproxy"
+        );
         assert!(config.request_timeout > Duration::ZERO);
         assert!(!format!("{config:?}").contains("1b6e1f0c"));
     }

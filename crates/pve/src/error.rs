@@ -147,6 +147,44 @@ pub enum KnownRefusal {
     DiskShrink,
 }
 
+/// Which lock PVE gave up waiting for ([`Error::lock_refusal`]). Each of these refusals
+/// comes before the refused work did anything that outlives it, so the same work may be
+/// sent again; which lock it was tells a caller what to pace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LockRefusal {
+    /// A storage's allocation lock (pve-storage `Plugin.pm` `cluster_lock_storage`): a local
+    /// storage's flock `/var/lock/pve-manager/pve-storage-<id>` (pve-common `Tools.pm`
+    /// `lock_file_full`: "can't lock file '…' - got timeout"), or a shared storage's pmxcfs
+    /// lock `storage-<id>` (pve-cluster `Cluster.pm` `$cfs_lock`: "cfs-lock 'storage-<id>'
+    /// error: got lock request timeout"). Both wait 10 s.
+    Storage {
+        /// The storage id.
+        storage: String,
+        /// Whether it was the cluster-wide pmxcfs lock (a shared storage) rather than one
+        /// node's flock.
+        cluster: bool,
+    },
+    /// A VM's config lock (qemu-server `QemuConfig` `lock_config_full`,
+    /// `/var/lock/qemu-server/lock-<vmid>.conf`): another task held the VM (a clone's
+    /// worker waits 1 s for its source and its new VMID, a config update 10 s).
+    Config {
+        /// The VM whose config lock it was.
+        vmid: u32,
+    },
+    /// Another pmxcfs lock (`cfs-lock '<id>' error: got lock request timeout`), e.g. a
+    /// config file's.
+    Cluster {
+        /// pmxcfs' lock id.
+        id: String,
+    },
+    /// The VM's own `lock` property ("VM is locked (backup)", `check_lock`): held as long
+    /// as the operation that set it runs.
+    Vm {
+        /// What holds it (`backup`, `clone`, `migrate`, …).
+        holder: String,
+    },
+}
+
 /// What a "Permission check failed (…)" names (pve-common `raise_perm_exc`;
 /// pve-access-control `RPCEnvironment::check`/`check_any`): `(<path>, <priv>)`, `(<path>,
 /// A|B)` for any-of checks, a text of its own (`(user != root@pam)`), or nothing.
@@ -427,6 +465,22 @@ impl Error {
         self.message.contains("is running - destroy failed")
     }
 
+    /// Which lock PVE refused to wait longer for, when this is such a refusal (an HTTP
+    /// answer or a task's exit status, e.g. a clone's "clone failed: cfs-lock
+    /// 'storage-vmdata' error: got lock request timeout"); `None` for anything else. The one
+    /// place that reads the lock texts: callers match on the result.
+    ///
+    /// qemu-server `API2/Qemu.pm` `clone_vm` takes its locks before it writes anything and,
+    /// when its worker fails after its temporary config (a storage lock while allocating),
+    /// frees what it allocated and unlinks that config before it dies "clone failed: …":
+    /// a clone refused so left nothing, and may be sent again.
+    pub fn lock_refusal(&self) -> Option<LockRefusal> {
+        if self.kind != ErrorKind::Locked {
+            return None;
+        }
+        parse_lock_refusal(&self.message)
+    }
+
     pub(crate) fn http(
         method: &str,
         path: &str,
@@ -615,7 +669,48 @@ const NOT_FOUND_TEXTS: &[&str] = &[
 
 const ALREADY_EXISTS_TEXTS: &[&str] = &["already exists", "File exists"];
 
-const LOCKED_TEXTS: &[&str] = &["VM is locked (", "can't lock file"];
+/// qemu-server `check_lock` ("VM is locked (backup)"); pve-common `Tools.pm`
+/// `lock_file_full` ("can't lock file '<path>' - got timeout", a flock: a VM's config, a
+/// local storage's allocations); pve-cluster `Cluster.pm` `$cfs_lock` ("cfs-lock '<id>'
+/// error: got lock request timeout", pmxcfs: a shared storage's allocations, config files).
+const LOCKED_TEXTS: &[&str] = &["VM is locked (", "can't lock file", CFS_LOCK_TIMEOUT_TEXT];
+
+/// pve-cluster `Cluster.pm` `$cfs_lock`: the lock id and this, after `cfs-lock '<id>'`.
+const CFS_LOCK_TIMEOUT_TEXT: &str = "error: got lock request timeout";
+
+/// Reads which lock a lock text names (see [`Error::lock_refusal`]).
+fn parse_lock_refusal(message: &str) -> Option<LockRefusal> {
+    let quoted = |after: &str| -> Option<&str> {
+        let rest = &message[message.find(after)? + after.len()..];
+        rest.split_once('\'').map(|(inside, _)| inside)
+    };
+    if message.contains(CFS_LOCK_TIMEOUT_TEXT) {
+        let id = quoted("cfs-lock '")?;
+        return Some(match id.strip_prefix("storage-") {
+            Some(storage) => LockRefusal::Storage {
+                storage: storage.to_owned(),
+                cluster: true,
+            },
+            None => LockRefusal::Cluster { id: id.to_owned() },
+        });
+    }
+    if let Some(path) = quoted("can't lock file '") {
+        let file = path.rsplit('/').next().unwrap_or(path);
+        if let Some(storage) = file.strip_prefix("pve-storage-") {
+            return Some(LockRefusal::Storage {
+                storage: storage.to_owned(),
+                cluster: false,
+            });
+        }
+        let vmid = file.strip_prefix("lock-")?.strip_suffix(".conf")?;
+        return vmid.parse().ok().map(|vmid| LockRefusal::Config { vmid });
+    }
+    let rest = &message[message.find("VM is locked (")? + "VM is locked (".len()..];
+    let holder = rest.split_once(')')?.0;
+    Some(LockRefusal::Vm {
+        holder: holder.to_owned(),
+    })
+}
 
 /// PVE's digest refusals: `checksum mismatch (file change by other user?)` (update_vm_api)
 /// and PVE::Tools::assert_if_modified's `detected modified configuration`.
@@ -893,6 +988,96 @@ mod tests {
                 "clone failed: can't lock file '/var/lock/qemu-server/lock-9000.conf' - got timeout"
             ),
             ErrorKind::Locked
+        );
+    }
+
+    /// The storage lock refusals parallel clones meet, as PVE words them: pve-storage
+    /// `Plugin.pm` `cluster_lock_storage` (0c56bad) takes pve-common `Tools.pm`
+    /// `lock_file_full` for a local storage ("can't lock file '<path>' - $@", `$@` being
+    /// `run_with_timeout`'s "got timeout"; CAPMOX#389) and pve-cluster `Cluster.pm`
+    /// `$cfs_lock` (7091d92) for a shared one ("cfs-lock '$lockid' error: $err" around "got
+    /// lock request timeout"; linstor-proxmox#73); qemu-server `API2/Qemu.pm` `clone_vm`
+    /// (e6352be6) prefixes its worker's error with "clone failed: ".
+    #[test]
+    fn lock_refusals_name_their_lock() {
+        let task = |exit: &str| {
+            let upid = "UPID:pve1:0000A1B2:0001C3D4:6700AABB:qmclone:9000:t@pve!x:"
+                .parse()
+                .unwrap();
+            Error::task(TaskFailure {
+                upid,
+                exitstatus: exit.into(),
+                log_tail: Vec::new(),
+            })
+        };
+        let flock = task(
+            "clone failed: can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got \
+             timeout",
+        );
+        assert_eq!(flock.kind(), ErrorKind::Locked);
+        assert_eq!(
+            flock.lock_refusal(),
+            Some(LockRefusal::Storage {
+                storage: "local-lvm".into(),
+                cluster: false
+            })
+        );
+        let cfs = task("clone failed: cfs-lock 'storage-vmdata' error: got lock request timeout");
+        assert_eq!(cfs.kind(), ErrorKind::Locked, "not a permanent failure");
+        assert_eq!(
+            cfs.lock_refusal(),
+            Some(LockRefusal::Storage {
+                storage: "vmdata".into(),
+                cluster: true
+            })
+        );
+        // The same texts as an HTTP answer (a synchronous API call that allocates).
+        let http_cfs = Error::http(
+            "POST",
+            "/x",
+            500,
+            true,
+            "cfs-lock 'storage-ceph-vm' error: got lock request timeout\n".into(),
+            BTreeMap::new(),
+        );
+        assert_eq!(
+            http_cfs.lock_refusal(),
+            Some(LockRefusal::Storage {
+                storage: "ceph-vm".into(),
+                cluster: true
+            })
+        );
+        // pmxcfs' other locks, e.g. a config file's (`cfs_lock_file`: "file-" and the name
+        // with '.' and '/' as '_').
+        assert_eq!(
+            task("cfs-lock 'file-user_cfg' error: got lock request timeout").lock_refusal(),
+            Some(LockRefusal::Cluster {
+                id: "file-user_cfg".into()
+            })
+        );
+        // A clone's source or new VMID held by another task (`lock_config_full`, 1 s).
+        assert_eq!(
+            task("can't lock file '/var/lock/qemu-server/lock-9000.conf' - got timeout")
+                .lock_refusal(),
+            Some(LockRefusal::Config { vmid: 9000 })
+        );
+        assert_eq!(
+            task("VM is locked (backup)").lock_refusal(),
+            Some(LockRefusal::Vm {
+                holder: "backup".into()
+            })
+        );
+        // pmxcfs failures that are no lock contention stay what they are.
+        let offline = task("cfs-lock 'storage-vmdata' error: pve cluster filesystem not online.");
+        assert_eq!(offline.kind(), ErrorKind::Permanent);
+        assert_eq!(offline.lock_refusal(), None);
+        let quorum = task("cfs-lock 'storage-vmdata' error: no quorum!");
+        assert_eq!(quorum.lock_refusal(), None);
+        // A lock-shaped text in another kind of error is not read as one.
+        assert_eq!(task("VM 100 not running").lock_refusal(), None);
+        assert_eq!(
+            Error::transport("GET", "/x", false, true, "got timeout".into()).lock_refusal(),
+            None
         );
     }
 
@@ -1282,9 +1467,11 @@ mod tests {
     fn classification_texts_come_from_the_facts() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared");
         let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}"));
-        let (Ok(facts), Ok(providers)) =
-            (read("pve/facts.md"), read("reference/other-providers.md"))
-        else {
+        let (Ok(facts), Ok(providers), Ok(turn5)) = (
+            read("pve/facts.md"),
+            read("reference/other-providers.md"),
+            read("reference/facts-turn5.md"),
+        ) else {
             println!("skipped: no shared/ fact files at {dir}");
             return;
         };
@@ -1296,7 +1483,7 @@ mod tests {
             .chain(&[PERMISSION_TEXT, TOKEN_NOT_ALLOWED_TEXT])
         {
             assert!(
-                facts.contains(needle) || providers.contains(needle),
+                facts.contains(needle) || providers.contains(needle) || turn5.contains(needle),
                 "{needle:?} is not a text from the facts"
             );
         }

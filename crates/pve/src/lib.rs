@@ -30,6 +30,8 @@
 //! Beside the REST tree:
 //!
 //! - [`pacing`]: [`TaskWait`], [`TaskTimes`], [`Pacer`]: when a wait looks again.
+//! - [`lock_pacing`]: [`LockPacer`], [`Pass`]: how much work waits on one PVE lock at once,
+//!   learned from the lock's refusals ([`Error::lock_refusal`]).
 //! - [`retry`]: [`retry::RetryPolicy`], [`retry::retry_idempotent`],
 //!   [`retry::retry_with_check`], [`retry::Backoff`], [`retry::wait_out_locks`].
 //! - [`wire`]: [`wire::Form`] (0/1 booleans), [`wire::de`] (int-or-string),
@@ -100,8 +102,9 @@
 //!   resource '…'" and "… not HA managed!".
 //! - `AlreadyExists`: 400 `errors.vmid = "VM N already exists"`; 500 "… already exists on
 //!   node …"; task "… File exists"; HA's "resource ID '…' already defined".
-//! - `Locked`: "VM is locked (…)", "can't lock file '…' - got timeout" (HTTP or task exit
-//!   status).
+//! - `Locked`: "VM is locked (…)", "can't lock file '…' - got timeout", "cfs-lock '…' error:
+//!   got lock request timeout" (HTTP or task exit status); [`Error::lock_refusal`] says which
+//!   lock ([`LockRefusal`]: a storage's, a VM config's, another pmxcfs lock, the VM's own).
 //! - `Transient`: connect/reset/timeout; 502/503/504/595/596/599; "got no worker upid"; "QEMU
 //!   guest agent is not running"; other "got timeout".
 //! - `Auth`: 401 ("Authentication failed!", "No ticket"), 403 ("Permission check failed
@@ -170,6 +173,7 @@ pub mod access;
 pub mod client;
 pub mod cluster;
 pub mod error;
+pub mod lock_pacing;
 pub mod nodes;
 pub mod pacing;
 pub mod pools;
@@ -185,9 +189,10 @@ pub mod wire;
 
 pub use client::{ApiToken, Client, ClientConfig, TlsTrust};
 pub use error::{
-    AgentFailure, AuthFailure, ConnectFailure, Error, ErrorKind, KnownRefusal, MissingPermission,
-    Origin, Result, TaskFailure,
+    AgentFailure, AuthFailure, ConnectFailure, Error, ErrorKind, KnownRefusal, LockRefusal,
+    MissingPermission, Origin, Result, TaskFailure,
 };
+pub use lock_pacing::{GateState, LockPacer, Pass};
 pub use pacing::{Pacer, TaskTimes, TaskWait};
 pub use retry::{
     Backoff, MaybeLocked, RetryPolicy, retry_idempotent, retry_with_check, wait_out_locks,

@@ -3,6 +3,7 @@
 
 mod agent_failures;
 mod common;
+mod keep_alive;
 mod observability;
 mod redaction;
 mod sim_api;

@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use pve::qemu::CloneRequest;
-use pve::{Backoff, Client, ErrorKind, wait_out_locks};
+use pve::{Backoff, Client, ErrorKind, LockPacer, wait_out_locks};
 use tokio::time::Instant;
 
 use super::super::super::model::Desired;
 use super::super::ProgressCell;
-use super::super::error::{Step, StepError};
+use super::super::error::{Step, StepError, unworkable};
 use super::super::marks::creating_mark;
 use super::super::operation::Operation;
 use super::super::orphans::remove_killed_create;
@@ -91,6 +91,11 @@ pub(super) async fn clone_into_slot<'a>(
     // The clone's worker may meet a lock on the template (a backup started meanwhile): it is
     // waited out on one schedule for the whole create.
     let mut template_locks = Backoff::for_locks(deadline);
+    let gates = gates(desired, template);
+    let pacing = Pacing {
+        pacer: configured.runtime.lock_pacer(),
+        gates: &gates,
+    };
     let mut cloned_here = false;
     let mut choices = 1;
     let journal = &configured.journal;
@@ -101,7 +106,7 @@ pub(super) async fn clone_into_slot<'a>(
         journal.record_clone(fleet, name, &desired.create_token, vmid);
         let source = (template.node.as_str(), template.vmid);
         let cloned = wait_out_locks(&mut template_locks, || {
-            clone_vm(client, source, vmid, desired, deadline)
+            clone_vm(client, &pacing, source, vmid, desired, deadline)
         })
         .await;
         match cloned {
@@ -167,18 +172,46 @@ pub(super) async fn clone_into_slot<'a>(
     })
 }
 
-/// Clones the template onto `vmid` with the mark of this create attempt, waiting out the task
-/// and a lock on the template. A lost or unexplained answer is checked against the cluster
-/// before anything is sent again, so a clone never happens twice. True when this call's own
-/// clone task ended well (the VM is then on `desired.node`, unlocked); false when a lost
-/// answer's clone was found, whose end nobody waited for.
+/// The locks a clone of `template` for `desired` waits on: its storage's allocations and the
+/// template's config. A clone refused one of them left nothing (PVE's clone_vm frees what it
+/// allocated and unlinks its temporary config first), so it is sent again, and from then on
+/// this process lets no more clones wait on that lock than PVE served.
+fn gates(desired: &Desired, template: &Template) -> Vec<String> {
+    let storage = desired.clone_storage.as_ref();
+    storage
+        .or(template.disk_storage.as_ref())
+        .map(|storage| LockPacer::storage(storage))
+        .into_iter()
+        .chain([LockPacer::config(template.vmid)])
+        .collect()
+}
+
+/// The process's lock gates and the ones a clone passes.
+struct Pacing<'a> {
+    pacer: &'a LockPacer,
+    gates: &'a [String],
+}
+
+/// Clones the template onto `vmid` with the mark of this create attempt, once the lock gates
+/// let it in, waiting out the task and a lock on the template. A lost or unexplained answer
+/// is checked against the cluster before anything is sent again, so a clone never happens
+/// twice. True when this call's own clone task ended well (the VM is then on
+/// `desired.node`, unlocked); false when a lost answer's clone was found, whose end nobody
+/// waited for. A lock refusal teaches the gate of that lock.
 async fn clone_vm(
     client: &Client,
+    pacing: &Pacing<'_>,
     template: (&str, u32),
     vmid: u32,
     desired: &Desired,
     deadline: Instant,
 ) -> Step<bool> {
+    let Ok(pass) = tokio::time::timeout_at(deadline, pacing.pacer.enter(pacing.gates)).await else {
+        return unworkable(format!(
+            "the clone onto VMID {vmid} was still waiting for room on its storage's lock when \
+             the operation's timeout ran out (PVE refused earlier clones that waited too long)"
+        ));
+    };
     let mut request = CloneRequest::full(vmid);
     request.name = Some(desired.name.clone());
     request.description = Some(creating_mark(desired).render());
@@ -193,12 +226,21 @@ async fn clone_vm(
         || clone_started(client, vmid),
     )
     .await?;
-    match dispatched {
-        Some(upid) => {
-            op.wait(&upid).await?;
+    let Some(upid) = dispatched else {
+        return Ok(false);
+    };
+    match op.wait(&upid).await {
+        Ok(_) => {
+            pass.succeeded();
             Ok(true)
         }
-        None => Ok(false),
+        Err(StepError::Pve(error)) => {
+            if let Some(refusal) = error.lock_refusal() {
+                pass.refused(&refusal);
+            }
+            Err(StepError::Pve(error))
+        }
+        Err(error) => Err(error),
     }
 }
 
