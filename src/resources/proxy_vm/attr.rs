@@ -36,6 +36,7 @@ pub const SEED_VOLUME: &str = "seed_volume";
 pub const FLEET: &str = "fleet";
 pub const START_ON_BOOT: &str = "start_on_boot";
 pub const STARTUP: &str = "startup";
+pub const NETWORKS: &str = "networks";
 
 /// The attributes of the `timeouts` object.
 pub mod timeouts {
@@ -49,4 +50,11 @@ pub mod startup {
     pub const ORDER: &str = "order";
     pub const UP: &str = "up";
     pub const DOWN: &str = "down";
+}
+
+/// The attributes of each `networks` element.
+pub mod networks {
+    pub const BRIDGE: &str = "bridge";
+    pub const VLAN_TAG: &str = "vlan_tag";
+    pub const MAC_ADDRESS: &str = "mac_address";
 }

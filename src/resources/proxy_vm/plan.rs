@@ -83,6 +83,7 @@ pub(super) fn plan_change(
     }
     let mut planned = plan::plan_computed(&schema.block, &prior, &proposed);
     plan_declared(&mut planned, &prior, &config, configured);
+    planned.set_attr(attr::NETWORKS, model::networks::planned(&prior, &config));
     if prior.is_null() {
         // A new VM joins the provider's fleet (unknown while the provider is not configured).
         planned.set_attr(

@@ -46,6 +46,8 @@ pub struct Desired {
     pub start_on_boot: bool,
     /// PVE's `startup`; `None`: no start order.
     pub startup: Option<pve::wire::Startup>,
+    /// The further NICs (`net1`…); `None`: unmanaged (`networks` unset).
+    pub networks: Option<Vec<super::networks::Nic>>,
 }
 
 /// `cloud_init_timeout` when unset: long enough for a first boot that installs packages.
@@ -153,6 +155,7 @@ impl Desired {
             create_token: String::new(),
             start_on_boot: bool_attr(planned, attr::START_ON_BOOT),
             startup: super::startup_of(planned.get_attr(attr::STARTUP)),
+            networks: super::networks::desired(planned),
         }
     }
 

@@ -4,6 +4,7 @@
 
 mod boot;
 mod desired;
+pub mod networks;
 mod observed;
 mod private;
 mod seed_hash;
