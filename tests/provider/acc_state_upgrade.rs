@@ -186,6 +186,7 @@ async fn a_state_written_by_the_previous_release_upgrades_to_an_empty_plan() {
     assert_eq!(attributes.remove("cloud_init_timeout"), Some(Value::Null));
     assert_eq!(attributes.remove("startup"), Some(Value::Null));
     assert_eq!(attributes.remove("ha"), Some(Value::Null));
+    assert_eq!(attributes.remove("networks"), Some(Value::Null));
     // Set by the update above (#31).
     assert_eq!(attributes.remove("start_on_boot"), Some(Value::Bool(true)));
     assert_eq!(

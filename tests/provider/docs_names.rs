@@ -14,13 +14,21 @@ use tfplugin::{AttributeKind, Block, Provider as _};
 const GUIDE: &str = "docs/guides/coming-from-bpg-or-telmate.md";
 const RESOURCE_PAGE: &str = "docs/resources/proxy_vm.md";
 
-/// Words the resource page quotes that name no attribute of ours: PVE's config keys, tags
-/// and power states, cloud-init's settings, Terraform's own words. A name not here and in no
-/// schema fails the check, so a renamed or dropped attribute cannot linger in the prose.
+/// Words the resource page quotes that name no attribute of ours: PVE's config keys, tags,
+/// NIC models, bridges and `hotplug` values, a guest's interface name, power states,
+/// cloud-init's settings, Terraform's own words. A name not here and in no schema fails the
+/// check, so a renamed or dropped attribute cannot linger in the prose.
 const OTHER_WORDS: &[&str] = &[
     "true",
     "false",
     "net0",
+    "net1",
+    "net5",
+    "virtio",
+    "hotplug",
+    "network",
+    "vmbr1",
+    "ens19",
     "onboot",
     "iso",
     "proxyvm",

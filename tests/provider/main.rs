@@ -22,6 +22,7 @@ mod acc_guests;
 mod acc_ha;
 mod acc_health;
 mod acc_modules;
+mod acc_networks;
 mod acc_no_harm;
 mod acc_one_per_name;
 mod acc_ownership;

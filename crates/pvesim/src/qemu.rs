@@ -1155,13 +1155,19 @@ fn finish_config_change(world: &World, vm: &Vm, change: &mut ConfigChange) -> Re
     Ok(())
 }
 
-/// Options that apply at once even on a running VM (fast-plug, network hotplug, and the
-/// drive rules of `hotplug`); everything else stays pending until the next start.
+/// Options that apply at once even on a running VM (fast-plug, and the NIC and drive rules
+/// of `hotplug`); everything else stays pending until the next start.
 fn hot_applies(config: &BTreeMap<String, String>, key: &str, value: Option<&str>) -> bool {
     if is_drive_key(key) {
         return match value {
             Some(value) => crate::hotplug::set_applies(config, key, value),
             None => crate::hotplug::delete_applies(config, key),
+        };
+    }
+    if is_net_key(key) {
+        return match value {
+            Some(value) => crate::hotplug::net_set_applies(config, key, value),
+            None => crate::hotplug::net_delete_applies(config),
         };
     }
     matches!(
@@ -1174,7 +1180,7 @@ fn hot_applies(config: &BTreeMap<String, String>, key: &str, value: Option<&str>
             | "lock"
             | "startup"
             | "hookscript"
-    ) || is_net_key(key)
+    )
 }
 
 fn apply_config_change(world: &mut World, vmid: u32, change: ConfigChange, log: &mut TaskLog) {

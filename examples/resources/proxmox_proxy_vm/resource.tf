@@ -8,7 +8,10 @@ resource "proxmox_proxy_vm" "example" {
   disk_gib = 20   # grows in place; never shrinks
   bridge   = "vmbr0"
   vlan_tag = 4
-  tags     = ["edge", "proxy"]
+  networks = [
+    { bridge = "vmbr1", vlan_tag = 20 }, # net1: a backend network
+  ]
+  tags = ["edge", "proxy"]
 
   # Write-only: never stored in plan or state (Terraform >= 1.11, OpenTofu >= 1.11).
   user_data = <<-EOT

@@ -189,7 +189,9 @@ const ATTRIBUTES: &[Spec] = &[
     }),
     Spec::new(attr::BRIDGES, Kind::StringList, Mode::Optional).description(
         "Bridges (e.g. `vmbr0`) that must exist on every checked node (`GET \
-                /nodes/{node}/network`).",
+                /nodes/{node}/network`): list every bridge the proxy VMs use, `bridge` and \
+                each `networks` element's (a backend network's too), since PVE refuses to \
+                start a VM whose NIC names a bridge its node lacks.",
     ),
     Spec::new(attr::POOLS, Kind::StringList, Mode::Optional).description(
         "Resource pools the proxy VMs go into (their `pool`): the token must hold \

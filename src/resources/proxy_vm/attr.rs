@@ -37,6 +37,7 @@ pub const FLEET: &str = "fleet";
 pub const START_ON_BOOT: &str = "start_on_boot";
 pub const STARTUP: &str = "startup";
 pub const HA: &str = "ha";
+pub const NETWORKS: &str = "networks";
 
 /// The attributes of the `timeouts` object.
 pub mod timeouts {
@@ -59,4 +60,11 @@ pub mod ha {
     pub const MAX_RELOCATE: &str = "max_relocate";
     pub const FAILBACK: &str = "failback";
     pub const COMMENT: &str = "comment";
+}
+
+/// The attributes of each `networks` element.
+pub mod networks {
+    pub const BRIDGE: &str = "bridge";
+    pub const VLAN_TAG: &str = "vlan_tag";
+    pub const MAC_ADDRESS: &str = "mac_address";
 }

@@ -6,7 +6,8 @@ use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
 
 use pve::cluster::ha::HaState;
 
-use super::attr::{self, ha};
+use super::attr::{self, ha, networks as nic};
+use super::model::networks::MAX_NET_INDEX;
 use super::model::parse_ha_state;
 use crate::ownership;
 use crate::validate;
@@ -163,6 +164,97 @@ pub fn check_ha(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
                 format!(
                     "ha.{name} must be a whole number of 0 or more, got: {}",
                     number.as_f64()
+                ),
+            );
+        }
+    }
+}
+
+/// Each further NIC: a bridge name, a VLAN tag PVE takes, a MAC as PVE stores it, and no MAC
+/// twice on one VM (`mac_address` of net0 included: QEMU would put two NICs on the network
+/// with one address). Reported on the element (`networks[i]`), whose attribute the text
+/// names: Terraform finds an element's range in the configuration, but resolves a path
+/// past it (`networks[i].bridge`) to a top-level attribute of that name (terraform
+/// `internal/tfdiags/contextual.go`, `ElaborateFromConfigBody`).
+pub fn networks(value: &Value, at: &AttributePath, diags: &mut Diagnostics) {
+    let Some(elements) = value.as_elements() else {
+        return;
+    };
+    if elements.len() > usize::from(MAX_NET_INDEX) {
+        diags.attribute_error(
+            at.clone(),
+            INVALID,
+            format!(
+                "networks has {} elements; PVE has NICs net1 to net{MAX_NET_INDEX} only",
+                elements.len()
+            ),
+        );
+    }
+    let mut macs: Vec<&str> = Vec::new();
+    for (index, element) in elements.iter().enumerate() {
+        let here = |_: &str| at.clone().index(index as i64);
+        let named = |name: &str, why: String| format!("networks[{index}].{name}: {why}");
+        if let Some(bridge) = element.get_attr(nic::BRIDGE).as_str()
+            && let Err(why) = validate::bridge(bridge)
+        {
+            diags.attribute_error(here(nic::BRIDGE), INVALID, named(nic::BRIDGE, why));
+        }
+        if let Some(number) = element.get_attr(nic::VLAN_TAG).as_number()
+            && !number.as_i64().is_some_and(|tag| (1..=4094).contains(&tag))
+        {
+            diags.attribute_error(
+                here(nic::VLAN_TAG),
+                INVALID,
+                named(
+                    nic::VLAN_TAG,
+                    format!(
+                        "a whole number between 1 and 4094, got: {}",
+                        number.as_f64()
+                    ),
+                ),
+            );
+        }
+        let Some(mac) = element.get_attr(nic::MAC_ADDRESS).as_str() else {
+            continue;
+        };
+        if let Err(why) = validate::mac_address(mac) {
+            diags.attribute_error(
+                here(nic::MAC_ADDRESS),
+                INVALID,
+                named(nic::MAC_ADDRESS, why),
+            );
+        } else if macs.contains(&mac) {
+            diags.attribute_error(
+                here(nic::MAC_ADDRESS),
+                INVALID,
+                named(
+                    nic::MAC_ADDRESS,
+                    format!("MAC address {mac} is given to two NICs of this VM: give each its own"),
+                ),
+            );
+        }
+        macs.push(mac);
+    }
+}
+
+/// `mac_address` (net0's) given to a further NIC too.
+pub fn net0_mac_unique(config: &Value, diags: &mut Diagnostics) {
+    let Some(net0) = config.get_attr(attr::MAC_ADDRESS).as_str() else {
+        return;
+    };
+    let Some(elements) = config.get_attr(attr::NETWORKS).as_elements() else {
+        return;
+    };
+    for (index, element) in elements.iter().enumerate() {
+        if element.get_attr(nic::MAC_ADDRESS).as_str() == Some(net0) {
+            diags.attribute_error(
+                AttributePath::root()
+                    .attr(attr::NETWORKS)
+                    .index(index as i64),
+                INVALID,
+                format!(
+                    "networks[{index}].mac_address: MAC address {net0} is net0's mac_address \
+                     too: give each NIC its own"
                 ),
             );
         }

@@ -13,6 +13,7 @@ mod mark_restore;
 mod model;
 mod plan;
 mod plan_checks;
+mod plan_warnings;
 mod refresh;
 mod schema;
 mod seed_life;

@@ -8,6 +8,7 @@ use tfplugin::{
 
 use super::attr;
 use super::model::{self, Private, WaitFor, planned_seed_hash, vm_is_gone, vmid_of};
+use super::plan_warnings;
 use super::schema::{self, AttrSpec, DefaultValue, Kind, OnChange, Planned};
 use crate::context::Configured;
 use crate::ownership;
@@ -82,6 +83,7 @@ pub(super) fn plan_change(
     }
     let mut planned = plan::plan_computed(&schema.block, &prior, &proposed);
     plan_declared(&mut planned, &prior, &config, configured);
+    planned.set_attr(attr::NETWORKS, model::networks::planned(&prior, &config));
     if prior.is_null() {
         // A new VM joins the provider's fleet (unknown while the provider is not configured).
         planned.set_attr(
@@ -116,6 +118,9 @@ pub(super) fn plan_change(
         plan_update_addresses(&prior, &mut planned);
         plan_seed_detach(&mut planned, &prior, &private, &response.requires_replace);
         plan_update_location(&prior, &mut planned);
+        let replacing = &response.requires_replace;
+        let diagnostics = &mut response.diagnostics;
+        plan_warnings::warn_why(&prior, &planned, &config, replacing, &private, diagnostics);
     }
     response.planned_state = planned;
     response

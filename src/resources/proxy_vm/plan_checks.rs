@@ -10,9 +10,11 @@ use pve::ErrorKind;
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Severity, Value};
 
 use super::attr;
-use super::lifecycle::prechecks::{Template, check_disk_size, choose_template, judge_template};
+use super::lifecycle::prechecks::{
+    BridgeUse, Template, check_disk_size, choose_template, judge_template, with_networks,
+};
 use super::lifecycle::{StepError, placement, refusal_at_plan};
-use super::model::Desired;
+use super::model::{self, Desired};
 use super::seed_plan;
 use crate::context::Configured;
 use crate::diagnostics::{connection_hint, with_hint};
@@ -30,10 +32,12 @@ struct Findings {
 
 impl Findings {
     fn error(&mut self, attribute: &str, summary: &str, detail: String) {
-        self.diagnostics.push(
-            Diagnostic::error(summary, detail)
-                .with_attribute(AttributePath::root().attr(attribute)),
-        );
+        self.error_at(AttributePath::root().attr(attribute), summary, detail);
+    }
+
+    fn error_at(&mut self, path: AttributePath, summary: &str, detail: String) {
+        self.diagnostics
+            .push(Diagnostic::error(summary, detail).with_attribute(path));
     }
 
     /// Records why a fact is missing; errors the user must fix in the provider block (a
@@ -169,6 +173,7 @@ async fn check_create_at(
         if let Some(bridge) = known(planned, attr::BRIDGE) {
             check_bridge(configured, node, bridge, &mut findings).await;
         }
+        check_networks(configured, node, planned, &mut findings).await;
         if stage == Stage::Plan
             && let Some(warning) = seed_plan::kept_seed_warning(configured, planned, node).await
         {
@@ -176,7 +181,9 @@ async fn check_create_at(
         }
         if let Some(found) = &template {
             let bridge = known(planned, attr::BRIDGE);
-            check_template_bridges(configured, node, found, bridge, &mut findings).await;
+            let networks = model::networks::desired(planned);
+            let uses = with_networks(found.bridges_used(bridge), networks.as_deref());
+            check_template_bridges(configured, node, found, uses, &mut findings).await;
         }
     }
     if let Some(pool) = known(planned, attr::POOL)
@@ -218,6 +225,11 @@ pub async fn check_update(
     }
     if changed.iter().any(|c| c == attr::NODE_CANDIDATES) {
         check_candidates(configured, planned, &mut findings).await;
+    }
+    if changed.iter().any(|c| c == attr::NETWORKS)
+        && let Some(node) = node
+    {
+        check_networks(configured, node, planned, &mut findings).await;
     }
     finish(findings)
 }
@@ -591,6 +603,45 @@ async fn check_bridge(configured: &Configured, node: &str, bridge: &str, finding
     }
 }
 
+/// Each `networks` element's bridge must exist on `node` (PVE refuses to start a VM whose
+/// NIC names a bridge the node lacks): refused on the element's `bridge`.
+async fn check_networks(
+    configured: &Configured,
+    node: &str,
+    planned: &Value,
+    findings: &mut Findings,
+) {
+    let Some(nics) = model::networks::desired(planned).filter(|nics| !nics.is_empty()) else {
+        return;
+    };
+    if findings.unreachable {
+        return;
+    }
+    let bridges = match configured.facts.bridges(&configured.client, node).await {
+        Ok(bridges) => bridges,
+        Err(e) => return findings.missing(&format!("the bridges of node {node}"), &e),
+    };
+    for (index, nic) in nics.iter().enumerate() {
+        if missing_on(&[nic.bridge.as_str()], &bridges).is_empty() {
+            continue;
+        }
+        findings.error_at(
+            // The element: Terraform points at it (a path past it would find `bridge`).
+            AttributePath::root()
+                .attr(attr::NETWORKS)
+                .index(index as i64),
+            "Bridge not found",
+            format!(
+                "bridge `{}` of networks[{index}] (net{}) does not exist on node {node} \
+                 (bridges there: {}). Use one of them, or create the bridge on the node.",
+                nic.bridge,
+                index + 1,
+                list(bridges.iter().map(|b| b.iface.clone()))
+            ),
+        );
+    }
+}
+
 /// The bridges the clone keeps from its template (net0's unless `bridge` is set) must exist
 /// on `node`: PVE refuses to start a VM whose NIC names a bridge the node lacks. Pointed at
 /// `node`, the attribute that chose where the template's bridges must be.
@@ -598,11 +649,10 @@ async fn check_template_bridges(
     configured: &Configured,
     node: &str,
     template: &Template,
-    bridge: Option<&str>,
+    uses: Vec<BridgeUse>,
     findings: &mut Findings,
 ) {
-    let kept: Vec<_> = template
-        .bridges_used(bridge)
+    let kept: Vec<_> = uses
         .into_iter()
         .filter(|used| used.template_nic.is_some())
         .collect();

@@ -301,9 +301,10 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
         .description(
             "The node to create the VM on. Unset: the provider places the VM on an eligible node \
             (online, able to clone the template, with the seed storage, with every bridge the VM \
-            will use (the template's NICs', net0's replaced by `bridge` when set), and with memory \
-            left), the one with the most memory not yet promised to VMs, then the fewest VMs of \
-            this fleet; parallel creates spread out. Placement is exact within one apply; across \
+            will use (the template's NICs', net0's replaced by `bridge` when set, its further \
+            NICs' by `networks` when set), and with memory left), the one with the most memory \
+            not yet promised to VMs, then the fewest VMs of this fleet; parallel creates spread \
+            out. Placement is exact within one apply; across \
             applies running at the same time (other states, other processes) it is best effort: \
             each sees only what the cluster lists, so two may pick the same node and together \
             promise it more memory than it has, which PVE allows (overcommit). `proxmox_health` \
@@ -584,6 +585,15 @@ pub const ATTRIBUTES: &[AttrSpec] = &[
             the new VM will not be under HA. Changing HA resources needs `Sys.Console` on `/` \
             (the setup guide's role has it).",
         ),
+    AttrSpec::new(
+        attr::NETWORKS,
+        Kind::ObjectList(NETWORK_ATTRIBUTES),
+        Mode::Optional,
+    )
+    .on_change(OnChange::MovesAddress)
+    .planned(Planned::ByRule)
+    .check(Check::Custom(checks::networks))
+    .description(NETWORKS_DESCRIPTION),
 ];
 
 /// The attributes of `ha`: the options of PVE 9's HA resource (pve-ha-manager 5.2.0).
@@ -604,6 +614,44 @@ pub const HA_ATTRIBUTES: &[AttrSpec] = &[
     ),
     AttrSpec::new(attr::ha::COMMENT, Kind::String, Mode::Optional)
         .description("The resource's comment."),
+];
+
+const NETWORKS_DESCRIPTION: &str = "Further network interfaces, after `net0` (which `bridge`, \
+    `vlan_tag` and `mac_address` configure): element *i* is PVE's `net<i+1>`, e.g. a backend \
+    network beside the public one. Each has a `bridge`, an optional `vlan_tag` and an optional \
+    `mac_address`, and the model of `net0` (`virtio` when the VM has no `net0`). Every bridge \
+    must exist on the VM's node: checked at plan, and placement (with `node` unset) only \
+    chooses nodes that have them all. The list is exactly the VM's further NICs: a template's \
+    own `net1`… are replaced, and NICs beyond the list are removed. Unset: the VM keeps \
+    whatever further NICs its template gave it, unmanaged; `[]`: none. Changing, adding or \
+    removing an element is done in place, on a running VM too (PVE hot-plugs NICs unless the \
+    VM's `hotplug` option leaves out `network`; then an added or removed NIC, or a new MAC, \
+    waits for the next boot and the plan warns of it as pending). Elements are matched by \
+    position: removing one that is not the last moves the later ones down a NIC (pin \
+    `mac_address` to keep each MAC with its element). A NIC changed behind Terraform's back \
+    shows as drift. Without `network_config` cloud-init configures DHCP on one NIC only; \
+    address the others in `network_config` (version 2) with `match: {macaddress: ...}` on a \
+    pinned `mac_address`, or by interface name (PVE puts `net0`…`net5` at PCI slots 18…23, \
+    so a systemd guest names `net1` `ens19`). The guest agent's addresses of every NIC are \
+    in `ipv4_addresses` and `ipv6_addresses`.";
+
+/// The attributes of a `networks` element: a NIC `netN` (N ≥ 1), in PVE's `pve-qm-net`
+/// terms (`bridge`, `tag`, `macaddr`); checked by `checks::networks`.
+pub const NETWORK_ATTRIBUTES: &[AttrSpec] = &[
+    AttrSpec::new(attr::networks::BRIDGE, Kind::String, Mode::Required)
+        .description("The bridge the NIC is on, e.g. `vmbr1`; it must exist on the VM's node."),
+    AttrSpec::new(attr::networks::VLAN_TAG, Kind::Number, Mode::Optional)
+        .description("VLAN tag, 1–4094; unset: untagged."),
+    AttrSpec::new(
+        attr::networks::MAC_ADDRESS,
+        Kind::String,
+        Mode::OptionalComputed,
+    )
+    .description(
+        "MAC address, upper case (`BC:24:11:0A:00:02`). Unset: PVE makes one, kept across \
+            bridge and VLAN changes of this element. Pinned, it follows the same rule as \
+            `mac_address` under `create_before_destroy`.",
+    ),
 ];
 
 /// The attributes of `startup`: whole numbers of PVE's `pve-startup-order` format.
@@ -737,6 +785,7 @@ pub fn validate_config(config: &Value) -> Diagnostics {
         }
     }
     checks::check_ha_with_started(config, &mut diags);
+    checks::net0_mac_unique(config, &mut diags);
     diags
 }
 
@@ -828,7 +877,8 @@ mod tests {
                 "mac_address",
                 "start_on_boot",
                 "startup",
-                "ha"
+                "ha",
+                "networks"
             ]
         );
         assert_eq!(
@@ -850,9 +900,17 @@ mod tests {
         let (timeouts, startup) = nested
             .split_once("pub mod startup")
             .expect("attr.rs has `mod startup` after `mod timeouts`");
-        let (startup, ha) = startup
+        let (startup, ha_and_networks) = startup
             .split_once("pub mod ha")
             .expect("attr.rs has `mod ha` after `mod startup`");
+        let (ha, networks) = ha_and_networks
+            .split_once("pub mod networks")
+            .expect("attr.rs has `mod networks` after `mod ha`");
+        let names = schema_table::declared_names(networks);
+        assert_eq!(names.len(), NETWORK_ATTRIBUTES.len(), "{names:?}");
+        for name in names {
+            spec_in(NETWORK_ATTRIBUTES, name);
+        }
         let names = schema_table::declared_names(ha);
         assert_eq!(names.len(), HA_ATTRIBUTES.len(), "{names:?}");
         for name in names {
@@ -945,6 +1003,69 @@ mod tests {
             ("down", Value::Null),
         ]);
         assert!(fine.is_empty(), "{fine:?}");
+    }
+
+    #[test]
+    fn each_nic_is_checked_on_its_element() {
+        let nic = |bridge: &str, tag: Value, mac: Value| {
+            Value::object([
+                ("bridge", Value::string(bridge)),
+                ("vlan_tag", tag),
+                ("mac_address", mac),
+            ])
+        };
+        let config = Value::object([
+            ("mac_address", Value::string("BC:24:11:00:00:01")),
+            (
+                "networks",
+                Value::List(vec![
+                    nic("vmbr1", Value::number(20), Value::Unknown),
+                    nic(
+                        "1bad",
+                        Value::number(5000),
+                        Value::string("bc:24:11:00:00:02"),
+                    ),
+                    nic("vmbr2", Value::Null, Value::string("BC:24:11:00:00:03")),
+                    nic("vmbr3", Value::Null, Value::string("BC:24:11:00:00:03")),
+                    nic("vmbr4", Value::Null, Value::string("BC:24:11:00:00:01")),
+                ]),
+            ),
+        ]);
+        let diags = validate_config(&config);
+        let found: Vec<String> = diags
+            .iter()
+            .map(|d| format!("{:?}", d.attribute.as_ref().unwrap().steps()))
+            .collect();
+        assert_eq!(diags.iter().count(), 5, "{diags:?}");
+        // Each on its element, naming the attribute (see `checks::networks`).
+        let at = |index: i64| {
+            format!(
+                "{:?}",
+                AttributePath::root().attr("networks").index(index).steps()
+            )
+        };
+        let expected = [at(1), at(1), at(1), at(3), at(4)];
+        let mut found_sorted = found.clone();
+        found_sorted.sort();
+        assert_eq!(found_sorted, expected, "{diags:?}");
+        let details: Vec<&str> = diags.iter().map(|d| d.detail.as_str()).collect();
+        for name in [
+            "networks[1].bridge",
+            "networks[1].vlan_tag",
+            "networks[1].mac_address",
+            "networks[3].mac_address",
+            "networks[4].mac_address",
+        ] {
+            assert!(
+                details.iter().any(|d| d.starts_with(name)),
+                "{name}: {details:?}"
+            );
+        }
+        let fine = Value::object([(
+            "networks",
+            Value::List(vec![nic("vmbr1", Value::number(20), Value::Null)]),
+        )]);
+        assert!(validate_config(&fine).is_empty());
     }
 
     #[test]

@@ -402,6 +402,93 @@ async fn running_vm_keeps_cpu_changes_pending() {
     h.sim.shutdown().await;
 }
 
+/// qemu-server `src/PVE/QemuServer.pm` at 9.2.6 (e6352be6), `vmconfig_hotplug_pending` and
+/// `vmconfig_update_net`: on a running VM a NIC's new bridge or VLAN tag applies at once
+/// whatever `hotplug` says (the tap is re-plugged: "some changes can be done without
+/// hotplug"); a new NIC, a new MAC or a NIC's delete is a device hot-plug, at once with the
+/// default `hotplug` (`network,disk,usb`) and pending (`die "skip\n"`) without `network`.
+#[tokio::test]
+async fn nics_hotplug_as_qemu_server_does() {
+    let h = start(fast_config()).await;
+    let nic_keys = |answer: Value| -> Vec<String> {
+        let mut keys: Vec<String> = answer
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| k.starts_with("net"))
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    };
+    let pending_keys = |pending: Value| -> Vec<String> {
+        pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r.get("pending").is_some() || r.get("delete").is_some())
+            .map(|r| r["key"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // VM 100 runs with the default `hotplug`: a NIC comes and goes at once.
+    let vm = "/nodes/pve1/qemu/100";
+    h.put(
+        &format!("{vm}/config"),
+        &[("net1", "virtio,bridge=vmbr0,tag=20")],
+    )
+    .await
+    .data();
+    let current = h.get(&format!("{vm}/config?current=1")).await.data();
+    assert_eq!(nic_keys(current.clone()), ["net0", "net1"], "{current}");
+    h.put(&format!("{vm}/config"), &[("delete", "net1")])
+        .await
+        .data();
+    let current = h.get(&format!("{vm}/config?current=1")).await.data();
+    assert_eq!(nic_keys(current.clone()), ["net0"], "{current}");
+
+    // VM 102 without `network` hotplug, started with a second NIC.
+    let vm = "/nodes/pve3/qemu/102";
+    let nic = "virtio=BC:24:11:00:00:02,bridge=vmbr0";
+    h.put(
+        &format!("{vm}/config"),
+        &[("hotplug", "disk,usb"), ("net1", nic)],
+    )
+    .await
+    .data();
+    let upid = h.post(&format!("{vm}/status/start"), &[]).await.data();
+    assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    // A new VLAN: at once.
+    let tagged = "virtio=BC:24:11:00:00:02,bridge=vmbr0,tag=30";
+    h.put(&format!("{vm}/config"), &[("net1", tagged)])
+        .await
+        .data();
+    let current = h.get(&format!("{vm}/config?current=1")).await.data();
+    assert_eq!(current["net1"], tagged);
+    assert!(pending_keys(h.get(&format!("{vm}/pending")).await.data()).is_empty());
+    // A new MAC, a new NIC and a delete: pending until the next start.
+    h.put(
+        &format!("{vm}/config"),
+        &[
+            ("net1", "virtio=BC:24:11:00:00:03,bridge=vmbr0,tag=30"),
+            ("net2", "virtio=BC:24:11:00:00:04,bridge=vmbr0"),
+        ],
+    )
+    .await
+    .data();
+    let current = h.get(&format!("{vm}/config?current=1")).await.data();
+    assert_eq!(current["net1"], tagged);
+    assert_eq!(nic_keys(current.clone()), ["net0", "net1"], "{current}");
+    let mut pending = pending_keys(h.get(&format!("{vm}/pending")).await.data());
+    pending.sort();
+    assert_eq!(pending, ["net1", "net2"]);
+    h.put(&format!("{vm}/config"), &[("delete", "net0")])
+        .await
+        .data();
+    let current = h.get(&format!("{vm}/config?current=1")).await.data();
+    assert!(current.get("net0").is_some(), "deleted at once: {current}");
+    h.sim.shutdown().await;
+}
+
 /// pve-guest-common `src/PVE/AbstractConfig.pm` `cleanup_pending`, which qemu-server's
 /// `update_vm_api` calls after writing every new value to pending ("remove pending changes
 /// when nothing changed"): a pending value equal to the current one is dropped

@@ -6,6 +6,7 @@ use pve::qemu::{ConfigUpdate, VmConfig};
 use pve::wire::CdromDrive;
 
 use super::super::model::Desired;
+use super::super::model::networks::{self, Nic};
 use super::boot_order;
 use super::error::{Step, StepError, unworkable};
 use super::marks::creating_mark;
@@ -88,7 +89,53 @@ fn config_update(
     if desired.bridge.is_some() || desired.vlan_tag.is_some() || desired.mac_address.is_some() {
         update = net_update(current, desired, update)?;
     }
+    if let Some(nics) = &desired.networks {
+        update = further_nics_update(current, nics, update)?;
+    }
     Ok(boot_order::update(current, desired, update))
+}
+
+/// `net1`… as `networks` lists them, in the same write: a NIC changed keeps its model, MAC
+/// and options (PVE would make a new MAC for a value without one), a new one gets net0's
+/// model, and NICs beyond the list are deleted. PVE hot-plugs each on a running VM
+/// (qemu-server `vmconfig_hotplug_pending`, `vmconfig_update_net`) or holds it pending.
+fn further_nics_update(
+    current: &VmConfig,
+    nics: &[Nic],
+    mut update: ConfigUpdate,
+) -> Step<ConfigUpdate> {
+    let model = match current.net(0) {
+        Some(Ok(net)) => net.model,
+        _ => "virtio".to_owned(),
+    };
+    for (position, wanted) in nics.iter().enumerate() {
+        let index = u8::try_from(position + 1)
+            .ok()
+            .filter(|index| *index <= networks::MAX_NET_INDEX)
+            .ok_or_else(|| {
+                StepError::Unworkable(format!(
+                    "networks has {} elements; PVE has NICs net1 to net{} only",
+                    nics.len(),
+                    networks::MAX_NET_INDEX
+                ))
+            })?;
+        let existing = match current.net(index) {
+            Some(Ok(net)) => Some(net),
+            Some(Err(e)) => return unworkable(format!("the VM's net{index} cannot be read: {e}")),
+            None => None,
+        };
+        let net = networks::net_value(existing.clone(), wanted, &model);
+        if existing.as_ref() != Some(&net) {
+            update = update.net(index, &net);
+        }
+    }
+    for index in (nics.len() + 1)..=usize::from(networks::MAX_NET_INDEX) {
+        let key = format!("net{index}");
+        if current.raw().contains_key(&key) {
+            update = update.delete(&key);
+        }
+    }
+    Ok(update)
 }
 
 /// net0 on the desired bridge, VLAN and MAC; the MAC stays in the value sent (the current

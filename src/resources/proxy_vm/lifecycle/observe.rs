@@ -8,7 +8,7 @@
 use pve::qemu::{GuestInterface, VmStatus};
 use pve::{Client, ErrorKind};
 
-use super::super::model::{Observed, RunningValues};
+use super::super::model::{Observed, RunningValues, networks};
 use super::error::Step;
 use super::operation;
 use crate::ownership::{self, Mark};
@@ -132,6 +132,7 @@ pub(super) async fn observe_known(
         onboot: config.onboot(),
         startup: config.startup().and_then(Result::ok),
         ha_listed: false,
+        networks: networks::seen(config),
     }))
 }
 
@@ -143,6 +144,7 @@ impl RunningValues {
             memory_mib: config.memory_mib(),
             bridge: net.as_ref().and_then(|n| n.bridge.clone()),
             vlan_tag: net.as_ref().and_then(|n| n.tag),
+            networks: networks::seen(config),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Placement: the node a VM without `node` is created on. Eligible nodes are online, can
 //! clone the template (their own copy, or its disk on storage shared with them), have the
 //! seed storage active and taking ISO images, have every bridge the VM will use (its
-//! template's NICs', net0's replaced by `bridge` when set), and have memory left for the VM.
+//! template's NICs', net0's replaced by `bridge` when set, net1… by `networks` when set), and
+//! have memory left for the VM.
 //! Among them wins the node with the most memory not yet promised to VMs (the configured
 //! memory of the VMs on it, plus the creates this process placed there and the listing does
 //! not show yet), then the one with the fewest VMs of this fleet. Gathering is separate from
@@ -13,7 +14,7 @@ use pve::nodes::NetworkInterface;
 use pve::storage::StorageInfo;
 
 use super::super::model::Desired;
-use super::prechecks::{BridgeUse, Template, bridges_used, nic_bridges};
+use super::prechecks::{BridgeUse, Template, bridges_used, nic_bridges, with_networks};
 use crate::cluster_facts::Fact;
 use crate::context::Configured;
 use crate::ownership;
@@ -214,6 +215,7 @@ pub async fn gather(
                 )),
                 Ok(nics) => {
                     let used = bridges_used(&nics, desired.bridge.as_deref());
+                    let used = with_networks(used, desired.networks.as_deref());
                     if used.is_empty() {
                         None
                     } else {
@@ -333,5 +335,22 @@ mod tests {
             bridge_problem(&replaced, &node_bridges(&["vmbr0"])).as_deref(),
             Some("no bridge `vmbr7`; no bridge `vmbr5` (the template's net1)")
         );
+        // `networks` set: its bridges replace the template's net1, each named by element.
+        let further = [super::super::super::model::networks::Nic {
+            bridge: "vmbr1".into(),
+            vlan_tag: Some(20),
+            mac_address: None,
+        }];
+        let networked = with_networks(bridges_used(&nics, None), Some(&further));
+        assert_eq!(
+            bridge_problem(&networked, &node_bridges(&["vmbr0", "vmbr5"])).as_deref(),
+            Some("no bridge `vmbr1` (networks[0], net1)")
+        );
+        assert_eq!(
+            bridge_problem(&networked, &node_bridges(&["vmbr0", "vmbr1"])),
+            None
+        );
+        // Unset: the template's NICs as they are.
+        assert_eq!(with_networks(kept.clone(), None), kept);
     }
 }

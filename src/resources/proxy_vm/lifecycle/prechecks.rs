@@ -4,6 +4,7 @@
 use crate::fitness::{self, Content, StorageProblem};
 use pve::Client;
 
+use super::super::model::networks::Nic;
 use super::error::{Step, StepError, unworkable};
 use super::operation;
 
@@ -39,6 +40,7 @@ pub(crate) fn bridges_used(nics: &[(String, String)], bridge: Option<&str>) -> V
         .map(|(nic, name)| BridgeUse {
             bridge: name.clone(),
             template_nic: Some(nic.clone()),
+            network: None,
         })
         .collect();
     if let Some(bridge) = bridge {
@@ -47,9 +49,28 @@ pub(crate) fn bridges_used(nics: &[(String, String)], bridge: Option<&str>) -> V
             BridgeUse {
                 bridge: bridge.to_owned(),
                 template_nic: None,
+                network: None,
             },
         );
     }
+    used
+}
+
+/// `used` with the further NICs `networks` configures (when set): they replace the
+/// template's `net1`… (the configure step deletes those beyond the list).
+pub(crate) fn with_networks(used: Vec<BridgeUse>, networks: Option<&[Nic]>) -> Vec<BridgeUse> {
+    let Some(nics) = networks else {
+        return used;
+    };
+    let mut used: Vec<BridgeUse> = used
+        .into_iter()
+        .filter(|u| u.template_nic.as_deref().is_none_or(|nic| nic == "net0"))
+        .collect();
+    used.extend(nics.iter().enumerate().map(|(index, nic)| BridgeUse {
+        bridge: nic.bridge.clone(),
+        template_nic: None,
+        network: Some(index),
+    }));
     used
 }
 
@@ -57,16 +78,23 @@ pub(crate) fn bridges_used(nics: &[(String, String)], bridge: Option<&str>) -> V
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BridgeUse {
     pub bridge: String,
-    /// The template's NIC that names it; `None` when it is the resource's `bridge`.
+    /// The template's NIC that names it; `None` when it is the resource's `bridge` or a
+    /// `networks` element.
     pub template_nic: Option<String>,
+    /// The `networks` element that names it.
+    pub network: Option<usize>,
 }
 
 impl BridgeUse {
-    /// `vmbr0` (the template's net0), or `vmbr7` for the resource's own `bridge`.
+    /// `vmbr0` (the template's net0), `vmbr1` (networks[0], net1), or `vmbr7` for the
+    /// resource's own `bridge`.
     pub fn describe(&self) -> String {
-        match &self.template_nic {
-            Some(nic) => format!("`{}` (the template's {nic})", self.bridge),
-            None => format!("`{}`", self.bridge),
+        match (&self.template_nic, self.network) {
+            (Some(nic), _) => format!("`{}` (the template's {nic})", self.bridge),
+            (None, Some(index)) => {
+                format!("`{}` (networks[{index}], net{})", self.bridge, index + 1)
+            }
+            (None, None) => format!("`{}`", self.bridge),
         }
     }
 }

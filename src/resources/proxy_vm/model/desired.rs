@@ -50,6 +50,8 @@ pub struct Desired {
     pub ha: Option<super::HaSpec>,
     /// The prior state set `ha`: an update that finds it unset removes the resource.
     pub ha_before: bool,
+    /// The further NICs (`net1`…); `None`: unmanaged (`networks` unset).
+    pub networks: Option<Vec<super::networks::Nic>>,
 }
 
 /// `cloud_init_timeout` when unset: long enough for a first boot that installs packages.
@@ -163,6 +165,7 @@ impl Desired {
             startup: super::startup_of(planned.get_attr(attr::STARTUP)),
             ha: super::HaSpec::of(planned.get_attr(attr::HA)),
             ha_before: false,
+            networks: super::networks::desired(planned),
         }
     }
 

@@ -5,6 +5,7 @@
 mod boot;
 mod desired;
 mod ha;
+pub mod networks;
 mod observed;
 mod private;
 mod seed_hash;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use tfplugin::Value;
 
 use super::super::{attr, schema};
+use super::networks::{self, SeenNic};
 
 /// What the cluster shows of one VM, read for drift.
 #[derive(Debug, Clone, Default)]
@@ -41,6 +42,8 @@ pub struct Observed {
     pub startup: Option<pve::wire::Startup>,
     /// The cluster listing shows the VM as an HA resource (`hastate`).
     pub ha_listed: bool,
+    /// The further NICs, `net1` on.
+    pub networks: Vec<SeenNic>,
 }
 
 /// The in-place attributes as the running VM has them (pending changes not applied).
@@ -50,17 +53,14 @@ pub struct RunningValues {
     pub memory_mib: u64,
     pub bridge: Option<String>,
     pub vlan_tag: Option<u16>,
+    pub networks: Vec<SeenNic>,
 }
 
 impl Observed {
     /// The pending keys that an attribute of this resource shows.
     pub fn pending_attributes(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
-        for name in self
-            .pending_keys
-            .iter()
-            .filter_map(|k| schema::pending_name(k))
-        {
+        for name in self.pending_keys.iter().filter_map(|k| pending_name(k)) {
             if !out.contains(&name) {
                 out.push(name);
             }
@@ -116,17 +116,25 @@ impl Observed {
         let show_running = kept(prior, attr::REBOOT_IF_NEEDED).as_bool() == Some(true)
             && self.running
             && !self.pending_attributes().is_empty();
-        let (cores, memory_mib, bridge, vlan_tag) = if show_running {
+        let (cores, memory_mib, bridge, vlan_tag, nics) = if show_running {
             let r = &self.running_with;
-            (r.cores, r.memory_mib, r.bridge.clone(), r.vlan_tag)
+            (
+                r.cores,
+                r.memory_mib,
+                r.bridge.clone(),
+                r.vlan_tag,
+                &r.networks,
+            )
         } else {
             (
                 self.cores,
                 self.memory_mib,
                 self.bridge.clone(),
                 self.vlan_tag,
+                &self.networks,
             )
         };
+        state.set_attr(attr::NETWORKS, networks::state_value(prior, nics));
         state.set_attr(attr::CORES, Value::number(i64::from(cores)));
         state.set_attr(attr::MEMORY, Value::number(memory_mib as i64));
         let disk_gib = self
@@ -260,6 +268,19 @@ impl Observed {
             )),
         }
     }
+}
+
+/// How a pending change of `key` is named: the table's name, and `networks` for a further
+/// NIC (`net1`…), which no single attribute declares.
+fn pending_name(key: &str) -> Option<&'static str> {
+    let further_nic = key
+        .strip_prefix("net")
+        .and_then(|index| index.parse::<u8>().ok())
+        .is_some_and(|index| (1..=networks::MAX_NET_INDEX).contains(&index));
+    if further_nic {
+        return Some(attr::NETWORKS);
+    }
+    schema::pending_name(key)
 }
 
 /// The seed volume a state recorded, if any.

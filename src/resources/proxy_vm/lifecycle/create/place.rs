@@ -1,7 +1,7 @@
 //! The place phase of a create: the node (the configured one, or the one placement chooses)
 //! and, on it, the seed storage checked and the template found.
 
-use super::super::super::model::Desired;
+use super::super::super::model::{Desired, networks};
 use super::super::error::{Step, StepError};
 use super::super::placement;
 use super::super::prechecks::{
@@ -89,23 +89,37 @@ pub(super) async fn mac_free_beside(
     (vmid, node): &(u32, String),
     deadline: tokio::time::Instant,
 ) -> Step<()> {
-    let Some(mac) = &desired.mac_address else {
+    // net0's pinned MAC, then each pinned MAC of `networks` (#41), with its attribute.
+    let further = desired.networks.iter().flatten().enumerate();
+    let pinned: Vec<(String, &str)> = desired
+        .mac_address
+        .iter()
+        .map(|mac| ("mac_address".to_owned(), mac.as_str()))
+        .chain(further.filter_map(|(index, nic)| {
+            let mac = nic.mac_address.as_deref()?;
+            Some((format!("networks[{index}].mac_address"), mac))
+        }))
+        .collect();
+    if pinned.is_empty() {
         return Ok(());
-    };
+    }
     let op = super::super::operation::Operation::new(&configured.client, deadline);
     let qemu = configured.client.node(node).qemu(*vmid);
     let config = op.retry(|| qemu.config()).await?;
-    let held = (0..8)
-        .filter_map(|i| config.net(i)?.ok())
-        .any(|net| net.mac.as_deref() == Some(mac));
-    if !held {
+    let held_macs: Vec<String> = (0..=networks::MAX_NET_INDEX)
+        .filter_map(|i| config.net(i)?.ok()?.mac)
+        .collect();
+    let Some((attribute, mac)) = pinned
+        .into_iter()
+        .find(|(_, mac)| held_macs.iter().any(|held| held.eq_ignore_ascii_case(mac)))
+    else {
         return Ok(());
-    }
+    };
     Err(StepError::Unworkable(format!(
-        "mac_address {mac} is held by VM {vmid} on {node}, the VM this create replaces under \
+        "{attribute} {mac} is held by VM {vmid} on {node}, the VM this create replaces under \
          create_before_destroy: two VMs would hold one MAC on the network until the old one is \
          destroyed. Nothing was changed. Replace it without create_before_destroy (the old VM \
-         goes first, and the new one takes its MAC and its DHCP address), or leave mac_address \
+         goes first, and the new one takes its MAC and its DHCP address), or leave {attribute} \
          unset for rolls."
     )))
 }
