@@ -180,7 +180,11 @@ fn contested(world: &World, state: usize, cluster: &Cluster, held: &[Held]) -> b
             .forgotten
             .iter()
             .any(|((s, _), vmid)| *s == state && *vmid == vm.vmid);
-        names.contains(&vm.name) && !ours && (!journaled || forgotten)
+        // Another state holds it (say, imported it after this one forgot it: seed 38263).
+        let held_elsewhere = (0..world.states.len())
+            .filter(|other| *other != state)
+            .any(|other| world.held(other).iter().any(|h| h.vmid == vm.vmid));
+        names.contains(&vm.name) && !ours && (!journaled || forgotten || held_elsewhere)
     })
 }
 

@@ -512,3 +512,22 @@ async fn fuzz_seed_38130_a_killed_replacement_then_a_lost_directory() {
     )
     .await;
 }
+
+/// I4 in the fuzzer's model (hour-long run of 2026-12-03, seed 38263): state 0 forgot
+/// `fz-1` (`state rm`), state 1 imported it, and state 0's next apply of `fz-1` is refused
+/// with the import hint, as it must be (the VM is state 1's); the model had expected
+/// success because state 0's journal made the VM.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_38263_a_vm_another_state_imported_is_refused() {
+    regression(
+        "fuzz_seed_38263_a_vm_another_state_imported_is_refused",
+        vec![
+            Apply(0, vec![Memory(1, 1024)], Plain),
+            StateRm(0, 1),
+            Race,
+            Import(1, 1, Cli),
+            Apply(0, vec![], TargetSlot(1)),
+        ],
+    )
+    .await;
+}
