@@ -474,3 +474,55 @@ async fn dirty_templates_fail_the_create_and_hardened_images_reboot_without_a_ve
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
 }
+
+/// A VM stopped while the create waits for its address (by an operator here; HA, its node or
+/// a guest that powers itself off do the same) ends the wait at once: PVE answers the agent
+/// call "VM N is not running", which no waiting changes. Before, the create asked the
+/// stopped VM's agent until its timeout (the hour-long fuzz run of 2026-12-03 met one that
+/// waited 15 minutes).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_stopped_while_the_create_waits_for_its_address_fails_the_wait_at_once() {
+    let test = "a_vm_stopped_while_the_create_waits_for_its_address_fails_the_wait_at_once";
+    if !simulator_only(test, "an operator's stop at the first look of the agent") {
+        return;
+    }
+    let mut config = pvesim::SimConfig::default();
+    // An agent that never comes up: the create keeps looking until something ends it.
+    config.timings.agent_boot_ms = 3_600_000;
+    let (_sim, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&one_vm("stopped-0", "  timeouts = { create = \"3m\" }\n"))
+        .await;
+    let operator = async {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let looked = |journal: &[Value]| {
+            journal.iter().find_map(|e| {
+                let path = e["path"].as_str()?;
+                path.ends_with("/agent/network-get-interfaces").then(|| {
+                    path.trim_end_matches("/agent/network-get-interfaces")
+                        .to_owned()
+                })
+            })
+        };
+        let vm = loop {
+            if let Some(vm) = looked(&sim.journal().await) {
+                break vm;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the create never asked the agent"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let upid = sim.api("POST", &format!("{vm}/status/stop"), &[]).await;
+        sim.wait_task(&upid).await;
+    };
+    let (out, ()) = tokio::join!(ws.apply(), operator);
+    let text = flat(&out.failure().all_text());
+    assert!(
+        text.contains("is not running, so its guest agent cannot report an address"),
+        "{text}"
+    );
+    assert!(!text.contains("within the create timeout"), "{text}");
+}

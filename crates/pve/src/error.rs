@@ -126,6 +126,10 @@ pub enum AgentFailure {
     NotRunning,
     /// The VM's config has no `agent` key: PVE does not even try.
     NotConfigured,
+    /// The VM itself is not running ("VM N is not running", qemu-server `QemuServer/Agent.pm`
+    /// `assert_agent_available`, checked before the agent's ping): nothing answers until
+    /// something starts the VM, so waiting for its agent is waiting for nothing.
+    VmNotRunning,
     /// qemu-ga could not open the file: it is not there (yet).
     FileMissing,
     /// qemu-ga answered with any other error: a command its allow/block list disabled
@@ -427,6 +431,8 @@ impl Error {
         }
         if message == NO_AGENT_CONFIGURED_TEXT {
             Some(AgentFailure::NotConfigured)
+        } else if is_vm_not_running(message) {
+            Some(AgentFailure::VmNotRunning)
         } else if message == AGENT_NOT_RUNNING_TEXT || is_qga_channel_failure(message) {
             Some(AgentFailure::NotRunning)
         } else {
@@ -741,6 +747,14 @@ const NO_SUCH_FILE_SUFFIX: &str = "): No such file or directory";
 
 /// `QMPClient.pm` `cmd`: "VM N qga command 'guest-…' failed - <why>", the agent's channel
 /// failing (a timeout, its socket), never an answer of qemu-ga's.
+/// qemu-server `QemuServer/Agent.pm` `assert_agent_available`: "VM <vmid> is not running".
+fn is_vm_not_running(message: &str) -> bool {
+    message
+        .strip_prefix("VM ")
+        .and_then(|rest| rest.strip_suffix(" is not running"))
+        .is_some_and(|vmid| !vmid.is_empty() && vmid.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn is_qga_channel_failure(message: &str) -> bool {
     message.starts_with("VM ")
         && message
@@ -1382,7 +1396,8 @@ mod tests {
                 Some(Refused),
             ),
             ("Agent error: can't open file\n", Some(Refused)),
-            ("VM 100 is not running\n", None),
+            ("VM 100 is not running\n", Some(VmNotRunning)),
+            ("VM 100 is not running yet, maybe\n", None),
             ("VM is locked (backup)\n", None),
         ];
         for (message, expected) in cases {

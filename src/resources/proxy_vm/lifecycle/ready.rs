@@ -74,6 +74,17 @@ pub(super) async fn wait_for_address(
                 agent_answered = true;
                 last = "the guest agent answers but reports no IPv4 address".to_owned();
             }
+            // A VM that is not running has no agent to answer: stopped meanwhile (by an
+            // operator, HA, its node, or a guest that powered itself off). Waiting for its
+            // address would wait out the whole timeout for nothing.
+            Err(e) if e.agent_failure() == Some(pve::AgentFailure::VmNotRunning) => {
+                return unworkable(format!(
+                    "VM {vmid} on {node} is not running, so its guest agent cannot report an \
+                     address: it was stopped while the provider waited (by an operator, HA, its \
+                     node, or the guest powering itself off). Start it, or let the next apply \
+                     replace it."
+                ));
+            }
             // A token without the privilege, a VM deleted underneath, a request PVE finds
             // invalid: waiting longer changes nothing.
             Err(e)
