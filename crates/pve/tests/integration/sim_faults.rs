@@ -218,12 +218,14 @@ async fn warnings_are_success_with_data() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invisible_upid_is_retried_then_reported() {
     let env = common::start().await;
-    // A UPID that no node knows: retried during the grace period, then NotFound.
+    // A UPID that no node knows: retried during the grace period, then NotFound. The grace
+    // is wide enough for a second look on a loaded machine (200 ms with "at least three
+    // looks" failed beside stress-ng, 2026-12-03): the test asks for a retry, not a count.
     let ghost: Upid = "UPID:pve2:0000AAAA:0000BBBB:654A5A1D:qmstart:555:terraform@pve!provider:"
         .parse()
         .unwrap();
     let opts = TaskWait {
-        unknown_grace: Duration::from_millis(200),
+        unknown_grace: Duration::from_secs(1),
         ..TaskWait::default()
     };
     let err = env
@@ -240,7 +242,7 @@ async fn invisible_upid_is_retried_then_reported() {
         .iter()
         .filter(|e| e.path == format!("/nodes/pve2/tasks/{ghost}/status"))
         .count();
-    assert!(polls >= 3, "retried while invisible ({polls} polls)");
+    assert!(polls >= 2, "retried while invisible ({polls} polls)");
 
     // A real task is waited on right after dispatch, on the node its UPID names.
     let upid = env
