@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::support;
 
 use serde_json::Value;
+use support::sim_state::{ha_resources, the_vm, until, vmid, vms_named};
 use support::{Host, Observer, SimClient, Workspace, flat, simulator_only, start_sim};
 
 /// A shared ISO storage, so a VM's seed moves with it (the default `proxy-seeds` is local to
@@ -59,40 +60,6 @@ resource "proxmox_proxy_vm" "edge" {{
 "#,
         Workspace::preamble()
     )
-}
-
-/// Polls the simulator's state until `done` holds for it, at most a minute.
-async fn until(sim: &SimClient, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let state = sim.state().await;
-        if done(&state) {
-            return state;
-        }
-        assert!(Instant::now() < deadline, "{what}: never happened; {state}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn vms_named<'a>(state: &'a Value, base: &str) -> Vec<&'a Value> {
-    state["vms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|vm| vm["name"].as_str().is_some_and(|n| n.starts_with(base)))
-        .collect()
-}
-
-fn vmid(vm: &Value) -> u64 {
-    vm["vmid"].as_u64().unwrap()
-}
-
-async fn ha_resources(sim: &SimClient) -> Vec<Value> {
-    sim.api("GET", "/cluster/ha/resources", &[])
-        .await
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// What a destroy must leave: no VM of `base`, no ISO on `storage`, no HA resource.
@@ -377,14 +344,6 @@ async fn lab_vms(pve: &Observer, base: &str, count: usize) -> Vec<Value> {
 async fn current(sim: &SimClient, node: &str, vmid: u64) -> Value {
     let path = format!("/nodes/{node}/qemu/{vmid}/status/current");
     sim.api("GET", &path, &[]).await
-}
-
-/// The VM named `name`, once the simulator shows it.
-async fn the_vm(sim: &SimClient, name: &str) -> Value {
-    let state = sim.state().await;
-    let vms = vms_named(&state, name);
-    assert_eq!(vms.len(), 1, "one VM named {name}: {state}");
-    vms[0].clone()
 }
 
 /// An operator puts a proxy under HA. Every power step is then a request the HA manager

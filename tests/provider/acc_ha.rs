@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::sim_state::{ha_resources, the_vm, until, vmid, vms_named};
 use crate::support::{SimClient, Workspace, flat, simulator_only, start_sim};
 
 /// `count` proxies named `{base}-N` on `node`; `extra` goes into the resource block.
@@ -42,47 +43,6 @@ fn quick_ha() -> pvesim::SimConfig {
     let mut config = pvesim::SimConfig::default();
     config.timings.ha_delay_ms = 100;
     config
-}
-
-/// Polls the simulator's state until `done` holds for it, at most a minute.
-async fn until(sim: &SimClient, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let state = sim.state().await;
-        if done(&state) {
-            return state;
-        }
-        assert!(Instant::now() < deadline, "{what}: never happened; {state}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn vms_named<'a>(state: &'a Value, base: &str) -> Vec<&'a Value> {
-    state["vms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|vm| vm["name"].as_str().is_some_and(|n| n.starts_with(base)))
-        .collect()
-}
-
-async fn the_vm(sim: &SimClient, name: &str) -> Value {
-    let state = sim.state().await;
-    let vms = vms_named(&state, name);
-    assert_eq!(vms.len(), 1, "one VM named {name}: {state}");
-    vms[0].clone()
-}
-
-fn vmid(vm: &Value) -> u64 {
-    vm["vmid"].as_u64().unwrap()
-}
-
-async fn ha_resources(sim: &SimClient) -> Vec<Value> {
-    sim.api("GET", "/cluster/ha/resources", &[])
-        .await
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// The HA manager's service row of `sid` (`/cluster/ha/status/current`).

@@ -12,6 +12,7 @@
 //!   skipped ([`skip`]).
 
 mod host;
+pub mod sim_state;
 
 #[allow(unused_imports)]
 pub use host::{Facts, Host, Observer, clone_template, live_mode, run_prefix};
