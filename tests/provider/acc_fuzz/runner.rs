@@ -49,6 +49,9 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
     let mut checker = Checker::default();
     let mut armed: Option<FaultKind> = None;
     let verbose = std::env::var_os("FUZZ_VERBOSE").is_some();
+    // What each step did, printed when the run fails: a failure seen once in hundreds of
+    // runs (a kill sweep) is diagnosed from its own run, not from a rerun.
+    let mut story = Vec::new();
     let mut result = None;
     for (index, op) in ops.iter().enumerate() {
         let before = world.cluster().await;
@@ -74,28 +77,11 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
             stats.skipped_steps += 1;
         }
         stats.kills += u64::from(out.killed);
+        let told = tell_step(&mut world, index, op, &out).await;
         if verbose {
-            let codes: Vec<i32> = out.ran.iter().map(|r| r.code).collect();
-            eprintln!(
-                "fuzz step {index}: {op:?} -> exit {codes:?} killed {} skipped {:?}",
-                out.killed, out.skipped
-            );
-            for ran in out.ran.iter().filter(|r| r.code != 0) {
-                let text = crate::support::flat(&ran.text);
-                let error = text.find("Error:").map_or("", |at| &text[at..]);
-                eprintln!("    {}: {}", ran.args, &error[..error.len().min(300)]);
-            }
-            let cluster = world.cluster().await;
-            for vm in cluster.vms.values() {
-                let seed = vm.seed().unwrap_or("-");
-                let token = vm.token().unwrap_or("-");
-                eprintln!(
-                    "    VM {} {} on {} running {} seed {seed} token {token}",
-                    vm.vmid, vm.name, vm.node, vm.running
-                );
-            }
-            eprintln!("    seeds {:?}", cluster.seeds);
+            eprintln!("{told}");
         }
+        story.push(told);
         let found = checker
             .after_step(&mut world, &out, &before, faulted || was_armed)
             .await;
@@ -108,10 +94,78 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
         let found = checker.teardown(&mut world).await;
         result = found.into_iter().next().map(|v| (ops.len(), v));
     }
+    if let Some((step, violation)) = &result {
+        let requests = requests_about(&world, &violation.detail).await;
+        eprintln!(
+            "the run that broke {} after step {step}:\n{}\n  its requests about the VMs \
+             named:\n{}",
+            violation.invariant,
+            story.join("\n"),
+            requests.join("\n")
+        );
+    }
     stats.sequences += 1;
     stats.checks += checker.checks;
     stats.undecided += checker.undecided;
     result
+}
+
+/// One step of a run as told: the op, its commands' exit codes and errors, and the VMs and
+/// seeds after it.
+async fn tell_step(world: &mut World, index: usize, op: &Op, out: &exec::Outcome) -> String {
+    let codes: Vec<i32> = out.ran.iter().map(|r| r.code).collect();
+    let mut lines = vec![format!(
+        "fuzz step {index}: {op:?} -> exit {codes:?} killed {} skipped {:?}",
+        out.killed, out.skipped
+    )];
+    for ran in out.ran.iter().filter(|r| r.code != 0) {
+        let text = crate::support::flat(&ran.text);
+        let error = text.find("Error:").map_or("", |at| &text[at..]);
+        let error: String = error.chars().take(300).collect();
+        lines.push(format!("    {}: {error}", ran.args));
+    }
+    let cluster = world.cluster().await;
+    for vm in cluster.vms.values() {
+        let seed = vm.seed().unwrap_or("-");
+        let token = vm.token().unwrap_or("-");
+        lines.push(format!(
+            "    VM {} {} on {} running {} seed {seed} token {token}",
+            vm.vmid, vm.name, vm.node, vm.running
+        ));
+    }
+    lines.push(format!("    seeds {:?}", cluster.seeds));
+    lines.join("\n")
+}
+
+/// Every request of the run (index, method, path, status, the mark it wrote) that names a
+/// VMID the violation's text names.
+async fn requests_about(world: &World, detail: &str) -> Vec<String> {
+    let vmids: Vec<String> = detail
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|n| n.len() >= 3)
+        .map(|n| format!("/{n}"))
+        .collect();
+    let journal = world.client.journal().await;
+    journal
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            let path = e["path"].as_str().unwrap_or_default();
+            vmids
+                .iter()
+                .any(|v| path.ends_with(v.as_str()) || path.contains(&format!("{v}/")))
+        })
+        .map(|(i, e)| {
+            let mark = e["params"]["description"].as_str().unwrap_or_default();
+            let mark: String = mark.chars().take(160).collect();
+            format!(
+                "    #{i} {} {} -> {} {mark}",
+                e["method"].as_str().unwrap_or_default(),
+                e["path"].as_str().unwrap_or_default(),
+                e["status"]
+            )
+        })
+        .collect()
 }
 
 /// Delta debugging: the shortest sequence found (within `budget`) that still fails in the
