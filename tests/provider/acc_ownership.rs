@@ -954,3 +954,75 @@ async fn until_vm(sim: &SimClient, name: &str, ready: impl Fn(&Value) -> bool) -
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
+
+/// An unfinished create another directory left running with its seed attached (a create
+/// killed after its start, its directory lost): a create of the name adopts it, finds that
+/// it may have booted that seed, destroys it and clones it again (I3). The VM it makes is
+/// started, first boots this create's seed, and is the name's only VM; the other attempt's
+/// seed is removed (nobody's VM boots it any more).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_unfinished_create_of_another_attempt_is_made_again_and_started() {
+    let test = "a_running_unfinished_create_of_another_attempt_is_made_again_and_started";
+    if !simulator_only(test, "the simulator's record of first boots") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let edge = names("left", 1);
+    let lost = Workspace::new(target.clone());
+    lost.init_with(&fleet_tf(None, &edge)).await;
+    lost.apply().await.success();
+    let vmid = tracked(&lost).await["left-0"];
+    let lost_seed = seeds_in_state(&lost).await["left-0"].clone();
+    // Back to how the create stood just before its last step: started, seeded, unfinished.
+    let description = marked(&sim.state().await)[&vmid]["config"]["description"]
+        .as_str()
+        .unwrap()
+        .replace("proxyvm-phase: done", "proxyvm-phase: creating");
+    let config = format!("/nodes/pve1/qemu/{vmid}/config");
+    sim.api("PUT", &config, &[("description", &description)])
+        .await;
+    let since = sim.journal().await.len();
+
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&fleet_tf(None, &edge)).await;
+    ws.apply().await.success();
+
+    let vms = marked(&sim.state().await);
+    assert_eq!(vms.len(), 1, "one VM of the name: {vms:?}");
+    assert_eq!(tracked(&ws).await["left-0"], vmid, "made again at its VMID");
+    assert_eq!(vms[&vmid]["status"], "running", "{:?}", vms[&vmid]);
+    let writes: Vec<String> = sim
+        .writes_since(since)
+        .await
+        .iter()
+        .map(|e| format!("{} {}", e["method"], e["path"]))
+        .collect();
+    let destroyed = writes
+        .iter()
+        .position(|w| w == &format!("\"DELETE\" \"/nodes/pve1/qemu/{vmid}\""))
+        .unwrap_or_else(|| panic!("the adopted VM is destroyed: {writes:#?}"));
+    let start = format!("\"POST\" \"/nodes/pve1/qemu/{vmid}/status/start\"");
+    assert!(
+        writes[destroyed..].contains(&start),
+        "the VM made again is started: {writes:#?}"
+    );
+    let seed = seeds_in_state(&ws).await["left-0"].clone();
+    assert_ne!(seed, lost_seed);
+    assert_eq!(
+        sim.first_seeds().await[&vmid],
+        seed,
+        "the VM first booted its holder's seed"
+    );
+    let seeds: Vec<String> = sim
+        .volumes_on("proxy-seeds")
+        .await
+        .iter()
+        .map(|v| v["volid"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(seeds, vec![seed], "the other attempt's seed is removed");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(marked(&sim.state().await).is_empty());
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+}
