@@ -134,6 +134,13 @@ pub struct Pacer<'a> {
     running_at: Option<Duration>,
     looks: u32,
     past_estimate: bool,
+    /// This look was made because another wait of the kind ended.
+    woken_by_peer: bool,
+    /// A look made at another wait's end found this one still running: the waits of this
+    /// kind end one by one (queued behind a lock or PVE's workers), not together, so later
+    /// ends do not wake this one again; each would cost a status request for every wait
+    /// still queued (#42).
+    deaf_to_peers: bool,
 }
 
 impl<'a> Pacer<'a> {
@@ -155,6 +162,8 @@ impl<'a> Pacer<'a> {
             running_at: None,
             looks: 0,
             past_estimate: false,
+            woken_by_peer: false,
+            deaf_to_peers: false,
         }
     }
 
@@ -172,6 +181,7 @@ impl<'a> Pacer<'a> {
     /// step of the ladder; earlier when another wait of this kind ends meanwhile.
     pub async fn pause(&mut self) {
         let signal = self.times.signal(&self.kind);
+        self.woken_by_peer = false;
         loop {
             let notified = signal.notified();
             let wake = self.next_look();
@@ -180,12 +190,13 @@ impl<'a> Pacer<'a> {
             }
             tokio::select! {
                 () = tokio::time::sleep_until(wake) => break,
-                () = notified => {
+                () = notified, if !self.deaf_to_peers => {
                     // Another wait of this kind ended. Ours, started about as long ago, may
                     // have ended too: look now if the new estimate says so.
                     if let Some(estimate) = self.learned()
                         && self.elapsed() >= estimate.mul_f64(0.8)
                     {
+                        self.woken_by_peer = true;
                         break;
                     }
                 }
@@ -222,6 +233,7 @@ impl<'a> Pacer<'a> {
     /// The thing was seen not finished yet at this look.
     pub fn still_running(&mut self) {
         self.running_at = Some(self.elapsed());
+        self.deaf_to_peers |= self.woken_by_peer;
         // Past a learned estimate the end is near: grow gently.
         let factor = if self.learned().is_some() {
             1.5
@@ -349,6 +361,51 @@ mod tests {
             "woke at {:?}, peer ended at {:?}",
             pacer.elapsed(),
             seen + Duration::from_millis(50)
+        );
+    }
+
+    /// Looks a wait for `qmclone` (learned: about 2 s) makes until 12 s, its task running all
+    /// along; with `peers`, waits of its kind queued beside it end one by one, every 900 ms
+    /// from 2.5 s.
+    async fn looks_of_a_queued_wait(peers: bool) -> u32 {
+        let times = Arc::new(TaskTimes::default());
+        times.record(
+            "qmclone",
+            Some(Duration::from_millis(1900)),
+            Duration::from_millis(2100),
+        );
+        let beside = times.clone();
+        let peer = tokio::spawn(async move {
+            if !peers {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            for n in 0..10u64 {
+                let ended = Duration::from_millis(2500 + 900 * n);
+                beside.record("qmclone", Some(Duration::from_millis(1000)), ended);
+                tokio::time::sleep(Duration::from_millis(900)).await;
+            }
+        });
+        let opts = TaskWait::default();
+        let mut pacer = Pacer::new(&times, "qmclone", &opts);
+        while pacer.elapsed() < Duration::from_secs(12) {
+            pacer.pause().await;
+            pacer.still_running();
+        }
+        peer.await.unwrap();
+        pacer.looks()
+    }
+
+    /// Waits queued behind one lock end one by one (#42: clones on one storage): a wait
+    /// that looked at a peer's end and found its task still running follows its own
+    /// schedule from then on, instead of a status request at every later end.
+    #[tokio::test(start_paused = true)]
+    async fn a_queued_wait_looks_at_one_peer_end_at_most() {
+        let alone = looks_of_a_queued_wait(false).await;
+        let queued = looks_of_a_queued_wait(true).await;
+        assert!(
+            queued <= alone + 1,
+            "{queued} looks beside ending peers, {alone} alone"
         );
     }
 }
