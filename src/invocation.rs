@@ -100,6 +100,76 @@ pub fn is_full_destroy(args: &[String], env: impl Fn(&str) -> Option<String>) ->
     destroys && !targeted
 }
 
+/// The Terraform process this one serves, told apart from every other run: its PID and
+/// start time (a PID reused later is another run). The plan walk and the apply walk of one
+/// `terraform apply` are providers started by the same process, so they share it; `None`
+/// where the system does not tell (not Linux).
+pub fn run_identity() -> Option<&'static str> {
+    static IDENTITY: OnceLock<Option<String>> = OnceLock::new();
+    IDENTITY.get_or_init(parent_identity).as_deref()
+}
+
+#[cfg(target_os = "linux")]
+fn parent_identity() -> Option<String> {
+    let parent = std::os::unix::process::parent_id();
+    let stat = std::fs::read_to_string(format!("/proc/{parent}/stat")).ok()?;
+    Some(format!("{parent}@{}", start_time(&stat)?))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn parent_identity() -> Option<String> {
+    None
+}
+
+/// A process's start time from its `/proc/PID/stat` line (field 22, counted after the
+/// command name, which is in parentheses and may itself hold spaces).
+pub fn start_time(stat: &str) -> Option<&str> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // Fields 3 onwards follow the name: field 22 is the 20th of them.
+    after_name.split_whitespace().nth(19)
+}
+
+/// Whether the parent applies a saved plan (`terraform apply PLANFILE`): that plan, and what
+/// it recorded in this directory's journal, came from an earlier Terraform process. An
+/// unreadable parent counts as one (records are trusted, as without this check).
+pub fn applies_saved_plan() -> bool {
+    static SAVED: OnceLock<bool> = OnceLock::new();
+    *SAVED.get_or_init(|| parent_command_line().is_none_or(|args| is_saved_plan_apply(&args)))
+}
+
+/// `apply`'s options that take their value as the next argument when not written
+/// `-option=value` (Terraform's `command/arguments/apply.go` and `extended.go`).
+const APPLY_OPTIONS_WITH_VALUES: &[&str] = &[
+    "backup",
+    "exclude",
+    "lock-timeout",
+    "parallelism",
+    "replace",
+    "state",
+    "state-out",
+    "target",
+    "var",
+    "var-file",
+];
+
+/// See [`applies_saved_plan`]: an `apply` with a positional argument, the plan file.
+pub fn is_saved_plan_apply(args: &[String]) -> bool {
+    let mut rest = args.iter().skip(1).map(String::as_str);
+    if rest.by_ref().find(|arg| !arg.starts_with('-')) != Some("apply") {
+        return false;
+    }
+    while let Some(arg) = rest.next() {
+        let Some(flag) = arg.strip_prefix('-') else {
+            return true;
+        };
+        let flag = flag.trim_start_matches('-');
+        if !flag.contains('=') && APPLY_OPTIONS_WITH_VALUES.contains(&flag) {
+            rest.next();
+        }
+    }
+    false
+}
+
 /// The options `TF_CLI_ARGS` and `TF_CLI_ARGS_<command>` add to `command`.
 fn options_from_env(command: &str, env: &impl Fn(&str) -> Option<String>) -> Vec<String> {
     ["TF_CLI_ARGS".to_owned(), format!("TF_CLI_ARGS_{command}")]
@@ -173,6 +243,45 @@ mod tests {
         let args: Vec<String> = ["terraform", "destroy"].map(str::to_owned).to_vec();
         let env = |name: &str| (name == "TF_CLI_ARGS_destroy").then(|| "-target=x".into());
         assert!(!is_full_destroy(&args, env));
+    }
+
+    #[test]
+    fn a_saved_plan_apply_is_an_apply_with_a_plan_file() {
+        let saved = |line: &str| {
+            let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+            is_saved_plan_apply(&args)
+        };
+        assert!(saved("terraform apply plan.tfplan"));
+        assert!(saved(
+            "tofu -chdir=infra apply -input=false -no-color plan.tfplan"
+        ));
+        assert!(saved("terraform apply -var x=1 -parallelism 5 saved"));
+        assert!(!saved("terraform apply"));
+        assert!(!saved("terraform apply -auto-approve -var x=1 -target a.b"));
+        assert!(!saved(
+            "terraform apply -replace=proxmox_proxy_vm.a -var-file=x.tfvars"
+        ));
+        assert!(!saved("terraform apply --var-file prod.tfvars"));
+        assert!(!saved("terraform plan -out plan.tfplan"));
+        assert!(!saved("terraform"));
+    }
+
+    #[test]
+    fn the_start_time_is_read_past_a_command_name_with_spaces() {
+        let stat = "4242 (terraform x) S 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 12 0 \
+                    987654 0 0";
+        assert_eq!(start_time(stat), Some("987654"));
+        assert_eq!(start_time("4242 (short"), None);
+        assert_eq!(start_time("4242 (t) S 1"), None);
+    }
+
+    #[test]
+    fn this_process_has_an_identity_on_linux() {
+        if cfg!(target_os = "linux") {
+            let identity = run_identity().unwrap();
+            let pid = std::os::unix::process::parent_id().to_string();
+            assert!(identity.starts_with(&format!("{pid}@")), "{identity}");
+        }
     }
 
     #[test]

@@ -46,6 +46,20 @@ pub struct Journal {
     dir: Option<PathBuf>,
     /// What this process did and saw. Never the entries, which live in their files alone.
     local: Mutex<Local>,
+    /// The Terraform run this process serves (see [`Run`]).
+    run: Run,
+}
+
+/// The Terraform run a provider process serves, for telling a replacement this run planned
+/// from one an earlier run planned and never carried out (#38: a plan that replaced a VM,
+/// then `state rm`, or a state file a killed terraform left empty, and an apply: that VM is
+/// no longer this state's, and a create must not take it for its predecessor).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Run {
+    /// The Terraform process (see `invocation::run_identity`); `None` when unknown.
+    pub identity: Option<String>,
+    /// It applies a saved plan: the plan, and its records, are an earlier process's.
+    pub applies_saved_plan: bool,
 }
 
 #[derive(Debug, Default)]
@@ -139,6 +153,9 @@ struct Entry {
     /// A hash of the mark's fingerprint as the caller gave it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mark: Option<String>,
+    /// The Terraform run whose plan wrote a replacement entry ([`Run::identity`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    planned_by: Option<String>,
 }
 
 impl Entry {
@@ -149,6 +166,7 @@ impl Entry {
             name: name.to_owned(),
             vmid: None,
             mark: None,
+            planned_by: None,
         }
     }
 
@@ -206,15 +224,25 @@ impl Journal {
                 .join("proxyvm")
                 .join(file_safe(&workspace))
         });
-        Self::at(dir)
+        let run = Run {
+            identity: crate::invocation::run_identity().map(str::to_owned),
+            applies_saved_plan: crate::invocation::applies_saved_plan(),
+        };
+        Self::at(dir).for_run(run)
     }
 
-    /// A journal kept in `dir` (or nowhere).
+    /// A journal kept in `dir` (or nowhere), of a run nothing is known of.
     pub fn at(dir: Option<PathBuf>) -> Self {
         Self {
             dir,
             local: Mutex::new(Local::default()),
+            run: Run::default(),
         }
+    }
+
+    /// This journal, read and written by a process serving `run`.
+    pub fn for_run(self, run: Run) -> Self {
+        Self { run, ..self }
     }
 
     /// Before a create's first write: its token may soon name a VM Terraform never stores.
@@ -385,11 +413,11 @@ impl Journal {
             return;
         };
         let path = place.entry(token, Fact::Replacing);
-        self.put(
-            &path,
-            &Entry::new(fleet, name, token),
-            Change::RecordReplacement,
-        );
+        let entry = Entry {
+            planned_by: self.run.identity.clone(),
+            ..Entry::new(fleet, name, token)
+        };
+        self.put(&path, &entry, Change::RecordReplacement);
     }
 
     /// A plan keeps the VM of `token` (no replacement, or no longer).
@@ -438,9 +466,25 @@ impl Journal {
         same_vm && same_mark
     }
 
-    /// Whether a plan of this directory replaces the VM of `token`.
+    /// Whether a plan of this directory replaces the VM of `token` in this run: the plan
+    /// this process's Terraform run made, or the saved plan it applies. Another run's plan
+    /// that was never carried out replaces nothing now (its VM may have left the state since).
     pub fn is_replaced(&self, fleet: &str, name: &str, token: &str) -> bool {
-        self.lookup(fleet, name, token, Fact::Replacing).is_some()
+        let Some(entry) = self.lookup(fleet, name, token, Fact::Replacing) else {
+            return false;
+        };
+        let this_run = match (&entry.planned_by, &self.run.identity) {
+            (Some(planned_by), Some(current)) => {
+                planned_by == current || self.run.applies_saved_plan
+            }
+            // Written before runs were recorded, or the run cannot be told: as before.
+            _ => true,
+        };
+        if !this_run {
+            tracing::info!(%name, planned_by = ?entry.planned_by, "a replacement another \
+                Terraform run planned and did not carry out: its VM is not a predecessor now");
+        }
+        this_run
     }
 
     /// The warnings made since the last call, each once per process.

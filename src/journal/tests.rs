@@ -56,6 +56,46 @@ fn a_create_stays_resumable_until_the_state_holds_it() {
     assert!(again.take_warnings().is_empty());
 }
 
+/// A replacement planned by one Terraform run counts in that run and for a saved plan
+/// another run applies; in another ordinary run it is stale: that run's plan did not
+/// replace the VM (a `state rm` or an emptied state file since, #38).
+#[test]
+fn a_replacement_counts_in_the_run_that_planned_it_or_applies_its_saved_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |identity: Option<&str>, applies_saved_plan| Run {
+        identity: identity.map(str::to_owned),
+        applies_saved_plan,
+    };
+    let planning = journal_in(dir.path()).for_run(run(Some("100@5"), false));
+    planning.record_replacement("", "edge-0", "old");
+    assert!(planning.is_replaced("", "edge-0", "old"));
+    let same_run = journal_in(dir.path()).for_run(run(Some("100@5"), false));
+    assert!(
+        same_run.is_replaced("", "edge-0", "old"),
+        "the apply walk of that run"
+    );
+    let saved = journal_in(dir.path()).for_run(run(Some("200@9"), true));
+    assert!(
+        saved.is_replaced("", "edge-0", "old"),
+        "its saved plan applied"
+    );
+    let later = journal_in(dir.path()).for_run(run(Some("200@9"), false));
+    assert!(
+        !later.is_replaced("", "edge-0", "old"),
+        "another run's plain apply"
+    );
+    let pid_reused = journal_in(dir.path()).for_run(run(Some("100@7"), false));
+    assert!(!pid_reused.is_replaced("", "edge-0", "old"));
+    let unknown = journal_in(dir.path()).for_run(run(None, false));
+    assert!(
+        unknown.is_replaced("", "edge-0", "old"),
+        "as before where runs are unknown"
+    );
+    // The later run's own plan of the replacement makes it its own.
+    later.record_replacement("", "edge-0", "old");
+    assert!(later.is_replaced("", "edge-0", "old"));
+}
+
 #[test]
 fn a_replacement_is_recorded_by_its_plan_and_dropped_when_kept_or_gone() {
     let dir = tempfile::tempdir().unwrap();

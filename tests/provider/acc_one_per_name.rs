@@ -135,3 +135,61 @@ async fn a_fleet_that_rolled_is_refused_from_a_fresh_directory() {
         "no second VM of the name"
     );
 }
+
+/// A plan that would replace the VM under `create_before_destroy` (its `user_data`
+/// changed), not applied; then `terraform state rm` (or a state file a killed terraform left
+/// empty: its local backend truncates the file before writing it) and `apply` in the same
+/// directory. That apply is a plain create, so the VM the earlier plan was to replace is
+/// now a finished VM of the name that this state does not hold: refused with the import hint,
+/// nothing written. Found by the three-VM roll's kill sweep (#38): before the fix the
+/// create took the VM for its predecessor, made a second VM of the name beside it and left
+/// the first out of every state.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replacement_planned_then_dropped_from_state_is_refused_not_doubled() {
+    if !acceptance_enabled("a_replacement_planned_then_dropped_from_state_is_refused_not_doubled") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&fleet("one")).await;
+    ws.apply().await.success();
+    let live = named(&sim, "roll-1").await;
+    assert_eq!(live.len(), 1);
+    let live = live.into_iter().next().unwrap();
+
+    ws.write_main_tf(&fleet("two"));
+    let plan = ws
+        .terraform(&["plan", "-input=false", "-no-color"])
+        .await
+        .success();
+    assert!(
+        plan.stdout().contains("must be replaced"),
+        "{}",
+        plan.all_text()
+    );
+    ws.terraform(&["state", "rm", "proxmox_proxy_vm.edge"])
+        .await
+        .success();
+    assert_refused_without_writes(&sim, &ws, &live, false).await;
+    assert_eq!(
+        named(&sim, "roll-1").await,
+        BTreeSet::from([live.clone()]),
+        "no second VM of the name"
+    );
+
+    // The same with the state file emptied, as a terraform killed while writing it leaves it.
+    ws.terraform(&[
+        "import",
+        "proxmox_proxy_vm.edge",
+        &format!("{}/{}", live.1, live.0),
+    ])
+    .await
+    .success();
+    ws.terraform(&["plan", "-input=false", "-no-color"])
+        .await
+        .success();
+    std::fs::write(ws.work_dir().join("terraform.tfstate"), b"").unwrap();
+    assert_refused_without_writes(&sim, &ws, &live, false).await;
+    assert_eq!(named(&sim, "roll-1").await, BTreeSet::from([live]));
+}

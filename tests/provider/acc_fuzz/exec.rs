@@ -461,6 +461,7 @@ async fn kill(
         .client
         .hold_request(u64::from(index.max(1)), after_handling)
         .await;
+    let held_before = world.held(state);
     let mut child = world.spawn(state, args).await;
     let mut out = Outcome::new(Some(state), Expect::MayFail);
     let held = world
@@ -471,6 +472,15 @@ async fn kill(
         kill_group(&mut child);
         out.killed = true;
         world.client.release_hold().await;
+        if world.state_file_emptied(state) {
+            // Killed while Terraform wrote its state (the three-VM roll's sweep, #38): the
+            // state's VMs live on with no state, as after `state rm`.
+            for held in held_before {
+                if let Some(slot) = (0..SLOTS).find(|slot| address(*slot) == held.address) {
+                    world.forgotten.insert((state, slot), held.vmid);
+                }
+            }
+        }
         return out;
     }
     out.requests = Some(world.client.hold_status().await.seen);

@@ -179,6 +179,16 @@ impl World {
         serde_json::from_str(&text).unwrap_or(Value::Null)
     }
 
+    /// The state's file is there and empty: Terraform's local backend truncates it before
+    /// it writes it (`statemgr.Filesystem.writeState`), so a kill in between loses the state,
+    /// which Terraform then reads as none.
+    pub fn state_file_emptied(&self, state: usize) -> bool {
+        self.states[state].ws.as_ref().is_some_and(|ws| {
+            let path = ws.work_dir().join("terraform.tfstate");
+            std::fs::metadata(path).is_ok_and(|meta| meta.len() == 0)
+        })
+    }
+
     pub fn held(&self, state: usize) -> Vec<Held> {
         let file = self.state_file(state);
         let mut out = Vec::new();

@@ -123,8 +123,9 @@ fn already_made_text(vmid: u32, node: &str, name: &str, fleet: &str) -> String {
         another `name`, or give each configuration its own provider `fleet` (e.g. fleet = \
         terraform.workspace).\n\nIf it is this configuration's own VM, being replaced under \
         create_before_destroy: the plan records such a replacement in this working directory \
-        (.terraform/proxyvm/), so a saved plan applied in another directory, or a tainted VM \
-        planned with -refresh=false, is not recognised as one. Run plan and apply in one \
+        (.terraform/proxyvm/) for its own run, so a saved plan applied in another directory, a \
+        tainted VM planned with -refresh=false, or a replacement an earlier run planned before \
+        the VM left this state, is not recognised as one. Run plan and apply in one \
         directory, with refresh."
     )
 }
