@@ -400,6 +400,33 @@ impl Journal {
         if !path.exists() {
             self.put(&path, &Entry::new(fleet, name, token), Change::RecordHeld);
         }
+        self.carry_replacement_into_this_run(&place, fleet, name, token);
+    }
+
+    /// A replacement of the VM of `token` that an earlier run planned counts in this run too
+    /// once this run's state shows the VM: Terraform refreshes a replaced VM it still holds
+    /// (current, or deposed by a `create_before_destroy` apply that was killed before its
+    /// destroy), and destroys it after the new VM's create. One that no longer holds it (a
+    /// `state rm`, a state file a killed terraform left empty) never refreshes it here.
+    fn carry_replacement_into_this_run(&self, place: &Place, fleet: &str, name: &str, token: &str) {
+        let Some(current) = &self.run.identity else {
+            return;
+        };
+        let path = place.entry(token, Fact::Replacing);
+        let Ok(Some(bytes)) = files::read(&path) else {
+            return;
+        };
+        let Ok(entry) = serde_json::from_slice::<Entry>(&bytes) else {
+            return;
+        };
+        if entry.token != token || entry.planned_by.as_ref() == Some(current) {
+            return;
+        }
+        let entry = Entry {
+            planned_by: Some(current.clone()),
+            ..Entry::new(fleet, name, token)
+        };
+        self.put(&path, &entry, Change::RecordReplacement);
     }
 
     /// Whether this directory's state held the VM of `token` (see [`Journal::confirm`]).

@@ -94,6 +94,16 @@ fn a_replacement_counts_in_the_run_that_planned_it_or_applies_its_saved_plan() {
     // The later run's own plan of the replacement makes it its own.
     later.record_replacement("", "edge-0", "old");
     assert!(later.is_replaced("", "edge-0", "old"));
+    // So does its refresh of the replaced VM: its state still holds it (deposed by a killed
+    // `create_before_destroy` apply, say), and this run destroys it after the create.
+    let refreshing = journal_in(dir.path()).for_run(run(Some("300@1"), false));
+    assert!(!refreshing.is_replaced("", "edge-0", "old"));
+    refreshing.confirm("", "edge-0", "old");
+    assert!(refreshing.is_replaced("", "edge-0", "old"));
+    assert!(
+        !later.is_replaced("", "edge-0", "old"),
+        "and no longer the earlier run's"
+    );
 }
 
 #[test]

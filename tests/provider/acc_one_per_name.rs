@@ -193,3 +193,48 @@ async fn a_replacement_planned_then_dropped_from_state_is_refused_not_doubled() 
     assert_refused_without_writes(&sim, &ws, &live, false).await;
     assert_eq!(named(&sim, "roll-1").await, BTreeSet::from([live]));
 }
+
+/// A `create_before_destroy` roll killed after Terraform deposed the old VM and wrote that
+/// state, before the new VM was stored (with several VMs, another VM's end writes the state
+/// mid-roll): the next apply, a new run, creates the name again while its state holds the
+/// old VM deposed. That VM is the create's predecessor (this run refreshes it and destroys
+/// it after the create), so the create goes beside it, and the deposed VM is destroyed: one
+/// VM of the name. Found by the three-VM roll's kill sweep on ee10f61, whose journal counted
+/// only the replacement records of the run that planned them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_roll_killed_after_the_depose_is_finished_by_the_next_apply() {
+    if !acceptance_enabled("a_roll_killed_after_the_depose_is_finished_by_the_next_apply") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&fleet("one")).await;
+    ws.apply().await.success();
+    let old = named(&sim, "roll-1").await;
+    assert_eq!(old.len(), 1);
+
+    // The killed run's plan: it records the replacement (another run than the next apply).
+    ws.write_main_tf(&fleet("two"));
+    ws.terraform(&["plan", "-input=false", "-no-color"])
+        .await
+        .success();
+    // The state it left: the old VM deposed, no current object of the resource yet.
+    let path = ws.work_dir().join("terraform.tfstate");
+    let mut state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    state["serial"] = serde_json::json!(state["serial"].as_u64().unwrap() + 1);
+    state["resources"][0]["instances"][0]["deposed"] = serde_json::json!("00000001");
+    std::fs::write(&path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+
+    ws.apply().await.success();
+    let now = named(&sim, "roll-1").await;
+    assert_eq!(now.len(), 1, "one VM of the name: {now:?}");
+    assert!(
+        now.is_disjoint(&old),
+        "the deposed VM is destroyed: {now:?}"
+    );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(named(&sim, "roll-1").await.is_empty());
+}
