@@ -44,6 +44,20 @@ async fn named(sim: &SimClient, name: &str) -> BTreeSet<(u64, String)> {
         .collect()
 }
 
+/// A simulator with `roll-1` applied once from a workspace (under `create_before_destroy`):
+/// the simulator (kept running), its client, the workspace and the VM's VMID and node.
+async fn one_vm_applied() -> (pvesim::Sim, SimClient, Workspace, (u64, String)) {
+    let (sim_handle, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&fleet("one")).await;
+    ws.apply().await.success();
+    let made = named(&sim, "roll-1").await;
+    assert_eq!(made.len(), 1, "{made:?}");
+    let made = made.into_iter().next().unwrap();
+    (sim_handle, sim, ws, made)
+}
+
 /// Asserts that an apply in `ws` (and its plan, when `plan_refuses`) is refused with the
 /// import hint naming the live VM, and that they wrote nothing to PVE. A plan leaves a VM
 /// its directory's state once held to the apply (it may be the one a taint replaces).
@@ -86,13 +100,9 @@ async fn a_fleet_that_rolled_is_refused_from_a_fresh_directory() {
     if !acceptance_enabled("a_fleet_that_rolled_is_refused_from_a_fresh_directory") {
         return;
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target.clone());
-    ws.init_with(&fleet("one")).await;
-    ws.apply().await.success();
-    let base = named(&sim, "roll-1").await;
-    assert_eq!(base.len(), 1);
+    let (_sim, sim, ws, made) = one_vm_applied().await;
+    let target = ws.target.clone();
+    let base = BTreeSet::from([made]);
     ws.terraform(&[
         "apply",
         "-auto-approve",
@@ -149,14 +159,7 @@ async fn a_replacement_planned_then_dropped_from_state_is_refused_not_doubled() 
     if !acceptance_enabled("a_replacement_planned_then_dropped_from_state_is_refused_not_doubled") {
         return;
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target.clone());
-    ws.init_with(&fleet("one")).await;
-    ws.apply().await.success();
-    let live = named(&sim, "roll-1").await;
-    assert_eq!(live.len(), 1);
-    let live = live.into_iter().next().unwrap();
+    let (_sim, sim, ws, live) = one_vm_applied().await;
 
     ws.write_main_tf(&fleet("two"));
     let plan = ws
@@ -206,13 +209,8 @@ async fn a_roll_killed_after_the_depose_is_finished_by_the_next_apply() {
     if !acceptance_enabled("a_roll_killed_after_the_depose_is_finished_by_the_next_apply") {
         return;
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target.clone());
-    ws.init_with(&fleet("one")).await;
-    ws.apply().await.success();
-    let old = named(&sim, "roll-1").await;
-    assert_eq!(old.len(), 1);
+    let (_sim, sim, ws, made) = one_vm_applied().await;
+    let old = BTreeSet::from([made]);
 
     // The killed run's plan: it records the replacement (another run than the next apply).
     ws.write_main_tf(&fleet("two"));
