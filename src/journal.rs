@@ -412,16 +412,13 @@ impl Journal {
         let Some(current) = &self.run.identity else {
             return;
         };
-        let path = place.entry(token, Fact::Replacing);
-        let Ok(Some(bytes)) = files::read(&path) else {
+        let Some(entry) = self.lookup(fleet, name, token, Fact::Replacing) else {
             return;
         };
-        let Ok(entry) = serde_json::from_slice::<Entry>(&bytes) else {
-            return;
-        };
-        if entry.token != token || entry.planned_by.as_ref() == Some(current) {
+        if entry.planned_by.as_ref() == Some(current) {
             return;
         }
+        let path = place.entry(token, Fact::Replacing);
         let entry = Entry {
             planned_by: Some(current.clone()),
             ..Entry::new(fleet, name, token)
