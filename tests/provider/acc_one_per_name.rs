@@ -236,3 +236,116 @@ async fn a_roll_killed_after_the_depose_is_finished_by_the_next_apply() {
     ws.destroy().await.success();
     assert!(named(&sim, "roll-1").await.is_empty());
 }
+
+/// `kill-1`, with `vmid` when given.
+fn kill_target(vmid: Option<u64>) -> String {
+    let vmid = vmid.map(|v| format!("vmid = {v}")).unwrap_or_default();
+    format!(
+        r##"{}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+}}
+
+resource "proxmox_proxy_vm" "edge" {{
+  name      = "kill-1"
+  template  = "debian-13-proxy"
+  memory    = 512
+  {vmid}
+}}
+"##,
+        Workspace::preamble()
+    )
+}
+
+/// The index, counted from before the apply, of the config write that attaches the seed in
+/// a create of `kill-1` on a fresh simulator: a kill point after the seed's upload.
+async fn seed_attach_index() -> u64 {
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&kill_target(None)).await;
+    let since = sim.journal().await.len();
+    ws.apply().await.success();
+    let journal = sim.journal().await;
+    let run = &journal[since..];
+    let path = |e: &serde_json::Value| e["path"].as_str().unwrap().to_owned();
+    let upload = run
+        .iter()
+        .position(|e| e["method"] == "POST" && path(e).ends_with("/upload"))
+        .expect("a create uploads its seed");
+    let attach = upload
+        + run[upload..]
+            .iter()
+            .position(|e| e["method"] == "POST" && path(e).ends_with("/config"))
+            .expect("a create writes its config after the upload");
+    attach as u64 + 1
+}
+
+/// This directory's killed create of `kill-1` (its seed uploaded, never attached), then
+/// another state's VM of the name: the next apply here is refused at its plan with the
+/// import hint, writing nothing; the user imports that VM as the hint says, and this
+/// directory's full destroy removes it and what the killed create left, its VM and its
+/// unattached seed (fuzzer seed 38906's shape).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_create_beside_another_states_vm_is_refused_then_swept() {
+    if !acceptance_enabled("a_killed_create_beside_another_states_vm_is_refused_then_swept") {
+        return;
+    }
+    let attach = seed_attach_index().await;
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ours = Workspace::new(target.clone());
+    ours.init_with(&kill_target(None)).await;
+    sim.hold_request(attach, false).await;
+    let mut apply = ours.spawn_terraform(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert!(
+        sim.until_held(|| apply.exited()).await,
+        "the create reached its config write"
+    );
+    apply.kill_group();
+    sim.release_hold().await;
+    let killed = named(&sim, "kill-1").await;
+    assert_eq!(killed.len(), 1, "the killed create's VM: {killed:?}");
+    let killed_vmid = killed.iter().next().unwrap().0;
+    let seeds = sim.volumes_on("proxy-seeds").await;
+    assert_eq!(seeds.len(), 1, "its seed, unattached: {seeds:?}");
+
+    // Another state makes the name's VM at a VMID of its own.
+    let theirs = Workspace::new(target.clone());
+    theirs.init_with(&kill_target(Some(killed_vmid + 1))).await;
+    theirs.apply().await.success();
+    let live = named(&sim, "kill-1")
+        .await
+        .into_iter()
+        .find(|(vmid, _)| *vmid == killed_vmid + 1)
+        .expect("the other state's VM");
+
+    let since = sim.journal().await.len();
+    let text = support::flat(&ours.apply().await.failure().all_text());
+    assert!(
+        text.contains("already exists") && text.contains(&format!("{}/{}", live.1, live.0)),
+        "refused with the import hint naming the live VM: {text}"
+    );
+    let writes = sim.writes_since(since).await;
+    assert!(writes.is_empty(), "the refused apply wrote: {writes:?}");
+
+    let id = format!("{}/{}", live.1, live.0);
+    ours.terraform(&[
+        "import",
+        "-input=false",
+        "-no-color",
+        "proxmox_proxy_vm.edge",
+        &id,
+    ])
+    .await
+    .success();
+    ours.assert_plans_empty().await;
+    let destroyed = support::flat(&ours.destroy().await.success().all_text());
+    assert!(
+        destroyed.contains("Proxy VM of a killed create removed"),
+        "the destroy says what it removed: {destroyed}"
+    );
+    assert!(named(&sim, "kill-1").await.is_empty());
+    let left = sim.volumes_on("proxy-seeds").await;
+    assert!(left.is_empty(), "no seed is left: {left:?}");
+}

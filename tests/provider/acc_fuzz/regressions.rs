@@ -532,16 +532,13 @@ async fn fuzz_seed_38263_a_vm_another_state_imported_is_refused() {
     .await;
 }
 
-/// Open (found 2026-12-03 by a 15-minute run from seed 38900 on 0324492): a first apply
+/// I4 in the fuzzer's model (15-minute run of 2026-12-03 from seed 38900): a first apply
 /// killed after `fz-1`'s create finished on PVE (before Terraform stored it), then an apply
-/// with `fz-1`'s `user_data` changed. The create resumes the finished VM under its own
-/// token (a finished create of this directory keeps its token) and seeds it with the new
-/// content, but the guest already booted the old seed, so the cloud-init check reports a
-/// template with an earlier VM's cache (I4: an unexplained failure with a wrong diagnosis).
-/// The fix to make: a finished resumed VM whose content differs is not re-seeded in place
-/// (made again, or kept with its content and replaced by the next plan).
+/// with `fz-1`'s `user_data` changed. The create resumed the finished VM under its own token
+/// and seeded it with the new content, but the guest had already booted the old seed, so
+/// the cloud-init check blamed the template. A finished VM of this directory's killed
+/// create whose content differs is now destroyed and made again (`slot::decide`).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "open bug: a finished killed create resumed with other content (#38)"]
 async fn fuzz_seed_38902_a_finished_killed_create_resumed_with_other_content() {
     regression(
         "fuzz_seed_38902_a_finished_killed_create_resumed_with_other_content",
@@ -558,12 +555,12 @@ async fn fuzz_seed_38902_a_finished_killed_create_resumed_with_other_content() {
     .await;
 }
 
-/// Open (same run, seed 38906): a first apply killed after `fz-1`'s seed was uploaded and
-/// before the config write attached it; the next apply drops `fz-1` from the configuration.
-/// The full destroy removes the killed create's VM (lifecycle `orphans`) but not the seed
-/// ISO it uploaded and never attached (I7: a seed left).
+/// I7 in the fuzzer's model (same run, seed 38906): a first apply killed after `fz-1`'s
+/// seed was uploaded and before the config write attached it; the next apply drops `fz-1`
+/// from the configuration. The full destroy removed the killed create's VM (lifecycle
+/// `orphans`) but not the seed ISO it uploaded and never attached; it now also deletes every
+/// seed named for the killed create's token.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "open bug: a dropped killed create's unattached seed is left (#38)"]
 async fn fuzz_seed_38906_a_dropped_killed_creates_unattached_seed_is_left() {
     regression(
         "fuzz_seed_38906_a_dropped_killed_creates_unattached_seed_is_left",

@@ -317,6 +317,11 @@ pub struct Running {
 }
 
 impl Running {
+    /// Whether terraform has exited.
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
     /// Calls `sample` over and over until terraform exits; returns the smallest sample, how
     /// many were taken, and whether terraform succeeded.
     pub async fn sample_until_exit<F, Fut>(&mut self, mut sample: F) -> (usize, usize, bool)

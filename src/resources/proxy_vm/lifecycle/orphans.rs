@@ -2,17 +2,18 @@
 //! (SIGKILL, a lost CI runner) after its clone leaves a VM marked `creating` whose token only
 //! the journal knows; the next create of the name resumes it, but once the configuration
 //! drops the resource no create ever will (fuzzer seed 12339). A full `terraform destroy`
-//! removes such VMs, with the seed each has attached: Terraform holds the state lock then, so
-//! no create of this working directory runs meanwhile. A finished VM is never removed here:
-//! only an unfinished create of a token the journal still holds, at the VMID it recorded.
+//! removes such VMs, with every seed each create uploaded: Terraform holds the state lock
+//! then, so no create of this working directory runs meanwhile. A finished VM is removed only
+//! for a create of its name that makes it again with other content; else only an
+//! unfinished create of a token the journal still holds, at the VMID it recorded.
 
 use tokio::time::Instant;
 
-use super::delete::{Doomed, RecordedSeed, delete};
+use super::delete::{Doomed, RecordedSeed, delete, delete_holding_name};
 use super::error::{Step, StepError};
 use super::expected::{Expected, ExpectedToken};
 use super::operation::Operation;
-use super::owned::OwnedVm;
+use super::owned::{OwnedVm, tolerate_gone};
 use crate::context::Configured;
 use crate::ownership::Phase;
 
@@ -27,6 +28,8 @@ pub async fn remove_killed_creates(configured: &Configured, deadline: Instant) -
             token: &token,
             vmid,
             node: None,
+            finished_too: false,
+            for_create_of_name: false,
         };
         match killed.remove(configured, deadline).await {
             Ok(Some(note)) => removed.push(note),
@@ -39,40 +42,61 @@ pub async fn remove_killed_creates(configured: &Configured, deadline: Instant) -
     removed
 }
 
-/// Removes one unfinished create of this working directory's journal, found at `vmid` on
-/// `node` by a create of its name that is refused (another state's VM of the name exists:
-/// nothing would ever finish this one). `None` when there is nothing of it to remove.
-pub async fn remove_killed_create(
-    configured: &Configured,
-    (fleet, name): (&str, &str),
-    token: &str,
-    (vmid, node): (u32, &str),
-    deadline: Instant,
-) -> Step<Option<String>> {
-    let killed = KilledCreate {
-        fleet,
-        name,
-        token,
-        vmid,
-        node: Some(node.to_owned()),
-    };
-    killed.remove(configured, deadline).await
-}
-
-/// One unconfirmed create of the journal, at the VMID its entry recorded.
-struct KilledCreate<'a> {
+/// One create of this working directory's journal that Terraform never stored, at the VMID
+/// its entry recorded.
+pub struct KilledCreate<'a> {
     fleet: &'a str,
     name: &'a str,
     token: &'a str,
     vmid: u32,
     /// Where it was found, if known; else the cluster's listing says.
     node: Option<String>,
+    /// A finished one is removed too: a create of its name with other content makes it
+    /// again (see `slot`).
+    finished_too: bool,
+    /// The caller is a create of the name and holds the name's lock.
+    for_create_of_name: bool,
+}
+
+impl<'a> KilledCreate<'a> {
+    /// An unfinished create found at `vmid` on `node` by a create of its name that is
+    /// refused (another state's VM of the name exists: nothing would ever finish this one).
+    /// The create holds the name's lock.
+    pub fn unfinished(
+        (fleet, name): (&'a str, &'a str),
+        token: &'a str,
+        (vmid, node): (u32, &str),
+    ) -> Self {
+        Self {
+            fleet,
+            name,
+            token,
+            vmid,
+            node: Some(node.to_owned()),
+            finished_too: false,
+            for_create_of_name: true,
+        }
+    }
+
+    /// A create found at `vmid` on `node`, finished or not, whose guest booted other content
+    /// than the configuration's now: the create of its name makes it again.
+    pub fn finished(
+        (fleet, name): (&'a str, &'a str),
+        token: &'a str,
+        (vmid, node): (u32, &str),
+    ) -> Self {
+        Self {
+            finished_too: true,
+            ..Self::unfinished((fleet, name), token, (vmid, node))
+        }
+    }
 }
 
 impl KilledCreate<'_> {
-    /// Destroys the VM when it is still this create's and unfinished; `None` when there is
+    /// Destroys the VM when it is still this create's and unfinished (or finished, when
+    /// asked), with every seed its token uploaded on the VM's node; `None` when there is
     /// nothing of it to remove.
-    async fn remove(&self, configured: &Configured, deadline: Instant) -> Step<Option<String>> {
+    pub async fn remove(&self, configured: &Configured, deadline: Instant) -> Step<Option<String>> {
         let node = match &self.node {
             Some(node) => node.clone(),
             None => {
@@ -106,7 +130,12 @@ impl KilledCreate<'_> {
         };
         let journal = &configured.journal;
         let fingerprint = seen.mark.render();
-        if seen.mark.phase != Phase::Creating
+        let removable = match seen.mark.phase {
+            Phase::Creating => true,
+            Phase::Done => self.finished_too,
+            Phase::Deleting => false,
+        };
+        if !removable
             || !journal.is_unconfirmed_for(
                 self.fleet,
                 self.name,
@@ -135,13 +164,47 @@ impl KilledCreate<'_> {
             // A killed create may have made it an HA resource just before its start.
             under_ha: true,
         };
-        delete(configured, doomed, deadline).await?;
+        match self.for_create_of_name {
+            true => delete_holding_name(configured, doomed, deadline).await?,
+            false => delete(configured, doomed, deadline).await?,
+        };
+        // A create killed between its upload and the config write that attaches the seed
+        // left the file unattached (fuzzer seed 38906): found by the token in its name.
+        remove_seeds_of_token(configured, &node, self.token, deadline).await?;
         journal.forget(self.fleet, self.name, self.token);
         Ok(Some(format!(
             "VM {} (`{}`) on {node} was an unfinished create of this working directory, killed \
              before Terraform stored it, and no resource of the configuration resumed it: it \
-             was destroyed with the seed it had attached.",
+             was destroyed with the seeds it had uploaded.",
             self.vmid, self.name
         )))
     }
+}
+
+/// Deletes every seed named for `token` on the ISO storages `node` reaches: a create
+/// uploads its seed to the node its VM is on, and a name with the token is that create's
+/// alone.
+async fn remove_seeds_of_token(
+    configured: &Configured,
+    node: &str,
+    token: &str,
+    deadline: Instant,
+) -> Step<()> {
+    let client = &configured.client;
+    let op = Operation::new(client, deadline);
+    let storages = op.retry(|| client.node(node).storages(Some("iso"))).await?;
+    for storage in storages {
+        let store = client.node(node).storage(&storage.storage);
+        let items = op.retry(|| store.content(Some("iso"))).await?;
+        let seeds = items.into_iter().filter(|item| {
+            item.volid
+                .split_once(":iso/")
+                .is_some_and(|(_, file)| nocloud::file_belongs_to_attempt(file, token))
+        });
+        for seed in seeds {
+            tolerate_gone(op.run_task(|| store.delete_volume(&seed.volid)).await)?;
+            tracing::info!(volume = %seed.volid, "deleted a killed create's seed");
+        }
+    }
+    Ok(())
 }

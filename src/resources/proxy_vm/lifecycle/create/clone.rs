@@ -15,7 +15,7 @@ use super::super::ProgressCell;
 use super::super::error::{Step, StepError, unworkable};
 use super::super::marks::creating_mark;
 use super::super::operation::Operation;
-use super::super::orphans::remove_killed_create;
+use super::super::orphans::KilledCreate;
 use super::super::prechecks::Template;
 use super::super::slot::{Choice, Chosen, Reservation, Slot, choose, config_after_clone};
 use crate::context::Configured;
@@ -43,33 +43,58 @@ pub(super) struct Cloned<'a> {
 
 /// What a create works on, decided once over what the cluster holds for the name (see
 /// `slot`). A refusal first removes this directory's own unfinished creates of the name:
-/// once another state's VM of the name stands, nothing would ever finish them (#38).
+/// once another state's VM of the name stands, nothing would ever finish them (#38). This
+/// directory's own finished create of other content is removed, and the slot chosen again.
 pub(super) async fn choose_slot<'a>(
     configured: &'a Configured,
     desired: &Desired,
     listing: &[pve::cluster::ClusterVm],
     deadline: Instant,
 ) -> Step<Chosen<'a>> {
-    match choose(configured, desired, listing, deadline).await? {
-        Choice::Slot(chosen) => Ok(chosen),
-        Choice::Refused { error, discard } => {
-            let name = (desired.fleet.as_str(), desired.name.as_str());
-            for found in discard {
-                let Some(token) = found.token.as_deref() else {
-                    continue;
-                };
-                let at = (found.vmid, found.node.as_str());
-                match remove_killed_create(configured, name, token, at, deadline).await {
-                    Ok(removed) => tracing::info!(
-                        vmid = found.vmid,
-                        removed = removed.is_some(),
-                        "removing this directory's own unfinished create of a refused name"
-                    ),
-                    Err(e) => tracing::warn!(vmid = found.vmid, error = %e,
-                        "could not remove this directory's own unfinished create"),
+    let name = (desired.fleet.as_str(), desired.name.as_str());
+    let mut remade = false;
+    loop {
+        match choose(configured, desired, listing, deadline).await? {
+            Choice::Slot(chosen) => return Ok(chosen),
+            Choice::Refused { error, discard } => {
+                for found in discard {
+                    let Some(token) = found.token.as_deref() else {
+                        continue;
+                    };
+                    let at = (found.vmid, found.node.as_str());
+                    let killed = KilledCreate::unfinished(name, token, at);
+                    match killed.remove(configured, deadline).await {
+                        Ok(removed) => tracing::info!(
+                            vmid = found.vmid,
+                            removed = removed.is_some(),
+                            "removing this directory's own unfinished create of a refused name"
+                        ),
+                        Err(e) => tracing::warn!(vmid = found.vmid, error = %e,
+                            "could not remove this directory's own unfinished create"),
+                    }
                 }
+                return Err(error);
             }
-            Err(error)
+            Choice::Remake { stale } => {
+                let (vmid, token) = (stale.vmid, stale.token.as_deref().unwrap_or_default());
+                // Removed, it is not found again; a second sight means it could not be.
+                if remade {
+                    return unworkable(format!(
+                        "VM {vmid} of `{}`, made by a killed run of this working directory \
+                         with other user_data or network_config, could not be removed to make \
+                         it again; destroy it, or run apply again",
+                        desired.name
+                    ));
+                }
+                tracing::info!(vmid, name = %desired.name, "this working directory's killed \
+                    create finished with other content; destroying it to make it again");
+                let at = (vmid, stale.node.as_str());
+                KilledCreate::finished(name, token, at)
+                    .remove(configured, deadline)
+                    .await?;
+                configured.runtime.forget_vm(vmid).await;
+                remade = true;
+            }
         }
     }
 }

@@ -51,13 +51,24 @@ pub async fn delete(
     doomed: Doomed<'_>,
     deadline: Instant,
 ) -> Step<Option<String>> {
+    let name = doomed.expected.name.unwrap_or_default();
+    let _name_guard = configured
+        .runtime
+        .lock_name(&format!("{}/{name}", doomed.expected.fleet))
+        .await;
+    delete_holding_name(configured, doomed, deadline).await
+}
+
+/// [`delete`] for a caller that holds the name's lock already (a create of the name
+/// removing what this directory's killed create left): the lock is not reentrant.
+pub async fn delete_holding_name(
+    configured: &Configured,
+    doomed: Doomed<'_>,
+    deadline: Instant,
+) -> Step<Option<String>> {
     let client = &configured.client;
     let Doomed { vmid, expected, .. } = doomed;
     let name = expected.name.unwrap_or_default();
-    let _name_guard = configured
-        .runtime
-        .lock_name(&format!("{}/{name}", expected.fleet))
-        .await;
     let (at_vmid, ours) =
         locate::locate(configured, vmid, doomed.node_hint, expected, deadline).await?;
     let mut note = None;

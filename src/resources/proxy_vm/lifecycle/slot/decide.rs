@@ -61,6 +61,10 @@ pub enum Decision {
         refusal: Refusal,
         discard: Vec<Found>,
     },
+    /// Remove `stale`, this directory's own finished create that Terraform never stored,
+    /// made with other content than this create's (its guest booted that seed, and
+    /// cloud-init reads a seed at an instance's first boot only), then decide again.
+    Remake { stale: Found },
 }
 
 impl NameFacts {
@@ -86,7 +90,8 @@ impl NameFacts {
 /// See the module doc. The rows, in order: a VM of the name being destroyed refuses; a
 /// finished one not this directory's refuses (with the import hint), removing this
 /// directory's own unfinished creates; this directory's own create Terraform never stored is
-/// resumed; any other unfinished create of the name is adopted; else a new VM is made.
+/// resumed, unless it finished with other content (then it is removed and made again); any
+/// other unfinished create of the name is adopted; else a new VM is made.
 pub fn decide(facts: &NameFacts) -> Decision {
     let ordered = facts.in_order();
     if let Some(dying) = ordered.iter().find(|f| f.phase == Phase::Deleting) {
@@ -116,13 +121,19 @@ pub fn decide(facts: &NameFacts) -> Decision {
         facts.may_resume_at(f.vmid) && !(facts.is_predecessor(f) && f.phase == Phase::Done)
     };
     if let Some(own) = ordered.iter().filter(resumable).find(|f| f.own_unconfirmed) {
-        // A finished one keeps its token (its mark and seed stay valid); an unfinished one
-        // does only when it seeds what this create would.
-        let keeps_token = own.phase == Phase::Done || own.same_content;
+        // Its guest booted its seed: re-seeded in place it would keep the old content
+        // (fuzzer seed 38902).
+        if own.phase == Phase::Done && !own.same_content {
+            return Decision::Remake {
+                stale: (*own).clone(),
+            };
+        }
+        // It keeps its token (its mark and seed stay valid) when it seeds what this create
+        // would; an unfinished one of other content is claimed with this create's token.
         return Decision::Resume {
             vmid: own.vmid,
             node: own.node.clone(),
-            token: own.token.clone().filter(|_| keeps_token),
+            token: own.token.clone().filter(|_| own.same_content),
         };
     }
     let unfinished = ordered
@@ -271,11 +282,26 @@ mod tests {
     fn this_directorys_finished_create_is_resumed_under_its_token() {
         let own = Found {
             own_unconfirmed: true,
+            same_content: true,
             ..vm(103, Phase::Done)
         };
         assert_eq!(
             decide(&facts(vec![own.clone()])),
             resume(&own, Some("t103"))
+        );
+    }
+
+    /// Seed 38902: this directory's killed create finished with other content (the
+    /// configuration's `user_data` changed since): its guest booted the old seed.
+    #[test]
+    fn this_directorys_finished_create_of_other_content_is_made_again() {
+        let own = Found {
+            own_unconfirmed: true,
+            ..vm(103, Phase::Done)
+        };
+        assert_eq!(
+            decide(&facts(vec![own.clone()])),
+            Decision::Remake { stale: own }
         );
     }
 
@@ -335,6 +361,7 @@ mod tests {
         };
         let new = Found {
             own_unconfirmed: true,
+            same_content: true,
             ..vm(101, Phase::Done)
         };
         assert_eq!(
@@ -430,9 +457,22 @@ mod tests {
                         prop_assert!(!refusing);
                         let resumed = facts.found.iter().find(|f| f.vmid == *vmid).unwrap();
                         prop_assert!(facts.explicit_vmid.is_none_or(|e| e == *vmid));
-                        prop_assert!(resumed.phase == Phase::Creating || resumed.own_unconfirmed);
-                        // A token is taken over only from this directory's own create.
-                        prop_assert!(token.is_none() || resumed.own_unconfirmed);
+                        // A finished VM is resumed only when its guest booted this
+                        // create's content.
+                        prop_assert!(resumed.phase == Phase::Creating
+                            || (resumed.own_unconfirmed && resumed.same_content));
+                        // A token is taken over only from this directory's own create of
+                        // the same content.
+                        prop_assert!(token.is_none()
+                            || (resumed.own_unconfirmed && resumed.same_content));
+                    }
+                    Decision::Remake { stale } => {
+                        // Only this directory's own finished create of other content.
+                        prop_assert!(!refusing);
+                        prop_assert!(facts.found.contains(stale));
+                        prop_assert!(stale.own_unconfirmed && stale.phase == Phase::Done
+                            && !stale.same_content);
+                        prop_assert!(facts.explicit_vmid.is_none_or(|e| e == stale.vmid));
                     }
                     Decision::MakeNew => {
                         prop_assert!(!refusing);

@@ -76,6 +76,11 @@ pub(super) enum Choice<'a> {
         error: StepError,
         discard: Vec<Found>,
     },
+    /// This directory's own finished create of other content stands at the name: the
+    /// caller removes it and chooses again (see `decide::Decision::Remake`).
+    Remake {
+        stale: Found,
+    },
 }
 
 /// See the module doc.
@@ -93,6 +98,7 @@ pub(super) async fn choose<'a>(
                 let error = refused(refusal, desired);
                 return Ok(Choice::Refused { error, discard });
             }
+            Decision::Remake { stale } => return Ok(Choice::Remake { stale }),
             Decision::Resume { vmid, node, token } => {
                 let runtime = &configured.runtime;
                 if !runtime.reserve_vmid(vmid) {
@@ -149,7 +155,7 @@ pub async fn refusal_at_plan(
     });
     Ok(match decide(&facts) {
         Decision::Refuse { refusal, .. } => Some(refused(refusal, desired)),
-        Decision::Resume { .. } | Decision::MakeNew => None,
+        Decision::Resume { .. } | Decision::MakeNew | Decision::Remake { .. } => None,
     })
 }
 
