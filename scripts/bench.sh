@@ -15,6 +15,11 @@
 #                                                           # alternating in the same run
 #   BENCH_SKIP_FLEET=1 scripts/bench.sh                     # the cost-profile run only
 #
+# With BENCH_SCALE=1, first the refresh and plan of 10,000 VMs in one state and in 20 states
+# of 500 (#42's scale item; `bench_refresh_at_scale`, about 20 minutes of building the
+# fleet), written between the refresh-scale markers; it sizes by BENCH_SCALE_VMS and
+# BENCH_SCALE_STATES.
+#
 # Needs terraform on the PATH (or TF_ACC_TERRAFORM_PATH) and /usr/bin/time (GNU time) for
 # the provider's peak RSS.
 set -euo pipefail
@@ -38,6 +43,14 @@ stamp() {
     echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores (load average $(cut -d' ' -f1 /proc/loadavg) at the end), $(terraform version | head -1), $profile build:"
     echo
 }
+
+if [ -n "${BENCH_SCALE:-}" ]; then
+    BENCH_OUT="$out" TF_ACC=1 cargo_test --ignored --nocapture --exact \
+        acc_request_budget::bench_refresh_at_scale
+    { stamp; cat "$out/scale.md"; } >"$out/scale-section.md"
+    replace_section refresh-scale "$out/scale-section.md"
+    echo "==> scale figures written to $doc"
+fi
 
 BENCH_OUT="$out" TF_ACC=1 cargo_test --ignored --nocapture --exact \
     acc_request_budget::bench_apply_under_costs

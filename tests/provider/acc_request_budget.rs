@@ -42,6 +42,12 @@ fn fleet_tf(count: usize) -> String {
 
 /// The fleet with `extra` (attribute lines) in its resource block.
 fn fleet_tf_with(count: usize, extra: &str) -> String {
+    fleet_slice_tf(count, 0, extra)
+}
+
+/// `count` VMs of the fleet from `fleet-{first}` on: one state's share of a larger fleet,
+/// each VM named and placed as in the whole.
+fn fleet_slice_tf(count: usize, first: usize, extra: &str) -> String {
     format!(
         r##"{preamble}
 provider "proxmox" {{
@@ -50,8 +56,8 @@ provider "proxmox" {{
 
 resource "proxmox_proxy_vm" "fleet" {{
   count     = {count}
-  name      = "fleet-${{count.index}}"
-  node      = "pve${{count.index % 3 + 1}}"
+  name      = "fleet-${{count.index + {first}}}"
+  node      = "pve${{(count.index + {first}) % 3 + 1}}"
   template  = "debian-13-proxy"
   cores     = 2
   memory    = 1024
@@ -142,11 +148,11 @@ fn count(entries: &[serde_json::Value]) -> Counts {
 }
 
 async fn journal_len(sim: &SimClient) -> usize {
-    sim.journal().await.len()
+    sim.journal_len().await
 }
 
 async fn journal_since(sim: &SimClient, from: usize) -> Vec<serde_json::Value> {
-    sim.journal().await.split_off(from)
+    sim.journal_since(from).await
 }
 
 async fn plan(ws: &Workspace) -> support::TfOutput {
@@ -442,7 +448,7 @@ fn measure_rss(ws: &Workspace, rss_log: &std::path::Path) {
     std::fs::write(
         &installed,
         format!(
-            "#!/bin/sh\nexec /usr/bin/time -f %M -a -o '{}' '{real}' \"$@\"\n",
+            "#!/bin/sh\nexec /usr/bin/time -f '%M %U %S' -a -o '{}' '{real}' \"$@\"\n",
             rss_log.display()
         ),
     )
@@ -466,14 +472,43 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 fn peak_rss_mib(rss_log: &std::path::Path) -> f64 {
+    provider_usage(rss_log).0
+}
+
+/// The provider processes logged since the last look (the log is then cleared): the peak
+/// RSS of any (MiB) and their CPU time together (user and system, seconds).
+fn provider_usage(rss_log: &std::path::Path) -> (f64, f64) {
     let text = std::fs::read_to_string(rss_log).unwrap_or_default();
-    let peak = text
-        .lines()
-        .filter_map(|l| l.trim().parse::<u64>().ok())
-        .max()
-        .unwrap_or(0);
     let _ = std::fs::remove_file(rss_log);
-    peak as f64 / 1024.0
+    let (mut peak_kib, mut cpu) = (0u64, 0.0);
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let [rss, user, system] = fields.as_slice()
+            && let (Ok(rss), Ok(user), Ok(system)) = (
+                rss.parse::<u64>(),
+                user.parse::<f64>(),
+                system.parse::<f64>(),
+            )
+        {
+            peak_kib = peak_kib.max(rss);
+            cpu += user + system;
+        }
+    }
+    (peak_kib as f64 / 1024.0, cpu)
+}
+
+/// CPU time (seconds) of this process's reaped children and their descendants: terraform,
+/// and the providers it ran.
+fn children_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // After the command's `)`: state is field 3; cutime and cstime are fields 16 and 17.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i - 3).and_then(|v| v.parse::<f64>().ok());
+    // USER_HZ is 100 on Linux whatever the kernel's tick.
+    (ticks(16).unwrap_or(0.0) + ticks(17).unwrap_or(0.0)) / 100.0
 }
 
 struct RefreshRow {
@@ -1168,4 +1203,181 @@ async fn bench_apply_under_costs() {
     let markdown = render_cost(&rows, &cost_apply_sim());
     std::fs::write(out_dir.join("cost-apply.md"), &markdown).unwrap();
     println!("{markdown}");
+}
+
+/// One refreshing plan, or the sum of several, of the scale benchmark.
+#[derive(Default)]
+struct ScaleRow {
+    layout: String,
+    vms: usize,
+    plans: usize,
+    counts: Counts,
+    wall: Duration,
+    rss_mib: f64,
+    provider_cpu: f64,
+    terraform_cpu: f64,
+}
+
+impl ScaleRow {
+    fn add(&mut self, plan: ScaleRow) {
+        self.plans += plan.plans;
+        self.counts.total += plan.counts.total;
+        self.counts.cluster_listings += plan.counts.cluster_listings;
+        self.counts.node_listings += plan.counts.node_listings;
+        self.wall += plan.wall;
+        self.rss_mib = self.rss_mib.max(plan.rss_mib);
+        self.provider_cpu += plan.provider_cpu;
+        self.terraform_cpu += plan.terraform_cpu;
+    }
+
+    fn markdown(&self) -> String {
+        format!(
+            "| {} | {} | {} | {} | {:.2} | {} | {} | {:.1} s | {:.1} MiB | {:.1} s | {:.1} s |\n",
+            self.layout,
+            self.vms,
+            self.plans,
+            self.counts.total,
+            self.counts.total as f64 / self.vms as f64,
+            self.counts.cluster_listings,
+            self.counts.node_listings,
+            self.wall.as_secs_f64(),
+            self.rss_mib,
+            self.provider_cpu,
+            self.terraform_cpu,
+        )
+    }
+}
+
+/// `terraform plan` (a refresh of every VM) in `ws`, which must plan no change.
+async fn measured_plan(sim: &SimClient, ws: &Workspace, rss_log: &std::path::Path) -> ScaleRow {
+    let _ = provider_usage(rss_log);
+    let before = journal_len(sim).await;
+    let cpu_before = children_cpu();
+    let started = Instant::now();
+    let out = ws
+        .terraform(&[
+            "plan",
+            "-input=false",
+            "-no-color",
+            "-detailed-exitcode",
+            "-parallelism=50",
+        ])
+        .await;
+    let wall = started.elapsed();
+    assert_eq!(out.code(), 0, "{}", out.all_text());
+    let all_cpu = children_cpu() - cpu_before;
+    let (rss_mib, provider_cpu) = provider_usage(rss_log);
+    ScaleRow {
+        plans: 1,
+        counts: count(&journal_since(sim, before).await),
+        wall,
+        rss_mib,
+        provider_cpu,
+        terraform_cpu: all_cpu - provider_cpu,
+        ..ScaleRow::default()
+    }
+}
+
+/// #42's scale item: the refresh and plan of `BENCH_SCALE_VMS` (10,000) VMs held in
+/// `BENCH_SCALE_STATES` (20) states, each planned in turn, and in one state (theirs merged):
+/// requests, whole-cluster listings, wall time, the provider's peak RSS and CPU time, and
+/// Terraform's own CPU time. The states' applies (instant tasks) build the fleet: one apply
+/// of 10,000 would rewrite a state file growing to tens of MB after every resource.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: run it with scripts/bench.sh"]
+async fn bench_refresh_at_scale() {
+    if !acceptance_enabled("bench_refresh_at_scale") {
+        return;
+    }
+    let out_dir = std::path::PathBuf::from(
+        std::env::var("BENCH_OUT")
+            .unwrap_or_else(|_| format!("{}/bench-scale", env!("CARGO_TARGET_TMPDIR"))),
+    );
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let setting = |var: &str, default: usize| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (vms, states) = (
+        setting("BENCH_SCALE_VMS", 10_000),
+        setting("BENCH_SCALE_STATES", 20),
+    );
+    let per_state = vms / states;
+    let (_sim, target) = start_sim(instant_sim()).await;
+    let sim = SimClient::new(&target);
+    let rss_log = out_dir.join("rss.log");
+    let built = Instant::now();
+    let mut workspaces = Vec::new();
+    for state in 0..states {
+        let ws = Workspace::new(target.clone());
+        measure_rss(&ws, &rss_log);
+        ws.init_with(&fleet_slice_tf(per_state, state * per_state, ""))
+            .await;
+        let apply = ["apply", "-auto-approve", "-input=false", "-no-color"];
+        ws.terraform(&[&apply[..], &["-parallelism=50"]].concat())
+            .await
+            .success();
+        eprintln!(
+            "state {state}: {} VMs made in {:.0} s",
+            (state + 1) * per_state,
+            built.elapsed().as_secs_f64()
+        );
+        workspaces.push(ws);
+    }
+
+    let mut many = ScaleRow {
+        layout: format!("{states} states of {per_state}, planned in turn"),
+        vms: states * per_state,
+        ..ScaleRow::default()
+    };
+    for ws in &workspaces {
+        many.add(measured_plan(&sim, ws, &rss_log).await);
+    }
+
+    // The same VMs in one state: the states' instances, numbered as in the whole fleet.
+    let mut instances = Vec::new();
+    for (state, ws) in workspaces.iter().enumerate() {
+        let path = ws.work_dir().join("terraform.tfstate");
+        let held: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for mut instance in held["resources"][0]["instances"]
+            .as_array()
+            .unwrap()
+            .clone()
+        {
+            let index = instance["index_key"].as_u64().unwrap() as usize;
+            instance["index_key"] = serde_json::json!(index + state * per_state);
+            instances.push(instance);
+        }
+    }
+    let one = Workspace::new(target.clone());
+    measure_rss(&one, &rss_log);
+    one.init_with(&fleet_slice_tf(states * per_state, 0, ""))
+        .await;
+    let first = workspaces[0].work_dir().join("terraform.tfstate");
+    let mut merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(first).unwrap()).unwrap();
+    merged["resources"][0]["instances"] = serde_json::Value::Array(instances);
+    std::fs::write(
+        one.work_dir().join("terraform.tfstate"),
+        serde_json::to_vec(&merged).unwrap(),
+    )
+    .unwrap();
+    let single = ScaleRow {
+        layout: "one state".to_owned(),
+        vms: states * per_state,
+        ..measured_plan(&sim, &one, &rss_log).await
+    };
+
+    let mut table = String::from(
+        "| layout | VMs | plans | requests | per VM | whole-cluster listings | node listings | \
+         wall (plans together) | provider peak RSS | provider CPU | Terraform CPU |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    table.push_str(&single.markdown());
+    table.push_str(&many.markdown());
+    eprintln!("{table}");
+    std::fs::write(out_dir.join("scale.md"), table).unwrap();
 }

@@ -32,7 +32,29 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
     let method = req.method().as_str().to_string();
     match (method.as_str(), path) {
         ("GET", "state") => json_response(200, None, &json!(state(&shared.lock()))),
-        ("GET", "journal") => json_response(200, None, &json!(shared.lock().journal)),
+        ("GET", "journal") => {
+            // `?since=N`: the entries after the first N answered (`journal/len` counts
+            // them, dropped ones included), so a benchmark of hundreds of thousands of
+            // requests reads each once.
+            let since = req
+                .uri()
+                .query()
+                .and_then(|query| query.split('&').find_map(|kv| kv.strip_prefix("since=")))
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            let world = shared.lock();
+            let kept = since.saturating_sub(world.journal_dropped);
+            let tail = world.journal.get(kept..).unwrap_or_default();
+            json_response(200, None, &json!(tail))
+        }
+        ("GET", "journal/len") => {
+            let world = shared.lock();
+            json_response(
+                200,
+                None,
+                &json!(world.journal_dropped + world.journal.len()),
+            )
+        }
         ("GET", "faults") => json_response(200, None, &json!(shared.lock().faults)),
         ("PUT", "faults") => {
             let body = match read_body(req).await {

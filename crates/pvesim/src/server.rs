@@ -362,6 +362,7 @@ fn journal(shared: &Shared, method: &str, path: &str, mut params: Map<String, Va
     if world.journal.len() >= JOURNAL_CAPACITY {
         // Long-running simulators with pollers would otherwise grow without bound.
         world.journal.drain(..JOURNAL_CAPACITY / 10);
+        world.journal_dropped += JOURNAL_CAPACITY / 10;
     }
     world.journal.push(JournalEntry {
         method: method.to_string(),

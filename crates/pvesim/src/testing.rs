@@ -127,6 +127,16 @@ impl Admin {
         self.get("journal").await
     }
 
+    /// `GET /_sim/journal?since=N`: the requests answered after the first `since`.
+    pub async fn journal_since(&self, since: usize) -> Vec<JournalEntry> {
+        self.get(&format!("journal?since={since}")).await
+    }
+
+    /// `GET /_sim/journal/len`: how many requests were answered so far.
+    pub async fn journal_len(&self) -> usize {
+        self.get("journal/len").await
+    }
+
     /// How many journal entries are `method` on exactly `path` (after `/api2/json`).
     pub async fn journal_count(&self, method: &str, path: &str) -> usize {
         self.journal()

@@ -148,6 +148,8 @@ pub struct World {
     pub tasks: HashMap<String, Task>,
     pub task_order: Vec<String>,
     pub journal: Vec<JournalEntry>,
+    /// How many of the oldest journal entries were dropped to keep it bounded.
+    pub journal_dropped: usize,
     pub faults: Faults,
     /// Hits per `faults.http` entry (for `count`).
     pub http_fault_hits: Vec<u64>,
@@ -210,6 +212,7 @@ impl World {
             tasks: HashMap::new(),
             task_order: Vec::new(),
             journal: Vec::new(),
+            journal_dropped: 0,
             faults: Faults::default(),
             http_fault_hits: Vec::new(),
             task_counters: BTreeMap::new(),

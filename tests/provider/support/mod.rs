@@ -543,6 +543,20 @@ impl SimClient {
             .collect()
     }
 
+    /// The requests answered after the first `since`, oldest first.
+    pub async fn journal_since(&self, since: usize) -> Vec<serde_json::Value> {
+        let entries = self.admin().journal_since(since).await;
+        entries
+            .iter()
+            .map(|entry| serde_json::to_value(entry).unwrap())
+            .collect()
+    }
+
+    /// How many requests were answered so far.
+    pub async fn journal_len(&self) -> usize {
+        self.admin().journal_len().await
+    }
+
     /// Holds the `request`th PVE API request from now, and every later one, until
     /// [`SimClient::release_hold`] (pve-sim's `/_sim/hold`): a kill point at a request index;
     /// with `after_handling`, request N is handled and only its answer held.

@@ -87,3 +87,19 @@ async fn after_handling_the_nth_request_takes_effect_and_its_answer_is_lost() {
     let config = h.get("/nodes/pve1/qemu/151/config").await.data();
     assert_eq!(config["description"], "written, answer lost");
 }
+
+/// `journal/len` counts every request answered, and `journal?since=N` returns those after
+/// the first N: what a benchmark reads instead of the whole journal each time.
+#[tokio::test]
+async fn the_journal_is_read_from_an_index() {
+    let h = start(SimConfig::default()).await;
+    let before = h.admin.journal_len().await;
+    assert_eq!(before, h.admin.journal().await.len());
+    h.clone_template(150, "counted").await;
+    let after = h.admin.journal_len().await;
+    assert!(after > before, "the clone's requests are counted");
+    let tail = h.admin.journal_since(before).await;
+    assert_eq!(tail.len(), after - before);
+    assert_eq!(tail, h.admin.journal().await[before..after]);
+    assert!(h.admin.journal_since(after + 10).await.is_empty());
+}
