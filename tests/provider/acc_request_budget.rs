@@ -471,10 +471,6 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     found
 }
 
-fn peak_rss_mib(rss_log: &std::path::Path) -> f64 {
-    provider_usage(rss_log).0
-}
-
 /// The provider processes logged since the last look (the log is then cleared): the peak
 /// RSS of any (MiB) and their CPU time together (user and system, seconds).
 fn provider_usage(rss_log: &std::path::Path) -> (f64, f64) {
@@ -633,22 +629,12 @@ async fn bench_fleet_scale() {
             ])
             .await
             .success();
-            let _ = peak_rss_mib(&rss_log);
-            let before = journal_len(&sim).await;
-            let started = Instant::now();
-            let out = ws
-                .terraform(&[
-                    "plan",
-                    "-input=false",
-                    "-no-color",
-                    "-detailed-exitcode",
-                    "-parallelism=50",
-                ])
-                .await;
-            let wall = started.elapsed();
-            assert_eq!(out.code(), 0, "{}", out.all_text());
-            let counts = count(&journal_since(&sim, before).await);
-            let rss_mib = peak_rss_mib(&rss_log);
+            let ScaleRow {
+                counts,
+                wall,
+                rss_mib,
+                ..
+            } = measured_plan(&sim, &ws, &rss_log).await;
             eprintln!(
                 "refresh {vms}: {} requests ({:.2}/VM), {:.2} s, {rss_mib:.1} MiB",
                 counts.total,
