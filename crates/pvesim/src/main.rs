@@ -419,6 +419,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Caught before the simulator announces itself (its state files, the stdout line): a
+    // SIGTERM sent the moment the endpoint is known stops it cleanly. Installed after, a
+    // loaded machine let such a SIGTERM through to its default action (killed by signal 15).
+    let stop = StopSignals::install();
     let sim = match pvesim::Sim::start(config, args.listen, Some(&args.state_dir)).await {
         Ok(sim) => sim,
         Err(err) => {
@@ -432,30 +436,46 @@ async fn main() -> ExitCode {
         let _ = writeln!(stdout, "{}", sim.endpoint());
         let _ = stdout.flush();
     }
-    wait_for_signal().await;
+    stop.wait().await;
     tracing::info!("stopping");
     sim.shutdown().await;
     ExitCode::SUCCESS
 }
 
-async fn wait_for_signal() {
+/// SIGTERM and SIGINT, caught from the moment [`StopSignals::install`] returns.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+    streams: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl StopSignals {
+    fn install() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let streams = match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(term), Ok(int)) => Some((term, int)),
+                _ => None,
+            };
+            StopSignals { streams }
         }
+        #[cfg(not(unix))]
+        StopSignals {}
     }
-    #[cfg(not(unix))]
-    {
+
+    /// Returns once either signal arrived (since [`StopSignals::install`]).
+    async fn wait(self) {
+        #[cfg(unix)]
+        if let Some((mut term, mut int)) = self.streams {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -95,6 +95,48 @@ async fn binary_start_up_contract_and_sigterm() {
     assert!(exit.success(), "{exit:?}");
 }
 
+/// The start-up contract holds from the first sign of life: a SIGTERM sent while the
+/// simulator writes its `endpoint` file stops it with success once it goes on. The signal
+/// handlers used to be installed after the stdout line, and one loaded README run
+/// (2026-12-04) saw the SIGTERM of the test above kill it by signal 15. Deterministic: the
+/// `endpoint` file is a FIFO here, so the simulator stands still in that write (opening a
+/// FIFO waits for its reader) while the signal arrives.
+#[tokio::test]
+async fn a_sigterm_while_the_endpoint_file_is_written_stops_it_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = dir.path().join("endpoint");
+    let made = Command::new("mkfifo").arg(&endpoint).status().unwrap();
+    assert!(made.success());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pve-sim"))
+        .args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // `ca.pem` is written just before `endpoint`: once it is whole, the simulator is at the
+    // FIFO, and stays there until it is read.
+    let ca = dir.path().join("ca.pem");
+    while !std::fs::read_to_string(&ca).is_ok_and(|pem| pem.ends_with("-----\n")) {
+        assert!(child.try_wait().unwrap().is_none(), "pve-sim exited early");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The FIFO's reader lets the simulator go on. A plain thread: if the simulator died,
+    // its open waits for a writer for ever, and the test must still end.
+    let reader = std::thread::spawn(move || std::fs::read_to_string(endpoint));
+    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(exit.success(), "SIGTERM during start-up: {exit:?}");
+    let written = reader.join().unwrap().unwrap();
+    assert!(written.starts_with("https://127.0.0.1:"), "{written}");
+}
+
 /// `--help` documents the flags and exits 0.
 #[test]
 fn help_lists_every_flag() {
