@@ -1,7 +1,7 @@
 //! Process-wide coordination between the resource calls Terraform runs in parallel in one
-//! provider process: per-name locks, VMIDs reserved by creates in flight, the short-lived
-//! cluster listing and per-node power listings shared by all reads, the template
-//! listing shared by all creates, and the pacing of clones on PVE's locks.
+//! provider process: per-name locks, VMIDs reserved by creates in flight, the cluster
+//! listing and per-node power listings shared by all reads, the template listing shared by
+//! all creates, and the pacing of clones on PVE's locks.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -9,9 +9,25 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex as AsyncMutex;
 
-/// How long one `/cluster/resources` listing serves reads: long enough for a whole refresh
-/// of a plan, short enough that a plan run a moment later sees fresh data.
-pub const LISTING_TTL: Duration = Duration::from_secs(5);
+/// How old a listing may be for a read that does not find its VM in it to call the VM gone
+/// without listing again. A listing serves every read of a refresh however long it takes
+/// (Terraform runs each plan in a new provider process); a VM is judged gone only against a
+/// listing at most this old, so a refresh with gone VMs lists at most once per this long.
+pub const GONE_LISTING_AGE: Duration = Duration::from_secs(5);
+
+/// One `/cluster/resources` listing and when it was fetched.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    pub vms: Arc<Vec<pve::cluster::ClusterVm>>,
+    fetched: Instant,
+}
+
+impl Listing {
+    /// The listed VM `vmid`.
+    pub fn vm(&self, vmid: u32) -> Option<&pve::cluster::ClusterVm> {
+        self.vms.iter().find(|vm| vm.vmid == vmid)
+    }
+}
 
 /// The live status of every VM on one node, by VMID.
 pub type NodePower = Arc<HashMap<u32, pve::qemu::VmStatus>>;
@@ -19,14 +35,14 @@ pub type NodePower = Arc<HashMap<u32, pve::qemu::VmStatus>>;
 /// A value [`Runtime::once`] keeps.
 type Learned = Arc<dyn std::any::Any + Send + Sync>;
 
-/// One node's cached [`NodePower`] and when it was fetched.
-type NodePowerSlot = AsyncMutex<Option<(Instant, NodePower)>>;
+/// One node's cached [`NodePower`].
+type NodePowerSlot = AsyncMutex<Option<NodePower>>;
 
 #[derive(Debug, Default)]
 pub struct Runtime {
     name_locks: Mutex<HashMap<String, Arc<AsyncMutex<()>>>>,
     reserved_vmids: Mutex<BTreeSet<u32>>,
-    listing: AsyncMutex<Option<(Instant, Arc<Vec<pve::cluster::ClusterVm>>)>>,
+    listing: AsyncMutex<Option<Listing>>,
     /// Per node: its live VM statuses (`GET /nodes/{node}/qemu?full=1`), one lock each so
     /// concurrent reads on one node share one request.
     node_power: Mutex<HashMap<String, Arc<NodePowerSlot>>>,
@@ -188,23 +204,56 @@ impl Runtime {
             .remove(&vmid);
     }
 
-    /// The cluster's VM listing, fetched at most once per [`LISTING_TTL`] however many reads
-    /// ask for it concurrently.
+    /// The cluster's VM listing, fetched once however many reads ask for it concurrently,
+    /// and kept until this process changes the cluster ([`Runtime::forget_listing`]) or a
+    /// read misses in it ([`Runtime::listing_since`]).
     pub async fn vm_listing(
         &self,
         client: &pve::Client,
     ) -> pve::Result<Arc<Vec<pve::cluster::ClusterVm>>> {
+        Ok(self.listing(client).await?.vms)
+    }
+
+    /// [`Runtime::vm_listing`] with when it was fetched, for a read that may miss in it.
+    pub async fn listing(&self, client: &pve::Client) -> pve::Result<Listing> {
         let mut cached = self.listing.lock().await;
-        if let Some((at, listing)) = cached.as_ref()
-            && at.elapsed() < LISTING_TTL
+        if let Some(listing) = cached.as_ref() {
+            return Ok(listing.clone());
+        }
+        let fresh = Self::fetch_listing(client).await?;
+        *cached = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    /// A listing fetched no earlier than `since`: the cached one when it is that recent,
+    /// else a new one (which then serves every read). For a read that missed in the
+    /// listing it had (its VM not listed, or not on the listed node): reads that miss
+    /// together share one new listing.
+    pub async fn listing_since(
+        &self,
+        client: &pve::Client,
+        since: Instant,
+    ) -> pve::Result<Listing> {
+        let mut cached = self.listing.lock().await;
+        if let Some(listing) = cached.as_ref()
+            && listing.fetched >= since
         {
             return Ok(listing.clone());
         }
-        let policy = pve::RetryPolicy::default();
-        let fresh =
-            Arc::new(pve::retry_idempotent(&policy, || client.cluster().vm_resources()).await?);
-        *cached = Some((Instant::now(), fresh.clone()));
+        let fresh = Self::fetch_listing(client).await?;
+        *cached = Some(fresh.clone());
         Ok(fresh)
+    }
+
+    async fn fetch_listing(client: &pve::Client) -> pve::Result<Listing> {
+        // The listing shows the cluster as of some moment after this one.
+        let fetched = Instant::now();
+        let policy = pve::RetryPolicy::default();
+        let vms = pve::retry_idempotent(&policy, || client.cluster().vm_resources()).await?;
+        Ok(Listing {
+            vms: Arc::new(vms),
+            fetched,
+        })
     }
 
     /// What a create of this process found out under `key` (a checked seed storage, a
@@ -239,18 +288,28 @@ impl Runtime {
         if let Some(listing) = self.templates.lock().await.as_mut() {
             drop_vm(listing, vmid);
         }
-        if let Some((_, listing)) = self.listing.lock().await.as_mut() {
-            drop_vm(listing, vmid);
+        if let Some(listing) = self.listing.lock().await.as_mut() {
+            drop_vm(&mut listing.vms, vmid);
         }
+        self.forget_node_power();
     }
 
-    /// Drops the cached listing, after this process changed where VMs are.
+    /// Drops the cached cluster and power listings, after this process changed the cluster
+    /// (made, changed, started or stopped a VM): the next read lists again.
     pub async fn forget_listing(&self) {
         *self.listing.lock().await = None;
+        self.forget_node_power();
     }
 
-    /// The live status of every VM on `node`, fetched at most once per [`LISTING_TTL`]
-    /// however many reads ask: one request per node and refresh instead of one per VM. Read
+    fn forget_node_power(&self) {
+        self.node_power
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// The live status of every VM on `node`, fetched once however many reads ask and kept
+    /// as the cluster listing is: one request per node and refresh instead of one per VM. Read
     /// live (not from `/cluster/resources`, whose status lags pvestatd's cycle), with
     /// `full=1` so a paused VM shows as paused.
     pub async fn node_power(&self, client: &pve::Client, node: &str) -> pve::Result<NodePower> {
@@ -259,15 +318,13 @@ impl Runtime {
             nodes.entry(node.to_owned()).or_default().clone()
         };
         let mut cached = slot.lock().await;
-        if let Some((at, power)) = cached.as_ref()
-            && at.elapsed() < LISTING_TTL
-        {
+        if let Some(power) = cached.as_ref() {
             return Ok(power.clone());
         }
         let policy = pve::RetryPolicy::default();
         let rows = pve::retry_idempotent(&policy, || client.node(node).qemu_list(true)).await?;
         let power: NodePower = Arc::new(rows.into_iter().map(|vm| (vm.vmid, vm)).collect());
-        *cached = Some((Instant::now(), power.clone()));
+        *cached = Some(power.clone());
         Ok(power)
     }
 

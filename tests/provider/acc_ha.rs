@@ -587,3 +587,93 @@ async fn ha_drift_is_planned_and_the_rebalancer_s_move_is_not() {
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
 }
+
+/// #42: a refresh keeps one cluster listing however long it runs, so a VM may move after
+/// it. The read that does not find the VM on its listed node looks in a listing made after
+/// that look and follows the VM; a listing kept for 5 s left the same window, in which the
+/// read called the VM gone. Deterministic: pve-sim holds the refresh's config read of the
+/// VM (its request index, from a reference run) while the rebalancer moves the VM, then
+/// drops that read unanswered, and the provider asks again, on the old node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_moved_during_the_refresh_is_followed_not_lost() {
+    let test = "a_vm_moved_during_the_refresh_is_followed_not_lost";
+    if !simulator_only(test, "pve-sim's request hold and rebalancer") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(shared_world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let with_ha = "  ha = {\n    max_restart = 2\n  }\n";
+    ws.init_with(&shared_fleet("moved", 1, with_ha)).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "moved-0").await);
+    let sid = format!("vm:{id}");
+    until_crm_state(&sim, &sid, "started").await;
+    let refresh = [
+        "apply",
+        "-refresh-only",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+    ];
+    let config_read = |node: &str| format!("/nodes/{node}/qemu/{id}/pending");
+
+    // The reference run: where the refresh reads the VM's config.
+    let since = sim.journal_len().await;
+    ws.terraform(&refresh).await.success();
+    let run = sim.journal_since(since).await;
+    let index = run
+        .iter()
+        .position(|e| e["method"] == "GET" && e["path"] == config_read("pve1"))
+        .unwrap_or_else(|| panic!("the refresh read the config: {run:#?}"))
+        + 1;
+
+    let since = sim.journal_len().await;
+    sim.hold_request(index as u64, false).await;
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let refreshed = async {
+        let out = ws.terraform(&refresh).await;
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let move_it = async {
+        let held = sim
+            .until_held(|| ended.load(std::sync::atomic::Ordering::SeqCst))
+            .await;
+        assert!(held, "the refresh reached the VM's config read");
+        admin.ha_rebalance(&sid, "pve2").await.expect("a rebalance");
+        until(&sim, "the rebalancer moved the VM", |state| {
+            let vm = vms_named(state, "moved-0")[0];
+            vm["node"] == "pve2" && vm["status"] == "running"
+        })
+        .await;
+        sim.release_hold().await;
+    };
+    let (out, ()) = tokio::join!(refreshed, move_it);
+    let out = out.success();
+
+    // Asked again on the listed node, not found there, listed again, read where it is.
+    let run = sim.journal_since(since).await;
+    let after = |from: usize, what: &dyn Fn(&Value) -> bool| {
+        run.iter().skip(from).position(what).map(|at| at + from)
+    };
+    let not_there = after(0, &|e| {
+        e["path"] == config_read("pve1") && e["status"] != 200
+    })
+    .unwrap_or_else(|| panic!("the read on the old node: {run:#?}"));
+    let listed = after(not_there, &|e| e["path"] == "/cluster/resources")
+        .unwrap_or_else(|| panic!("a listing after the miss: {run:#?}"));
+    after(listed, &|e| {
+        e["path"] == config_read("pve2") && e["status"] == 200
+    })
+    .unwrap_or_else(|| panic!("the read on the new node after the listing: {run:#?}"));
+
+    let state = ws.state().await;
+    let vm = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(vm["current_node"], "pve2", "{}\n{}", vm, out.all_text());
+    assert_eq!(vm["vmid"], id, "{vm}");
+    assert_eq!(vm["status"], "running", "{vm}");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}

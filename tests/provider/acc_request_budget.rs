@@ -289,6 +289,52 @@ async fn a_create_and_a_refresh_stay_within_their_request_budgets() {
     assert!(sim.our_vms().await.is_empty());
 }
 
+/// #42: a refresh lists the cluster once and each node once however long it runs. The
+/// listings were cached for 5 s, so a plan of minutes listed again every 5 s (35 cluster and
+/// 105 node listings in the 10,000-VM plan), and this file's first test could see a second
+/// listing on a loaded machine. Here every request is slowed (`latency_ms`) and the reads
+/// run one at a time, so the refresh lasts longer than that on any machine.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_refresh_lists_the_cluster_once_and_each_node_once() {
+    if !acceptance_enabled("a_long_refresh_lists_the_cluster_once_and_each_node_once") {
+        return;
+    }
+    let (_sim, target) = start_sim(instant_sim()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet_tf(6)).await;
+    ws.apply().await.success();
+    const LATENCY_MS: usize = 500;
+    sim.set_faults(serde_json::json!({ "latency_ms": LATENCY_MS }))
+        .await;
+
+    let before = journal_len(&sim).await;
+    let out = ws
+        .terraform(&[
+            "plan",
+            "-input=false",
+            "-no-color",
+            "-parallelism=1",
+            "-detailed-exitcode",
+        ])
+        .await;
+    assert_eq!(out.code(), 0, "nothing to change:\n{}", out.all_text());
+    let run = journal_since(&sim, before).await;
+    let refresh = count(&run);
+    eprintln!("slow refresh of 6: {refresh:?}");
+    // What follows the first listing took this long at least, one request at a time.
+    let first_listing = run
+        .iter()
+        .position(|e| e["path"] == "/cluster/resources")
+        .expect("a listing");
+    let after_listing_ms = (run.len() - first_listing - 1) * LATENCY_MS;
+    assert!(after_listing_ms > 5_000, "{after_listing_ms} ms: {run:#?}");
+    assert_eq!(refresh.cluster_listings, 1, "{refresh:?}");
+    assert_eq!(refresh.node_listings, 3, "one per node: {refresh:?}");
+    sim.set_faults(serde_json::json!({})).await;
+    ws.destroy().await.success();
+}
+
 /// #30's extra cost: a 10-VM create with the defaults (cloud-init's verdict, then the
 /// seed's detach and delete) against the same create waiting for the address only, each
 /// on a fresh simulator, one create at a time.

@@ -196,6 +196,9 @@ impl Resource for ProxyVm {
             ApplyAction::Update => update(ctx, &configured, &request).await,
             ApplyAction::Delete => delete(ctx, &configured, &request).await,
         };
+        // The cached listings serve reads until this process changes the cluster; an apply
+        // may have (a data source read later in this run lists again).
+        configured.runtime.forget_listing().await;
         configured.journal.report_to(&mut response.diagnostics);
         response
     }

@@ -1,12 +1,15 @@
 //! Read: finds the state's VM through the shared listing (following a migration), observes
 //! it, and says whose it is.
 
+use std::time::Instant;
+
 use super::super::model::Observed;
 use super::error::Step;
 use super::expected::Expected;
 use super::observe::observe_known;
 use crate::context::Configured;
 use crate::ownership::Mark;
+use crate::runtime::GONE_LISTING_AGE;
 
 /// What a read finds at a VMID.
 #[derive(Debug)]
@@ -28,32 +31,40 @@ pub enum Found {
 }
 
 /// Finds VM `vmid` through the shared listing (following a migration) and observes it.
+///
+/// The listing serves the whole refresh, so it may be older than the VM's last move: a VM
+/// not on its listed node is looked for in a listing made after that look, and a VM not
+/// listed at all is gone only if a listing at most [`GONE_LISTING_AGE`] old says so.
 pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) -> Step<Found> {
-    let listing = configured.runtime.vm_listing(&configured.client).await?;
-    let Some(entry) = listing.iter().find(|vm| vm.vmid == vmid) else {
+    let runtime = &configured.runtime;
+    let client = &configured.client;
+    let mut listing = runtime.listing(client).await?;
+    if listing.vm(vmid).is_none() {
+        let recent = Instant::now()
+            .checked_sub(GONE_LISTING_AGE)
+            .unwrap_or_else(Instant::now);
+        listing = runtime.listing_since(client, recent).await?;
+    }
+    let Some(mut entry) = listing.vm(vmid).cloned() else {
         return Ok(Found::Gone);
     };
-    if entry.lock.as_deref() == Some("clone") {
-        return Ok(Found::Cloning);
-    }
-    // The power state comes from the node's listing, shared by every read of this refresh.
-    // A VM missing from it (migrated since the cluster listing) is asked directly.
-    let power = configured
-        .runtime
-        .node_power(&configured.client, &entry.node)
-        .await?;
-    let status = power.get(&vmid).cloned();
-    let Some(mut observed) = observe_known(
-        &configured.client,
-        &entry.node,
-        vmid,
-        entry.pool.clone(),
-        status,
-        None,
-    )
-    .await?
-    else {
-        return Ok(Found::Gone);
+    let mut moved = false;
+    let (entry, mut observed) = loop {
+        let looked = Instant::now();
+        match observe_listed(configured, &entry).await? {
+            Listed::Cloning => return Ok(Found::Cloning),
+            Listed::Observed(observed) => break (entry, observed),
+            // Looked for where a listing made after this look says it is, once.
+            Listed::NotThere if !moved => {
+                moved = true;
+                let again = runtime.listing_since(client, looked).await?;
+                match again.vm(vmid) {
+                    Some(now) if now.node != entry.node => entry = now.clone(),
+                    _ => return Ok(Found::Gone),
+                }
+            }
+            Listed::NotThere => return Ok(Found::Gone),
+        }
     };
     observed.ha_listed = entry.hastate.is_some();
     if observed.mark.is_none()
@@ -81,5 +92,39 @@ pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) ->
             mark: observed.mark.map(Box::new),
         });
     }
-    Ok(Found::Ours(Box::new(observed)))
+    Ok(Found::Ours(observed))
+}
+
+/// What one look at a listed VM on its listed node found.
+enum Listed {
+    Cloning,
+    Observed(Box<Observed>),
+    /// Not on that node (moved since the listing, or gone).
+    NotThere,
+}
+
+async fn observe_listed(configured: &Configured, entry: &pve::cluster::ClusterVm) -> Step<Listed> {
+    if entry.lock.as_deref() == Some("clone") {
+        return Ok(Listed::Cloning);
+    }
+    // The power state comes from the node's listing, shared by every read of this refresh.
+    // A VM missing from it (moved onto the node since) is asked directly.
+    let power = configured
+        .runtime
+        .node_power(&configured.client, &entry.node)
+        .await?;
+    let status = power.get(&entry.vmid).cloned();
+    let observed = observe_known(
+        &configured.client,
+        &entry.node,
+        entry.vmid,
+        entry.pool.clone(),
+        status,
+        None,
+    )
+    .await?;
+    Ok(match observed {
+        Some(observed) => Listed::Observed(Box::new(observed)),
+        None => Listed::NotThere,
+    })
 }
