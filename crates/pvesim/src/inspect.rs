@@ -211,6 +211,8 @@ pub struct StorageLockStats {
     /// Allocations (and linked clones) made under the lock, and how long they held it.
     pub allocations: u64,
     pub held_ms: u64,
+    /// Takes that found the lock held and waited (a flock's block, a cfs lock's sleeps),
+    /// and how long.
     pub waits: u64,
     pub wait_ms: u64,
     pub max_wait_ms: u64,

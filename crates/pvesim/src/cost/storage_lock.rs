@@ -89,7 +89,7 @@ impl StorageLock {
         let receiver = {
             let mut state = self.state();
             if state.held_since.is_none() {
-                return Ok(self.take(&mut state, since));
+                return Ok(self.take(&mut state, Duration::ZERO));
             }
             let (sender, receiver) = oneshot::channel();
             state.waiters.push_back((since, sender));
@@ -139,7 +139,13 @@ impl StorageLock {
             {
                 let mut state = self.state();
                 if state.held_since.is_none() {
-                    return Ok(self.take(&mut state, since));
+                    // Taken at the first `mkdir`: no wait, however long this call took.
+                    let waited = if slept_usec == 0 {
+                        Duration::ZERO
+                    } else {
+                        since.elapsed()
+                    };
+                    return Ok(self.take(&mut state, waited));
                 }
             }
             let slept_sec = slept_usec / 1_000_000;
@@ -161,11 +167,10 @@ impl StorageLock {
         }
     }
 
-    /// Marks the lock held by a caller that waited since `since`.
-    fn take(self: &Arc<Self>, state: &mut State, since: Instant) -> Held {
-        let now = Instant::now();
-        state.held_since = Some(now);
-        note_wait(state, now - since);
+    /// Marks the lock held by a caller that waited `waited` for it.
+    fn take(self: &Arc<Self>, state: &mut State, waited: Duration) -> Held {
+        state.held_since = Some(Instant::now());
+        note_wait(state, waited);
         Held {
             lock: Arc::clone(self),
         }

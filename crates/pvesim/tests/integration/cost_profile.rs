@@ -745,9 +745,15 @@ async fn shared_storage_allocations_poll_the_cluster_lock() {
         (storage.lock.as_str(), storage.node.as_deref()),
         ("storage-vmdata", None)
     );
+    // One take waited (the second's); the first found the lock free.
     assert_eq!(
-        (storage.allocations, storage.held_ms, storage.wait_ms),
-        (2, 1000, 1000)
+        (
+            storage.allocations,
+            storage.held_ms,
+            storage.waits,
+            storage.wait_ms
+        ),
+        (2, 1000, 1, 1000)
     );
     let log = sim.log(&second).await;
     let waiting = "trying to acquire cfs lock 'storage-vmdata' ...".to_string();
