@@ -13,9 +13,7 @@
 //! allocation's time. A start whose request waited longer than the gap for PVE's answer
 //! (queued behind busy pvedaemon workers) reached the lock when PVE got to it, not where the
 //! spacer placed it: if it found the lock taken, a wider gap would not have kept it apart, so
-//! the gap does not grow for it; it shortens the gap as soon as it is answered, since PVE's
-//! queue spaces such starts itself (holding them back too made a 100-VM apply at
-//! `-parallelism=50` 3 to 5% slower under pve-sim's cost profile).
+//! the gap does not grow for it (PVE's queue spaces such starts itself).
 //!
 //! A local storage's flock queues its waiters and hands the lock on at once (pve-common
 //! `Tools.pm` `lock_file_full`): nothing is lost there, and its starts are not spaced.
@@ -122,7 +120,8 @@ impl LockSpacer {
     /// later than its gap does not grow it (see the module doc).
     pub fn ended(&self, slot: &Slot, answered_in: Duration, took: Duration) -> bool {
         if answered_in > slot.gap {
-            // Placed by PVE's queue, and learned from when it was answered.
+            // Placed by PVE's queue: whatever it met, it found the gap no narrower.
+            self.learn(slot, false, None);
             return false;
         }
         let slow = {
@@ -134,16 +133,6 @@ impl LockSpacer {
             self.learn(slot, false, Some(took));
         }
         slow
-    }
-
-    /// The request that started the work at `slot` was answered after `answered_in`. One
-    /// answered later than its gap waited in PVE's queue, which spaces such starts itself:
-    /// the gap shortens at once (not when the work ends), so a fleet whose requests queue is
-    /// not held back twice.
-    pub fn answered(&self, slot: &Slot, answered_in: Duration) {
-        if answered_in > slot.gap {
-            self.learn(slot, false, None);
-        }
     }
 
     /// The work started at `slot` found its lock taken, or not (`took` when known).
@@ -262,7 +251,6 @@ mod tests {
         // nothing to look at, and the gap does not grow.
         let gap = spacer.state(KEY).unwrap().gap;
         let queued = spacer.reserve(KEY);
-        spacer.answered(&queued, gap + Duration::from_millis(1));
         assert!(!spacer.ended(
             &queued,
             gap + Duration::from_millis(1),

@@ -287,9 +287,6 @@ async fn clone_vm(
     )
     .await?;
     let answered_in = sent.elapsed();
-    if let Some(slot) = &slot {
-        pacing.spacer.answered(slot, answered_in);
-    }
     let Some(upid) = dispatched else {
         return Ok(false);
     };
