@@ -69,19 +69,12 @@ pub struct Runtime {
     /// How many clones wait on one storage's (or template's) lock at once, learned from
     /// PVE's refusals (#42).
     lock_pacer: pve::LockPacer,
-    /// How far apart clones start on a shared storage's cluster lock (#42).
-    lock_spacer: pve::LockSpacer,
 }
 
 impl Runtime {
     /// The gates every clone of this process passes (see [`pve::LockPacer`]).
     pub fn lock_pacer(&self) -> &pve::LockPacer {
         &self.lock_pacer
-    }
-
-    /// The spacing of this process's clones on shared storages (see [`pve::LockSpacer`]).
-    pub fn lock_spacer(&self) -> &pve::LockSpacer {
-        &self.lock_spacer
     }
 
     /// True the first time it is asked: the one destroy of this process that looks for what

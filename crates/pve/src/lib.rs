@@ -32,8 +32,6 @@
 //! - [`pacing`]: [`TaskWait`], [`TaskTimes`], [`Pacer`]: when a wait looks again.
 //! - [`lock_pacing`]: [`LockPacer`], [`Pass`]: how much work waits on one PVE lock at once,
 //!   learned from the lock's refusals ([`Error::lock_refusal`]).
-//! - [`lock_spacing`]: [`LockSpacer`], [`Slot`]: how far apart work starts on a shared
-//!   storage's pmxcfs lock, learned from whether it found the lock taken.
 //! - [`retry`]: [`retry::RetryPolicy`], [`retry::retry_idempotent`],
 //!   [`retry::retry_with_check`], [`retry::Backoff`], [`retry::wait_out_locks`].
 //! - [`wire`]: [`wire::Form`] (0/1 booleans), [`wire::de`] (int-or-string),
@@ -176,7 +174,6 @@ pub mod client;
 pub mod cluster;
 pub mod error;
 pub mod lock_pacing;
-pub mod lock_spacing;
 pub mod nodes;
 pub mod pacing;
 pub mod pools;
@@ -196,7 +193,6 @@ pub use error::{
     MissingPermission, Origin, Result, TaskFailure,
 };
 pub use lock_pacing::{GateState, LockPacer, Pass};
-pub use lock_spacing::{LockSpacer, Slot, SpacingState, found_cfs_lock_taken};
 pub use pacing::{Pacer, TaskTimes, TaskWait};
 pub use retry::{
     Backoff, MaybeLocked, RetryPolicy, retry_idempotent, retry_with_check, wait_out_locks,

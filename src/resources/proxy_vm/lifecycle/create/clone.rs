@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use pve::qemu::CloneRequest;
-use pve::{Backoff, Client, ErrorKind, LockPacer, LockRefusal, LockSpacer, wait_out_locks};
+use pve::{Backoff, Client, ErrorKind, LockPacer, wait_out_locks};
 use tokio::time::Instant;
 
 use super::super::super::model::Desired;
@@ -120,8 +120,6 @@ pub(super) async fn clone_into_slot<'a>(
     let pacing = Pacing {
         pacer: configured.runtime.lock_pacer(),
         gates: &gates,
-        spacer: configured.runtime.lock_spacer(),
-        spaced: spaced_gate(configured, desired, template).await,
     };
     let mut cloned_here = false;
     let mut choices = 1;
@@ -213,35 +211,10 @@ fn gates(desired: &Desired, template: &Template) -> Vec<String> {
         .collect()
 }
 
-/// The gate of the clone's storage when it is shared: its allocations then take pmxcfs'
-/// cluster lock, whose waiters sleep instead of queueing, so clones to it are spaced (see
-/// [`pve::LockSpacer`]). Asked of what the process knows of the template's node; unknown,
-/// nothing is spaced.
-async fn spaced_gate(
-    configured: &Configured,
-    desired: &Desired,
-    template: &Template,
-) -> Option<String> {
-    let storage = desired
-        .clone_storage
-        .as_ref()
-        .or(template.disk_storage.as_ref())?;
-    let storages = configured
-        .facts
-        .storages(&configured.client, &template.node)
-        .await
-        .ok()?;
-    let info = storages.iter().find(|info| &info.storage == storage)?;
-    info.shared.then(|| LockPacer::storage(storage))
-}
-
 /// The process's lock gates and the ones a clone passes.
 struct Pacing<'a> {
     pacer: &'a LockPacer,
     gates: &'a [String],
-    spacer: &'a LockSpacer,
-    /// The gate whose starts are spaced, when the clone's storage is shared.
-    spaced: Option<String>,
 }
 
 /// Clones the template onto `vmid` with the mark of this create attempt, once the lock gates
@@ -271,14 +244,6 @@ async fn clone_vm(
     request.storage = desired.clone_storage.clone();
     request.pool = desired.pool.clone();
     let source = client.node(template.0).qemu(template.1);
-    let slot = pacing
-        .spaced
-        .as_deref()
-        .map(|gate| pacing.spacer.reserve(gate));
-    if let Some(slot) = &slot {
-        tokio::time::sleep_until(slot.at().min(deadline)).await;
-    }
-    let sent = Instant::now();
     let op = Operation::new(client, deadline);
     let dispatched = pve::retry_with_check(
         &op.policy(),
@@ -286,26 +251,16 @@ async fn clone_vm(
         || clone_started(client, vmid),
     )
     .await?;
-    let answered_in = sent.elapsed();
     let Some(upid) = dispatched else {
         return Ok(false);
     };
     match op.wait(&upid).await {
         Ok(_) => {
             pass.succeeded();
-            if let Some(slot) = &slot {
-                let times = (answered_in, sent.elapsed());
-                learn_spacing(client, pacing.spacer, slot, &upid, times).await;
-            }
             Ok(true)
         }
         Err(StepError::Pve(error)) => {
             if let Some(refusal) = error.lock_refusal() {
-                // Given up on the cluster lock after 10 s: it found the lock taken.
-                let cluster_lock = matches!(refusal, LockRefusal::Storage { cluster: true, .. });
-                if let (Some(slot), true) = (&slot, cluster_lock) {
-                    pacing.spacer.learn(slot, true, None);
-                }
                 pass.refused(&refusal);
             }
             Err(StepError::Pve(error))
@@ -313,34 +268,6 @@ async fn clone_vm(
         Err(error) => Err(error),
     }
 }
-
-/// Teaches the spacer whether the clone started at `slot` (its request answered after
-/// `answered_in`, the task ended after `took`) found its storage's cluster lock taken: a
-/// clone about as fast as the fastest clean one did not; a slower one's log says
-/// (its first lines: the lock is taken before the copy's progress lines). A failed look
-/// teaches nothing.
-async fn learn_spacing(
-    client: &Client,
-    spacer: &LockSpacer,
-    slot: &pve::Slot,
-    upid: &pve::Upid,
-    (answered_in, took): (Duration, Duration),
-) {
-    if !spacer.ended(slot, answered_in, took) {
-        return;
-    }
-    match client.task_log(upid, 0, CLONE_LOG_HEAD).await {
-        Ok((lines, _)) => {
-            let lines: Vec<String> = lines.into_iter().map(|line| line.t).collect();
-            spacer.learn(slot, pve::found_cfs_lock_taken(&lines), Some(took));
-        }
-        Err(e) => tracing::debug!(error = %e, "could not read the clone's log"),
-    }
-}
-
-/// How many of a clone's first log lines hold its lock waits: one "create full clone" line
-/// per disk before them, at most one wait line a second for 10 s.
-const CLONE_LOG_HEAD: u64 = 30;
 
 /// Whether a clone whose answer was lost started: `Some(None)` once the VMID is taken (asked
 /// of PVE for that one VMID, `GET /cluster/nextid?vmid=N`, so the look costs the same however
