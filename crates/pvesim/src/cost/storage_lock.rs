@@ -139,7 +139,8 @@ impl StorageLock {
             {
                 let mut state = self.state();
                 if state.held_since.is_none() {
-                    // Taken at the first `mkdir`: no wait, however long this call took.
+                    // Taken at the first `mkdir` (`$cfs_lock`: `last if $got_lock` before any
+                    // `usleep`): no wait, however long this call took.
                     let waited = if slept_usec == 0 {
                         Duration::ZERO
                     } else {
