@@ -296,10 +296,12 @@ pub fn content_delete(shared: &Arc<Shared>, world: &mut World, call: &Call) -> A
             Ok(())
         }),
     );
+    // pve-storage `API2/Storage/Content.pm` `delete`: a task that failed within `delay` is
+    // the handler's `die "$status\n"`.
     let wait = call.int("delay").filter(|d| *d > 0).map(|d| TaskWait {
         upid: upid.clone(),
         max: Duration::from_secs(d as u64),
-        failure_prefix: None,
+        failure_prefix: Some(String::new()),
     });
     Ok(Reply {
         data: json!(upid),

@@ -1245,6 +1245,36 @@ async fn background_delay_waits_for_the_config_task() {
     h.sim.shutdown().await;
 }
 
+/// pve-storage `API2/Storage/Content.pm` `delete`: with `delay` the worker waits for the
+/// `imgdel` task and answers `null` when it ended OK; a task that failed within the delay is
+/// the handler's `die "$status\n"`, a 500 carrying the task's exit status.
+#[tokio::test]
+async fn delete_with_delay_waits_for_the_imgdel_task() {
+    let h = start(fast_config()).await;
+    for name in ["kept.iso", "failing.iso"] {
+        let upid = h
+            .upload("pve1", "proxy-seeds", name, b"iso".to_vec())
+            .await
+            .data();
+        assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
+    }
+    let path = |name: &str| {
+        format!("/nodes/pve1/storage/proxy-seeds/content/proxy-seeds:iso/{name}?delay=5")
+    };
+    assert_eq!(h.delete(&path("kept.iso")).await.data(), json!(null));
+    let state = h.admin.state().await;
+    assert!(state.volumes.iter().all(|v| !v.volid.ends_with("kept.iso")));
+    h.admin
+        .set_faults(&faults(json!({
+            "task_failures": [{"task_type": "imgdel", "nth": 1, "exitstatus": "storage gone"}]
+        })))
+        .await;
+    let failed = h.delete(&path("failing.iso")).await;
+    assert_eq!(failed.status.as_u16(), 500);
+    assert_eq!(failed.message(), "storage gone\n");
+    h.sim.shutdown().await;
+}
+
 /// facts §8/§9: hibernation stops the VM with `lock: suspended` and a `vmstate`; destroy
 /// accepts a hibernated VM (the `suspended` lock is exempt) and frees the state volume.
 #[tokio::test]
