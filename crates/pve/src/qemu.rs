@@ -576,6 +576,18 @@ impl<'a> Qemu<'a> {
         expect_upid("POST", &path, upid)
     }
 
+    /// [`Qemu::update_config_async`] with `background_delay`: PVE's worker waits up to
+    /// [`ANSWER_WAIT_S`](crate::tasks::ANSWER_WAIT_S) for the `qmconfig` task and answers `null`
+    /// when it ended OK, so a short write costs no status poll (qemu-server `API2/Qemu.pm`
+    /// `update_vm_async`; a task that failed meanwhile is a 500 "failed to update VM N: …").
+    /// `Some` is the task, still running.
+    pub async fn update_config_answered(self, update: &ConfigUpdate) -> Result<Option<Upid>> {
+        let form = update
+            .to_form()
+            .int("background_delay", crate::tasks::ANSWER_WAIT_S);
+        self.client.post(&self.path("config"), &form).await
+    }
+
     /// `PUT …/config`: synchronous; a lock timeout is an HTTP error.
     pub async fn update_config(self, update: &ConfigUpdate) -> Result<()> {
         let _: serde_json::Value = self

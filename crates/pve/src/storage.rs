@@ -220,6 +220,16 @@ impl Storage<'_> {
         upid.ok_or_else(|| Error::decode("DELETE", &path, "expected a task id, got null".into()))
     }
 
+    /// [`Storage::delete_volume`] with `delay`: PVE's worker waits up to
+    /// [`ANSWER_WAIT_S`](crate::tasks::ANSWER_WAIT_S) for the `imgdel` task and answers `null`
+    /// when it ended OK (pve-storage `API2/Storage/Content.pm` `delete`; a task that failed
+    /// meanwhile is a 500 with its exit status). `Some` is the task, still running.
+    pub async fn delete_volume_answered(self, volume: &str) -> Result<Option<Upid>> {
+        let path = self.path(&format!("content/{}", seg_with_slash(volume)));
+        let query = Form::new().int("delay", crate::tasks::ANSWER_WAIT_S);
+        self.client.delete(&path, &query).await
+    }
+
     /// `POST …/upload`: multipart with an exact Content-Length, fields before the file.
     /// Returns the `imgcopy` task; an existing file of the same name is overwritten.
     pub async fn upload(self, upload: Upload) -> Result<Upid> {

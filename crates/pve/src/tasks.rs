@@ -98,6 +98,12 @@ fn task_path(upid: &Upid, leaf: &str) -> String {
     )
 }
 
+/// How long PVE's worker is asked to wait for a short task before it answers
+/// (`background_delay`, `delay`: 1 to 30 s). PVE compares whole seconds (`time() <
+/// $end_time`), so 1 could mean no wait at all; 2 waits at least a second. A task still
+/// running then is polled as any other.
+pub const ANSWER_WAIT_S: u32 = 2;
+
 impl Client {
     /// Status of a task, asked of the node that runs it.
     pub async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
@@ -154,6 +160,30 @@ impl Client {
         wait_out_locks(&mut Backoff::for_locks(deadline), || async move {
             let upid = retry_idempotent(policy, send).await?;
             self.wait_for_task(&upid).await
+        })
+        .await
+    }
+
+    /// [`Client::run_task`] for a task PVE's own worker waits for before it answers (the
+    /// `*_answered` calls): `None` when PVE answered that it ended OK, else the outcome of
+    /// the wait that follows. A lock the task met within the wait is PVE's 500 with the
+    /// task's lock text, waited out as [`Client::run_task`] does.
+    pub async fn run_answered_task<F, Fut>(
+        &self,
+        policy: &RetryPolicy,
+        deadline: tokio::time::Instant,
+        send: F,
+    ) -> Result<Option<TaskOutcome>>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Option<Upid>>>,
+    {
+        let send = &send;
+        wait_out_locks(&mut Backoff::for_locks(deadline), || async move {
+            match retry_idempotent(policy, send).await? {
+                Some(upid) => self.wait_for_task(&upid).await.map(Some),
+                None => Ok(None),
+            }
         })
         .await
     }

@@ -69,7 +69,11 @@ pub(super) async fn detach_seed(
     }
     if let Some((storage, _)) = seed_volume.split_once(':') {
         let store = vm.client().node(seed_node).storage(storage);
-        tolerate_gone(vm.op().run_task(|| store.delete_volume(seed_volume)).await)?;
+        tolerate_gone(
+            vm.op()
+                .run_answered_task(|| store.delete_volume_answered(seed_volume))
+                .await,
+        )?;
         tracing::info!(vmid = vm.vmid(), volume = %seed_volume, "deleted the detached seed");
     }
     Ok(Detach::Done)

@@ -2,7 +2,8 @@
 //! a delete, a read) and the lifecycle's one retry policy, so no call site chooses its own
 //! (#44). Every call that may be repeated runs through [`Operation::retry`] (or, outside an
 //! operation's deadline, [`read`]), every task is
-//! waited for through [`Operation::wait`] or [`Operation::run_task`], and every wait for a
+//! waited for through [`Operation::wait`], [`Operation::run_task`] or
+//! [`Operation::run_answered_task`], and every wait for a
 //! lock through [`Operation::locks`], all bounded by the deadline.
 
 use std::future::Future;
@@ -79,6 +80,19 @@ impl<'a> Operation<'a> {
             .client
             .run_task(&self.policy(), self.deadline, send)
             .await?)
+    }
+
+    /// [`Client::run_answered_task`] under the policy: a short task PVE waits for before it
+    /// answers (a seed's delete), sent again after a lock ended it, until the deadline.
+    pub(super) async fn run_answered_task<F, Fut>(&self, send: F) -> Step<()>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = pve::Result<Option<pve::Upid>>>,
+    {
+        self.client
+            .run_answered_task(&self.policy(), self.deadline, send)
+            .await?;
+        Ok(())
     }
 }
 

@@ -202,7 +202,10 @@ async fn remove_seeds_of_token(
                 .is_some_and(|(_, file)| nocloud::file_belongs_to_attempt(file, token))
         });
         for seed in seeds {
-            tolerate_gone(op.run_task(|| store.delete_volume(&seed.volid)).await)?;
+            tolerate_gone(
+                op.run_answered_task(|| store.delete_volume_answered(&seed.volid))
+                    .await,
+            )?;
             tracing::info!(volume = %seed.volid, "deleted a killed create's seed");
         }
     }

@@ -210,13 +210,16 @@ impl<'a> OwnedVm<'a> {
         Ok(Proof(()))
     }
 
-    /// `POST …/config` (a task, waited for), conditional.
+    /// `POST …/config` (a task, waited for: by PVE's worker first, then polled if it runs
+    /// longer), conditional.
     pub(super) async fn write_task(&self, change: &Conditional) -> Step<Proof> {
         let upid = self
             .op
-            .retry(|| self.qemu().update_config_async(&change.0))
+            .retry(|| self.qemu().update_config_answered(&change.0))
             .await?;
-        self.op.wait(&upid).await?;
+        if let Some(upid) = upid {
+            self.op.wait(&upid).await?;
+        }
         Ok(Proof(()))
     }
 
@@ -468,6 +471,7 @@ mod tests {
             for call in [
                 ".update_config(",
                 ".update_config_async(",
+                ".update_config_answered(",
                 ".resize(",
                 ".resize_if_unchanged(",
             ] {

@@ -62,7 +62,10 @@ pub(super) async fn remove_seed(client: &pve::Client, node: &str, volume: &str, 
     };
     let store = client.node(node).storage(storage);
     let op = Operation::new(client, deadline);
-    match op.run_task(|| store.delete_volume(volume)).await {
+    match op
+        .run_answered_task(|| store.delete_volume_answered(volume))
+        .await
+    {
         Ok(_) => tracing::info!(%volume, "deleted a seed no VM uses"),
         Err(StepError::Pve(e)) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => tracing::warn!(%volume, error = %e, "could not delete a seed no VM uses"),

@@ -36,7 +36,9 @@ pub(super) async fn delete_seed(
         };
         let store = client.node(seed.node).storage(storage);
         let op = Operation::new(client, deadline);
-        let deleted = op.run_task(|| store.delete_volume(seed.volume)).await;
+        let deleted = op
+            .run_answered_task(|| store.delete_volume_answered(seed.volume))
+            .await;
         match (deleted, moved_to) {
             // The upload's node is down (595) and the VM was found on another node: a seed
             // it moved with is on storage that node reaches (PVE migrates no local CD-ROM).
@@ -44,7 +46,8 @@ pub(super) async fn delete_seed(
             // keeps it for the next destroy.
             (Err(StepError::Pve(e)), Some(node)) if e.node_unreachable() => {
                 let store = client.node(node).storage(storage);
-                op.run_task(|| store.delete_volume(seed.volume)).await?;
+                op.run_answered_task(|| store.delete_volume_answered(seed.volume))
+                    .await?;
             }
             (outcome, _) => tolerate_gone(outcome)?,
         }
