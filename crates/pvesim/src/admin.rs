@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::config::{Faults, Timings};
 use crate::http::{HttpResponse, json_response, plain_error, read_body, url_decode};
-use crate::inspect::{NodeState, SimState, VmState, VolumeState};
+use crate::inspect::{NodeState, SimState, TaskTiming, VmState, VolumeState};
 use crate::shared::Shared;
 use crate::world::World;
 
@@ -46,6 +46,24 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
             let kept = since.saturating_sub(world.journal_dropped);
             let tail = world.journal.get(kept..).unwrap_or_default();
             json_response(200, None, &json!(tail))
+        }
+        ("GET", "tasks") => {
+            let world = shared.lock();
+            let tasks: Vec<TaskTiming> = world
+                .task_order
+                .iter()
+                .filter_map(|upid| world.tasks.get(upid))
+                .map(|t| TaskTiming {
+                    upid: t.upid.clone(),
+                    node: t.node.clone(),
+                    task_type: t.task_type.clone(),
+                    id: t.id.clone(),
+                    started_ms: t.started_ms,
+                    ended_ms: t.ended_ms,
+                    exitstatus: t.exitstatus.clone(),
+                })
+                .collect();
+            json_response(200, None, &json!(tasks))
         }
         ("GET", "journal/len") => {
             let world = shared.lock();

@@ -639,6 +639,7 @@ pub fn task_log(world: &World, call: &Call) -> ApiResult {
 
 pub fn task_stop(world: &mut World, call: &Call) -> ApiResult {
     let upid = find_task(world, call)?.upid.clone();
+    let ended_ms = world.elapsed_ms();
     if let Some(task) = world.tasks.get_mut(&upid)
         && task.exitstatus.is_none()
     {
@@ -646,6 +647,7 @@ pub fn task_stop(world: &mut World, call: &Call) -> ApiResult {
         task.log.push("TASK ERROR: received interrupt".into());
         task.exitstatus = Some("received interrupt".into());
         task.endtime = Some(crate::world::unix_now());
+        task.ended_ms = Some(ended_ms);
     }
     Ok(Reply::data(Value::Null))
 }

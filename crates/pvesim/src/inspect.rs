@@ -110,6 +110,28 @@ pub struct JournalEntry {
     pub params: Map<String, Value>,
     /// The answer's status; 0 when the connection was reset instead.
     pub status: u16,
+    /// When the request arrived and when it was answered, in ms since the simulator
+    /// started (the zero of [`TaskTiming`]'s times too).
+    #[serde(default)]
+    pub received_ms: u64,
+    #[serde(default)]
+    pub answered_ms: u64,
+}
+
+/// One entry of `GET /_sim/tasks`: a task's type and times, oldest first, for a benchmark
+/// to measure how late a client saw each task end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskTiming {
+    pub upid: String,
+    pub node: String,
+    #[serde(rename = "type")]
+    pub task_type: String,
+    pub id: String,
+    /// In ms since the simulator started.
+    pub started_ms: u64,
+    /// `None` while it runs.
+    pub ended_ms: Option<u64>,
+    pub exitstatus: Option<String>,
 }
 
 /// The answer of `POST /_sim/ha/rebalance`: the bundle the rebalancer moves (the services

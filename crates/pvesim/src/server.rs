@@ -203,7 +203,22 @@ fn header_str<'r>(req: &'r Request<Incoming>, name: &str) -> Option<&'r str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
+tokio::task_local! {
+    /// When the request being handled arrived, for its journal entry.
+    static RECEIVED: Instant;
+}
+
 async fn handle(
+    shared: Arc<Shared>,
+    connection: Option<Arc<Connection>>,
+    req: Request<Incoming>,
+) -> Result<HttpResponse, DropConnection> {
+    RECEIVED
+        .scope(Instant::now(), handle_received(shared, connection, req))
+        .await
+}
+
+async fn handle_received(
     shared: Arc<Shared>,
     connection: Option<Arc<Connection>>,
     req: Request<Incoming>,
@@ -358,7 +373,11 @@ fn journal(shared: &Shared, method: &str, path: &str, mut params: Map<String, Va
             *value = json!("<redacted>");
         }
     }
+    let answered = Instant::now();
+    let received = RECEIVED.try_with(|at| *at).unwrap_or(answered);
     let mut world = shared.lock();
+    let received_ms = crate::world::ms_between(world.epoch, received);
+    let answered_ms = crate::world::ms_between(world.epoch, answered);
     if world.journal.len() >= JOURNAL_CAPACITY {
         // Long-running simulators with pollers would otherwise grow without bound.
         world.journal.drain(..JOURNAL_CAPACITY / 10);
@@ -369,6 +388,8 @@ fn journal(shared: &Shared, method: &str, path: &str, mut params: Map<String, Va
         path: path.to_string(),
         params,
         status,
+        received_ms,
+        answered_ms,
     });
 }
 

@@ -262,6 +262,7 @@ fn register_task(
         None => (token_user.to_string(), None),
     };
     let pid = world.alloc_pid();
+    let started_ms = world.elapsed_ms();
     let task = Task {
         upid: String::new(),
         node: node.to_string(),
@@ -275,6 +276,8 @@ fn register_task(
         log: Vec::new(),
         exitstatus: None,
         endtime: None,
+        started_ms,
+        ended_ms: None,
     };
     let upid = encode_upid(&task);
     world.tasks.insert(
@@ -421,6 +424,7 @@ fn finish_task(world: &mut World, upid: &str, body: TaskBody, injected: Option<S
     }
     let mut log = TaskLog::default();
     let outcome = body(world, &mut log, injected);
+    let ended_ms = world.elapsed_ms();
     let Some(task) = world.tasks.get_mut(upid) else {
         return;
     };
@@ -443,6 +447,7 @@ fn finish_task(world: &mut World, upid: &str, body: TaskBody, injected: Option<S
     };
     task.exitstatus = Some(exitstatus);
     task.endtime = Some(unix_now());
+    task.ended_ms = Some(ended_ms);
 }
 
 /// Whether a task finished successfully (`OK` or `WARNINGS: n`).
@@ -469,6 +474,8 @@ mod tests {
             log: vec![],
             exitstatus: None,
             endtime: None,
+            started_ms: 0,
+            ended_ms: None,
         };
         let upid = encode_upid(&task);
         assert_eq!(

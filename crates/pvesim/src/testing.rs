@@ -132,6 +132,11 @@ impl Admin {
         self.get(&format!("journal?since={since}")).await
     }
 
+    /// `GET /_sim/tasks`: every task's type and times, oldest first.
+    pub async fn tasks(&self) -> Vec<crate::inspect::TaskTiming> {
+        self.get("tasks").await
+    }
+
     /// `GET /_sim/journal/len`: how many requests were answered so far.
     pub async fn journal_len(&self) -> usize {
         self.get("journal/len").await

@@ -115,6 +115,10 @@ pub struct Task {
     /// `None` while running.
     pub exitstatus: Option<String>,
     pub endtime: Option<u64>,
+    /// When it started and ended, in ms since the simulator started (`GET /_sim/tasks`:
+    /// what a benchmark measures a client's polling lag against).
+    pub started_ms: u64,
+    pub ended_ms: Option<u64>,
 }
 
 /// The addresses of one bridge/VLAN pair.
@@ -168,6 +172,13 @@ pub struct World {
     pub flocks: HashMap<u32, (u32, bool)>,
     /// The HA stack's configuration and the CRM's view.
     pub ha: crate::ha_state::HaState,
+    /// When the simulator started: the zero of the journal's and the tasks' times.
+    pub epoch: Instant,
+}
+
+/// Whole milliseconds from `since` to `until` (0 if `until` is earlier).
+pub fn ms_between(since: Instant, until: Instant) -> u64 {
+    u64::try_from(until.saturating_duration_since(since).as_millis()).unwrap_or(u64::MAX)
 }
 
 pub fn unix_now() -> u64 {
@@ -178,6 +189,11 @@ pub fn unix_now() -> u64 {
 }
 
 impl World {
+    /// Milliseconds since the simulator started.
+    pub fn elapsed_ms(&self) -> u64 {
+        ms_between(self.epoch, Instant::now())
+    }
+
     pub fn new(config: &SimConfig) -> World {
         let now = Instant::now();
         let mut world = World {
@@ -226,6 +242,7 @@ impl World {
             boot_time: unix_now(),
             flocks: HashMap::new(),
             ha: crate::ha_state::HaState::default(),
+            epoch: now,
         };
         world.set_faults(config.faults.clone());
         for seed in &config.vms {

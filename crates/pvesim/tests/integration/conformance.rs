@@ -1154,6 +1154,46 @@ async fn journal_records_requests_with_secrets_redacted() {
     h.sim.shutdown().await;
 }
 
+/// Journal and task times (admin API): a request's arrival and answer, a task's start and
+/// end, on one clock, so a benchmark can tell how late a client saw a task end. A config
+/// write PVE's worker waits for (`background_delay`) is answered after its task ended.
+#[tokio::test]
+async fn journal_and_tasks_carry_their_times() {
+    let mut config = fast_config();
+    config.timings.task_ms.insert("qmconfig".into(), 200);
+    let h = start(config).await;
+    h.clone_template(186, "times").await;
+    let answer = h
+        .post(
+            "/nodes/pve1/qemu/186/config",
+            &[("cores", "2"), ("background_delay", "5")],
+        )
+        .await;
+    assert_eq!(answer.data(), json!(null));
+    let journal = h.admin.journal().await;
+    let post = journal
+        .iter()
+        .find(|e| e.method == "POST" && e.path == "/nodes/pve1/qemu/186/config")
+        .unwrap();
+    let tasks = h.admin.tasks().await;
+    let task = tasks
+        .iter()
+        .find(|t| t.task_type == "qmconfig" && t.id == "186")
+        .unwrap();
+    let ended = task.ended_ms.expect("the task ended");
+    assert_eq!(task.exitstatus.as_deref(), Some("OK"));
+    assert!(ended >= task.started_ms + 200, "{task:?}");
+    assert!(post.received_ms <= task.started_ms, "{post:?} {task:?}");
+    assert!(ended <= post.answered_ms, "{post:?} {task:?}");
+    assert!(
+        journal
+            .windows(2)
+            .all(|w| w[0].answered_ms <= w[1].answered_ms),
+        "the journal is in answer order"
+    );
+    h.sim.shutdown().await;
+}
+
 /// facts §8 (start): a volume attached by a config write but deleted since makes the start
 /// task fail (QEMU opens every drive). The config write itself checks existence: see
 /// `pve_fidelity.rs`.
