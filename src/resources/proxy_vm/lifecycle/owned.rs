@@ -3,8 +3,10 @@
 //!
 //! An [`OwnedVm`] knows the VMID, the node, whose VM it must be (name, fleet, create token)
 //! and its operation (client, deadline, the one retry policy); it is made only by
-//! [`OwnedVm::new`]. Before each write it reads the config again and checks the mark: the
-//! read's [`Seen`] is the only value a write can come from. Every config write is a
+//! [`OwnedVm::new`]. Before each write it reads the config again and checks the mark (or,
+//! where nothing of the operation's own changed the config since, reuses such a read:
+//! [`OwnedVm::conditional_from`]): the read's [`Seen`] is the only value a write can come
+//! from. Every config write is a
 //! [`Conditional`], which only [`Seen::change`] makes, bound to that read's digest, so PVE
 //! refuses it when anything changed the VM since; a resize takes the `Seen` itself. A VM
 //! that is no longer this instance's (deleted by hand and made again by another state at the
@@ -266,6 +268,30 @@ impl<'a> OwnedVm<'a> {
             vmid: self.vmid,
             what: what.to_owned(),
         })
+    }
+
+    /// [`OwnedVm::conditional`] decided first from `seen`, an earlier read of this operation,
+    /// so an unchanged VM costs no read: the write still carries that read's digest, so PVE
+    /// applies it only to the config that read found this instance's. A digest PVE refuses
+    /// (changed since) or a lock met is decided again from fresh reads.
+    pub(super) async fn conditional_from<T, F, Fut>(
+        &self,
+        seen: Seen,
+        what: &str,
+        attempt: F,
+    ) -> Step<T>
+    where
+        F: Fn(Seen) -> Fut,
+        Fut: Future<Output = Step<T>>,
+    {
+        match attempt(seen).await {
+            Err(StepError::Pve(e))
+                if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::Locked) =>
+            {
+                self.conditional(what, attempt).await
+            }
+            other => other,
+        }
     }
 
     /// A destroy's first write: the mark says `deleting`, so no create adopts the VM while

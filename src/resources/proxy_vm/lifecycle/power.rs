@@ -6,7 +6,7 @@ use pve::{MaybeLocked, wait_out_locks};
 
 use super::error::Step;
 use super::ha_power::settle;
-use super::owned::OwnedVm;
+use super::owned::{OwnedVm, Seen};
 
 /// Brings the power state to `running`; start only if stopped. Each start or shutdown is
 /// sent right after a check that the VM is still this instance's, and a lost answer is
@@ -63,23 +63,31 @@ pub(super) async fn ensure_power(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
 
 /// Starts a VM this create's own clone made: it has not run yet, so no status is read first
 /// (#42); the ownership read before the start finds a concurrent create that took it over.
-pub(super) async fn start_own_clone(vm: &OwnedVm<'_>) -> Step<()> {
+/// Returns that read: a start writes nothing to the config, so the create's next write
+/// (the finish) is decided from it ([`OwnedVm::conditional_from`]); none after an HA
+/// start, which may have placed the VM on another node.
+pub(super) async fn start_own_clone(vm: &OwnedVm<'_>) -> Step<Option<Seen>> {
     let qemu = &vm.qemu();
     let op = vm.op();
     wait_out_locks(&mut op.locks(), || async move {
+        let seen = vm.read().await?;
         let upid = vm
-            .power_task(
+            .send_power_task(
+                seen.proof(),
                 || qemu.start(),
                 || async { Ok(qemu.status().await?.is_running()) },
             )
             .await?;
-        let Some(upid) = upid else { return Ok(()) };
+        let Some(upid) = upid else {
+            return Ok(Some(seen));
+        };
         op.wait(&upid).await?;
         // Under HA the start was a request (`hastart`): the VM itself is waited for.
         if upid.task_type() == "hastart" {
             settle(vm, true).await?;
+            return Ok(None);
         }
-        Ok(())
+        Ok(Some(seen))
     })
     .await
 }

@@ -20,7 +20,7 @@ use super::super::error::{Step, StepError};
 use super::super::expected::{Expected, ExpectedToken};
 use super::super::marks::creating_mark;
 use super::super::operation::Operation;
-use super::super::owned::OwnedVm;
+use super::super::owned::{OwnedVm, Seen};
 use crate::context::Configured;
 use crate::journal::Journal;
 use crate::ownership::Phase;
@@ -167,28 +167,32 @@ impl<'a> Hold<'a> {
     }
 
     /// The create's very last step: the mark says `done`, so no other create adopts the VM.
-    pub async fn finish(&self, _claimed: Claimed) -> Step<Finished> {
-        let finished = self
-            .vm
-            .conditional("mark the create finished", |seen| async move {
-                let done = creating_mark(self.desired).with_phase(Phase::Done).render();
-                // Before the mark says done: the journal knows which VM and mark this
-                // create finished, so it resumes only that one if Terraform never stores it.
-                let desired = self.desired;
-                self.journal.record_vm(
-                    &desired.fleet,
-                    &desired.name,
-                    &desired.create_token,
-                    self.vm.vmid(),
-                    &done,
-                );
-                if seen.config.description().as_deref().map(str::trim_end) == Some(done.as_str()) {
-                    return Ok(());
-                }
-                let change = seen.change(ConfigUpdate::new().description(&done));
-                self.vm.write(&change).await.map(drop)
-            })
-            .await;
+    /// Decided from `started`, the read before this create's own start, when there was one
+    /// (the start wrote nothing to the config: one read fewer, #42), else from a fresh read.
+    pub async fn finish(&self, _claimed: Claimed, started: Option<Seen>) -> Step<Finished> {
+        let what = "mark the create finished";
+        let attempt = |seen: Seen| async move {
+            let done = creating_mark(self.desired).with_phase(Phase::Done).render();
+            // Before the mark says done: the journal knows which VM and mark this
+            // create finished, so it resumes only that one if Terraform never stores it.
+            let desired = self.desired;
+            self.journal.record_vm(
+                &desired.fleet,
+                &desired.name,
+                &desired.create_token,
+                self.vm.vmid(),
+                &done,
+            );
+            if seen.config.description().as_deref().map(str::trim_end) == Some(done.as_str()) {
+                return Ok(());
+            }
+            let change = seen.change(ConfigUpdate::new().description(&done));
+            self.vm.write(&change).await.map(drop)
+        };
+        let finished = match started {
+            Some(seen) => self.vm.conditional_from(seen, what, attempt).await,
+            None => self.vm.conditional(what, attempt).await,
+        };
         self.unless_taken_over(finished)?;
         Ok(Finished(()))
     }

@@ -192,18 +192,18 @@ async fn provision(
     hold.unless_taken_over(grow_disk(vm, desired.disk_gib).await)?;
     // Under HA before the start, as PVE's create with `ha-managed` does.
     hold.unless_taken_over(ensure_ha(vm, desired, made_here).await)?;
-    let powered = match (made_here, desired.started) {
+    let started = match (made_here, desired.started) {
         (true, true) => start_own_clone(vm).await,
-        (true, false) => Ok(()),
-        (false, _) => ensure_power(vm, desired.started).await,
+        (true, false) => Ok(None),
+        (false, _) => ensure_power(vm, desired.started).await.map(|()| None),
     };
-    hold.unless_taken_over(powered)?;
+    let started = hold.unless_taken_over(started)?;
     let reported = if desired.started && desired.wait_for.waits_for_address() {
         Some(wait_for_address(vm.client(), vm.node(), vm.vmid(), vm.deadline()).await?)
     } else {
         None
     };
-    let finished = hold.finish(claimed).await?;
+    let finished = hold.finish(claimed, started).await?;
     // Finished, so no other create can take the VM any more: a seed an earlier attempt
     // at this VM slot uploaded (an interrupted create this one resumed, a VM deleted by
     // hand and made again) is nobody's now.
