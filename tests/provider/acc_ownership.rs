@@ -1026,3 +1026,75 @@ async fn a_running_unfinished_create_of_another_attempt_is_made_again_and_starte
     assert!(marked(&sim.state().await).is_empty());
     assert!(sim.volumes_on("proxy-seeds").await.is_empty());
 }
+
+/// A create's finish is decided from the ownership read right before its start (#42). A
+/// config edit while the VM boots (after that read, before the finish) changes the digest:
+/// PVE refuses the finish's write ("detected modified configuration"), the finish reads
+/// again and writes once more. The create ends finished, and the edit is kept. The agent
+/// reports no address until the edit is made, so the edit lands between the two, however
+/// loaded the machine.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edit_while_the_vm_boots_is_kept_and_the_finish_reads_again() {
+    let test = "an_edit_while_the_vm_boots_is_kept_and_the_finish_reads_again";
+    if !simulator_only(test, "injected agent refusals and the request journal") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let edge = names("booting", 1);
+    sim.set_faults(serde_json::json!({
+        "agent_blocked_commands": [
+            {"vm_name_regex": "^booting-0$", "commands": ["network-get-interfaces"]}
+        ]
+    }))
+    .await;
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&fleet_tf(None, &edge)).await;
+    let since = sim.journal().await.len();
+    let edit = async {
+        let vm = until_vm(&sim, "booting-0", |vm| vm["status"] == "running").await;
+        let vmid = vm["vmid"].as_u64().unwrap();
+        let description = vm["config"]["description"].as_str().unwrap();
+        assert!(
+            description.contains("proxyvm-phase: creating"),
+            "not finished while its agent reports no address: {description}"
+        );
+        let config = format!("/nodes/pve1/qemu/{vmid}/config");
+        // Protected by hand while it boots: no attribute of ours, applied at once.
+        sim.api("PUT", &config, &[("protection", "1")]).await;
+        sim.set_faults(serde_json::json!({})).await;
+        vmid
+    };
+    let (applied, vmid) = tokio::join!(ws.apply(), edit);
+    applied.success();
+
+    let vm = &marked(&sim.state().await)[&vmid];
+    let description = vm["config"]["description"].as_str().unwrap();
+    assert!(description.contains("proxyvm-phase: done"), "{description}");
+    assert_eq!(vm["config"]["protection"], "1", "the edit is kept: {vm}");
+    let config = format!("/nodes/pve1/qemu/{vmid}/config");
+    let run = sim.journal_since(since).await;
+    let finishes: Vec<usize> = run
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            e["method"] != "GET"
+                && e["path"] == config
+                && e["params"]["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("proxyvm-phase: done"))
+        })
+        .map(|(at, _)| at)
+        .collect();
+    // The stale write refused, a read, and the write that lands.
+    let [refused, landed] = finishes[..] else {
+        panic!("two finish writes: {run:#?}");
+    };
+    assert_eq!(run[refused]["status"], 500, "{:#?}", run[refused]);
+    assert_eq!(run[landed]["status"], 200, "{:#?}", run[landed]);
+    let read_again = run[refused..landed].iter().any(|e| {
+        e["method"] == "GET"
+            && (e["path"] == config || e["path"] == format!("/nodes/pve1/qemu/{vmid}/pending"))
+    });
+    assert!(read_again, "{:#?}", &run[refused..=landed]);
+}
