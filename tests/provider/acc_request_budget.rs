@@ -11,6 +11,7 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::create_spans::{CreateSpans, create_spans};
 use support::{SimClient, Workspace, acceptance_enabled, start_sim};
 
 /// Requests one create may cost, with instant tasks: 25.4 on 73db89b, before #30 (this
@@ -1005,6 +1006,14 @@ fn clone_ms(config: &pvesim::SimConfig, disk_mib: u64) -> u64 {
         + config.timings.task("qmclone")
 }
 
+/// The create's waited tasks besides the clone: config write, resize, start.
+fn other_tasks_ms(config: &pvesim::SimConfig) -> u64 {
+    ["qmconfig", "resize", "qmstart"]
+        .iter()
+        .map(|t| config.timings.task(t))
+        .sum()
+}
+
 /// One create's chain under the profile: `chain_ms` with the clone as the profile makes it.
 fn cost_chain_ms(config: &pvesim::SimConfig, disk_mib: u64) -> u64 {
     chain_ms(config) - config.timings.task("qmclone") + clone_ms(config, disk_mib)
@@ -1072,6 +1081,8 @@ struct CostRow {
     surfaced: usize,
     made: usize,
     ok: bool,
+    /// Where each create's time went (means).
+    spans: CreateSpans,
 }
 
 /// PVE's lock texts (crates/pve's `error.rs` cites their sources) in Terraform's output.
@@ -1137,6 +1148,7 @@ async fn cost_apply_run(tree: &str, binary: &str, vms: usize, parallelism: usize
         surfaced: lock_errors_in(&out.all_text()),
         made: sim.our_vms().await.len(),
         ok: out.code() == 0,
+        spans: create_spans(&journal, &tasks),
     };
     let floor = row.chain_floor.max(row.capacity_floor);
     eprintln!(
@@ -1204,6 +1216,40 @@ fn render_cost(rows: &[CostRow], config: &pvesim::SimConfig) -> String {
             row.refusals,
             row.surfaced,
             row.made,
+        ));
+    }
+    md.push_str(&format!(
+        "\nWhere each create's time went, means per create (`create_spans.rs`, from pve-sim's \
+            journal and task times): from its clone request to its last answer, against a \
+            chain of {:.2} s (the clone's {:.2} s, the other waited tasks' {:.2} s, the \
+            agent's {:.2} s boot, the rest {:.2} s: upload, cloud-init, the seed's delete). \
+            Poll lag is each task's end to the status answer that saw it; the rest also \
+            holds the requests' time in PVE's queues and workers and the provider's own:\n\n\
+            | tree | VMs | parallelism | create span | clone task | other tasks | poll lag \
+            | guest to address | rest |\n|---|---|---|---|---|---|---|---|---|\n",
+        cost_chain_ms(config, TEMPLATE_DISK_MIB) as f64 / 1000.0,
+        clone_ms(config, TEMPLATE_DISK_MIB) as f64 / 1000.0,
+        other_tasks_ms(config) as f64 / 1000.0,
+        config.timings.agent_boot_ms as f64 / 1000.0,
+        (cost_chain_ms(config, TEMPLATE_DISK_MIB)
+            - clone_ms(config, TEMPLATE_DISK_MIB)
+            - other_tasks_ms(config)
+            - config.timings.agent_boot_ms) as f64
+            / 1000.0,
+    ));
+    for row in rows {
+        let s = &row.spans;
+        md.push_str(&format!(
+            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s |\n",
+            row.tree,
+            row.vms,
+            row.parallelism,
+            s.span_ms / 1000.0,
+            s.clone_ms / 1000.0,
+            s.other_tasks_ms / 1000.0,
+            s.poll_lag_ms / 1000.0,
+            s.guest_ms / 1000.0,
+            s.rest_ms() / 1000.0,
         ));
     }
     md

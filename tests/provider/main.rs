@@ -44,6 +44,7 @@ mod acc_token_refused;
 mod acc_workflows;
 mod cli_versions_docs;
 mod contract_harness;
+mod create_spans;
 mod docs_names;
 mod grpc_cli_compat;
 mod sweeper;

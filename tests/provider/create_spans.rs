@@ -1,0 +1,255 @@
+//! Where each create's time went beyond its task chain, from pve-sim's journal (when each
+//! request arrived and was answered) and task list (when each task started and ended): the
+//! cost benchmark's second table (`acc_request_budget::bench_apply_under_costs`, #42).
+//!
+//! Only means are reported: a clone's task names its template, not the VM it makes, so
+//! tasks are summed per kind and divided by the creates, which needs no task-to-VM match.
+
+use std::collections::BTreeMap;
+
+use pvesim::inspect::TaskTiming;
+use serde_json::Value;
+
+/// The means per create, in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateSpans {
+    pub creates: usize,
+    /// From the create's clone request arriving to its last answer.
+    pub span_ms: f64,
+    /// The clone task, start to end (PVE's clone under the storage lock).
+    pub clone_ms: f64,
+    /// The create's other waited tasks: config write, resize, start.
+    pub other_tasks_ms: f64,
+    /// From each of those tasks' end to the answer of the status poll that saw it.
+    pub poll_lag_ms: f64,
+    /// From the start's end seen to the agent's first address (the guest's boot and the
+    /// agent polls' lag).
+    pub guest_ms: f64,
+}
+
+impl CreateSpans {
+    /// What is left: the seed's upload and delete, cloud-init's verdict, the requests' time
+    /// in PVE's queues and workers, and the provider's and Terraform's own.
+    pub fn rest_ms(&self) -> f64 {
+        self.span_ms - self.clone_ms - self.other_tasks_ms - self.poll_lag_ms - self.guest_ms
+    }
+}
+
+const WAITED: &[&str] = &["qmclone", "qmconfig", "resize", "qmstart"];
+
+fn ms(entry: &Value, key: &str) -> u64 {
+    entry[key].as_u64().unwrap_or_default()
+}
+
+fn path(entry: &Value) -> &str {
+    entry["path"].as_str().unwrap_or_default()
+}
+
+/// The UPID a task status poll asks about.
+fn polled_upid(path: &str) -> Option<&str> {
+    let (_, rest) = path.split_once("/tasks/")?;
+    rest.strip_suffix("/status")
+}
+
+/// The VM a request is about: the clone's `newid`, a `/qemu/{vmid}/…` path other than the
+/// clone's source, or a polled task's UPID id (not a clone's, which names the template).
+fn vm_of(entry: &Value, template: &str) -> Option<String> {
+    let path = path(entry);
+    if path.ends_with("/clone") {
+        return entry["params"]["newid"].as_str().map(str::to_owned);
+    }
+    if let Some(upid) = polled_upid(path) {
+        let fields: Vec<&str> = upid.split(':').collect();
+        let (task_type, id) = (fields.get(5)?, fields.get(6)?);
+        return (WAITED.contains(task_type) && *task_type != "qmclone" && !id.is_empty())
+            .then(|| (*id).to_owned());
+    }
+    let (_, rest) = path.split_once("/qemu/")?;
+    let vmid = rest.split('/').next()?;
+    (vmid != template).then(|| vmid.to_owned())
+}
+
+/// The means over every create the journal shows (a successful clone request).
+pub fn create_spans(journal: &[Value], tasks: &[TaskTiming]) -> CreateSpans {
+    let clones: Vec<&Value> = journal
+        .iter()
+        .filter(|e| e["method"] == "POST" && path(e).ends_with("/clone") && e["status"] == 200)
+        .collect();
+    let Some(template) = clones.first().and_then(|e| path(e).split('/').nth(4)) else {
+        return CreateSpans::default();
+    };
+    let mut by_vm: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    for entry in journal {
+        if let Some(vm) = vm_of(entry, template) {
+            by_vm.entry(vm).or_default().push(entry);
+        }
+    }
+    let mut seen: BTreeMap<&str, u64> = BTreeMap::new();
+    for entry in journal {
+        if let Some(upid) = polled_upid(path(entry)) {
+            let at = seen.entry(upid).or_default();
+            *at = (*at).max(ms(entry, "answered_ms"));
+        }
+    }
+    let creates = clones.len();
+    let mut spans = CreateSpans {
+        creates,
+        ..CreateSpans::default()
+    };
+    for task in tasks
+        .iter()
+        .filter(|t| WAITED.contains(&t.task_type.as_str()))
+    {
+        let Some(ended) = task.ended_ms else { continue };
+        let took = ended.saturating_sub(task.started_ms) as f64;
+        match task.task_type.as_str() {
+            "qmclone" => spans.clone_ms += took,
+            _ => spans.other_tasks_ms += took,
+        }
+        if let Some(&at) = seen.get(task.upid.as_str()) {
+            spans.poll_lag_ms += at.saturating_sub(ended) as f64;
+        }
+    }
+    for clone in &clones {
+        let vm = clone["params"]["newid"].as_str().unwrap_or_default();
+        let own = by_vm.get(vm).map(Vec::as_slice).unwrap_or_default();
+        let last = own.iter().map(|e| ms(e, "answered_ms")).max();
+        spans.span_ms += last
+            .unwrap_or_default()
+            .saturating_sub(ms(clone, "received_ms")) as f64;
+        let start_seen = tasks
+            .iter()
+            .filter(|t| t.task_type == "qmstart" && t.id == vm)
+            .filter_map(|t| seen.get(t.upid.as_str()))
+            .max();
+        let address = own
+            .iter()
+            .filter(|e| path(e).ends_with("/agent/network-get-interfaces") && e["status"] == 200)
+            .map(|e| ms(e, "answered_ms"))
+            .min();
+        if let (Some(&started), Some(address)) = (start_seen, address) {
+            spans.guest_ms += address.saturating_sub(started) as f64;
+        }
+    }
+    let n = creates as f64;
+    for total in [
+        &mut spans.span_ms,
+        &mut spans.clone_ms,
+        &mut spans.other_tasks_ms,
+        &mut spans.poll_lag_ms,
+        &mut spans.guest_ms,
+    ] {
+        *total /= n;
+    }
+    spans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn upid(task_type: &str, id: &str) -> String {
+        format!("UPID:pve1:0000AAAA:0000BBBB:6B000000:{task_type}:{id}:t@pve!p:")
+    }
+
+    fn entry(method: &str, path: &str, params: Value, at: (u64, u64), status: u16) -> Value {
+        json!({"method": method, "path": path, "params": params, "status": status,
+               "received_ms": at.0, "answered_ms": at.1})
+    }
+
+    fn task(upid: &str, task_type: &str, id: &str, started: u64, ended: u64) -> TaskTiming {
+        TaskTiming {
+            upid: upid.to_owned(),
+            node: "pve1".into(),
+            task_type: task_type.into(),
+            id: id.into(),
+            started_ms: started,
+            ended_ms: Some(ended),
+            exitstatus: Some("OK".into()),
+        }
+    }
+
+    fn poll(upid: &str, at: u64) -> Value {
+        let path = format!("/nodes/pve1/tasks/{upid}/status");
+        entry("GET", &path, json!({}), (at, at + 10), 200)
+    }
+
+    /// One create, by hand: the clone (1,000 ms, seen 300 ms late), the start (500 ms,
+    /// seen 100 ms late), the address 2,000 ms after the start was seen, and its last
+    /// request answered at 5,000 ms.
+    #[test]
+    fn one_create_is_taken_apart() {
+        let (clone, start) = (upid("qmclone", "9000"), upid("qmstart", "101"));
+        let journal = vec![
+            entry(
+                "POST",
+                "/nodes/pve1/qemu/9000/clone",
+                json!({"newid": "101"}),
+                (0, 20),
+                200,
+            ),
+            poll(&clone, 500),
+            poll(&clone, 1290),
+            entry(
+                "POST",
+                "/nodes/pve1/qemu/101/status/start",
+                json!({}),
+                (1400, 1410),
+                200,
+            ),
+            poll(&start, 2000),
+            entry(
+                "GET",
+                "/nodes/pve1/qemu/101/agent/network-get-interfaces",
+                json!({}),
+                (3000, 3010),
+                500,
+            ),
+            entry(
+                "GET",
+                "/nodes/pve1/qemu/101/agent/network-get-interfaces",
+                json!({}),
+                (4000, 4010),
+                200,
+            ),
+            entry(
+                "PUT",
+                "/nodes/pve1/qemu/101/config",
+                json!({}),
+                (4900, 5000),
+                200,
+            ),
+            // The template's own read is nobody's create.
+            entry(
+                "GET",
+                "/nodes/pve1/qemu/9000/config",
+                json!({}),
+                (6000, 6010),
+                200,
+            ),
+        ];
+        let tasks = vec![
+            task(&clone, "qmclone", "9000", 0, 1000),
+            task(&start, "qmstart", "101", 1410, 1910),
+        ];
+        let spans = create_spans(&journal, &tasks);
+        assert_eq!(
+            spans,
+            CreateSpans {
+                creates: 1,
+                span_ms: 5000.0,
+                clone_ms: 1000.0,
+                other_tasks_ms: 500.0,
+                poll_lag_ms: 300.0 + 100.0,
+                guest_ms: 4010.0 - 2010.0,
+            }
+        );
+        assert_eq!(spans.rest_ms(), 5000.0 - 1000.0 - 500.0 - 400.0 - 2000.0);
+    }
+
+    #[test]
+    fn a_journal_without_a_clone_has_no_creates() {
+        assert_eq!(create_spans(&[], &[]), CreateSpans::default());
+    }
+}
