@@ -157,7 +157,10 @@
 //!
 //! [`Client::wait_for_task`] polls `GET /nodes/{upid node}/tasks/{upid}/status`. The client
 //! learns each task type's length ([`TaskTimes`]): a task of a type seen before is polled
-//! once near its expected end; otherwise the first poll comes after 25–100 ms, then on a ×4
+//! once near its expected end. Before its first wait on a node, the client reads that node's
+//! task archive once (`GET /nodes/{node}/tasks?limit=100`) and starts each type from the
+//! median run time of its latest tasks there that ended OK, when that is a second or more;
+//! otherwise the first poll comes after 25–100 ms, then on a ×4
 //! ladder up to 2 s, and a waiter wakes when a task of its type started beside it ends (see
 //! `BENCH.md`). "no such task" right after dispatch is retried for a grace period; transient
 //! polling errors are retried. The caller owns the deadline: wrap the

@@ -111,6 +111,9 @@ pub struct TaskEntry {
     /// The exit status once it ended; absent while it runs.
     #[serde(default)]
     pub status: Option<String>,
+    /// Unix time the task ended, in the archive's rows (PVE's task index keeps it).
+    #[serde(default, deserialize_with = "de::opt_int")]
+    pub endtime: Option<i64>,
 }
 
 impl Node<'_> {
@@ -122,6 +125,16 @@ impl Node<'_> {
             .int("vmid", vmid)
             .text("typefilter", task_type)
             .text("source", "all");
+        self.client
+            .get(&format!("/nodes/{}/tasks", seg(self.name)), &query)
+            .await
+    }
+
+    /// `GET /nodes/{node}/tasks?limit=…`: this node's latest ended tasks (PVE's archive,
+    /// newest first), as far as this token may see them: its own, or all with `Sys.Audit`
+    /// on the node.
+    pub async fn ended_tasks(self, limit: u32) -> Result<Vec<TaskEntry>> {
+        let query = Form::new().int("limit", limit);
         self.client
             .get(&format!("/nodes/{}/tasks", seg(self.name)), &query)
             .await

@@ -6,10 +6,11 @@
 //! [`tasks`](crate::tasks) uses; they know neither, so neither module imports the other.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OnceCell};
 
 /// How [`Client::wait_for_task`](crate::Client::wait_for_task) polls. The caller owns the
 /// deadline (wrap the call in `tokio::time::timeout`).
@@ -57,6 +58,9 @@ impl Default for TaskWait {
 #[derive(Debug, Default)]
 pub struct TaskTimes {
     kinds: Mutex<HashMap<String, Learned>>,
+    /// Per source of starting estimates (a node's task archive): set once it was asked
+    /// ([`TaskTimes::seed_once`]).
+    seeded: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
 }
 
 #[derive(Debug, Default)]
@@ -71,6 +75,37 @@ impl TaskTimes {
     /// The learned run time of `kind`, if any wait of that kind ended yet.
     pub fn estimate(&self, kind: &str) -> Option<Duration> {
         self.lock().get(kind).and_then(|l| l.estimate)
+    }
+
+    /// Asks `fetch` once per `source` (a node), for the whole client, for starting estimates
+    /// (what PVE's task archive says tasks of each type took there), and keeps each for a
+    /// kind no wait has learned yet. Waits that start meanwhile wait for that answer instead
+    /// of polling, so the first wave of a process does not climb the ladder blind (#42).
+    pub async fn seed_once<F, Fut>(&self, source: &str, fetch: F)
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Vec<(String, Duration)>>,
+    {
+        let seeded = self
+            .seeded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(source.to_owned())
+            .or_default()
+            .clone();
+        seeded
+            .get_or_init(|| async {
+                let estimates = fetch().await;
+                let mut kinds = self.lock();
+                for (kind, estimate) in estimates {
+                    kinds
+                        .entry(kind)
+                        .or_default()
+                        .estimate
+                        .get_or_insert(estimate);
+                }
+            })
+            .await;
     }
 
     /// The number of this wait among the waits of its kind.
@@ -407,5 +442,40 @@ mod tests {
             queued <= alone + 1,
             "{queued} looks beside ending peers, {alone} alone"
         );
+    }
+
+    /// The archive's answer is asked once per source, however many waits start together,
+    /// and never overrides what a wait of a kind has already learned.
+    #[tokio::test(start_paused = true)]
+    async fn a_source_is_asked_once_and_seeds_only_what_nothing_was_learned_of() {
+        let times = TaskTimes::default();
+        let asked = std::sync::atomic::AtomicU32::new(0);
+        let ask = |answer: &'static [(&'static str, u64)]| {
+            let asked = &asked;
+            move || async move {
+                asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                answer
+                    .iter()
+                    .map(|(kind, secs)| ((*kind).to_owned(), Duration::from_secs(*secs)))
+                    .collect()
+            }
+        };
+        // A wait that ended before the archive answered keeps what it saw.
+        times.record("qmresize", None, Duration::from_millis(700));
+        tokio::join!(
+            times.seed_once("pve1", ask(&[("qmclone", 3), ("qmresize", 5)])),
+            times.seed_once("pve1", ask(&[("qmclone", 9)])),
+            times.seed_once("pve1", ask(&[("qmclone", 9)])),
+        );
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(times.estimate("qmclone"), Some(Duration::from_secs(3)));
+        assert_eq!(times.estimate("qmresize"), Some(Duration::from_millis(700)));
+
+        // Another node is another archive; one with nothing to say leaves the ladder.
+        times.seed_once("pve2", ask(&[])).await;
+        times.seed_once("pve2", ask(&[("qmstart", 1)])).await;
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(times.estimate("qmstart"), None);
     }
 }

@@ -67,6 +67,52 @@ async fn slow_task_is_polled_on_a_ladder_then_near_its_learned_length() {
     env.shutdown().await;
 }
 
+/// A client that has waited for no task on a node yet starts from what the node's task
+/// archive says each type took: PVE's `node_tasks` (pve-manager `PVE/API2/Tasks.pm`, default
+/// `source` `archive`) lists the ended tasks newest first, each row's `endtime` read from
+/// `/var/log/pve/tasks/index`, in whole seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_client_looks_near_the_run_time_in_the_task_archive() {
+    let env = common::start().await;
+    env.admin.set_task_ms("qmclone", 2500).await;
+    let archive_reads = |journal: &[pvesim::inspect::JournalEntry]| {
+        journal
+            .iter()
+            .filter(|e| e.method == "GET" && e.path == "/nodes/pve1/tasks")
+            .count()
+    };
+    // How long after the clone's answer each client looked at the task first.
+    let mut first_looks = Vec::new();
+    for vmid in [320, 321] {
+        // A fresh client each time: a provider process of its own.
+        let client = pve::Client::new(env.client.config().clone()).unwrap();
+        let before = env.admin.journal().await.len();
+        let upid = client
+            .node("pve1")
+            .qemu(9000)
+            .clone_to(&CloneRequest::full(vmid))
+            .await
+            .unwrap();
+        let outcome = client.wait_for_task(&upid).await.unwrap();
+        assert_eq!(outcome.exit, TaskExit::Ok);
+        let journal = env.admin.journal().await;
+        let journal = &journal[before..];
+        assert_eq!(archive_reads(journal), 1, "one archive read a node");
+        let cloned = journal.iter().find(|e| e.path.ends_with("/clone")).unwrap();
+        let first_look = journal
+            .iter()
+            .find(|e| e.path == format!("/nodes/pve1/tasks/{upid}/status"))
+            .unwrap();
+        first_looks.push(first_look.received_ms - cloned.answered_ms);
+    }
+    // The first found no clone in the archive and looked at the ladder's first rung (25 ms,
+    // long before the clone's 2.5 s end); the second started from the archive's 2 or 3 s
+    // for the first one and looked no sooner.
+    assert!(first_looks[0] < 2000, "first looks: {first_looks:?} ms");
+    assert!(first_looks[1] >= 2000, "first looks: {first_looks:?} ms");
+    env.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caller_owns_the_deadline() {
     let env = common::start().await;
