@@ -13,6 +13,8 @@
 #   BENCH_COST_SIZES=20,100 BENCH_COST_PARALLELISM=10,50    # the defaults
 #   BENCH_COST_TREES="this tree=/path/a,0afa8e7=/path/b"    # other trees' provider builds,
 #                                                           # alternating in the same run
+#   BENCH_COST_HISTORY=fresh,history                        # also after an earlier apply
+#                                                           # (its tasks in PVE's archive)
 #   BENCH_SKIP_FLEET=1 scripts/bench.sh                     # the cost-profile run only
 #
 # With BENCH_SCALE=1, first the refresh and plan of 10,000 VMs in one state and in 20 states

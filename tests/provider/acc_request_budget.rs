@@ -1095,11 +1095,38 @@ fn lock_errors_in(text: &str) -> usize {
         .count()
 }
 
-async fn cost_apply_run(tree: &str, binary: &str, vms: usize, parallelism: usize) -> CostRow {
+/// VMs an earlier apply made on the cluster before a measured apply with history: one per
+/// node, so each node's task archive holds a clone, a resize and a start (#42: a provider
+/// process starts its task times from the archive).
+const HISTORY_VMS: usize = 3;
+
+async fn cost_apply_run(
+    tree: &str,
+    binary: &str,
+    vms: usize,
+    parallelism: usize,
+    with_history: bool,
+) -> CostRow {
     let config = cost_apply_sim();
     let (sim_handle, target) = start_sim(config.clone()).await;
     let admin = pvesim::testing::Admin::new(&sim_handle);
     let sim = SimClient::new(&target);
+    if with_history {
+        let earlier = Workspace::new(target.clone());
+        install_provider(&earlier, binary);
+        earlier
+            .init_with(&fleet_slice_tf(HISTORY_VMS, vms, ""))
+            .await;
+        let out = earlier
+            .terraform(&["apply", "-auto-approve", "-input=false", "-no-color"])
+            .await;
+        assert_eq!(out.code(), 0, "{}", out.all_text());
+    }
+    let tree = &if with_history {
+        format!("{tree}, after {HISTORY_VMS} earlier creates")
+    } else {
+        tree.to_owned()
+    };
     let ws = Workspace::new(target);
     // Before init: Terraform pins the hash of what it installs from the mirror.
     install_provider(&ws, binary);
@@ -1119,8 +1146,13 @@ async fn cost_apply_run(tree: &str, binary: &str, vms: usize, parallelism: usize
     let wall = started.elapsed();
     let costs = admin.costs().await;
     let journal = journal_since(&sim, before).await;
-    // Each task's start and end on the journal's clock: how late each end was seen.
-    let tasks = admin.tasks().await;
+    // Each task's start and end on the journal's clock: how late each end was seen. The
+    // earlier apply's tasks (with history) are not this apply's.
+    let measured_from = journal
+        .first()
+        .map_or(0, |e| e["received_ms"].as_u64().unwrap_or(0));
+    let mut tasks = admin.tasks().await;
+    tasks.retain(|t| t.started_ms >= measured_from);
     let name = format!("cost-{}-{vms}-p{parallelism}", tree.replace(' ', "-"));
     for (suffix, json) in [
         ("costs", serde_json::to_vec_pretty(&costs).unwrap()),
@@ -1256,7 +1288,9 @@ fn render_cost(rows: &[CostRow], config: &pvesim::SimConfig) -> String {
 }
 
 /// `BENCH_COST_TREES` (`label=binary,…`; default this tree's build), `BENCH_COST_SIZES`
-/// (`20,100`) and `BENCH_COST_PARALLELISM` (`10,50`): every tree on every size and
+/// (`20,100`), `BENCH_COST_PARALLELISM` (`10,50`) and `BENCH_COST_HISTORY` (`fresh`, or
+/// `history`: the measured apply follows an earlier apply of [`HISTORY_VMS`] VMs on the same
+/// cluster, as most applies do; `fresh,history` runs both): every tree on every size and
 /// parallelism, each on a fresh simulator, the trees alternating.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a benchmark: run it with scripts/bench.sh"]
@@ -1276,11 +1310,18 @@ async fn bench_apply_under_costs() {
         .filter_map(|t| t.split_once('='))
         .map(|(label, path)| (label.to_owned(), path.to_owned()))
         .collect();
+    let histories: Vec<bool> = std::env::var("BENCH_COST_HISTORY")
+        .unwrap_or_else(|_| "fresh".to_owned())
+        .split(',')
+        .map(|h| h.trim() == "history")
+        .collect();
     let mut rows = Vec::new();
     for parallelism in sizes("BENCH_COST_PARALLELISM", "10,50") {
         for vms in sizes("BENCH_COST_SIZES", "20,100") {
-            for (label, binary) in &trees {
-                rows.push(cost_apply_run(label, binary, vms, parallelism).await);
+            for &with_history in &histories {
+                for (label, binary) in &trees {
+                    rows.push(cost_apply_run(label, binary, vms, parallelism, with_history).await);
+                }
             }
         }
     }
