@@ -542,6 +542,12 @@ fn task_json(task: &crate::world::Task) -> Map<String, Value> {
     row
 }
 
+/// `GET /nodes/{node}/tasks` as pve-manager's `node_tasks` (`PVE/API2/Tasks.pm`) serves it:
+/// `source=active` lists the active file's tasks, which hold no ended one (pve-common's
+/// `RESTEnvironment::active_workers` moves each to the index as it ends) and carry the status
+/// `RUNNING`; `archive` (the default) reads the index backwards, newest end first; `all` is
+/// the one followed by the other. `since`/`until` bound the start time, and `start`/`limit`
+/// page what the filters let through.
 pub fn tasks_list(world: &World, call: &Call) -> ApiResult {
     let node = call.node();
     let limit = call.int("limit").unwrap_or(50).max(0) as usize;
@@ -550,19 +556,29 @@ pub fn tasks_list(world: &World, call: &Call) -> ApiResult {
     let typefilter = call.str("typefilter");
     let errors_only = call.bool("errors").unwrap_or(false);
     let source = call.str("source").unwrap_or_else(|| "archive".into());
-    let rows: Vec<Value> = world
+    let since = call.int("since");
+    let until = call.int("until");
+    let on_node = world
         .task_order
         .iter()
         .rev()
         .filter_map(|upid| world.tasks.get(upid))
-        .filter(|t| t.node == node)
-        .filter(|t| match source.as_str() {
-            "active" => t.exitstatus.is_none(),
-            "archive" => t.exitstatus.is_some(),
-            _ => true,
-        })
+        .filter(|t| t.node == node);
+    let running = on_node.clone().filter(|t| t.exitstatus.is_none());
+    let mut ended: Vec<_> = on_node.filter(|t| t.exitstatus.is_some()).collect();
+    // The index is appended to as tasks end; read backwards, the latest end comes first.
+    ended.sort_by_key(|t| std::cmp::Reverse(t.endtime.unwrap_or(t.starttime)));
+    let listed: Vec<&crate::world::Task> = match source.as_str() {
+        "active" => running.collect(),
+        "archive" => ended,
+        _ => running.chain(ended).collect(),
+    };
+    let rows: Vec<Value> = listed
+        .into_iter()
         .filter(|t| vmid.as_ref().is_none_or(|v| *v == t.id))
         .filter(|t| typefilter.as_ref().is_none_or(|f| *f == t.task_type))
+        .filter(|t| since.is_none_or(|s| t.starttime as i64 >= s))
+        .filter(|t| until.is_none_or(|u| t.starttime as i64 <= u))
         .filter(|t| {
             !errors_only
                 || t.exitstatus
@@ -573,9 +589,14 @@ pub fn tasks_list(world: &World, call: &Call) -> ApiResult {
         .take(limit)
         .map(|t| {
             let mut row = task_json(t);
-            if let Some(status) = &t.exitstatus {
-                row.insert("status".into(), json!(status));
-                row.insert("endtime".into(), json!(t.endtime.unwrap_or(t.starttime)));
+            match &t.exitstatus {
+                Some(status) => {
+                    row.insert("status".into(), json!(status));
+                    row.insert("endtime".into(), json!(t.endtime.unwrap_or(t.starttime)));
+                }
+                None => {
+                    row.insert("status".into(), json!("RUNNING"));
+                }
             }
             Value::Object(row)
         })

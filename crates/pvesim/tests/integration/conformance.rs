@@ -1403,3 +1403,89 @@ async fn start_fails_on_a_nic_whose_bridge_the_node_lacks() {
     assert_eq!(h.wait_task(upid.as_str().unwrap()).await, "OK");
     h.sim.shutdown().await;
 }
+
+/// pve-manager `PVE/API2/Tasks.pm` `node_tasks`: `source=active` reads the active file,
+/// whose tasks carry `RUNNING` (`$task->{status} = 'RUNNING' if !$task->{status}`); an ended
+/// task is not there, as pve-common's `RESTEnvironment::active_workers` moves each task to
+/// the index (`/var/log/pve/tasks/index`, `upid endtime status`) when it ends. `archive`
+/// (the default) reads the index backwards, newest end first; `all` lists the active ones,
+/// then the archived; `since`/`until` compare the start time (`$task->{starttime} < $since`).
+#[tokio::test]
+async fn task_listing_sources_and_start_bounds() {
+    let mut config = fast_config();
+    config.timings.task_ms.insert("qmstart".into(), 600_000);
+    let h = start(config).await;
+    h.clone_template(151, "ended-first").await;
+    h.clone_template(152, "ended-last").await;
+    let running = h
+        .post("/nodes/pve1/qemu/151/status/start", &[])
+        .await
+        .data();
+    let running = running.as_str().unwrap().to_owned();
+    let list = |query: &'static str| {
+        let h = &h;
+        async move {
+            let rows = h.get(&format!("/nodes/pve1/tasks?{query}")).await.data();
+            rows.as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r["type"].as_str().unwrap().to_owned(),
+                        r["id"].as_str().unwrap().to_owned(),
+                        r["status"].as_str().map(str::to_owned),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let run = (
+        "qmstart".to_owned(),
+        "151".to_owned(),
+        Some("RUNNING".to_owned()),
+    );
+    let clone_of = |status: &str| {
+        (
+            "qmclone".to_owned(),
+            "9000".to_owned(),
+            Some(status.to_owned()),
+        )
+    };
+    assert_eq!(list("source=active").await, std::slice::from_ref(&run));
+    let all = list("source=all").await;
+    assert_eq!(all, [run.clone(), clone_of("OK"), clone_of("OK")]);
+    let archive = list("").await;
+    assert_eq!(archive, [clone_of("OK"), clone_of("OK")]);
+
+    let rows = h.get("/nodes/pve1/tasks?source=all").await.data();
+    let started = rows[0]["starttime"].as_i64().unwrap();
+    assert_eq!(rows[0]["upid"], running.as_str());
+    assert!(rows[0].get("endtime").is_none());
+    assert!(rows[1]["endtime"].as_i64().unwrap() >= rows[2]["endtime"].as_i64().unwrap());
+    let bounded = h
+        .get(&format!(
+            "/nodes/pve1/tasks?source=all&since={}",
+            started + 1
+        ))
+        .await
+        .data();
+    assert_eq!(bounded, json!([]), "every task started before `since`");
+    let bounded = h
+        .get(&format!(
+            "/nodes/pve1/tasks?source=all&since={started}&until={started}"
+        ))
+        .await
+        .data();
+    assert_eq!(bounded[0]["upid"], running.as_str());
+
+    // Stopped, it leaves the active file for the index.
+    let stop = h
+        .delete(&format!("/nodes/pve1/tasks/{}", encode(&running)))
+        .await;
+    assert_eq!(stop.status, StatusCode::OK);
+    h.wait_task(&running).await;
+    assert_eq!(list("source=active").await, []);
+    assert_eq!(list("source=all").await[0].0, "qmstart");
+    assert_ne!(list("source=all").await[0].2.as_deref(), Some("RUNNING"));
+    h.sim.shutdown().await;
+}
