@@ -69,6 +69,35 @@ fn vm_of(entry: &Value, template: &str) -> Option<String> {
     (vmid != template).then(|| vmid.to_owned())
 }
 
+/// The Unix second a UPID says its task started.
+fn upid_start(upid: &str) -> Option<u64> {
+    u64::from_str_radix(upid.split(':').nth(4)?, 16).ok()
+}
+
+/// When the provider saw `task` ended: the first answer after its end to a status read of
+/// it, or to a listing of its node's tasks that holds it (`source=all`, `since` no later
+/// than its start), which answers every wait on the node at once.
+fn end_seen(journal: &[Value], task: &TaskTiming) -> Option<u64> {
+    let ended = task.ended_ms?;
+    let listing_path = format!("/nodes/{}/tasks", task.node);
+    let start = upid_start(&task.upid).unwrap_or(0);
+    journal
+        .iter()
+        .filter(|e| ms(e, "received_ms") >= ended && e["status"] == 200)
+        .filter(|e| {
+            polled_upid(path(e)) == Some(task.upid.as_str())
+                || (path(e) == listing_path
+                    && e["params"]["source"] == "all"
+                    && e["params"]["since"]
+                        .as_str()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .or_else(|| e["params"]["since"].as_u64())
+                        .is_some_and(|since| since <= start))
+        })
+        .map(|e| ms(e, "answered_ms"))
+        .min()
+}
+
 /// The means over every create the journal shows (a successful clone request).
 pub fn create_spans(journal: &[Value], tasks: &[TaskTiming]) -> CreateSpans {
     let clones: Vec<&Value> = journal
@@ -84,13 +113,10 @@ pub fn create_spans(journal: &[Value], tasks: &[TaskTiming]) -> CreateSpans {
             by_vm.entry(vm).or_default().push(entry);
         }
     }
-    let mut seen: BTreeMap<&str, u64> = BTreeMap::new();
-    for entry in journal {
-        if let Some(upid) = polled_upid(path(entry)) {
-            let at = seen.entry(upid).or_default();
-            *at = (*at).max(ms(entry, "answered_ms"));
-        }
-    }
+    let seen: BTreeMap<&str, u64> = tasks
+        .iter()
+        .filter_map(|t| Some((t.upid.as_str(), end_seen(journal, t)?)))
+        .collect();
     let creates = clones.len();
     let mut spans = CreateSpans {
         creates,
@@ -246,6 +272,46 @@ mod tests {
             }
         );
         assert_eq!(spans.rest_ms(), 5000.0 - 1000.0 - 500.0 - 400.0 - 2000.0);
+    }
+
+    /// A task seen ended by a listing of its node's tasks another wait made: its lag ends
+    /// at that listing's answer, not at a status read of its own.
+    #[test]
+    fn an_end_seen_in_the_nodes_listing_counts_from_that_listing() {
+        let (clone, start) = (upid("qmclone", "9000"), upid("qmstart", "101"));
+        let listing = |since: u64, at: u64| {
+            let params = json!({"source": "all", "since": since.to_string()});
+            entry("GET", "/nodes/pve1/tasks", params, (at, at + 10), 200)
+        };
+        let start_secs = 0x6B00_0000;
+        let journal = vec![
+            entry(
+                "POST",
+                "/nodes/pve1/qemu/9000/clone",
+                json!({"newid": "101"}),
+                (0, 20),
+                200,
+            ),
+            listing(start_secs, 900),
+            // Too late a start to hold the clone.
+            listing(start_secs + 1, 1050),
+            listing(start_secs, 1200),
+            poll(&clone, 1500),
+            entry(
+                "POST",
+                "/nodes/pve1/qemu/101/status/start",
+                json!({}),
+                (1400, 1410),
+                200,
+            ),
+            poll(&start, 2000),
+        ];
+        let tasks = vec![
+            task(&clone, "qmclone", "9000", 0, 1000),
+            task(&start, "qmstart", "101", 1410, 1910),
+        ];
+        let spans = create_spans(&journal, &tasks);
+        assert_eq!(spans.poll_lag_ms, (1210.0 - 1000.0) + (2010.0 - 1910.0));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use tokio::sync::MutexGuard;
 use crate::error::{Error, Result, Scrubber};
 use crate::pacing::{TaskTimes, TaskWait};
 use crate::retry::current_attempt;
+use crate::task_board::TaskBoards;
 use crate::wire::{Envelope, ErrorBody, Form};
 
 /// An API token `USER@REALM!TOKENID=SECRET`. `Debug` and `Display` never show the secret.
@@ -196,6 +197,7 @@ struct Inner {
     scrubber: Scrubber,
     config: ClientConfig,
     task_times: TaskTimes,
+    task_boards: TaskBoards,
     token_refusal: TokenRefusal,
 }
 
@@ -283,6 +285,7 @@ impl Client {
                 scrubber,
                 config,
                 task_times: TaskTimes::default(),
+                task_boards: TaskBoards::default(),
                 token_refusal: TokenRefusal::default(),
             }),
         })
@@ -296,6 +299,11 @@ impl Client {
     /// How long tasks and other waits took so far, shared by every wait of this client.
     pub fn task_times(&self) -> &TaskTimes {
         &self.inner.task_times
+    }
+
+    /// Each node's task listing, shared by the waits on that node.
+    pub(crate) fn task_boards(&self) -> &TaskBoards {
+        &self.inner.task_boards
     }
 
     /// Removes the token from a text (for callers that log server-provided texts themselves).

@@ -162,7 +162,11 @@
 //! median run time of its latest tasks there that ended OK, when that is a second or more;
 //! otherwise the first poll comes after 25–100 ms, then on a ×4
 //! ladder up to 2 s, and a waiter wakes when a task of its type started beside it ends (see
-//! `BENCH.md`). "no such task" right after dispatch is retried for a grace period; transient
+//! `BENCH.md`). While two or more waits run on one node, each look there is one listing of
+//! the node's tasks (`GET /nodes/{node}/tasks?source=all&since=…`, the running ones and the
+//! ended ones with their exit status) that answers for every wait on the node
+//! ([`task_board`]); a wait alone on its node, or on a node whose listing failed, asks its
+//! task's status. "no such task" right after dispatch is retried for a grace period; transient
 //! polling errors are retried. The caller owns the deadline: wrap the
 //! call in `tokio::time::timeout`.
 //!
@@ -185,6 +189,7 @@ pub mod retry;
 #[cfg(test)]
 mod schema_contract;
 pub mod storage;
+pub mod task_board;
 pub mod tasks;
 pub mod upid;
 pub mod version;

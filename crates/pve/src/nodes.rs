@@ -108,7 +108,7 @@ pub struct TaskEntry {
     /// Unix time the task started.
     #[serde(default, deserialize_with = "de::opt_int")]
     pub starttime: Option<i64>,
-    /// The exit status once it ended; absent while it runs.
+    /// The exit status once it ended; `RUNNING` (or absent) while it runs.
     #[serde(default)]
     pub status: Option<String>,
     /// Unix time the task ended, in the archive's rows (PVE's task index keeps it).
@@ -135,6 +135,19 @@ impl Node<'_> {
     /// on the node.
     pub async fn ended_tasks(self, limit: u32) -> Result<Vec<TaskEntry>> {
         let query = Form::new().int("limit", limit);
+        self.client
+            .get(&format!("/nodes/{}/tasks", seg(self.name)), &query)
+            .await
+    }
+
+    /// `GET /nodes/{node}/tasks?source=all&since=…&limit=…`: this node's tasks started at or
+    /// after `since` (Unix seconds), running ones first (`status` `RUNNING`), then the ended
+    /// ones with their exit status, newest end first, as far as this token may see them.
+    pub async fn tasks_since(self, since: u64, limit: u32) -> Result<Vec<TaskEntry>> {
+        let query = Form::new()
+            .text("source", "all")
+            .int("since", since)
+            .int("limit", limit);
         self.client
             .get(&format!("/nodes/{}/tasks", seg(self.name)), &query)
             .await

@@ -267,7 +267,17 @@ impl<'a> Pacer<'a> {
 
     /// The thing was seen not finished yet at this look.
     pub fn still_running(&mut self) {
-        self.running_at = Some(self.elapsed());
+        self.still_running_at(tokio::time::Instant::now());
+    }
+
+    /// The thing was seen not finished yet at `at`: by this wait's look, or by another
+    /// wait's that answered for it too (a node's task listing); either is a rung climbed.
+    pub fn still_running_at(&mut self, at: tokio::time::Instant) {
+        let at = at.saturating_duration_since(self.started);
+        if self.running_at.is_some_and(|seen| seen >= at) {
+            return;
+        }
+        self.running_at = Some(at);
         self.deaf_to_peers |= self.woken_by_peer;
         // Past a learned estimate the end is near: grow gently.
         let factor = if self.learned().is_some() {
@@ -284,8 +294,17 @@ impl<'a> Pacer<'a> {
 
     /// The thing was seen finished at this look: teaches the client's [`TaskTimes`].
     pub fn finished(&self) {
-        self.times
-            .record(&self.kind, self.running_at, self.elapsed());
+        self.finished_at(tokio::time::Instant::now());
+    }
+
+    /// The thing was seen finished at `at` (see [`Pacer::still_running_at`]).
+    pub fn finished_at(&self, at: tokio::time::Instant) {
+        let ended_at = at.saturating_duration_since(self.started);
+        self.times.record(
+            &self.kind,
+            self.running_at.filter(|seen| *seen <= ended_at),
+            ended_at,
+        );
     }
 }
 

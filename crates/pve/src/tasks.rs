@@ -10,6 +10,7 @@ use crate::client::{Body, Client, seg};
 use crate::error::{Error, ErrorKind, Result, TaskFailure};
 pub use crate::pacing::{Pacer, TaskTimes, TaskWait};
 use crate::retry::{Backoff, RetryPolicy, retry_idempotent, wait_out_locks};
+use crate::task_board::{BoardSeat, TaskState};
 use crate::upid::Upid;
 use crate::wire::{Form, de};
 
@@ -24,6 +25,20 @@ const STATUS_READS: RetryPolicy = RetryPolicy {
     retry_locked: false,
     locked_until: None,
 };
+
+/// How a node's task listing is retried before its waits go back to asking each task's
+/// status (which has its own, longer, retries): the waits of the node wait for it.
+const LISTING_READS: RetryPolicy = RetryPolicy {
+    max_attempts: 3,
+    base_delay: Duration::from_millis(200),
+    max_delay: Duration::from_secs(1),
+    retry_locked: false,
+    locked_until: None,
+};
+
+/// Rows a node's task listing may hold: the tasks started since the oldest wait on the node,
+/// on a busy node a few hundred; a task cut off is asked on its own.
+const LISTING_LIMIT: u32 = 500;
 
 /// How many of a node's latest ended tasks [`typical_run_times`] looks at: PVE lists 50 by
 /// default; a create's waits are about a sixth of its tasks, so 100 rows hold a few of each
@@ -243,33 +258,80 @@ impl Client {
                 .seed_once(upid.node(), || self.archived_run_times(upid.node()))
                 .await;
         }
+        let mut seat = self.task_boards().join(upid.node(), upid.starttime());
         let mut pacer = Pacer::new(self.task_times(), upid.task_type(), opts);
         loop {
-            pacer.pause().await;
-            let status = match retry_idempotent(&STATUS_READS, || self.task_status(upid)).await {
-                Ok(s) => s,
-                Err(e)
-                    if e.kind() == ErrorKind::NotFound
-                        && started.elapsed() < opts.unknown_grace =>
-                {
-                    pacer.still_running();
-                    continue;
-                }
-                Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Err(Error::task_vanished(upid, e));
-                }
-                Err(e) => return Err(e),
+            let listing = tokio::select! {
+                listing = seat.next_listing() => Some(listing),
+                () = pacer.pause() => None,
             };
-            if status.is_running() {
-                pacer.still_running();
+            // Another wait's look at the node's tasks: ours is in it, or nothing is learned.
+            if let Some(listing) = listing {
+                match listing.state(upid.as_str()) {
+                    Some(TaskState::Running) => pacer.still_running_at(listing.answered_at),
+                    Some(TaskState::Ended(exit)) => {
+                        pacer.finished_at(listing.answered_at);
+                        return Ok((exit.clone(), pacer.looks()));
+                    }
+                    None => {}
+                }
                 continue;
             }
-            pacer.finished();
-            let exitstatus = status
-                .exitstatus
-                .unwrap_or_else(|| "unexpected status".to_owned());
-            return Ok((exitstatus, pacer.looks()));
+            let state = match self.look_on_board(&mut seat, upid).await {
+                Some(state) => state,
+                None => match retry_idempotent(&STATUS_READS, || self.task_status(upid)).await {
+                    Ok(status) if status.is_running() => TaskState::Running,
+                    Ok(status) => TaskState::Ended(
+                        status
+                            .exitstatus
+                            .unwrap_or_else(|| "unexpected status".to_owned()),
+                    ),
+                    Err(e)
+                        if e.kind() == ErrorKind::NotFound
+                            && started.elapsed() < opts.unknown_grace =>
+                    {
+                        TaskState::Running
+                    }
+                    Err(e) if e.kind() == ErrorKind::NotFound => {
+                        return Err(Error::task_vanished(upid, e));
+                    }
+                    Err(e) => return Err(e),
+                },
+            };
+            match state {
+                TaskState::Running => pacer.still_running(),
+                TaskState::Ended(exitstatus) => {
+                    pacer.finished();
+                    return Ok((exitstatus, pacer.looks()));
+                }
+            }
         }
+    }
+
+    /// A look at `upid` through its node's task listing, while other waits share it
+    /// ([`crate::task_board`]); `None` when the wait is alone on its node, the listing
+    /// failed (then the node's waits ask their own status from now on), or the listing does
+    /// not hold the task (one cut by the listing's limit): the task's own status answers.
+    async fn look_on_board(&self, seat: &mut BoardSeat, upid: &Upid) -> Option<TaskState> {
+        if !seat.shared() {
+            return None;
+        }
+        let listing = seat
+            .look(|since| async move {
+                let node = self.node(upid.node());
+                match retry_idempotent(&LISTING_READS, || node.tasks_since(since, LISTING_LIMIT))
+                    .await
+                {
+                    Ok(rows) => Some(rows.into_iter().map(|row| (row.upid, row.status)).collect()),
+                    Err(e) => {
+                        let node = upid.node();
+                        tracing::debug!(node, error = %e, "no task listing: asking each task");
+                        None
+                    }
+                }
+            })
+            .await?;
+        listing.state(upid.as_str()).cloned()
     }
 
     /// How long each type of task took lately on `node`, by its task archive

@@ -113,6 +113,84 @@ async fn a_new_client_looks_near_the_run_time_in_the_task_archive() {
     env.shutdown().await;
 }
 
+/// Clones `vmids` of the template on pve1 one after another, then waits for all of them at
+/// once with a client of their own (nothing learned); returns the journal of the waits.
+async fn wait_for_clones_together(
+    env: &common::Env,
+    vmids: std::ops::Range<u32>,
+) -> Vec<pvesim::inspect::JournalEntry> {
+    let client = pve::Client::new(env.client.config().clone()).unwrap();
+    let mut upids = Vec::new();
+    for vmid in vmids {
+        let template = client.node("pve1").qemu(9000);
+        upids.push(template.clone_to(&CloneRequest::full(vmid)).await.unwrap());
+    }
+    let before = env.admin.journal().await.len();
+    let outcomes =
+        futures_util::future::join_all(upids.iter().map(|u| client.wait_for_task(u))).await;
+    for outcome in outcomes {
+        assert_eq!(outcome.unwrap().exit, TaskExit::Ok);
+    }
+    env.admin.journal().await.split_off(before)
+}
+
+fn task_looks(journal: &[pvesim::inspect::JournalEntry]) -> (usize, usize) {
+    let listings = journal
+        .iter()
+        .filter(|e| e.path == "/nodes/pve1/tasks" && e.params.get("source").is_some())
+        .count();
+    let status_reads = journal
+        .iter()
+        .filter(|e| e.path.contains("/tasks/UPID") && e.path.ends_with("/status"))
+        .count();
+    (listings, status_reads)
+}
+
+/// While several waits run on one node, each look is one `GET /nodes/{node}/tasks?source=all`
+/// that answers for all of them (pve-manager `PVE/API2/Tasks.pm` `node_tasks`: the running
+/// tasks with `RUNNING`, then the ended ones with their exit status): 8 waits of 1.5 s make
+/// about one ladder of looks between them, not 8 (a lone wait looks 4 times: 25, 125, 525
+/// ms, 2.1 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_on_one_node_share_its_task_listing() {
+    let env = common::start().await;
+    env.admin.set_task_ms("qmclone", 1500).await;
+    let journal = wait_for_clones_together(&env, 330..338).await;
+    let (listings, status_reads) = task_looks(&journal);
+    assert!(
+        listings + status_reads <= 12,
+        "{listings} listings and {status_reads} status reads for 8 waits"
+    );
+    assert!(listings >= 1, "the waits looked through the listing");
+    env.shutdown().await;
+}
+
+/// A node whose task listing fails (a proxy that does not serve it) costs one failed
+/// listing; its waits then ask each task's status, and all end as they would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_task_listing_leaves_each_wait_to_its_own_status() {
+    let env = common::start().await;
+    env.admin.set_task_ms("qmclone", 300).await;
+    env.admin
+        .set_faults(&faults(json!({"http": [
+            {"method": "GET", "path_regex": "^/nodes/pve1/tasks$", "status": 501}
+        ]})))
+        .await;
+    let journal = wait_for_clones_together(&env, 340..344).await;
+    let (_, status_reads) = task_looks(&journal);
+    // A refused request's journal entry has no parameters: the archive read and the listing
+    // look alike.
+    let refused = journal
+        .iter()
+        .filter(|e| e.path == "/nodes/pve1/tasks" && e.status == 501)
+        .count();
+    // A 5xx PVE gives no reason for is tried three times (`LISTING_READS`); the waits
+    // queued behind that look do not ask again.
+    assert_eq!(refused, 1 + 3, "the archive read and one listing");
+    assert!(status_reads >= 4, "each wait asked its own: {status_reads}");
+    env.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caller_owns_the_deadline() {
     let env = common::start().await;
