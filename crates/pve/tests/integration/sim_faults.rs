@@ -157,6 +157,7 @@ async fn waits_on_one_node_share_its_task_listing() {
     env.admin.set_task_ms("qmclone", 1500).await;
     let journal = wait_for_clones_together(&env, 330..338).await;
     let (listings, status_reads) = task_looks(&journal);
+    eprintln!("8 waits: {listings} listings, {status_reads} status reads");
     assert!(
         listings + status_reads <= 12,
         "{listings} listings and {status_reads} status reads for 8 waits"
