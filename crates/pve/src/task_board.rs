@@ -280,8 +280,7 @@ mod tests {
     async fn a_failed_listing_sends_the_nodes_waits_back_to_their_own_status() {
         let boards = TaskBoards::default();
         let mut a = boards.join("pve1", 100);
-        let b = boards.join("pve1", 100);
-        let mut b = b;
+        let mut b = boards.join("pve1", 100);
         // b's look queued behind a's failing one: it does not ask again.
         let (failed, queued) = tokio::join!(
             a.look(|_| async { None }),

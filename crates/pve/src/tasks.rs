@@ -265,46 +265,52 @@ impl Client {
                 listing = seat.next_listing() => Some(listing),
                 () = pacer.pause() => None,
             };
-            // Another wait's look at the node's tasks: ours is in it, or nothing is learned.
-            if let Some(listing) = listing {
-                match listing.state(upid.as_str()) {
-                    Some(TaskState::Running) => pacer.still_running_at(listing.answered_at),
-                    Some(TaskState::Ended(exit)) => {
-                        pacer.finished_at(listing.answered_at);
-                        return Ok((exit.clone(), pacer.looks()));
-                    }
-                    None => {}
-                }
-                continue;
-            }
-            let state = match self.look_on_board(&mut seat, upid).await {
-                Some(state) => state,
-                None => match retry_idempotent(&STATUS_READS, || self.task_status(upid)).await {
-                    Ok(status) if status.is_running() => TaskState::Running,
-                    Ok(status) => TaskState::Ended(
-                        status
-                            .exitstatus
-                            .unwrap_or_else(|| "unexpected status".to_owned()),
-                    ),
-                    Err(e)
-                        if e.kind() == ErrorKind::NotFound
-                            && started.elapsed() < opts.unknown_grace =>
-                    {
-                        TaskState::Running
-                    }
-                    Err(e) if e.kind() == ErrorKind::NotFound => {
-                        return Err(Error::task_vanished(upid, e));
-                    }
-                    Err(e) => return Err(e),
+            // Another wait's look at the node's tasks answers ours too when it holds our task;
+            // else our own look, through the listing or the task's status.
+            let (state, seen_at) = match listing {
+                Some(listing) => match listing.state(upid.as_str()) {
+                    Some(state) => (state.clone(), listing.answered_at),
+                    None => continue,
                 },
+                None => (
+                    self.own_look(&mut seat, upid, opts, started).await?,
+                    tokio::time::Instant::now(),
+                ),
             };
             match state {
-                TaskState::Running => pacer.still_running(),
+                TaskState::Running => pacer.still_running_at(seen_at),
                 TaskState::Ended(exitstatus) => {
-                    pacer.finished();
+                    pacer.finished_at(seen_at);
                     return Ok((exitstatus, pacer.looks()));
                 }
             }
+        }
+    }
+
+    /// This wait's own look at its task: through the node's listing while it is shared,
+    /// else the task's status. An invisible UPID counts as running for `unknown_grace`.
+    async fn own_look(
+        &self,
+        seat: &mut BoardSeat,
+        upid: &Upid,
+        opts: &TaskWait,
+        started: Instant,
+    ) -> Result<TaskState> {
+        if let Some(state) = self.look_on_board(seat, upid).await {
+            return Ok(state);
+        }
+        match retry_idempotent(&STATUS_READS, || self.task_status(upid)).await {
+            Ok(status) if status.is_running() => Ok(TaskState::Running),
+            Ok(status) => Ok(TaskState::Ended(
+                status
+                    .exitstatus
+                    .unwrap_or_else(|| "unexpected status".to_owned()),
+            )),
+            Err(e) if e.kind() == ErrorKind::NotFound && started.elapsed() < opts.unknown_grace => {
+                Ok(TaskState::Running)
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::task_vanished(upid, e)),
+            Err(e) => Err(e),
         }
     }
 
