@@ -156,19 +156,20 @@
 //! # Waiting for tasks
 //!
 //! [`Client::wait_for_task`] polls `GET /nodes/{upid node}/tasks/{upid}/status`. The client
-//! learns each task type's length ([`TaskTimes`]): a task of a type seen before is polled
-//! once near its expected end. Before its first wait on a node, the client reads that node's
-//! task archive once (`GET /nodes/{node}/tasks?limit=100`) and starts each type from the
-//! median run time of its latest tasks there that ended OK, when that is a second or more;
-//! otherwise the first poll comes after 25–100 ms, then on a ×4
-//! ladder up to 2 s, and a waiter wakes when a task of its type started beside it ends (see
-//! `BENCH.md`). While two or more waits run on one node, each look there is one listing of
-//! the node's tasks (`GET /nodes/{node}/tasks?source=all&since=…`, the running ones and the
-//! ended ones with their exit status) that answers for every wait on the node
-//! ([`task_board`]); a wait alone on its node, or on a node whose listing failed, asks its
+//! learns each task type's length ([`TaskTimes`]): a task of a type seen before is polled once
+//! near its expected end. Before its first wait on a node, the client reads that node's task
+//! archive once (`GET /nodes/{node}/tasks?limit=100`) and starts each type from the median run
+//! time of its latest tasks there that ended OK, when that is a second or more; otherwise the
+//! first poll comes after 25–100 ms, then on a ×4 ladder up to 2 s, and a waiter wakes when a
+//! task of its type started beside it ends (see `docs/dev/benchmarks.md`). While two or more
+//! waits run on one node, each look there is one listing of the node's tasks (`GET
+//! /nodes/{node}/tasks?source=all&since=…`, the running ones and the ended ones with their exit
+//! status) that answers for every wait on the node ([`task_board`]); such a wait, whose looks
+//! cost little, looks first where the shortest of its task type's latest runs ended, then at
+//! the expected end. A wait alone on its node, or on a node whose listing failed, asks its
 //! task's status. "no such task" right after dispatch is retried for a grace period; transient
-//! polling errors are retried. The caller owns the deadline: wrap the
-//! call in `tokio::time::timeout`.
+//! polling errors are retried. The caller owns the deadline: wrap the call in
+//! `tokio::time::timeout`.
 //!
 //! # Observability
 //!

@@ -5,7 +5,7 @@
 //! These are the types the [`Client`](crate::Client) holds and the task waiter in
 //! [`tasks`](crate::tasks) uses; they know neither, so neither module imports the other.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,9 +17,10 @@ use tokio::sync::{Notify, OnceCell};
 ///
 /// The schedule learns: every wait records, per task type, when the task was seen running
 /// last and when it was seen stopped, and later waits of that type poll once near the
-/// learned run time instead of climbing a geometric ladder (see [`TaskTimes`]). A waiter
+/// learned run time instead of climbing a geometric ladder (see [`TaskTimes`]); a wait whose
+/// looks are shared with others looks first where the shortest recent run ended. A waiter
 /// that knows nothing yet climbs the ladder, and wakes early when a task of its type started
-/// beside it ends. `BENCH.md` has the figures.
+/// beside it ends. `docs/dev/benchmarks.md` has the figures.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskWait {
     /// Delay before the first status request of a task type nothing is known of yet: short
@@ -51,6 +52,10 @@ impl Default for TaskWait {
     }
 }
 
+/// How many of a kind's latest run times [`TaskTimes::shortest_recent`] looks at: a few
+/// waves of a fleet's creates, so what a storage lock's queue did lately, not long ago.
+const RECENT_RUNS: usize = 16;
+
 /// What one client has learned of how long things take, per kind (a task type such as
 /// `qmclone`, or another wait such as a guest's first address): an estimate of the run time
 /// from the brackets earlier waits saw, and a signal to wake waiters of that kind when one
@@ -66,6 +71,9 @@ pub struct TaskTimes {
 #[derive(Debug, Default)]
 struct Learned {
     estimate: Option<Duration>,
+    /// The run times the latest waits saw, best guesses from their brackets: the shortest
+    /// is where a wait whose looks are cheap looks first (see [`Pacer::looks_are_shared`]).
+    recent: VecDeque<Duration>,
     ended: Arc<Notify>,
     /// Waits of this kind started so far: spreads their ladders (see [`Pacer::new`]).
     started: u64,
@@ -75,6 +83,13 @@ impl TaskTimes {
     /// The learned run time of `kind`, if any wait of that kind ended yet.
     pub fn estimate(&self, kind: &str) -> Option<Duration> {
         self.lock().get(kind).and_then(|l| l.estimate)
+    }
+
+    /// The shortest run time among the latest waits of `kind` ([`RECENT_RUNS`] of them).
+    pub fn shortest_recent(&self, kind: &str) -> Option<Duration> {
+        self.lock()
+            .get(kind)
+            .and_then(|l| l.recent.iter().min().copied())
     }
 
     /// Asks `fetch` once per `source` (a node), for the whole client, for starting estimates
@@ -130,6 +145,15 @@ impl TaskTimes {
         let signal = {
             let mut kinds = self.lock();
             let learned = kinds.entry(kind.to_owned()).or_default();
+            if learned.recent.len() == RECENT_RUNS {
+                learned.recent.pop_front();
+            }
+            learned.recent.push_back(match running_at {
+                // Ended by the first look: no earlier than that look says.
+                None => ended_at,
+                Some(lo) if ended_at - lo <= ended_at / 8 => ended_at - (ended_at - lo) / 4,
+                Some(lo) => (lo + ended_at) / 2,
+            });
             learned.estimate = Some(match (learned.estimate, running_at) {
                 (None, None) => ended_at,
                 // Ended by the first look near the estimate: the estimate may be too long
@@ -171,6 +195,8 @@ pub struct Pacer<'a> {
     past_estimate: bool,
     /// This look was made because another wait of the kind ended.
     woken_by_peer: bool,
+    /// Looks cost little: one answers other waits too (a node's shared task listing).
+    looks_shared: bool,
     /// A look made at another wait's end found this one still running: the waits of this
     /// kind end one by one (queued behind a lock or PVE's workers), not together, so later
     /// ends do not wake this one again; each would cost a status request for every wait
@@ -198,8 +224,19 @@ impl<'a> Pacer<'a> {
             looks: 0,
             past_estimate: false,
             woken_by_peer: false,
+            looks_shared: false,
             deaf_to_peers: false,
         }
+    }
+
+    /// Whether this wait's looks are shared with other waits (a node's task listing answers
+    /// every wait there), so one more look costs little: then the first look comes where the
+    /// shortest recent run of the kind ended, before the expected end. Tasks of a kind queued
+    /// behind one lock end spread by its retry sleeps (a clone takes 2.4, 3.4 or 4.3 s by
+    /// how often pmxcfs' lock was taken, #42); a look only at the estimate, which the
+    /// latest, longest ones set, sees the early ones a second late.
+    pub fn looks_are_shared(&mut self, shared: bool) {
+        self.looks_shared = shared;
     }
 
     /// How long this wait has run.
@@ -251,6 +288,16 @@ impl<'a> Pacer<'a> {
     fn next_look(&mut self) -> tokio::time::Instant {
         let last = self.running_at.map_or(self.started, |at| self.started + at);
         if let Some(estimate) = self.learned() {
+            if self.looks_shared
+                && !self.past_estimate
+                && let Some(shortest) = self.times.shortest_recent(&self.kind)
+                && shortest < estimate.mul_f64(0.9)
+            {
+                let early = self.started + shortest;
+                if early > last + self.opts.first_poll / 2 {
+                    return early;
+                }
+            }
             let expected = self.started + estimate;
             // Not there yet: one look at the expected end.
             if expected > last + self.opts.first_poll / 2 {
@@ -390,6 +437,66 @@ mod tests {
         pacer.still_running();
         pacer.pause().await;
         assert!(pacer.elapsed() - learned <= learned / 8);
+    }
+
+    /// Clones queued behind pmxcfs' lock take 2.4 s, or a retry sleep or two longer (#42):
+    /// the estimate follows the latest, long ones; a wait whose looks are shared looks first
+    /// where the shortest recent one ended, then at the estimate; a wait alone only there.
+    #[tokio::test(start_paused = true)]
+    async fn a_shared_wait_looks_first_where_the_shortest_recent_run_ended() {
+        let times = TaskTimes::default();
+        let opts = TaskWait::default();
+        let ms = Duration::from_millis;
+        // Seen running at 2.3 s and stopped at 2.4 s; the next at 4.2 s and 4.3 s.
+        times.record("qmclone", Some(ms(2300)), ms(2400));
+        times.record("qmclone", Some(ms(4200)), ms(4300));
+        let estimate = times.estimate("qmclone").unwrap();
+        assert_eq!(estimate, ms(4275));
+        assert_eq!(times.shortest_recent("qmclone"), Some(ms(2375)));
+
+        let mut shared = Pacer::new(&times, "qmclone", &opts);
+        shared.looks_are_shared(true);
+        shared.pause().await;
+        assert_eq!(
+            shared.elapsed(),
+            ms(2375),
+            "first look where the short one ended"
+        );
+        shared.still_running();
+        shared.pause().await;
+        assert_eq!(shared.elapsed(), estimate, "then at the expected end");
+        assert_eq!(shared.looks(), 2);
+
+        let mut alone = Pacer::new(&times, "qmclone", &opts);
+        alone.pause().await;
+        assert_eq!(
+            alone.elapsed(),
+            estimate,
+            "a wait alone looks once, at the estimate"
+        );
+
+        // Runs alike: no look before the estimate.
+        let even = TaskTimes::default();
+        even.record("qmstart", Some(ms(900)), ms(1000));
+        even.record("qmstart", Some(ms(950)), ms(1050));
+        let mut shared = Pacer::new(&even, "qmstart", &opts);
+        shared.looks_are_shared(true);
+        shared.pause().await;
+        assert_eq!(shared.elapsed(), even.estimate("qmstart").unwrap());
+    }
+
+    /// Only the latest runs count: a short run long ago does not pull every look early.
+    #[test]
+    fn the_shortest_recent_run_forgets_old_runs() {
+        let times = TaskTimes::default();
+        let ms = Duration::from_millis;
+        times.record("qmclone", None, ms(1000));
+        for _ in 0..RECENT_RUNS - 1 {
+            times.record("qmclone", Some(ms(2900)), ms(3000));
+        }
+        assert_eq!(times.shortest_recent("qmclone"), Some(ms(1000)));
+        times.record("qmclone", Some(ms(2900)), ms(3000));
+        assert_eq!(times.shortest_recent("qmclone"), Some(ms(2975)));
     }
 
     #[tokio::test(start_paused = true)]

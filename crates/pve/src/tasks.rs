@@ -261,6 +261,7 @@ impl Client {
         let mut seat = self.task_boards().join(upid.node(), upid.starttime());
         let mut pacer = Pacer::new(self.task_times(), upid.task_type(), opts);
         loop {
+            pacer.looks_are_shared(seat.shared());
             let listing = tokio::select! {
                 listing = seat.next_listing() => Some(listing),
                 () = pacer.pause() => None,
