@@ -148,27 +148,28 @@ impl TaskTimes {
             if learned.recent.len() == RECENT_RUNS {
                 learned.recent.pop_front();
             }
-            learned.recent.push_back(match running_at {
+            let tight = running_at.is_some_and(|lo| ended_at - lo <= ended_at / 8);
+            // Where this run most likely ended, from what its wait saw.
+            let guess = match running_at {
                 // Ended by the first look: no earlier than that look says.
                 None => ended_at,
-                Some(lo) if ended_at - lo <= ended_at / 8 => ended_at - (ended_at - lo) / 4,
+                // Seen running, then stopped a short step later: late in that step, so the
+                // next one of its kind ends at its first look most of the time.
+                Some(lo) if tight => ended_at - (ended_at - lo) / 4,
                 Some(lo) => (lo + ended_at) / 2,
-            });
+            };
+            learned.recent.push_back(guess);
             learned.estimate = Some(match (learned.estimate, running_at) {
-                (None, None) => ended_at,
                 // Ended by the first look near the estimate: the estimate may be too long
                 // now, so probe a little shorter next time (once per round: parallel waiters
                 // that all ended at their first look shorten it once, not once each).
                 (Some(old), None) => old.min(ended_at.mul_f64(0.98)),
-                // Seen running, then stopped a short step later: the next one of its kind is
-                // looked at late in that step, to end at its first look most of the time.
-                (_, Some(lo)) if ended_at - lo <= ended_at / 8 => ended_at - (ended_at - lo) / 4,
                 // A wide bracket (a ladder's rung, a look made when another wait ended) that
                 // agrees with the estimate leaves it; waits woken together by the first end
                 // of a wave thereby raise it only while one of them saw its task still running
                 // later than the estimate.
-                (Some(old), Some(lo)) if old > lo && old <= ended_at => old,
-                (_, Some(lo)) => (lo + ended_at) / 2,
+                (Some(old), Some(lo)) if !tight && old > lo && old <= ended_at => old,
+                _ => guess,
             });
             learned.ended.clone()
         };
