@@ -11,7 +11,7 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::create_spans::{CreateSpans, create_spans};
+use crate::create_spans::{CreateSpans, clone_lags, clone_lags_tsv, create_spans};
 use support::{SimClient, Workspace, acceptance_enabled, start_sim};
 
 /// Requests one create may cost, with instant tasks: 25.4 on 73db89b, before #30 (this
@@ -1170,6 +1170,8 @@ async fn cost_apply_run(
         let path = ws_out_dir().join(format!("{name}.{suffix}.json"));
         std::fs::write(path, json).unwrap();
     }
+    let clones = clone_lags_tsv(&clone_lags(&journal, &tasks));
+    std::fs::write(ws_out_dir().join(format!("{name}.clones.tsv")), clones).unwrap();
     let counts = count(&journal);
     let disk_mib = TEMPLATE_DISK_MIB;
     let waves = vms.div_ceil(parallelism) as u64;
@@ -1263,10 +1265,13 @@ fn render_cost(rows: &[CostRow], config: &pvesim::SimConfig) -> String {
             journal and task times): from its clone request to its last answer, against a \
             chain of {:.2} s (the clone's {:.2} s, the other waited tasks' {:.2} s, the \
             agent's {:.2} s boot, the rest {:.2} s: upload, cloud-init, the seed's delete). \
-            Poll lag is each task's end to the status answer that saw it; the rest also \
-            holds the requests' time in PVE's queues and workers and the provider's own:\n\n\
+            Poll lag is each task's end to the answer that saw it (a look, or the task's own \
+            request when PVE's worker waited for it), the clone's share beside it; the rest \
+            also holds the requests' time in PVE's queues and workers and the provider's \
+            own:\n\n\
             | tree | VMs | parallelism | create span | clone task | other tasks | poll lag \
-            | guest to address | rest |\n|---|---|---|---|---|---|---|---|---|\n",
+            | of which the clone's | guest to address | rest |\n\
+            |---|---|---|---|---|---|---|---|---|---|\n",
         cost_chain_ms(config, TEMPLATE_DISK_MIB) as f64 / 1000.0,
         clone_ms(config, TEMPLATE_DISK_MIB) as f64 / 1000.0,
         other_tasks_ms(config) as f64 / 1000.0,
@@ -1280,7 +1285,7 @@ fn render_cost(rows: &[CostRow], config: &pvesim::SimConfig) -> String {
     for row in rows {
         let s = &row.spans;
         md.push_str(&format!(
-            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s |\n",
+            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s |\n",
             row.tree,
             row.vms,
             row.parallelism,
@@ -1288,6 +1293,7 @@ fn render_cost(rows: &[CostRow], config: &pvesim::SimConfig) -> String {
             s.clone_ms / 1000.0,
             s.other_tasks_ms / 1000.0,
             s.poll_lag_ms / 1000.0,
+            s.clone_lag_ms / 1000.0,
             s.guest_ms / 1000.0,
             s.rest_ms() / 1000.0,
         ));

@@ -20,8 +20,11 @@ pub struct CreateSpans {
     pub clone_ms: f64,
     /// The create's other waited tasks: config write, resize, start.
     pub other_tasks_ms: f64,
-    /// From each of those tasks' end to the answer of the status poll that saw it.
+    /// From each waited task's end to the answer that saw it (a look, or the task's own
+    /// request when PVE's worker waited for it).
     pub poll_lag_ms: f64,
+    /// The clone's share of `poll_lag_ms`.
+    pub clone_lag_ms: f64,
     /// From the start's end seen to the agent's first address (the guest's boot and the
     /// agent polls' lag).
     pub guest_ms: f64,
@@ -74,28 +77,108 @@ fn upid_start(upid: &str) -> Option<u64> {
     u64::from_str_radix(upid.split(':').nth(4)?, 16).ok()
 }
 
-/// When the provider saw `task` ended: the first answer after its end to a status read of
-/// it, or to a listing of its node's tasks that holds it (`source=all`, `since` no later
-/// than its start), which answers every wait on the node at once.
-fn end_seen(journal: &[Value], task: &TaskTiming) -> Option<u64> {
-    let ended = task.ended_ms?;
-    let listing_path = format!("/nodes/{}/tasks", task.node);
+/// Whether `entry` is a look at `task`: a status read of it, or a listing of its node's
+/// tasks that holds it (`source=all`, `since` no later than its start), which answers every
+/// wait on the node at once.
+fn looks_at(entry: &Value, task: &TaskTiming) -> bool {
     let start = upid_start(&task.upid).unwrap_or(0);
+    entry["status"] == 200
+        && (polled_upid(path(entry)) == Some(task.upid.as_str())
+            || (path(entry) == format!("/nodes/{}/tasks", task.node)
+                && entry["params"]["source"] == "all"
+                && entry["params"]["since"]
+                    .as_str()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .or_else(|| entry["params"]["since"].as_u64())
+                    .is_some_and(|since| since <= start)))
+}
+
+/// The answer of the request that started `task` when PVE's worker waited for the task before
+/// it answered (`background_delay`, `delay`) and the task had ended by then: that answer
+/// told the provider so, with no look at all.
+fn answered_ended(journal: &[Value], task: &TaskTiming) -> Option<u64> {
+    let ended = task.ended_ms?;
+    let on_node = format!("/nodes/{}/", task.node);
     journal
         .iter()
-        .filter(|e| ms(e, "received_ms") >= ended && e["status"] == 200)
         .filter(|e| {
-            polled_upid(path(e)) == Some(task.upid.as_str())
-                || (path(e) == listing_path
-                    && e["params"]["source"] == "all"
-                    && e["params"]["since"]
-                        .as_str()
-                        .and_then(|s| s.parse::<u64>().ok())
-                        .or_else(|| e["params"]["since"].as_u64())
-                        .is_some_and(|since| since <= start))
+            let params = &e["params"];
+            (params.get("background_delay").is_some() || params.get("delay").is_some())
+                && path(e).starts_with(&on_node)
+                && path(e).split('/').any(|part| part == task.id)
+                && ms(e, "received_ms") <= task.started_ms
+                && task.started_ms <= ms(e, "answered_ms")
         })
         .map(|e| ms(e, "answered_ms"))
-        .min()
+        .find(|&answered| answered >= ended)
+}
+
+/// When the provider saw `task` ended: the answer of its own request when PVE waited for it
+/// ([`answered_ended`]), else the first answer after its end to a look at it ([`looks_at`]).
+fn end_seen(journal: &[Value], task: &TaskTiming) -> Option<u64> {
+    let ended = task.ended_ms?;
+    answered_ended(journal, task).or_else(|| {
+        journal
+            .iter()
+            .filter(|e| ms(e, "received_ms") >= ended && looks_at(e, task))
+            .map(|e| ms(e, "answered_ms"))
+            .min()
+    })
+}
+
+/// One clone, as its waits saw it: what tells a poll's lag from its cause (#42: clones that
+/// ended early were seen a second late, ones that ran over were not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloneLag {
+    /// Its run, start to end.
+    pub run_ms: u64,
+    /// Looks at it answered before its end.
+    pub looks_before_end: usize,
+    /// The last of them, from its start.
+    pub last_running_ms: Option<u64>,
+    /// Its end to the answer that saw it.
+    pub lag_ms: Option<u64>,
+}
+
+/// Every clone that ended, shortest run first.
+pub fn clone_lags(journal: &[Value], tasks: &[TaskTiming]) -> Vec<CloneLag> {
+    let mut clones: Vec<CloneLag> = tasks
+        .iter()
+        .filter(|t| t.task_type == "qmclone")
+        .filter_map(|t| {
+            let ended = t.ended_ms?;
+            let before: Vec<u64> = journal
+                .iter()
+                .filter(|e| ms(e, "received_ms") >= t.started_ms && ms(e, "answered_ms") < ended)
+                .filter(|e| looks_at(e, t))
+                .map(|e| ms(e, "answered_ms"))
+                .collect();
+            Some(CloneLag {
+                run_ms: ended - t.started_ms,
+                looks_before_end: before.len(),
+                last_running_ms: before.iter().max().map(|at| at - t.started_ms),
+                lag_ms: end_seen(journal, t).map(|seen| seen - ended),
+            })
+        })
+        .collect();
+    clones.sort_by_key(|c| (c.run_ms, c.lag_ms));
+    clones
+}
+
+/// [`clone_lags`] as a tab-separated table, for the benchmark's output directory.
+pub fn clone_lags_tsv(clones: &[CloneLag]) -> String {
+    let cell = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
+    let mut tsv = "run_ms\tlooks_before_end\tlast_running_ms\tlag_ms\n".to_owned();
+    for c in clones {
+        tsv.push_str(&format!(
+            "{}\t{}\t{}\t{}\n",
+            c.run_ms,
+            c.looks_before_end,
+            cell(c.last_running_ms),
+            cell(c.lag_ms)
+        ));
+    }
+    tsv
 }
 
 /// The means over every create the journal shows (a successful clone request).
@@ -133,7 +216,11 @@ pub fn create_spans(journal: &[Value], tasks: &[TaskTiming]) -> CreateSpans {
             _ => spans.other_tasks_ms += took,
         }
         if let Some(&at) = seen.get(task.upid.as_str()) {
-            spans.poll_lag_ms += at.saturating_sub(ended) as f64;
+            let lag = at.saturating_sub(ended) as f64;
+            spans.poll_lag_ms += lag;
+            if task.task_type == "qmclone" {
+                spans.clone_lag_ms += lag;
+            }
         }
     }
     for clone in &clones {
@@ -163,6 +250,7 @@ pub fn create_spans(journal: &[Value], tasks: &[TaskTiming]) -> CreateSpans {
         &mut spans.clone_ms,
         &mut spans.other_tasks_ms,
         &mut spans.poll_lag_ms,
+        &mut spans.clone_lag_ms,
         &mut spans.guest_ms,
     ] {
         *total /= n;
@@ -268,6 +356,7 @@ mod tests {
                 clone_ms: 1000.0,
                 other_tasks_ms: 500.0,
                 poll_lag_ms: 300.0 + 100.0,
+                clone_lag_ms: 300.0,
                 guest_ms: 4010.0 - 2010.0,
             }
         );
@@ -312,6 +401,75 @@ mod tests {
         ];
         let spans = create_spans(&journal, &tasks);
         assert_eq!(spans.poll_lag_ms, (1210.0 - 1000.0) + (2010.0 - 1910.0));
+    }
+
+    /// A config write PVE's worker waited for (`background_delay`) was seen ended by that
+    /// request's answer: a listing another wait made later says nothing of the provider's
+    /// lag. A write still running at the answer is polled as any task.
+    #[test]
+    fn a_task_answered_by_its_own_request_was_seen_at_that_answer() {
+        let (quick, slow) = (upid("qmconfig", "101"), upid("qmconfig", "102"));
+        let write = |vmid: &str, at: (u64, u64)| {
+            let path = format!("/nodes/pve1/qemu/{vmid}/config");
+            entry("POST", &path, json!({"background_delay": "2"}), at, 200)
+        };
+        let listing = |at: u64| {
+            let params = json!({"source": "all", "since": "0"});
+            entry("GET", "/nodes/pve1/tasks", params, (at, at + 10), 200)
+        };
+        let journal = vec![
+            write("101", (100, 230)),
+            write("102", (100, 2110)),
+            listing(900),
+            listing(3000),
+        ];
+        let tasks = [
+            task(&quick, "qmconfig", "101", 110, 200),
+            task(&slow, "qmconfig", "102", 110, 2500),
+        ];
+        let seen: Vec<_> = tasks.iter().map(|t| end_seen(&journal, t)).collect();
+        assert_eq!(seen, [Some(230), Some(3010)]);
+    }
+
+    /// Per clone: the looks that found it running, the last of them, and its lag; the
+    /// shortest run first, and a clone not seen ended yet has no lag.
+    #[test]
+    fn each_clone_is_listed_with_the_looks_that_saw_it_running() {
+        let (early, late) = (upid("qmclone", "9000"), upid("qmclone", "9001"));
+        let journal = vec![
+            poll(&early, 400),
+            poll(&early, 900),
+            poll(&early, 2000),
+            poll(&late, 1000),
+        ];
+        let tasks = vec![
+            task(&late, "qmclone", "9001", 0, 3000),
+            task(&early, "qmclone", "9000", 0, 1500),
+            // Not a clone: not listed.
+            task(&upid("qmstart", "101"), "qmstart", "101", 0, 100),
+        ];
+        let clones = clone_lags(&journal, &tasks);
+        assert_eq!(
+            clones,
+            [
+                CloneLag {
+                    run_ms: 1500,
+                    looks_before_end: 2,
+                    last_running_ms: Some(910),
+                    lag_ms: Some(510),
+                },
+                CloneLag {
+                    run_ms: 3000,
+                    looks_before_end: 1,
+                    last_running_ms: Some(1010),
+                    lag_ms: None,
+                },
+            ]
+        );
+        assert_eq!(
+            clone_lags_tsv(&clones),
+            "run_ms\tlooks_before_end\tlast_running_ms\tlag_ms\n1500\t2\t910\t510\n3000\t1\t1010\t-\n"
+        );
     }
 
     #[test]
