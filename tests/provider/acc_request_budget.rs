@@ -1285,7 +1285,8 @@ fn render_cost(rows: &[CostRow], config: &pvesim::SimConfig) -> String {
     for row in rows {
         let s = &row.spans;
         md.push_str(&format!(
-            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s |\n",
+            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} s \
+            | {:.2} s |\n",
             row.tree,
             row.vms,
             row.parallelism,

@@ -468,7 +468,9 @@ mod tests {
         );
         assert_eq!(
             clone_lags_tsv(&clones),
-            "run_ms\tlooks_before_end\tlast_running_ms\tlag_ms\n1500\t2\t910\t510\n3000\t1\t1010\t-\n"
+            "run_ms\tlooks_before_end\tlast_running_ms\tlag_ms\n\
+             1500\t2\t910\t510\n\
+             3000\t1\t1010\t-\n"
         );
     }
 
