@@ -166,10 +166,11 @@
 //! /nodes/{node}/tasks?source=all&since=…`, the running ones and the ended ones with their exit
 //! status) that answers for every wait on the node ([`task_board`]); such a wait, whose looks
 //! cost little, looks first where the shortest of its task type's latest runs ended, then at
-//! the expected end. A wait alone on its node, or on a node whose listing failed, asks its
-//! task's status. "no such task" right after dispatch is retried for a grace period; transient
-//! polling errors are retried. The caller owns the deadline: wrap the call in
-//! `tokio::time::timeout`.
+//! the expected end; while nothing is learned of its type, its ladder stops at 500 ms, not 2 s
+//! (one listing answers every wait there, so one gap is every wait's gap). A wait alone on its
+//! node, or on a node whose listing failed, asks its task's status. "no such task" right after
+//! dispatch is retried for a grace period; transient polling errors are retried. The caller
+//! owns the deadline: wrap the call in `tokio::time::timeout`.
 //!
 //! # Observability
 //!

@@ -30,6 +30,10 @@ pub struct TaskWait {
     pub backoff: f64,
     /// …up to this ceiling.
     pub max_interval: Duration,
+    /// …or this one while the wait's looks are shared with others on its node (a task
+    /// listing answers them all and sets their next look together, so one wide gap is every
+    /// wait's gap) and nothing is learned yet: a fleet's first wave (#42).
+    pub shared_max_interval: Duration,
     /// How long a UPID may stay invisible ("no such task") after dispatch before that counts
     /// as an error: the task list on another node can lag behind the dispatch.
     pub unknown_grace: Duration,
@@ -45,6 +49,7 @@ impl Default for TaskWait {
             first_poll: Duration::from_millis(25),
             backoff: 4.0,
             max_interval: Duration::from_secs(2),
+            shared_max_interval: Duration::from_millis(500),
             unknown_grace: Duration::from_secs(10),
             log_tail_lines: 20,
             learn: true,
@@ -328,15 +333,18 @@ impl<'a> Pacer<'a> {
         self.running_at = Some(at);
         self.deaf_to_peers |= self.woken_by_peer;
         // Past a learned estimate the end is near: grow gently.
-        let factor = if self.learned().is_some() {
-            1.5
+        let (factor, ceiling) = if self.learned().is_some() {
+            (1.5, self.opts.max_interval)
+        } else if self.looks_shared {
+            let shared = self.opts.shared_max_interval.min(self.opts.max_interval);
+            (self.opts.backoff.max(1.0), shared)
         } else {
-            self.opts.backoff.max(1.0)
+            (self.opts.backoff.max(1.0), self.opts.max_interval)
         };
         self.step = self
             .step
             .mul_f64(factor)
-            .min(self.opts.max_interval)
+            .min(ceiling)
             .max(self.opts.first_poll);
     }
 
@@ -484,6 +492,35 @@ mod tests {
         shared.looks_are_shared(true);
         shared.pause().await;
         assert_eq!(shared.elapsed(), even.estimate("qmstart").unwrap());
+    }
+
+    /// The widest gap between looks of a wait for a task that runs 8 s, nothing learned.
+    async fn widest_gap_knowing_nothing(shared: bool) -> Duration {
+        let times = TaskTimes::default();
+        let mut pacer = Pacer::new(&times, "qmclone", &TaskWait::default());
+        pacer.looks_are_shared(shared);
+        let (mut last, mut widest) = (Duration::ZERO, Duration::ZERO);
+        while pacer.elapsed() < Duration::from_secs(8) {
+            pacer.pause().await;
+            widest = widest.max(pacer.elapsed() - last);
+            last = pacer.elapsed();
+            pacer.still_running();
+        }
+        widest
+    }
+
+    /// A first wave's waits on one node look together (each listing answers them all and
+    /// sets their next look), so one ceiling-wide gap is every wait's gap: #42's first
+    /// wave of 2.4 s clones was seen 1.2 to 1.5 s late, between looks at 1.6 and 3.6 s.
+    /// Shared, the ladder stops at a shorter ceiling; a wait alone keeps the long one.
+    #[tokio::test(start_paused = true)]
+    async fn a_shared_wait_that_knows_nothing_yet_climbs_to_a_shorter_ceiling() {
+        let opts = TaskWait::default();
+        assert_eq!(widest_gap_knowing_nothing(false).await, opts.max_interval);
+        assert_eq!(
+            widest_gap_knowing_nothing(true).await,
+            opts.shared_max_interval
+        );
     }
 
     /// Only the latest runs count: a short run long ago does not pull every look early.
