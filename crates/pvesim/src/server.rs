@@ -499,11 +499,21 @@ async fn answer(
             .forward(dispatch, node, upload.map_or(0, Bytes::len))
             .await;
     }
-    let result = run_call(shared, method, &route, &validated, upload).await;
+    let mut result = run_call(shared, method, &route, &validated, upload).await;
     if let Some(visit) = &visit {
+        // A handler that waited before it failed keeps its worker meanwhile: the agent's
+        // ping timeout (qemu-server `QemuServer/Agent.pm` `qga_check_running`) runs in the
+        // pvedaemon worker that serves the request.
+        let waited = match &mut result {
+            Err(error) => error.delay.take(),
+            Ok(_) => None,
+        };
         visit
             .serve(Served::handled(method, route.template, &result))
             .await;
+        if let Some(waited) = waited {
+            tokio::time::sleep(waited).await;
+        }
     }
     let result = match result {
         // `background_delay`: the worker waits for the task before it answers.

@@ -947,6 +947,56 @@ async fn each_request_costs_its_kind_on_the_daemon_that_runs_it() {
     sim.sim.shutdown().await;
 }
 
+/// qemu-server `src/PVE/API2/Qemu/Agent.pm` `register_command`: every agent command is
+/// `protected => 1, proxyto => 'node'`, so it runs in its node's pvedaemon, and
+/// `src/PVE/QemuServer/Agent.pm` `qga_check_running` first pings the agent with `timeout =>
+/// 3`. A look at a VM whose agent is not up yet holds a pvedaemon worker for those 3 s
+/// before "QEMU guest agent is not running": three such looks take pve1's three workers,
+/// and a config write sent after them waits the 3 s.
+#[tokio::test(start_paused = true)]
+async fn a_look_at_a_silent_agent_holds_a_pvedaemon_worker_for_the_ping_timeout() {
+    let mut config = config(free_requests());
+    config.timings.agent_ping_timeout_ms = 3000;
+    config.vms.push(pvesim::VmSeed {
+        vmid: 160,
+        node: "pve1".into(),
+        running: true,
+        config: [("name", "booting"), ("agent", "1")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into(),
+    });
+    let sim = start(config).await;
+    let path = "/nodes/pve1/qemu/160/agent/network-get-interfaces";
+    let looks: Vec<Pending> = (0..3).map(|_| sim.get(path)).collect();
+    sim.costs_until("three looks hold pve1's pvedaemon", |c| {
+        busy_workers(pool(c, "pve1", "pvedaemon")) == 3
+    })
+    .await;
+    let write = sim.put("/nodes/pve1/qemu/160/config", &[("description", "x")]);
+    sim.costs_until("the write queued", |c| {
+        pool(c, "pve1", "pvedaemon").queued == 1
+    })
+    .await;
+    advance(2999, 100).await;
+    assert!(
+        !write.is_finished(),
+        "the write was served within the pings"
+    );
+    advance(1, 1).await;
+    for look in looks {
+        let (status, body) = sim.reply("a look", look).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert!(body.contains("QEMU guest agent is not running"), "{body}");
+    }
+    let (status, body) = sim.reply("the write", write).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let costs = sim.costs().await;
+    let daemon = pool(&costs, "pve1", "pvedaemon");
+    assert_eq!(busy_ms(daemon), vec![3000, 3000, 3000]);
+    assert_eq!((daemon.waits, daemon.max_wait_ms), (1, 3000));
+    sim.sim.shutdown().await;
+}
+
 /// Every route pve-sim serves has a dispatch, and where PVE's API schema dump is at hand it
 /// is the schema's: `protected` and `proxyto => 'node'` as each method declares them.
 #[test]
