@@ -15,6 +15,8 @@
 #                                                           # alternating in the same run
 #   BENCH_COST_HISTORY=fresh,history                        # also after an earlier apply
 #                                                           # (its tasks in PVE's archive)
+#   BENCH_COST_AGENT_PING_MS=100                            # the agent's ping timeout
+#                                                           # (default PVE's 3000)
 #   BENCH_SKIP_FLEET=1 scripts/bench.sh                     # the cost-profile run only
 #
 # With BENCH_SCALE=1, first the refresh and plan of 10,000 VMs in one state and in 20 states

@@ -989,6 +989,13 @@ const TEMPLATE_DISK_MIB: u64 = 4096;
 fn cost_apply_sim() -> pvesim::SimConfig {
     let mut config = apply_sim();
     config.timings.task_ms.insert("qmclone".into(), 200);
+    // PVE's guest-ping timeout (qemu-server `QemuServer/Agent.pm` `qga_check_running`): a
+    // look at an agent not up yet holds a pvedaemon worker that long.
+    // `BENCH_COST_AGENT_PING_MS` sets another, to see what that costs.
+    config.timings.agent_ping_timeout_ms = std::env::var("BENCH_COST_AGENT_PING_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(3000);
     // `BENCH_COST_ALLOC_MS`: a slower storage, whose lock refuses clones.
     let alloc_ms: u64 = std::env::var("BENCH_COST_ALLOC_MS")
         .ok()
