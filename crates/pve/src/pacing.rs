@@ -510,8 +510,9 @@ mod tests {
     }
 
     /// A first wave's waits on one node look together (each listing answers them all and
-    /// sets their next look), so one ceiling-wide gap is every wait's gap: #42's first
-    /// wave of 2.4 s clones was seen 1.2 to 1.5 s late, between looks at 1.6 and 3.6 s.
+    /// sets their next look), so one ceiling-wide gap is every wait's gap: in #42's 20-VM
+    /// apply, four of the first wave's 2.4 s clones were last seen running at 1.3 to 1.8 s
+    /// and seen ended 1.0 to 1.4 s after their end.
     /// Shared, the ladder stops at a shorter ceiling; a wait alone keeps the long one.
     #[tokio::test(start_paused = true)]
     async fn a_shared_wait_that_knows_nothing_yet_climbs_to_a_shorter_ceiling() {
