@@ -645,6 +645,14 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
     values[((values.len() - 1) as f64 * p).round() as usize]
 }
 
+/// A millisecond figure from the environment variable `var`, else `default`.
+fn env_ms(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(default)
+}
+
 fn sizes(var: &str, default: &str) -> Vec<usize> {
     std::env::var(var)
         .unwrap_or_else(|_| default.to_owned())
@@ -992,15 +1000,9 @@ fn cost_apply_sim() -> pvesim::SimConfig {
     // PVE's guest-ping timeout (qemu-server `QemuServer/Agent.pm` `qga_check_running`): a
     // look at an agent not up yet holds a pvedaemon worker that long.
     // `BENCH_COST_AGENT_PING_MS` sets another, to see what that costs.
-    config.timings.agent_ping_timeout_ms = std::env::var("BENCH_COST_AGENT_PING_MS")
-        .ok()
-        .and_then(|ms| ms.parse().ok())
-        .unwrap_or(3000);
+    config.timings.agent_ping_timeout_ms = env_ms("BENCH_COST_AGENT_PING_MS", 3000);
     // `BENCH_COST_ALLOC_MS`: a slower storage, whose lock refuses clones.
-    let alloc_ms: u64 = std::env::var("BENCH_COST_ALLOC_MS")
-        .ok()
-        .and_then(|ms| ms.parse().ok())
-        .unwrap_or(150);
+    let alloc_ms = env_ms("BENCH_COST_ALLOC_MS", 150);
     let profile: pvesim::CostProfile = serde_json::from_value(serde_json::json!({
         "storage": {"vmdata": {"alloc_ms": alloc_ms, "linked_clone_ms": alloc_ms,
                                "copy_mib_per_s": COST_COPY_MIB_PER_S}}

@@ -81,16 +81,18 @@ fn upid_start(upid: &str) -> Option<u64> {
 /// tasks that holds it (`source=all`, `since` no later than its start), which answers every
 /// wait on the node at once.
 fn looks_at(entry: &Value, task: &TaskTiming) -> bool {
-    let start = upid_start(&task.upid).unwrap_or(0);
+    let listing_node = path(entry)
+        .strip_prefix("/nodes/")
+        .and_then(|rest| rest.strip_suffix("/tasks"));
     entry["status"] == 200
         && (polled_upid(path(entry)) == Some(task.upid.as_str())
-            || (path(entry) == format!("/nodes/{}/tasks", task.node)
+            || (listing_node == Some(task.node.as_str())
                 && entry["params"]["source"] == "all"
                 && entry["params"]["since"]
                     .as_str()
                     .and_then(|s| s.parse::<u64>().ok())
                     .or_else(|| entry["params"]["since"].as_u64())
-                    .is_some_and(|since| since <= start)))
+                    .is_some_and(|since| since <= upid_start(&task.upid).unwrap_or(0))))
 }
 
 /// The answer of the request that started `task` when PVE's worker waited for the task before
