@@ -39,14 +39,22 @@ pub fn assert_agent_available(world: &World, vm: &Vm, call: &Call) -> Result<(),
         return Err(ApiError::die(format!("VM {} is not running", vm.vmid)));
     }
     // `qga_check_running` pings: a blocked `guest-ping` fails it like a silent agent.
-    let ready = !vm.paused
-        && vm.agent.as_ref().is_some_and(|a| call.now >= a.ready_at)
-        && blocked_command(world, vm, "guest-ping").is_none();
-    if !ready {
-        let timeout = Duration::from_millis(world.timings.agent_ping_timeout_ms);
-        return Err(ApiError::die("QEMU guest agent is not running").after(timeout));
+    let answers_at = match !vm.paused && blocked_command(world, vm, "guest-ping").is_none() {
+        true => vm.agent.as_ref().map(|a| a.ready_at),
+        false => None,
+    };
+    if answers_at.is_some_and(|at| call.now >= at) {
+        return Ok(());
     }
-    Ok(())
+    let timeout = Duration::from_millis(world.timings.agent_ping_timeout_ms);
+    let silent = ApiError::die("QEMU guest agent is not running").after(timeout);
+    // QEMU reads the ping from the qga socket only once qemu-ga opened its port (qemu
+    // `hw/char/virtio-serial-bus.c` `virtio_serial_guest_ready`), so an agent that starts
+    // within the timeout answers it then.
+    match answers_at.filter(|at| *at <= call.now + timeout) {
+        Some(at) => Err(silent.pending_until(at)),
+        None => Err(silent),
+    }
 }
 
 /// qemu-ga's answer to a command its allow/block list disabled (`qapi/qmp-dispatch.c`

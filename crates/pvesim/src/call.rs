@@ -22,6 +22,9 @@ pub struct ApiError {
     /// The VM's config flock is held: the dispatcher retries until `lock_config`'s
     /// timeout, then answers PVE's lock timeout error.
     pub flock_busy: Option<u32>,
+    /// The answer is still pending then: the dispatcher waits until that time and runs the
+    /// handler once more (a ping queued for an agent that starts within the ping's timeout).
+    pub pending_until: Option<Instant>,
 }
 
 impl ApiError {
@@ -38,6 +41,7 @@ impl ApiError {
             empty_body: false,
             delay: None,
             flock_busy: None,
+            pending_until: None,
         }
     }
 
@@ -49,6 +53,7 @@ impl ApiError {
             empty_body: false,
             delay: None,
             flock_busy: None,
+            pending_until: None,
         }
     }
 
@@ -64,6 +69,7 @@ impl ApiError {
             empty_body: false,
             delay: None,
             flock_busy: None,
+            pending_until: None,
         }
     }
 
@@ -77,6 +83,7 @@ impl ApiError {
             empty_body: false,
             delay: None,
             flock_busy: None,
+            pending_until: None,
         }
     }
 
@@ -88,6 +95,7 @@ impl ApiError {
             empty_body: false,
             delay: None,
             flock_busy: None,
+            pending_until: None,
         }
     }
 
@@ -99,6 +107,7 @@ impl ApiError {
             empty_body: true,
             delay: None,
             flock_busy: None,
+            pending_until: None,
         }
     }
 
@@ -110,6 +119,11 @@ impl ApiError {
 
     pub fn after(mut self, delay: Duration) -> ApiError {
         self.delay = Some(delay);
+        self
+    }
+
+    pub fn pending_until(mut self, at: Instant) -> ApiError {
+        self.pending_until = Some(at);
         self
     }
 }

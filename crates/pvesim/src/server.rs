@@ -282,6 +282,7 @@ async fn handle_received(
                     empty_body: false,
                     delay: None,
                     flock_busy: None,
+                    pending_until: None,
                 }
             };
             let mut response = error_response(&error);
@@ -776,6 +777,8 @@ async fn read_form(req: Request<Incoming>) -> Result<Map<String, Value>, ApiErro
 async fn run_handler(shared: &Arc<Shared>, call: &Call<'_>) -> Result<Reply, ApiError> {
     let since = Instant::now();
     let lock_deadline = since + crate::tasks::CONFIG_LOCK_TIMEOUT;
+    // Set once the handler's answer was pending: it runs once more, after that wait.
+    let mut pending_since = None;
     loop {
         let result = {
             let mut world = shared.lock();
@@ -792,11 +795,23 @@ async fn run_handler(shared: &Arc<Shared>, call: &Call<'_>) -> Result<Reply, Api
             }) if Instant::now() < lock_deadline => {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
+            Err(ApiError {
+                pending_until: Some(at),
+                ..
+            }) if pending_since.is_none() => {
+                pending_since = Some(Instant::now());
+                tokio::time::sleep_until(at).await;
+            }
             Err(mut error) => {
                 if let (Some(cost), Some(vmid)) = (&shared.cost, error.flock_busy) {
                     cost.config_lock_timed_out(vmid, error.message.trim_end());
                 }
                 error.flock_busy = None;
+                error.pending_until = None;
+                // A wait the answer already spent pending counts against its own delay.
+                if let (Some(delay), Some(pending_since)) = (error.delay, pending_since) {
+                    error.delay = Some(delay.saturating_sub(pending_since.elapsed()));
+                }
                 return Err(error);
             }
             done => {

@@ -997,6 +997,81 @@ async fn a_look_at_a_silent_agent_holds_a_pvedaemon_worker_for_the_ping_timeout(
     sim.sim.shutdown().await;
 }
 
+/// A ping waits in the agent's socket until qemu-ga opens its port, so a look sent less than
+/// the ping timeout before the agent starts is answered when it starts:
+/// - qemu-server 9.2.6 `src/PVE/QMPClient.pm` `$check_queue` writes `guest-sync-delimited`
+///   and the command to the qga socket at once, then waits up to the timeout for the answer;
+/// - qemu `hw/char/virtio-console.c` `chr_can_read` asks `virtio_serial_guest_ready`
+///   (`hw/char/virtio-serial-bus.c`), which is 0 while the guest has not opened the port
+///   (`!port->guest_connected` on a multiport device), so QEMU leaves the bytes unread in
+///   the socket until qemu-ga opens it, then reads them and qemu-ga answers.
+///
+/// With the agent 5 s after the start: a look at the start fails after the 3 s ping, one
+/// sent then is answered at 5 s, and each held its pvedaemon worker while it waited.
+#[tokio::test(start_paused = true)]
+async fn a_look_sent_before_the_agent_starts_is_answered_when_it_starts() {
+    let mut config = config(free_requests());
+    config.timings.agent_ping_timeout_ms = 3000;
+    config.timings.agent_boot_ms = 5000;
+    config.vms.push(pvesim::VmSeed {
+        vmid: 160,
+        node: "pve1".into(),
+        running: false,
+        config: [
+            ("name", "booting"),
+            ("agent", "1"),
+            ("ide2", "local:iso/booting.iso,media=cdrom"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into(),
+    });
+    let sim = start(config).await;
+    let iso = common::seed("booting", common::GOOD_USER_DATA);
+    let form = reqwest::multipart::Form::new().text("content", "iso").part(
+        "filename",
+        reqwest::multipart::Part::bytes(iso).file_name("booting.iso"),
+    );
+    let url = sim.url("/nodes/pve1/storage/local/upload");
+    let upload = data(
+        sim.reply("upload", sim.send(sim.client.post(url).multipart(form)))
+            .await,
+    );
+    assert_eq!(
+        sim.exit(upload.as_str().unwrap()).await.as_deref(),
+        Some("OK")
+    );
+    let started = sim.post("/nodes/pve1/qemu/160/status/start", &[]);
+    let started = data(sim.reply("start", started).await);
+    assert_eq!(
+        sim.exit(started.as_str().unwrap()).await.as_deref(),
+        Some("OK")
+    );
+    let path = "/nodes/pve1/qemu/160/agent/network-get-interfaces";
+    let early = sim.get(path);
+    sim.costs_until("the early look holds a worker", |c| {
+        busy_workers(pool(c, "pve1", "pvedaemon")) == 1
+    })
+    .await;
+    advance(3000, 100).await;
+    let (status, body) = sim.reply("the early look", early).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    assert!(body.contains("QEMU guest agent is not running"), "{body}");
+    let late = sim.get(path);
+    sim.costs_until("the late look holds a worker", |c| {
+        busy_workers(pool(c, "pve1", "pvedaemon")) == 1
+    })
+    .await;
+    advance(1999, 100).await;
+    assert!(!late.is_finished(), "answered before the agent started");
+    advance(1, 1).await;
+    let (status, body) = sim.reply("the late look", late).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let costs = sim.costs().await;
+    let held: u64 = busy_ms(pool(&costs, "pve1", "pvedaemon")).iter().sum();
+    assert_eq!(held, 3000 + 2000, "{costs:#?}");
+    sim.sim.shutdown().await;
+}
+
 /// Every route pve-sim serves has a dispatch, and where PVE's API schema dump is at hand it
 /// is the schema's: `protected` and `proxyto => 'node'` as each method declares them.
 #[test]
