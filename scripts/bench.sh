@@ -17,6 +17,8 @@
 #                                                           # (its tasks in PVE's archive)
 #   BENCH_COST_AGENT_PING_MS=100                            # the agent's ping timeout
 #                                                           # (default PVE's 3000)
+#   BENCH_COST_AGENT_BOOT_MS=30000                          # the agent up later after its
+#                                                           # start (default 3000)
 #   BENCH_SKIP_FLEET=1 scripts/bench.sh                     # the cost-profile run only
 #
 # With BENCH_SCALE=1, first the refresh and plan of 10,000 VMs in one state and in 20 states

@@ -1001,6 +1001,9 @@ fn cost_apply_sim() -> pvesim::SimConfig {
     // look at an agent not up yet holds a pvedaemon worker that long.
     // `BENCH_COST_AGENT_PING_MS` sets another, to see what that costs.
     config.timings.agent_ping_timeout_ms = env_ms("BENCH_COST_AGENT_PING_MS", 3000);
+    // `BENCH_COST_AGENT_BOOT_MS`: a guest whose agent comes up later, as on a first boot
+    // that installs qemu-guest-agent, so its looks fail for longer.
+    config.timings.agent_boot_ms = env_ms("BENCH_COST_AGENT_BOOT_MS", AGENT_BOOT_MS);
     // `BENCH_COST_ALLOC_MS`: a slower storage, whose lock refuses clones.
     let alloc_ms = env_ms("BENCH_COST_ALLOC_MS", 150);
     let profile: pvesim::CostProfile = serde_json::from_value(serde_json::json!({
