@@ -82,6 +82,17 @@ struct Learned {
     ended: Arc<Notify>,
     /// Waits of this kind started so far: spreads their ladders (see [`Pacer::new`]).
     started: u64,
+    /// Per group (a node), the waits that take turns looking while nothing is learned (see
+    /// [`Pacer::take_turns`]).
+    turns: HashMap<String, Turns>,
+}
+
+/// The waits of one kind and group that take turns looking, the one whose turn it is first.
+#[derive(Debug, Default)]
+struct Turns {
+    queue: VecDeque<u64>,
+    /// When the first one's turn began.
+    since: Option<tokio::time::Instant>,
 }
 
 impl TaskTimes {
@@ -134,6 +145,65 @@ impl TaskTimes {
         let learned = kinds.entry(kind.to_owned()).or_default();
         learned.started += 1;
         learned.started - 1
+    }
+
+    fn join_turns(&self, kind: &str, group: &str, ticket: u64) {
+        let mut kinds = self.lock();
+        let learned = kinds.entry(kind.to_owned()).or_default();
+        let turns = learned.turns.entry(group.to_owned()).or_default();
+        turns.queue.push_back(ticket);
+    }
+
+    /// Whether wait `ticket` of `kind` may look now in `group`, else when the current turn
+    /// ends. Once anything of the kind is learned, every wait may. A turn that lasted `turn`
+    /// passes to the next wait, and the one that had it goes last.
+    fn may_look(
+        &self,
+        kind: &str,
+        group: &str,
+        ticket: u64,
+        turn: Duration,
+    ) -> Result<(), tokio::time::Instant> {
+        let now = tokio::time::Instant::now();
+        let mut kinds = self.lock();
+        let learned = kinds.entry(kind.to_owned()).or_default();
+        if learned.estimate.is_some() {
+            return Ok(());
+        }
+        let turns = learned.turns.entry(group.to_owned()).or_default();
+        let since = *turns.since.get_or_insert(now);
+        let ends = if turns.queue.len() > 1 && now >= since + turn {
+            turns.queue.rotate_left(1);
+            turns.since = Some(now);
+            now + turn
+        } else {
+            since + turn
+        };
+        match turns.queue.front() {
+            Some(first) if *first != ticket => Err(ends),
+            _ => Ok(()),
+        }
+    }
+
+    /// Wait `ticket` ended: if it had the turn, the next one has it from now.
+    fn leave_turns(&self, kind: &str, group: &str, ticket: u64) {
+        let signal = {
+            let mut kinds = self.lock();
+            let Some(learned) = kinds.get_mut(kind) else {
+                return;
+            };
+            let Some(turns) = learned.turns.get_mut(group) else {
+                return;
+            };
+            let had_turn = turns.queue.front() == Some(&ticket);
+            turns.queue.retain(|t| *t != ticket);
+            if !had_turn || learned.estimate.is_some() {
+                return;
+            }
+            turns.since = Some(tokio::time::Instant::now());
+            learned.ended.clone()
+        };
+        signal.notify_waiters();
     }
 
     fn signal(&self, kind: &str) -> Arc<Notify> {
@@ -208,6 +278,10 @@ pub struct Pacer<'a> {
     /// ends do not wake this one again; each would cost a status request for every wait
     /// still queued (#42).
     deaf_to_peers: bool,
+    /// This wait's number among the waits of its kind.
+    ticket: u64,
+    /// The group this wait takes turns in, and how long a turn lasts.
+    turns: Option<(String, Duration)>,
 }
 
 impl<'a> Pacer<'a> {
@@ -218,7 +292,8 @@ impl<'a> Pacer<'a> {
         // end soon after it and wake the others (see `TaskTimes`). The first waits at
         // `first_poll`.
         let rung = opts.backoff.clamp(1.0, 4.0);
-        let phase = (times.next_waiter(kind) as f64 * 0.618_033_988_7).fract();
+        let ticket = times.next_waiter(kind);
+        let phase = (ticket as f64 * 0.618_033_988_7).fract();
         let spread = rung.powf(phase);
         Pacer {
             times,
@@ -232,6 +307,21 @@ impl<'a> Pacer<'a> {
             woken_by_peer: false,
             looks_shared: false,
             deaf_to_peers: false,
+            ticket,
+            turns: None,
+        }
+    }
+
+    /// While nothing is learned of the kind, this wait looks only in its turn among the
+    /// waits of `group` (a node) that take turns: the first started first, each for at most
+    /// `turn`, then the next, so a look that keeps a PVE worker for as long as the thing is
+    /// not ready (a guest agent's ping, #42) is made by one wait per group at a time; the
+    /// first end teaches the others when to look. The bound keeps a wait whose thing never
+    /// ends from holding the turn.
+    pub fn take_turns(&mut self, group: &str, turn: Duration) {
+        if self.turns.is_none() {
+            self.times.join_turns(&self.kind, group, self.ticket);
+            self.turns = Some((group.to_owned(), turn));
         }
     }
 
@@ -262,6 +352,16 @@ impl<'a> Pacer<'a> {
         self.woken_by_peer = false;
         loop {
             let notified = signal.notified();
+            if let Some((group, turn)) = &self.turns
+                && let Err(turn_ends) = self.times.may_look(&self.kind, group, self.ticket, *turn)
+            {
+                // Not this wait's turn: until it is, or until an end teaches when to look.
+                tokio::select! {
+                    () = tokio::time::sleep_until(turn_ends) => {}
+                    () = notified => {}
+                }
+                continue;
+            }
             let wake = self.next_look();
             if wake <= tokio::time::Instant::now() {
                 break;
@@ -361,6 +461,14 @@ impl<'a> Pacer<'a> {
             self.running_at.filter(|seen| *seen <= ended_at),
             ended_at,
         );
+    }
+}
+
+impl Drop for Pacer<'_> {
+    fn drop(&mut self) {
+        if let Some((group, _)) = &self.turns {
+            self.times.leave_turns(&self.kind, group, self.ticket);
+        }
     }
 }
 
@@ -642,5 +750,84 @@ mod tests {
         times.seed_once("pve2", ask(&[("qmstart", 1)])).await;
         assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
         assert_eq!(times.estimate("qmstart"), None);
+    }
+
+    /// A guest agent not up yet keeps a pvedaemon worker for PVE's 3 s ping on every look,
+    /// and a first wave of 50 creates on 3 nodes, looking blind, spent 426 of pvedaemon's
+    /// 602 busy seconds on such looks (docs/dev/benchmarks.md, "A guest that boots for
+    /// 30 s", #42). Taking turns, one wait per node looks until one ends, another node's
+    /// wait looks beside it, and the first end lets every wait look.
+    #[tokio::test(start_paused = true)]
+    async fn blind_waits_of_a_node_take_turns_until_one_ends() {
+        let times = TaskTimes::default();
+        let opts = TaskWait {
+            first_poll: Duration::from_millis(300),
+            backoff: 2.0,
+            ..TaskWait::default()
+        };
+        let turn = Duration::from_secs(10);
+        let waits: Vec<Pacer> = ["pve1", "pve1", "pve2"]
+            .iter()
+            .map(|node| {
+                let mut pacer = Pacer::new(&times, "guest-address", &opts);
+                pacer.take_turns(node, turn);
+                pacer
+            })
+            .collect();
+        let [mut first, mut second, mut beside] = <[Pacer; 3]>::try_from(waits).unwrap();
+        first.pause().await;
+        beside.pause().await;
+        assert!(
+            beside.elapsed() < Duration::from_secs(1),
+            "another node looks"
+        );
+        first.still_running();
+        let held = tokio::time::timeout(Duration::from_secs(6), second.pause()).await;
+        assert!(held.is_err(), "the second looked in the first one's turn");
+        // The first one's wait ends: the second, started with it, looks at once.
+        first.finished();
+        let ended = first.elapsed();
+        second.pause().await;
+        assert_eq!(second.elapsed(), ended);
+        assert_eq!(second.looks(), 1);
+    }
+
+    /// A wait whose thing never ends (an image without the agent) holds the turn for one
+    /// turn's length only; a wait that stops (its VM gone, its deadline passed) hands it on
+    /// at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_is_bounded_and_passes_on_when_its_wait_stops() {
+        let times = TaskTimes::default();
+        let opts = TaskWait::default();
+        let turn = Duration::from_secs(10);
+        let mut waits: Vec<Pacer> = (0..3)
+            .map(|_| {
+                let mut pacer = Pacer::new(&times, "guest-address", &opts);
+                pacer.take_turns("pve1", turn);
+                pacer
+            })
+            .collect();
+        waits[0].pause().await;
+        waits[0].still_running();
+        waits[1].pause().await;
+        assert_eq!(
+            waits[1].elapsed(),
+            turn,
+            "the second's turn came after one turn"
+        );
+        waits[1].still_running();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        waits.remove(1);
+        waits[1].pause().await;
+        assert_eq!(
+            waits[1].elapsed(),
+            turn + Duration::from_secs(2),
+            "the third's turn came when the second stopped"
+        );
+        // The first, whose turn passed, waits for its next one, after the third's.
+        let held = tokio::time::timeout(turn - Duration::from_millis(1), waits[0].pause()).await;
+        assert!(held.is_err(), "the first looked in the third's turn");
+        waits[0].pause().await;
+        assert_eq!(waits[0].elapsed(), turn * 2 + Duration::from_secs(2));
     }
 }

@@ -8,6 +8,10 @@ use tokio::time::Instant;
 
 use super::error::{Step, unworkable};
 
+/// How long one wait on a node looks for its guest's first address while the others on that
+/// node wait their turn: two or three looks at an agent not up yet, 3 s each on PVE.
+const BLIND_TURN: Duration = Duration::from_secs(10);
+
 /// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
 /// returns what it reported. The timeout error says what the agent last answered: no agent,
 /// or an agent without an IPv4 address (a DHCP or network-config problem). The looks are
@@ -28,6 +32,11 @@ pub(super) async fn wait_for_address(
         ..client.config().task_wait.clone()
     };
     let mut pacer = pve::Pacer::new(client.task_times(), "guest-address", &pace);
+    // Until one guest's address is seen, the waits on a node take turns: a first wave's blind
+    // looks would otherwise fill the node's pvedaemon and queue the other creates' requests
+    // behind them (#42). A turn outlasts a few failed looks and bounds what a guest whose
+    // agent never answers costs the others.
+    pacer.take_turns(node, BLIND_TURN);
     let mut last = "no answer yet".to_owned();
     let mut agent_answered = false;
     loop {
