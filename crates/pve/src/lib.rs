@@ -172,6 +172,11 @@
 //! dispatch is retried for a grace period; transient polling errors are retried. The caller
 //! owns the deadline: wrap the call in `tokio::time::timeout`.
 //!
+//! A wait whose looks are costly while the thing is not ready (a guest agent's ping keeps a
+//! pvedaemon worker for 3 s) can take turns with the waits of its kind on its node
+//! ([`Pacer::take_turns`]): while nothing is learned of the kind, one of them looks at a time,
+//! the first started first, each for a bounded turn.
+//!
 //! # Observability
 //!
 //! One `tracing::debug!` per API call (method, path, status, duration_ms, attempt) and one
