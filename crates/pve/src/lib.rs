@@ -175,7 +175,8 @@
 //! A wait whose looks are costly while the thing is not ready (a guest agent's ping keeps a
 //! pvedaemon worker for 3 s) can take turns with the waits of its kind on its node
 //! ([`Pacer::take_turns`]): while nothing is learned of the kind, one of them looks at a time,
-//! the first started first, each for a bounded turn.
+//! the first started first, each for a bounded turn; one whose looks PVE holds until the
+//! thing ends ([`Pacer::looks_wait_up_to`]) is woken by another wait's end only near its own.
 //!
 //! # Observability
 //!

@@ -8,6 +8,11 @@ use tokio::time::Instant;
 
 use super::error::{Step, unworkable};
 
+/// How long PVE holds a look at a guest agent that is not up before "QEMU guest agent is not
+/// running" (qemu-server `QemuServer/Agent.pm` `qga_check_running`: `guest-ping` with `timeout
+/// => 3`); an agent that starts meanwhile answers it then.
+const AGENT_PING_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How long one wait on a node looks for its guest's first address while the others on that
 /// node wait their turn: two or three looks at an agent not up yet, 3 s each on PVE.
 const BLIND_TURN: Duration = Duration::from_secs(10);
@@ -16,7 +21,7 @@ const BLIND_TURN: Duration = Duration::from_secs(10);
 /// returns what it reported. The timeout error says what the agent last answered: no agent,
 /// or an agent without an IPv4 address (a DHCP or network-config problem). The looks are
 /// paced like task polls: near the boot time learned from this process's earlier creates,
-/// and early when a VM started beside this one gets its address.
+/// and early, within PVE's ping timeout, when a VM started beside this one gets its address.
 pub(super) async fn wait_for_address(
     client: &Client,
     node: &str,
@@ -37,6 +42,7 @@ pub(super) async fn wait_for_address(
     // behind them (#42). A turn outlasts a few failed looks and bounds what a guest whose
     // agent never answers costs the others.
     pacer.take_turns(node, BLIND_TURN);
+    pacer.looks_wait_up_to(AGENT_PING_TIMEOUT);
     let mut last = "no answer yet".to_owned();
     let mut agent_answered = false;
     loop {
