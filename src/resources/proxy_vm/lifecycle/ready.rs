@@ -8,11 +8,6 @@ use tokio::time::Instant;
 
 use super::error::{Step, unworkable};
 
-/// How long PVE holds a look at a guest agent that is not up before "QEMU guest agent is not
-/// running" (qemu-server `QemuServer/Agent.pm` `qga_check_running`: `guest-ping` with `timeout
-/// => 3`); an agent that starts meanwhile answers it then.
-const AGENT_PING_TIMEOUT: Duration = Duration::from_secs(3);
-
 /// How long one wait on a node looks for its guest's first address while the others on that
 /// node wait their turn: two or three looks at an agent not up yet, 3 s each on PVE.
 const BLIND_TURN: Duration = Duration::from_secs(10);
@@ -42,7 +37,7 @@ pub(super) async fn wait_for_address(
     // behind them (#42). A turn outlasts a few failed looks and bounds what a guest whose
     // agent never answers costs the others.
     pacer.take_turns(node, BLIND_TURN);
-    pacer.looks_wait_up_to(AGENT_PING_TIMEOUT);
+    pacer.looks_wait_up_to(pve::qemu::AGENT_PING_TIMEOUT);
     let mut last = "no answer yet".to_owned();
     let mut agent_answered = false;
     loop {
