@@ -175,8 +175,9 @@
 //! A wait whose looks are costly while the thing is not ready (a guest agent's ping keeps a
 //! pvedaemon worker for 3 s) can take turns with the waits of its kind on its node
 //! ([`Pacer::take_turns`]): while nothing is learned of the kind, one of them looks at a time,
-//! the first started first, each for a bounded turn; one whose looks PVE holds until the
-//! thing ends ([`Pacer::looks_wait_up_to`]) is woken by another wait's end only near its own.
+//! the first started first, each for a bounded turn. One whose looks PVE holds until the
+//! thing is ready ([`Pacer::looks_are_held`]) looks just before the middle of the recent
+//! runs, and another wait's end never brings it forward: an early look keeps a worker.
 //!
 //! # Observability
 //!

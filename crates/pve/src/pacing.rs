@@ -108,6 +108,15 @@ impl TaskTimes {
             .and_then(|l| l.recent.iter().min().copied())
     }
 
+    /// The middle of the latest run times of `kind` ([`RECENT_RUNS`] of them; the lower
+    /// of the two middles of an even count).
+    pub fn middle_recent(&self, kind: &str) -> Option<Duration> {
+        let kinds = self.lock();
+        let mut recent: Vec<Duration> = kinds.get(kind)?.recent.iter().copied().collect();
+        recent.sort_unstable();
+        recent.get(recent.len().checked_sub(1)? / 2).copied()
+    }
+
     /// Asks `fetch` once per `source` (a node), for the whole client, for starting estimates
     /// (what PVE's task archive says tasks of each type took there), and keeps each for a
     /// kind no wait has learned yet. Waits that start meanwhile wait for that answer instead
@@ -282,8 +291,8 @@ pub struct Pacer<'a> {
     ticket: u64,
     /// The group this wait takes turns in, and how long a turn lasts.
     turns: Option<(String, Duration)>,
-    /// How long PVE holds each look until the thing ends (see [`Pacer::looks_wait_up_to`]).
-    look_window: Option<Duration>,
+    /// PVE holds each look until the thing is ready (see [`Pacer::looks_are_held`]).
+    looks_held: bool,
 }
 
 impl<'a> Pacer<'a> {
@@ -311,28 +320,26 @@ impl<'a> Pacer<'a> {
             deaf_to_peers: false,
             ticket,
             turns: None,
-            look_window: None,
+            looks_held: false,
         }
     }
 
-    /// Each look waits up to `window` for the thing to end (PVE holds a look at a guest agent
-    /// that is not up for its 3 s ping, and answers it when the agent starts). So another
-    /// wait's end wakes this one only within half of `window` of its expected end: an earlier
-    /// look fails, and holds a PVE worker for the whole window first (#42).
-    pub fn looks_wait_up_to(&mut self, window: Duration) {
-        self.look_window = Some(window);
+    /// PVE holds each look until the thing is ready, for a while (a look at a guest agent
+    /// that is not up waits for qemu-server's 3 s ping, and is answered when the agent
+    /// starts), and keeps a worker for it meanwhile. So a look that comes early costs PVE the
+    /// time it is early, and one that comes late costs this wait the time it is late: this
+    /// wait looks at the middle of the recent runs, 2% early, and another wait's end never
+    /// makes it look before that (#42).
+    pub fn looks_are_held(&mut self) {
+        self.looks_held = true;
     }
 
     /// Whether this wait is near enough its expected end for another wait's end to make it
-    /// look now.
-    fn near_expected_end(&self, estimate: Duration) -> bool {
-        let near = self.elapsed() >= estimate.mul_f64(0.8);
-        match self.look_window {
-            // Half the window: the estimate runs up to 2% early (it probes shorter), and a
-            // look queued behind PVE's workers keeps less of its window for the thing. Never
-            // earlier than a wait without one: a held look keeps its worker meanwhile.
-            Some(window) => near && self.elapsed() + window / 2 >= estimate,
-            None => near,
+    /// look now: from 80% of it, or only at it for a wait whose looks are held.
+    fn near_expected_end(&self, expected: Duration) -> bool {
+        match self.looks_held {
+            true => self.elapsed() >= expected,
+            false => self.elapsed() >= expected.mul_f64(0.8),
         }
     }
 
@@ -395,8 +402,8 @@ impl<'a> Pacer<'a> {
                 () = notified, if !self.deaf_to_peers => {
                     // Another wait of this kind ended. Ours, started about as long ago, may
                     // have ended too: look now if the new estimate says so.
-                    if let Some(estimate) = self.learned()
-                        && self.near_expected_end(estimate)
+                    if let Some(expected) = self.expected()
+                        && self.near_expected_end(expected)
                     {
                         self.woken_by_peer = true;
                         break;
@@ -415,9 +422,29 @@ impl<'a> Pacer<'a> {
         }
     }
 
+    /// Where this wait expects its thing to end, from its start. The learned estimate probes
+    /// shorter after each end seen at a first look, so it follows the quickest recent run. A
+    /// held look (see [`Pacer::looks_are_held`]) is answered at the end even when it comes
+    /// early, so it never shows the estimate too long, and looks aimed at the quickest run
+    /// would come early and keep PVE's workers meanwhile. Such a wait aims at the middle of
+    /// the recent runs instead, 2% early: each run it records is the answer to its look, the
+    /// end itself when the look came early, later when it came late, so the 2% is what keeps
+    /// the middle from creeping later round after round.
+    fn expected(&self) -> Option<Duration> {
+        let estimate = self.learned()?;
+        match self.looks_held {
+            true => Some(
+                self.times
+                    .middle_recent(&self.kind)
+                    .map_or(estimate, |middle| middle.mul_f64(0.98)),
+            ),
+            false => Some(estimate),
+        }
+    }
+
     fn next_look(&mut self) -> tokio::time::Instant {
         let last = self.running_at.map_or(self.started, |at| self.started + at);
-        if let Some(estimate) = self.learned() {
+        if let Some(estimate) = self.expected() {
             if self.looks_shared
                 && !self.past_estimate
                 && let Some(shortest) = self.times.shortest_recent(&self.kind)
@@ -480,11 +507,13 @@ impl<'a> Pacer<'a> {
     /// The thing was seen finished at `at` (see [`Pacer::still_running_at`]).
     pub fn finished_at(&self, at: tokio::time::Instant) {
         let ended_at = at.saturating_duration_since(self.started);
-        self.times.record(
-            &self.kind,
-            self.running_at.filter(|seen| *seen <= ended_at),
-            ended_at,
-        );
+        // A held look that came before the end was answered at the end, so the run is the
+        // answer, not somewhere after an earlier look that saw the thing not ready.
+        let running_at = match self.looks_held {
+            true => None,
+            false => self.running_at.filter(|seen| *seen <= ended_at),
+        };
+        self.times.record(&self.kind, running_at, ended_at);
     }
 }
 
@@ -856,24 +885,26 @@ mod tests {
     }
 
     /// With a 30 s boot, the address waits of a fleet's second wave that another wait's end
-    /// woke at 0.8 of the estimate looked 3 to 6 s before their agent started: 15 looks that
-    /// each held a pvedaemon worker for PVE's 3 s ping and failed (docs/dev/benchmarks.md,
-    /// #42). A wait whose looks PVE holds for 3 s wakes for a peer only within half of them.
+    /// woke at 0.8 of the estimate looked 3 to 6 s before their agent started and failed; with
+    /// a 3 s boot, woken at 0.8, they came 0.5 s early and each kept a pvedaemon worker that
+    /// long (docs/dev/benchmarks.md, #42). A wait whose looks are held is never woken by a
+    /// peer before its expected end.
     #[tokio::test(start_paused = true)]
-    async fn a_held_look_is_woken_by_a_peer_only_within_its_window() {
-        let secs = Duration::from_secs;
-        for (window, woken_at) in [(None, secs(25)), (Some(secs(3)), secs(28))] {
+    async fn a_held_look_is_not_woken_by_a_peer_before_its_expected_end() {
+        let millis = Duration::from_millis;
+        for (held, woken_at) in [(false, millis(25_000)), (true, millis(29_400))] {
             let times = TaskTimes::default();
-            times.record("guest-address", None, secs(30));
+            times.record("guest-address", None, millis(30_000));
             let mut pacer = Pacer::new(&times, "guest-address", &TaskWait::default());
-            if let Some(window) = window {
-                pacer.looks_wait_up_to(window);
+            if held {
+                pacer.looks_are_held();
             }
             let started = pacer.started;
             let peers = async {
-                for at in [25, 28] {
-                    tokio::time::sleep_until(started + secs(at)).await;
-                    times.record("guest-address", None, secs(30));
+                // The held wait expects its end at 29.4 s (2% before the runs' middle).
+                for at in [25_000, 29_000] {
+                    tokio::time::sleep_until(started + millis(at)).await;
+                    times.record("guest-address", None, millis(30_000));
                 }
             };
             let (woke, ()) = tokio::join!(
@@ -883,7 +914,48 @@ mod tests {
                 },
                 peers
             );
-            assert_eq!(woke, woken_at, "window {window:?}");
+            assert_eq!(woke, woken_at, "held {held}");
+        }
+    }
+
+    /// A held look is answered at the end however early it came, so the runs it records never
+    /// show the estimate too long: such a wait looks 2% before the middle of the recent runs,
+    /// not at the quickest, where an early look would keep a PVE worker; and its run is the
+    /// answer to its last look, not the middle of a bracket.
+    #[tokio::test(start_paused = true)]
+    async fn a_held_look_aims_at_the_middle_of_the_recent_runs() {
+        let millis = Duration::from_millis;
+        let times = TaskTimes::default();
+        for ended in [3300, 2000, 3100, 3000, 3200] {
+            times.record("guest-address", None, millis(ended));
+        }
+        assert_eq!(times.estimate("guest-address"), Some(millis(1960)));
+        assert_eq!(times.middle_recent("guest-address"), Some(millis(3100)));
+        for (held, first_look) in [(false, millis(1960)), (true, millis(3038))] {
+            let mut pacer = Pacer::new(&times, "guest-address", &TaskWait::default());
+            if held {
+                pacer.looks_are_held();
+            }
+            pacer.pause().await;
+            assert_eq!(pacer.elapsed(), first_look, "held {held}");
+        }
+        assert_eq!(TaskTimes::default().middle_recent("guest-address"), None);
+        // Seen not ready at 1 s, answered at 3 s: a held look ran until the end.
+        for (held, recorded) in [(false, millis(2000)), (true, millis(3000))] {
+            let times = TaskTimes::default();
+            let mut pacer = Pacer::new(&times, "guest-address", &TaskWait::default());
+            if held {
+                pacer.looks_are_held();
+            }
+            tokio::time::advance(millis(1000)).await;
+            pacer.still_running();
+            tokio::time::advance(millis(2000)).await;
+            pacer.finished();
+            assert_eq!(
+                times.middle_recent("guest-address"),
+                Some(recorded),
+                "held {held}"
+            );
         }
     }
 }

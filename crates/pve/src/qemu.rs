@@ -483,11 +483,6 @@ struct AgentResult<T> {
     result: T,
 }
 
-/// How long PVE holds an agent command while the guest agent is not up before "QEMU guest
-/// agent is not running" (qemu-server `QemuServer/Agent.pm` `qga_check_running`: `guest-ping`
-/// with `timeout => 3`); an agent that starts meanwhile answers it then.
-pub const AGENT_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
-
 /// Calls under `…/qemu/{vmid}/agent`.
 #[derive(Debug, Clone, Copy)]
 pub struct Agent<'a> {

@@ -15,8 +15,10 @@ const BLIND_TURN: Duration = Duration::from_secs(10);
 /// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
 /// returns what it reported. The timeout error says what the agent last answered: no agent,
 /// or an agent without an IPv4 address (a DHCP or network-config problem). The looks are
-/// paced like task polls: near the boot time learned from this process's earlier creates,
-/// and early, within PVE's ping timeout, when a VM started beside this one gets its address.
+/// paced like task polls, near the boot time learned from this process's earlier creates:
+/// PVE holds each look at an agent that is not up yet for up to 3 s and answers it when the
+/// agent starts, so a look aims just before the middle of the recent boots, and another
+/// create's address does not bring it forward.
 pub(super) async fn wait_for_address(
     client: &Client,
     node: &str,
@@ -37,7 +39,9 @@ pub(super) async fn wait_for_address(
     // behind them (#42). A turn outlasts a few failed looks and bounds what a guest whose
     // agent never answers costs the others.
     pacer.take_turns(node, BLIND_TURN);
-    pacer.looks_wait_up_to(pve::qemu::AGENT_PING_TIMEOUT);
+    // qemu-server `QemuServer/Agent.pm` `qga_check_running`: `guest-ping` with a 3 s timeout,
+    // in the pvedaemon worker, which QEMU answers when qemu-ga opens its port.
+    pacer.looks_are_held();
     let mut last = "no answer yet".to_owned();
     let mut agent_answered = false;
     loop {
