@@ -546,18 +546,27 @@ fn task_json(task: &crate::world::Task) -> Map<String, Value> {
 /// `source=active` lists the active file's tasks, which hold no ended one (pve-common's
 /// `RESTEnvironment::active_workers` moves each to the index as it ends) and carry the status
 /// `RUNNING`; `archive` (the default) reads the index backwards, newest end first; `all` is
-/// the one followed by the other. `since`/`until` bound the start time, and `start`/`limit`
-/// page what the filters let through.
+/// the one followed by the other. `$filter_task` drops, in its order: another user's task
+/// unless `userfilter` is a case-insensitive part of its user, a task of another user or
+/// token unless the caller has `Sys.Audit` on the node (`$check_task_user`), another type or
+/// VM, one started before `since` or after `until`, and one whose status class
+/// (`upid_normalize_status_type`: `ok`, `warning`, `error`, `unknown` for a running one) is
+/// not in `statusfilter` (`errors=1`: every class but `ok`); `start`/`limit` then page what is
+/// left, and `total` counts it all. An archived task's user is split into `user` and
+/// `tokenid` (`$convert_token_task`); an active one's is not, so it is `user@realm!token`.
 pub fn tasks_list(world: &World, call: &Call) -> ApiResult {
     let node = call.node();
     let limit = call.int("limit").unwrap_or(50).max(0) as usize;
     let start = call.int("start").unwrap_or(0).max(0) as usize;
     let vmid = call.int("vmid").map(|v| v.to_string());
     let typefilter = call.str("typefilter");
-    let errors_only = call.bool("errors").unwrap_or(false);
+    let userfilter = call.str("userfilter").map(|u| u.to_lowercase());
+    let classes = status_classes(call);
     let source = call.str("source").unwrap_or_else(|| "archive".into());
     let since = call.int("since");
     let until = call.int("until");
+    let caller = call.token_user();
+    let auditor = world.has_privilege(&format!("/nodes/{node}"), "Sys.Audit");
     let on_node = world
         .task_order
         .iter()
@@ -573,18 +582,27 @@ pub fn tasks_list(world: &World, call: &Call) -> ApiResult {
         "archive" => ended,
         _ => running.chain(ended).collect(),
     };
-    let rows: Vec<Value> = listed
+    let matching: Vec<&crate::world::Task> = listed
         .into_iter()
-        .filter(|t| vmid.as_ref().is_none_or(|v| *v == t.id))
+        .filter(|t| {
+            userfilter
+                .as_ref()
+                .is_none_or(|f| listed_user(t).to_lowercase().contains(f.as_str()))
+        })
+        .filter(|t| auditor || t.user == caller || t.token_user() == caller)
         .filter(|t| typefilter.as_ref().is_none_or(|f| *f == t.task_type))
+        .filter(|t| vmid.as_ref().is_none_or(|v| *v == t.id))
         .filter(|t| since.is_none_or(|s| t.starttime as i64 >= s))
         .filter(|t| until.is_none_or(|u| t.starttime as i64 <= u))
         .filter(|t| {
-            !errors_only
-                || t.exitstatus
-                    .as_deref()
-                    .is_some_and(|s| !crate::tasks::exit_ok(s))
+            classes
+                .iter()
+                .any(|c| c == status_class(t.exitstatus.as_deref()))
         })
+        .collect();
+    let total = matching.len() as u64;
+    let rows: Vec<Value> = matching
+        .into_iter()
         .skip(start)
         .take(limit)
         .map(|t| {
@@ -595,13 +613,54 @@ pub fn tasks_list(world: &World, call: &Call) -> ApiResult {
                     row.insert("endtime".into(), json!(t.endtime.unwrap_or(t.starttime)));
                 }
                 None => {
+                    row.insert("user".into(), json!(t.token_user()));
+                    row.remove("tokenid");
                     row.insert("status".into(), json!("RUNNING"));
                 }
             }
             Value::Object(row)
         })
         .collect();
-    Ok(Reply::data(Value::Array(rows)))
+    Ok(Reply {
+        total: Some(total),
+        ..Reply::data(Value::Array(rows))
+    })
+}
+
+/// The user `userfilter` is matched against: an active task's is not split yet.
+fn listed_user(task: &crate::world::Task) -> String {
+    match task.exitstatus {
+        Some(_) => task.user.clone(),
+        None => task.token_user(),
+    }
+}
+
+/// pve-common `Tools.pm` `upid_normalize_status_type`; a running task has no status yet.
+fn status_class(exitstatus: Option<&str>) -> &'static str {
+    match exitstatus {
+        None | Some("") | Some("unexpected status") => "unknown",
+        Some("OK") => "ok",
+        Some(s) if s.starts_with("WARNINGS: ") && s[10..].parse::<u64>().is_ok() => "warning",
+        Some(_) => "error",
+    }
+}
+
+/// The status classes a listing keeps: every one; those `statusfilter` names (unless
+/// `errors=1`); or, with `errors=1`, every one but `ok`.
+fn status_classes(call: &Call) -> Vec<String> {
+    let every = ["ok", "warning", "error", "unknown"]
+        .map(String::from)
+        .to_vec();
+    let errors = call.bool("errors").unwrap_or(false);
+    match call.str("statusfilter") {
+        _ if errors => every.into_iter().filter(|c| c != "ok").collect(),
+        Some(list) => list
+            .split(|c: char| c == ',' || c == ';' || c == '\0' || c.is_whitespace())
+            .filter(|c| !c.is_empty())
+            .map(str::to_lowercase)
+            .collect(),
+        None => every,
+    }
 }
 
 fn find_task<'w>(world: &'w World, call: &Call) -> Result<&'w crate::world::Task, ApiError> {

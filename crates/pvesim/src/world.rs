@@ -121,6 +121,16 @@ pub struct Task {
     pub ended_ms: Option<u64>,
 }
 
+impl Task {
+    /// Who started it, as its UPID names them: `user@realm!token` for a token.
+    pub fn token_user(&self) -> String {
+        match &self.tokenid {
+            Some(token) => format!("{}!{token}", self.user),
+            None => self.user.clone(),
+        }
+    }
+}
+
 /// The addresses of one bridge/VLAN pair.
 #[derive(Debug, Clone)]
 pub struct Subnet {

@@ -1489,3 +1489,96 @@ async fn task_listing_sources_and_start_bounds() {
     assert_ne!(list("source=all").await[0].2.as_deref(), Some("RUNNING"));
     h.sim.shutdown().await;
 }
+
+/// pve-manager `PVE/API2/Tasks.pm` `node_tasks`, `$filter_task`: `userfilter` is a
+/// case-insensitive part of the task's user (`m/\Q$userfilter\E/i`); `statusfilter` keeps the
+/// classes it names, of pve-common `Tools.pm` `upid_normalize_status_type` (`OK` is `ok`,
+/// `WARNINGS: n` `warning`, a running task with no status yet `unknown`, anything else
+/// `error`); `errors=1` keeps every class but `ok`, running tasks included; `total` counts
+/// every match, `start`/`limit` page them. An archived task's user is split by
+/// `$convert_token_task`, an active one's is not: `user@realm!token`, no `tokenid`.
+#[tokio::test]
+async fn task_listing_filters_by_user_and_status_class() {
+    let mut config = fast_config();
+    config.timings.task_ms.insert("qmstart".into(), 600_000);
+    let h = start(config).await;
+    h.clone_template(151, "cloned").await;
+    h.admin
+        .set_faults(&faults(json!({
+            "task_failures": [{"task_type": "qmstop", "nth": 1, "exitstatus": "stuck"}]
+        })))
+        .await;
+    let stop = h.post("/nodes/pve1/qemu/100/status/stop", &[]).await.data();
+    assert_eq!(h.wait_task(stop.as_str().unwrap()).await, "stuck");
+    h.post("/nodes/pve1/qemu/151/status/start", &[])
+        .await
+        .data();
+    let listed = |query: &'static str| {
+        let h = &h;
+        async move {
+            let answer = h
+                .get(&format!("/nodes/pve1/tasks?source=all&{query}"))
+                .await;
+            let body: Value = serde_json::from_str(&answer.body).unwrap();
+            let types = body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["type"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>();
+            (types, body["total"].as_u64().unwrap())
+        }
+    };
+    let every = (vec!["qmstart".into(), "qmstop".into(), "qmclone".into()], 3);
+    assert_eq!(listed("").await, every);
+    assert_eq!(listed("statusfilter=ok").await, (vec!["qmclone".into()], 1));
+    assert_eq!(
+        listed("statusfilter=error").await,
+        (vec!["qmstop".into()], 1)
+    );
+    assert_eq!(
+        listed("statusfilter=unknown").await,
+        (vec!["qmstart".into()], 1)
+    );
+    assert_eq!(
+        listed("statusfilter=OK,error").await,
+        (vec!["qmstop".into(), "qmclone".into()], 2)
+    );
+    // `errors` wins over `statusfilter`, and a running task is not `ok`.
+    assert_eq!(
+        listed("errors=1&statusfilter=ok").await,
+        (vec!["qmstart".into(), "qmstop".into()], 2)
+    );
+    assert_eq!(listed("limit=1&start=1").await, (vec!["qmstop".into()], 3));
+
+    let rows = h.get("/nodes/pve1/tasks?source=all").await.data();
+    let user = rows[1]["user"].as_str().unwrap().to_owned();
+    let token = rows[1]["tokenid"].as_str().unwrap().to_owned();
+    assert!(
+        !user.contains('!'),
+        "an archived task's user is split: {user}"
+    );
+    assert_eq!(rows[0]["user"], format!("{user}!{token}"));
+    assert!(rows[0].get("tokenid").is_none(), "{}", rows[0]);
+    assert_eq!(listed("userfilter=nobody@pve").await, (vec![], 0));
+    let upper = user.to_uppercase();
+    let by_user = h
+        .get(&format!(
+            "/nodes/pve1/tasks?source=all&userfilter={}",
+            encode(&upper)
+        ))
+        .await
+        .data();
+    assert_eq!(by_user.as_array().unwrap().len(), 3, "case-insensitive");
+    // Only the active task's user still holds the token's name.
+    let by_token = h
+        .get(&format!(
+            "/nodes/pve1/tasks?source=all&userfilter={}",
+            encode(&format!("!{token}"))
+        ))
+        .await
+        .data();
+    assert_eq!(by_token.as_array().unwrap().len(), 1);
+    assert_eq!(by_token[0]["type"], "qmstart");
+    h.sim.shutdown().await;
+}

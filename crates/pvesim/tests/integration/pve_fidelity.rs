@@ -1002,3 +1002,54 @@ async fn a_cloudinit_drive_is_allocated_as_pve_does() {
     );
     h.sim.shutdown().await;
 }
+
+/// pve-manager `PVE/API2/Tasks.pm` `node_tasks`: without `Sys.Audit` on the node a caller
+/// sees only its own tasks (`$check_task_user`: a token its own, matched on
+/// `user@realm!token`), so not the qmstart the HA stack's LRM ran as `root@pam`; with it,
+/// every task.
+#[tokio::test]
+async fn task_listing_without_sys_audit_holds_only_the_callers_tasks() {
+    for audit in [false, true] {
+        let missing: &[&str] = if audit { &[] } else { &["Sys.Audit"] };
+        let h = start(config_with(privileges(missing, &[]))).await;
+        let added = h
+            .post(
+                "/cluster/ha/resources",
+                &[("sid", "vm:102"), ("state", "started")],
+            )
+            .await;
+        assert_eq!(added.status, StatusCode::OK, "{}", added.body);
+        h.poll_until("/nodes/pve3/qemu/102/status/current", |a| {
+            a.data()["status"] == "running"
+        })
+        .await;
+        let own = h
+            .post("/nodes/pve3/qemu/102/config", &[("description", "mine")])
+            .await
+            .data();
+        h.wait_task(own.as_str().unwrap()).await;
+        let rows = h.get("/nodes/pve3/tasks?source=all").await.data();
+        let listed: Vec<(String, String)> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["type"].as_str().unwrap().into(),
+                    r["user"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        let root_start = ("qmstart".to_string(), "root@pam".to_string());
+        assert_eq!(
+            listed.contains(&root_start),
+            audit,
+            "audit {audit}: {listed:?}"
+        );
+        assert!(
+            listed.iter().any(|(kind, _)| kind == "qmconfig"),
+            "audit {audit}: {listed:?}"
+        );
+        h.sim.shutdown().await;
+    }
+}
