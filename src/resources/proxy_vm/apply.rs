@@ -473,6 +473,7 @@ async fn first_boot_verdict(
     let work = lifecycle::first_verdict(
         configured,
         (vm.node, vm.vmid),
+        &desired.template,
         expected_of(&vm),
         first_boot,
         deadline,

@@ -15,14 +15,14 @@ const BLIND_TURN: Duration = Duration::from_secs(10);
 /// Polls the guest agent until it reports a usable IPv4 address or the deadline passes, and
 /// returns what it reported. The timeout error says what the agent last answered: no agent,
 /// or an agent without an IPv4 address (a DHCP or network-config problem). The looks are
-/// paced like task polls, near the boot time learned from this process's earlier creates:
-/// PVE holds each look at an agent that is not up yet for up to 3 s and answers it when the
-/// agent starts, so a look aims just before the middle of the recent boots, and another
-/// create's address does not bring it forward.
+/// paced like task polls, near the boot time learned from this process's earlier boots of
+/// `template`: PVE holds each look at an agent that is not up yet for up to 3 s and answers
+/// it when the agent starts, so a look aims just before the middle of the recent boots, and
+/// another create's address does not bring it forward.
 pub(super) async fn wait_for_address(
     client: &Client,
-    node: &str,
-    vmid: u32,
+    (node, vmid): (&str, u32),
+    template: &str,
     deadline: Instant,
 ) -> Step<Vec<GuestInterface>> {
     let agent = client.node(node).qemu(vmid).agent();
@@ -33,7 +33,7 @@ pub(super) async fn wait_for_address(
         backoff: 2.0,
         ..client.config().task_wait.clone()
     };
-    let mut pacer = pve::Pacer::new(client.task_times(), "guest-address", &pace);
+    let mut pacer = pve::Pacer::new(client.task_times(), &address_kind(template), &pace);
     // Until one guest's address is seen, the waits on a node take turns: a first wave's blind
     // looks would otherwise fill the node's pvedaemon and queue the other creates' requests
     // behind them (#42). A turn outlasts a few failed looks and bounds what a guest whose
@@ -112,5 +112,24 @@ pub(super) async fn wait_for_address(
             Err(e) => last = e.to_string(),
         }
         pacer.still_running();
+    }
+}
+
+/// What the address waits learn boot times under: one kind per template, as the image sets
+/// how long a guest takes to start its agent. With one kind for all, a fleet mixing a quick
+/// image with a slow one would aim every look at the middle of both: late at the quick
+/// guests, early (and failed, after holding a PVE worker) at the slow ones.
+fn address_kind(template: &str) -> String {
+    format!("guest-address {template}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_template_learns_its_own_boot_time() {
+        assert_eq!(address_kind("debian-13"), address_kind("debian-13"));
+        assert_ne!(address_kind("debian-13"), address_kind("rhel-9"));
     }
 }

@@ -207,12 +207,13 @@ async fn booted_its_seed(vm: &OwnedVm<'_>, instance_id: &str) -> Step<()> {
 pub async fn first_verdict(
     configured: &Configured,
     (node, vmid): (&str, u32),
+    template: &str,
     expected: Expected<'_>,
     first_boot: FirstBoot<'_>,
     deadline: Instant,
 ) -> Step<(Judged, SeedOutcome)> {
     let client = &configured.client;
-    wait_for_address(client, node, vmid, deadline).await?;
+    wait_for_address(client, (node, vmid), template, deadline).await?;
     let verdict_deadline = Instant::now() + first_boot.timeout;
     let op = Operation::new(client, verdict_deadline + DETACH_ALLOWANCE);
     let vm = OwnedVm::new(op, node, vmid, expected);

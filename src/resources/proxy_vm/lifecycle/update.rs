@@ -73,8 +73,15 @@ pub async fn update(
     ensure_power(&vm, desired.started).await?;
     let booted = desired.started && (!was_running || rebooted);
     if booted && desired.wait_for.waits_for_address() {
-        updated.interfaces =
-            Some(wait_for_address(&configured.client, node, vmid, deadline).await?);
+        updated.interfaces = Some(
+            wait_for_address(
+                &configured.client,
+                (node, vmid),
+                &desired.template,
+                deadline,
+            )
+            .await?,
+        );
     }
     Ok(updated)
 }

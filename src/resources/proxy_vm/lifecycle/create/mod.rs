@@ -199,7 +199,8 @@ async fn provision(
     };
     let started = hold.unless_taken_over(started)?;
     let reported = if desired.started && desired.wait_for.waits_for_address() {
-        Some(wait_for_address(vm.client(), vm.node(), vm.vmid(), vm.deadline()).await?)
+        let at = (vm.node(), vm.vmid());
+        Some(wait_for_address(vm.client(), at, &desired.template, vm.deadline()).await?)
     } else {
         None
     };
