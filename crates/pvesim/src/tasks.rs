@@ -54,10 +54,7 @@ pub fn encode_upid(task: &Task) -> String {
         task.starttime,
         task.task_type,
         task.id,
-        match &task.tokenid {
-            Some(token) => format!("{}!{token}", task.user),
-            None => task.user.clone(),
-        }
+        task.token_user()
     )
 }
 
