@@ -159,8 +159,8 @@ pub enum LockRefusal {
     /// A storage's allocation lock (pve-storage `Plugin.pm` `cluster_lock_storage`): a local
     /// storage's flock `/var/lock/pve-manager/pve-storage-<id>` (pve-common `Tools.pm`
     /// `lock_file_full`: "can't lock file '…' - got timeout"), or a shared storage's pmxcfs
-    /// lock `storage-<id>` (pve-cluster `Cluster.pm` `$cfs_lock`: "cfs-lock 'storage-<id>'
-    /// error: got lock request timeout"). Both wait 10 s.
+    /// lock `storage-<id>` (pve-cluster `Cluster.pm` `$cfs_lock`:
+    /// `cfs-lock 'storage-<id>' error: got lock request timeout`). Both wait 10 s.
     Storage {
         /// The storage id.
         storage: String,
@@ -409,8 +409,8 @@ impl Error {
     /// "No QEMU guest agent configured" or, when the ping fails, "QEMU guest agent is not
     /// running"; every error qemu-ga answers comes back as the command's result
     /// (`QMPClient.pm` `cmd`, since 1928c201 "return error from guest-agent") and
-    /// `check_agent_error` dies "Agent error: <desc>". Only the agent's channel failing is
-    /// worded "VM N qga command '…' failed - <why>" (`cmd`: "got timeout", a socket that
+    /// `check_agent_error` dies `Agent error: <desc>`. Only the agent's channel failing is
+    /// worded `VM N qga command '…' failed - <why>` (`cmd`: "got timeout", a socket that
     /// cannot be opened, a connection closed). qemu-ga's `guest-file-open` words a missing
     /// file `failed to open file '<path>' (mode: '<mode>'): No such file or directory`
     /// (`qga/commands-posix.c` `safe_open_or_create`, `error_setg_errno`).

@@ -101,14 +101,14 @@ impl TaskTimes {
         self.lock().get(kind).and_then(|l| l.estimate)
     }
 
-    /// The shortest run time among the latest waits of `kind` ([`RECENT_RUNS`] of them).
+    /// The shortest run time among the latest waits of `kind` (the last 16).
     pub fn shortest_recent(&self, kind: &str) -> Option<Duration> {
         self.lock()
             .get(kind)
             .and_then(|l| l.recent.iter().min().copied())
     }
 
-    /// The middle of the latest run times of `kind` ([`RECENT_RUNS`] of them; the lower
+    /// The middle of the latest run times of `kind` (the last 16; the lower
     /// of the two middles of an even count).
     pub fn middle_recent(&self, kind: &str) -> Option<Duration> {
         let kinds = self.lock();

@@ -29,7 +29,7 @@ pub fn property_format(name: &str) -> Option<&'static [ParamRule]> {
     })
 }
 
-/// Names of the formats that [`check_named`] really checks (the others pass).
+/// Names of the formats that `check_named` really checks (the others pass).
 pub const CHECKED_FORMATS: &[&str] = &[
     "pve-vmid",
     "pve-node",
