@@ -5,6 +5,10 @@
 //! sent them. What happened before the hold is exactly requests 1 to N-1 (with
 //! `after_handling`, 1 to N, the Nth one's answer lost), however loaded the machine is.
 //!
+//! With `counting`, only requests whose line (`METHOD /path?decoded-query`) contains that text
+//! count: a test stops the world at a request of its choice (the first upload, say) and sees
+//! in `held_requests` what the client sent beside it, however loaded the machine is.
+//!
 //! Not PVE behaviour: a test facility, like the faults. PVE's own workers (tasks) go on
 //! while requests are held, as they go on when a real client dies.
 
@@ -14,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 /// What a test asks for: `PUT /_sim/hold`.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct HoldRequest {
     /// The request to hold, counted from 1 over the PVE API requests that arrive after the
@@ -23,19 +27,26 @@ pub struct HoldRequest {
     /// Handle the Nth request first and hold only its answer (the client cannot tell
     /// whether it took effect); later requests are held unhandled.
     pub after_handling: bool,
+    /// Count only requests whose line (`GET /nodes/pve1/qemu/100/config`, a query decoded
+    /// after `?`) contains this text; every request after the Nth such one is held too.
+    pub counting: Option<String>,
 }
 
 /// What `GET /_sim/hold` answers.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 pub struct HoldStatus {
     /// A hold is set.
     pub armed: bool,
     pub request: u64,
     pub after_handling: bool,
-    /// PVE API requests that arrived since the hold was set.
+    pub counting: Option<String>,
+    /// PVE API requests that arrived since the hold was set (the counted ones only, with
+    /// `counting`).
     pub seen: u64,
     /// Requests waiting now: once this is at least 1 the world stands still.
     pub held: u64,
+    /// The lines of the requests waiting, in their order of arrival.
+    pub held_requests: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -44,6 +55,7 @@ struct Armed {
     ask: HoldRequest,
     seen: u64,
     held: u64,
+    held_requests: Vec<String>,
 }
 
 /// What a request does at the gate.
@@ -81,20 +93,24 @@ impl Default for RequestHold {
 }
 
 impl RequestHold {
-    /// Sets a hold (replacing one not yet released; its held requests are released).
+    /// Sets a hold, replacing one not yet released (its held requests are released): at
+    /// once, so no request passes between the two holds.
     pub fn set(&self, ask: HoldRequest) {
-        self.release();
         let generation = {
             let mut next = lock(&self.next_generation);
             *next += 1;
             *next
         };
-        *lock(&self.armed) = Some(Armed {
+        let replaced = lock(&self.armed).replace(Armed {
             generation,
             ask,
             seen: 0,
             held: 0,
+            held_requests: Vec::new(),
         });
+        if let Some(replaced) = replaced {
+            self.released.send_replace(replaced.generation);
+        }
     }
 
     /// Releases every held request (they are dropped) and clears the hold.
@@ -110,28 +126,45 @@ impl RequestHold {
                 armed: true,
                 request: armed.ask.request,
                 after_handling: armed.ask.after_handling,
+                counting: armed.ask.counting.clone(),
                 seen: armed.seen,
                 held: armed.held,
+                held_requests: armed.held_requests.clone(),
             },
             None => HoldStatus::default(),
         }
     }
 
-    /// Counts an arriving PVE API request and says what it does.
-    pub fn admit(&self) -> Gate {
+    /// Counts an arriving PVE API request (`line`: `METHOD /path?decoded-query`) and says
+    /// what it does.
+    pub fn admit(&self, line: &str) -> Gate {
         let mut armed = lock(&self.armed);
         let Some(armed) = armed.as_mut() else {
             return Gate::Pass;
         };
-        armed.seen += 1;
         let waiter = Waiter(armed.generation);
-        if armed.seen < armed.ask.request {
-            return Gate::Pass;
-        }
-        if armed.seen == armed.ask.request && armed.ask.after_handling {
-            return Gate::HoldAfter(waiter);
+        let reached = armed.ask.request > 0 && armed.seen >= armed.ask.request;
+        let counted = match &armed.ask.counting {
+            Some(text) => line.contains(text.as_str()),
+            None => true,
+        };
+        if !reached {
+            if !counted {
+                return Gate::Pass;
+            }
+            armed.seen += 1;
+            if armed.seen < armed.ask.request {
+                return Gate::Pass;
+            }
+            if armed.ask.after_handling {
+                armed.held_requests.push(line.to_owned());
+                return Gate::HoldAfter(waiter);
+            }
+        } else if counted {
+            armed.seen += 1;
         }
         armed.held += 1;
+        armed.held_requests.push(line.to_owned());
         Gate::HoldBefore(waiter)
     }
 
@@ -164,17 +197,17 @@ mod tests {
     #[tokio::test]
     async fn the_nth_request_and_every_later_one_wait_until_the_release() {
         let hold = RequestHold::default();
-        assert_eq!(hold.admit(), Gate::Pass, "no hold set");
+        assert_eq!(hold.admit("GET /version"), Gate::Pass, "no hold set");
         hold.set(HoldRequest {
             request: 3,
-            after_handling: false,
+            ..HoldRequest::default()
         });
-        assert_eq!(hold.admit(), Gate::Pass);
-        assert_eq!(hold.admit(), Gate::Pass);
-        let Gate::HoldBefore(third) = hold.admit() else {
+        assert_eq!(hold.admit("GET /version"), Gate::Pass);
+        assert_eq!(hold.admit("GET /version"), Gate::Pass);
+        let Gate::HoldBefore(third) = hold.admit("GET /version") else {
             panic!("the third request is held")
         };
-        let Gate::HoldBefore(fourth) = hold.admit() else {
+        let Gate::HoldBefore(fourth) = hold.admit("GET /version") else {
             panic!("a later request is held too")
         };
         let status = hold.status();
@@ -191,7 +224,11 @@ mod tests {
             hold.release();
             both.await.unwrap();
             assert_eq!(hold.status(), HoldStatus::default());
-            assert_eq!(hold.admit(), Gate::Pass, "the release cleared the hold");
+            assert_eq!(
+                hold.admit("GET /version"),
+                Gate::Pass,
+                "the release cleared the hold"
+            );
         });
         waiting.await.unwrap();
     }
@@ -202,11 +239,12 @@ mod tests {
         hold.set(HoldRequest {
             request: 1,
             after_handling: true,
+            ..HoldRequest::default()
         });
-        let Gate::HoldAfter(first) = hold.admit() else {
+        let Gate::HoldAfter(first) = hold.admit("GET /version") else {
             panic!("the first request is handled, then held")
         };
-        assert!(matches!(hold.admit(), Gate::HoldBefore(_)));
+        assert!(matches!(hold.admit("GET /version"), Gate::HoldBefore(_)));
         let hold = std::sync::Arc::new(hold);
         let inner = hold.clone();
         let answer = tokio::spawn(async move { inner.wait(first, true).await });
@@ -215,5 +253,59 @@ mod tests {
         }
         hold.release();
         answer.await.unwrap();
+    }
+
+    #[test]
+    fn a_counting_hold_waits_for_the_nth_request_it_names_and_holds_all_after_it() {
+        let hold = RequestHold::default();
+        hold.set(HoldRequest {
+            request: 2,
+            counting: Some("/upload".to_owned()),
+            ..HoldRequest::default()
+        });
+        let upload = "POST /nodes/pve1/storage/local/upload";
+        assert_eq!(hold.admit("GET /nodes/pve1/qemu/100/config"), Gate::Pass);
+        assert_eq!(hold.admit(upload), Gate::Pass, "the first upload passes");
+        assert_eq!(hold.admit("GET /cluster/resources?type=vm"), Gate::Pass);
+        assert!(matches!(hold.admit(upload), Gate::HoldBefore(_)));
+        let config = "GET /nodes/pve1/qemu/100/config";
+        assert!(
+            matches!(hold.admit(config), Gate::HoldBefore(_)),
+            "every request after it waits, counted or not"
+        );
+        let status = hold.status();
+        assert_eq!((status.seen, status.held), (2, 2));
+        assert_eq!(status.held_requests, [upload, config]);
+    }
+
+    #[tokio::test]
+    async fn a_new_hold_releases_the_old_one_and_lets_no_request_pass_between() {
+        let hold = std::sync::Arc::new(RequestHold::default());
+        hold.set(HoldRequest {
+            request: 1,
+            ..HoldRequest::default()
+        });
+        let Gate::HoldBefore(first) = hold.admit("GET /version") else {
+            panic!("held")
+        };
+        let inner = hold.clone();
+        let released = tokio::spawn(async move { inner.wait(first, false).await });
+        hold.set(HoldRequest {
+            request: 1,
+            counting: Some("/pending".to_owned()),
+            ..HoldRequest::default()
+        });
+        released.await.unwrap();
+        let status = hold.status();
+        assert_eq!(
+            (status.seen, status.held),
+            (0, 0),
+            "the new hold starts afresh"
+        );
+        assert_eq!(hold.admit("GET /version"), Gate::Pass);
+        assert!(matches!(
+            hold.admit("GET /nodes/pve1/qemu/100/pending"),
+            Gate::HoldBefore(_)
+        ));
     }
 }

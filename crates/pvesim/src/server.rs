@@ -189,6 +189,16 @@ fn extract_token(header: &str) -> Option<String> {
     None
 }
 
+/// `METHOD /path?k=v&…` with the query decoded, as a hold's `counting` text matches it.
+fn request_line(method: &str, api_path: &str, query: Option<&str>) -> String {
+    let pairs = query_params(query);
+    if pairs.is_empty() {
+        return format!("{method} {api_path}");
+    }
+    let query: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{method} {api_path}?{}", query.join("&"))
+}
+
 fn query_params(query: Option<&str>) -> Vec<(String, String)> {
     query
         .map(|q| {
@@ -238,7 +248,9 @@ async fn handle_received(
     let in_flight = connection.as_ref().map(|c| c.begin_request());
     let last_request = in_flight.as_ref().is_some_and(|(_, last)| *last);
 
-    let gate = shared.hold.admit();
+    let gate = shared
+        .hold
+        .admit(&request_line(&method, &api_path, req.uri().query()));
     if let crate::hold::Gate::HoldBefore(waiter) = gate {
         shared.hold.wait(waiter, false).await;
         return Err(DropConnection);

@@ -174,6 +174,19 @@ impl Admin {
         let ask = HoldRequest {
             request,
             after_handling,
+            counting: None,
+        };
+        self.put("hold", &ask).await
+    }
+
+    /// `PUT /_sim/hold` counting only requests whose line contains `counting`: the world
+    /// stands still at the `request`th of them (replacing a hold set before, whose held
+    /// requests are dropped).
+    pub async fn hold_counting(&self, request: u64, counting: &str) -> HoldStatus {
+        let ask = HoldRequest {
+            request,
+            after_handling: false,
+            counting: Some(counting.to_owned()),
         };
         self.put("hold", &ask).await
     }
