@@ -10,7 +10,7 @@ use super::super::model::networks::{self, Nic};
 use super::boot_order;
 use super::error::{Step, StepError, unworkable};
 use super::marks::creating_mark;
-use super::owned::OwnedVm;
+use super::owned::{OwnedVm, Seen};
 use crate::ownership;
 
 /// Writes what differs from the desired config, conditionally: a concurrent edit (in the UI,
@@ -23,14 +23,29 @@ pub(super) async fn write_config(
     seed_volume: Option<&str>,
     creating: bool,
 ) -> Step<()> {
-    vm.conditional("write the config", |seen| async move {
+    write_config_from(vm, None, desired, seed_volume, creating).await
+}
+
+/// [`write_config`], decided first from `seen` when the caller read the VM already (beside
+/// the seed's upload); else, or when that read failed, from a read of its own.
+pub(super) async fn write_config_from(
+    vm: &OwnedVm<'_>,
+    seen: Option<Step<Seen>>,
+    desired: &Desired,
+    seed_volume: Option<&str>,
+    creating: bool,
+) -> Step<()> {
+    let attempt = |seen: Seen| async move {
         let update = config_update(&seen.config, desired, seed_volume, creating)?;
         if update.is_empty() {
             return Ok(());
         }
         vm.write_task(&seen.change(update)).await.map(drop)
-    })
-    .await
+    };
+    match seen.and_then(Result::ok) {
+        Some(seen) => vm.conditional_from(seen, "write the config", attempt).await,
+        None => vm.conditional("write the config", attempt).await,
+    }
 }
 
 /// The tags as PVE normalises them, as one string.

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::super::model::{Desired, Observed, SeedStays};
 use super::ProgressCell;
-use super::configure::write_config;
+use super::configure::write_config_from;
 use super::disk::grow_disk;
 use super::error::{Step, StepError};
 use super::ha::ensure as ensure_ha;
@@ -187,8 +187,15 @@ async fn provision(
     let (vm, desired) = (&hold.vm, hold.desired);
     let seed_volume = built.volume.as_str();
     let bytes = built.bytes.clone();
-    seed::upload_seed(vm.client(), vm.node(), seed_volume, bytes, vm.deadline()).await?;
-    hold.unless_taken_over(write_config(vm, desired, Some(seed_volume), true).await)?;
+    // The config write's read goes out beside the upload: the write, conditional on its
+    // digest, still comes after the seed is on the storage.
+    let (uploaded, seen) = tokio::join!(
+        seed::upload_seed(vm.client(), vm.node(), seed_volume, bytes, vm.deadline()),
+        vm.read()
+    );
+    uploaded?;
+    let written = write_config_from(vm, Some(seen), desired, Some(seed_volume), true).await;
+    hold.unless_taken_over(written)?;
     hold.unless_taken_over(grow_disk(vm, desired.disk_gib).await)?;
     // Under HA before the start, as PVE's create with `ha-managed` does.
     hold.unless_taken_over(ensure_ha(vm, desired, made_here).await)?;
