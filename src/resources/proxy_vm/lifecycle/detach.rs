@@ -19,7 +19,7 @@ use pve::wire::CdromDrive;
 use super::super::model::SeedStays;
 use super::cloud_init::{GuestFile, read_guest_file};
 use super::error::Step;
-use super::owned::{OwnedVm, tolerate_gone};
+use super::owned::{OwnedVm, Seen, tolerate_gone};
 
 /// How a detach ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,20 +30,42 @@ pub enum Detach {
     Kept { why: String, stays: SeedStays },
 }
 
+/// What a detach decides from, read at once: the VM's config (its digest for the write) and
+/// the guest's `manual-clean` marker.
+pub(super) struct Looked {
+    seen: Step<Seen>,
+    marker: Step<Option<(String, SeedStays)>>,
+}
+
+/// The detach's two reads, sent together (and beside the caller's own: the first boot's
+/// instance-id), so a create's detach waits for one answer, not three in turn.
+pub(super) async fn look(vm: &OwnedVm<'_>) -> Looked {
+    let (seen, marker) = tokio::join!(vm.read(), marker_missing(vm));
+    Looked { seen, marker }
+}
+
 /// Detaches `seed_volume` (uploaded to `seed_node`) from the VM and deletes it; see the
 /// module doc. A VM that boots another volume as `ide2` keeps it, and `seed_volume` is
-/// deleted only when no VM of ours boots it.
+/// deleted only when no VM of ours boots it. `looked`: the reads [`look`] made, decided
+/// from first (a read that failed is made again, as is everything after a refused digest).
 pub(super) async fn detach_seed(
     vm: &OwnedVm<'_>,
     seed_node: &str,
     seed_volume: &str,
+    looked: Option<Looked>,
 ) -> Step<Detach> {
+    let (seen, marker) = match looked {
+        Some(Looked { seen, marker }) => (seen.ok(), Some(marker)),
+        None => (None, None),
+    };
+    // The marker read once: a later attempt (its digest refused) asks the guest again.
+    let marker = Mutex::new(marker);
     // One read decides: a VM still booting the seed needs the guest's marker first, then
     // the conditional write; one whose `ide2` is empty already (a detach resumed) only the
     // file's delete.
     let kept: Mutex<Option<(String, SeedStays)>> = Mutex::new(None);
-    vm.conditional("detach the seed", |seen| {
-        let kept = &kept;
+    let attempt = |seen: Seen| {
+        let (kept, marker) = (&kept, &marker);
         async move {
             let boots_seed = seen
                 .config
@@ -53,7 +75,12 @@ pub(super) async fn detach_seed(
             if !boots_seed {
                 return Ok(());
             }
-            if let Some(why) = marker_missing(vm).await? {
+            let looked = marker.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let missing = match looked {
+                Some(missing) => missing?,
+                None => marker_missing(vm).await?,
+            };
+            if let Some(why) = missing {
                 *kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
                 return Ok(());
             }
@@ -62,8 +89,14 @@ pub(super) async fn detach_seed(
             tracing::info!(vmid = vm.vmid(), "detached the seed");
             Ok(())
         }
-    })
-    .await?;
+    };
+    match seen {
+        Some(seen) => {
+            vm.conditional_from(seen, "detach the seed", attempt)
+                .await?
+        }
+        None => vm.conditional("detach the seed", attempt).await?,
+    }
     if let Some((why, stays)) = kept.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Ok(Detach::Kept { why, stays });
     }

@@ -10,7 +10,7 @@ use super::super::model::{Desired, SeedLifetime, SeedStays, WaitFor};
 use super::cloud_init::{
     GuestFile, INSTANCE_ID, RESULT_JSON, Verdict, read_guest_file, wait_for_cloud_init,
 };
-use super::detach::detach_seed;
+use super::detach::{self, detach_seed};
 use super::error::{Step, StepError};
 use super::expected::Expected;
 use super::operation::Operation;
@@ -74,18 +74,25 @@ pub(super) async fn after_ready(
     let deadline = Instant::now() + first_boot.timeout;
     let op = Operation::new(vm.client(), deadline + DETACH_ALLOWANCE);
     let vm = &vm.with_op(op);
-    match judge(vm, deadline, first_boot.instance_id, &mut outcome).await? {
-        Judged::Clean => {}
+    match verdict(vm, deadline, &mut outcome).await? {
+        Judged::Clean if desired.seed_lifetime == SeedLifetime::UntilReady => {
+            // The detach's reads go out beside the instance-id's, not one after another:
+            // a VM that did not boot its seed stops the create before anything is written.
+            let (booted, looked) = tokio::join!(
+                booted_its_seed(vm, first_boot.instance_id),
+                detach::look(vm)
+            );
+            booted?;
+            detach_after_verdict(vm, seed, Some(looked), &mut outcome).await?;
+        }
+        Judged::Clean => booted_its_seed(vm, first_boot.instance_id).await?,
         Judged::StillRunning if first_boot.replaces_beside => {
             return Err(StepError::Unworkable(still_running_text(
                 vm.vmid(),
                 first_boot,
             )));
         }
-        Judged::StillRunning | Judged::Unknown => return Ok(outcome),
-    }
-    if desired.seed_lifetime == SeedLifetime::UntilReady {
-        detach_after_verdict(vm, seed, &mut outcome).await?;
+        Judged::StillRunning | Judged::Unknown => {}
     }
     Ok(outcome)
 }
@@ -106,9 +113,10 @@ fn still_running_text(vmid: u32, first_boot: FirstBoot<'_>) -> String {
 pub(super) async fn detach_after_verdict(
     vm: &OwnedVm<'_>,
     (seed_node, seed_volume): (&str, &str),
+    looked: Option<detach::Looked>,
     outcome: &mut SeedOutcome,
 ) -> Step<()> {
-    match detach_seed(vm, seed_node, seed_volume).await {
+    match detach_seed(vm, seed_node, seed_volume, looked).await {
         Ok(Detach::Done) => outcome.deleted = true,
         Ok(Detach::Kept { why, stays }) => {
             outcome.warnings.push(why);
@@ -145,6 +153,16 @@ pub(super) async fn judge(
     instance_id: &str,
     outcome: &mut SeedOutcome,
 ) -> Step<Judged> {
+    let judged = verdict(vm, deadline, outcome).await?;
+    if judged == Judged::Clean {
+        booted_its_seed(vm, instance_id).await?;
+    }
+    Ok(judged)
+}
+
+/// [`judge`] without the look at which seed the guest booted: the caller makes it (with
+/// other reads beside it) before it counts [`Judged::Clean`].
+async fn verdict(vm: &OwnedVm<'_>, deadline: Instant, outcome: &mut SeedOutcome) -> Step<Judged> {
     let vmid = vm.vmid();
     match wait_for_cloud_init(vm.client(), vm.node(), vmid, deadline).await? {
         Verdict::Unknown { why, stays } => {
@@ -171,7 +189,6 @@ pub(super) async fn judge(
                     recoverable.join("\n  ")
                 ));
             }
-            booted_its_seed(vm, instance_id).await?;
             Ok(Judged::Clean)
         }
     }
@@ -240,7 +257,7 @@ pub async fn detach(
         vmid,
         expected,
     );
-    detach_seed(&vm, seed_node, seed_volume).await
+    detach_seed(&vm, seed_node, seed_volume, None).await
 }
 
 /// What a refresh's look found of a seed still attached (`until_ready`).
