@@ -47,19 +47,24 @@ pub(super) async fn observe_known(
     reported: Option<Vec<GuestInterface>>,
 ) -> Step<Option<Observed>> {
     let qemu = client.node(node).qemu(vmid);
-    let view = match operation::read(|| qemu.pending_view()).await {
+    // The power state, when the caller has none, is asked beside the config, not after it.
+    let asked_status = async {
+        match status {
+            Some(status) => Ok(status),
+            None => operation::read(|| qemu.status()).await,
+        }
+    };
+    let (view, status) = tokio::join!(operation::read(|| qemu.pending_view()), asked_status);
+    let view = match view {
         Ok(view) => view,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let config = &view.effective;
     let status = match status {
-        Some(status) => status,
-        None => match operation::read(|| qemu.status()).await {
-            Ok(status) => status,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.into()),
-        },
+        Ok(status) => status,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
     let net = config.net(0).and_then(Result::ok);
     let mac = net.as_ref().and_then(|n| n.mac.clone());
