@@ -13,6 +13,7 @@ mod acc_addresses;
 mod acc_clone_window;
 mod acc_cluster_life;
 mod acc_cost;
+mod acc_create_waits;
 mod acc_delete_and_vmid_choice;
 mod acc_docs;
 mod acc_examples;

@@ -564,6 +564,13 @@ impl SimClient {
         self.admin().hold_request(request, after_handling).await;
     }
 
+    /// Holds the `request`th PVE API request from now whose line (`METHOD /path?query`,
+    /// decoded) contains `counting`, and every request after it (replacing a hold set
+    /// before: its held requests are dropped), until [`SimClient::release_hold`].
+    pub async fn hold_counting(&self, request: u64, counting: &str) {
+        self.admin().hold_counting(request, counting).await;
+    }
+
     /// Waits until the world stands still at the held request (`true`), or `gone` says the
     /// client ended first (`false`).
     pub async fn until_held(&self, gone: impl FnMut() -> bool) -> bool {
