@@ -75,25 +75,8 @@ pub(super) async fn observe_known(
             Some(interfaces) => Ok(interfaces),
             None => qemu.agent().network_get_interfaces().await,
         };
-        if let Ok(mut interfaces) = interfaces {
-            // The interface with net0's MAC first, so the primary address is on it.
-            interfaces.sort_by_key(|i| {
-                let same = i
-                    .hardware_address
-                    .as_deref()
-                    .zip(mac.as_deref())
-                    .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b));
-                !same
-            });
-            for interface in interfaces.iter().filter(|i| i.name != "lo") {
-                for ip in &interface.ip_addresses {
-                    if ip.is_usable_ipv4() {
-                        ipv4.push(ip.address.clone());
-                    } else if ip.kind == "ipv6" && ip.address != "::1" {
-                        ipv6.push(ip.address.clone());
-                    }
-                }
-            }
+        if let Ok(interfaces) = interfaces {
+            (ipv4, ipv6) = addresses(interfaces, mac.as_deref());
         }
     }
     let disk = config.boot_disk();
@@ -139,6 +122,30 @@ pub(super) async fn observe_known(
         ha_listed: false,
         networks: networks::seen(config),
     }))
+}
+
+/// The usable IPv4 and IPv6 addresses the agent reported, those of the interface with
+/// net0's MAC first (so the primary address is on it), loopback left out.
+fn addresses(mut interfaces: Vec<GuestInterface>, mac: Option<&str>) -> (Vec<String>, Vec<String>) {
+    interfaces.sort_by_key(|i| {
+        let same = i
+            .hardware_address
+            .as_deref()
+            .zip(mac)
+            .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b));
+        !same
+    });
+    let (mut ipv4, mut ipv6) = (Vec::new(), Vec::new());
+    for interface in interfaces.iter().filter(|i| i.name != "lo") {
+        for ip in &interface.ip_addresses {
+            if ip.is_usable_ipv4() {
+                ipv4.push(ip.address.clone());
+            } else if ip.kind == "ipv6" && ip.address != "::1" {
+                ipv6.push(ip.address.clone());
+            }
+        }
+    }
+    (ipv4, ipv6)
 }
 
 impl RunningValues {
