@@ -135,13 +135,15 @@ impl RequestHold {
         }
     }
 
-    /// Counts an arriving PVE API request (`line`: `METHOD /path?decoded-query`) and says
-    /// what it does.
-    pub fn admit(&self, line: &str) -> Gate {
+    /// Counts an arriving PVE API request (`line` gives `METHOD /path?decoded-query`, built
+    /// only while a hold is set: every request passes here) and says what it does.
+    pub fn admit(&self, line: impl FnOnce() -> String) -> Gate {
         let mut armed = lock(&self.armed);
         let Some(armed) = armed.as_mut() else {
             return Gate::Pass;
         };
+        let line = line();
+        let line = line.as_str();
         let waiter = Waiter(armed.generation);
         let reached = armed.ask.request > 0 && armed.seen >= armed.ask.request;
         let counted = match &armed.ask.counting {
@@ -197,17 +199,21 @@ mod tests {
     #[tokio::test]
     async fn the_nth_request_and_every_later_one_wait_until_the_release() {
         let hold = RequestHold::default();
-        assert_eq!(hold.admit("GET /version"), Gate::Pass, "no hold set");
+        assert_eq!(
+            hold.admit(|| "GET /version".to_owned()),
+            Gate::Pass,
+            "no hold set"
+        );
         hold.set(HoldRequest {
             request: 3,
             ..HoldRequest::default()
         });
-        assert_eq!(hold.admit("GET /version"), Gate::Pass);
-        assert_eq!(hold.admit("GET /version"), Gate::Pass);
-        let Gate::HoldBefore(third) = hold.admit("GET /version") else {
+        assert_eq!(hold.admit(|| "GET /version".to_owned()), Gate::Pass);
+        assert_eq!(hold.admit(|| "GET /version".to_owned()), Gate::Pass);
+        let Gate::HoldBefore(third) = hold.admit(|| "GET /version".to_owned()) else {
             panic!("the third request is held")
         };
-        let Gate::HoldBefore(fourth) = hold.admit("GET /version") else {
+        let Gate::HoldBefore(fourth) = hold.admit(|| "GET /version".to_owned()) else {
             panic!("a later request is held too")
         };
         let status = hold.status();
@@ -225,7 +231,7 @@ mod tests {
             both.await.unwrap();
             assert_eq!(hold.status(), HoldStatus::default());
             assert_eq!(
-                hold.admit("GET /version"),
+                hold.admit(|| "GET /version".to_owned()),
                 Gate::Pass,
                 "the release cleared the hold"
             );
@@ -241,10 +247,13 @@ mod tests {
             after_handling: true,
             ..HoldRequest::default()
         });
-        let Gate::HoldAfter(first) = hold.admit("GET /version") else {
+        let Gate::HoldAfter(first) = hold.admit(|| "GET /version".to_owned()) else {
             panic!("the first request is handled, then held")
         };
-        assert!(matches!(hold.admit("GET /version"), Gate::HoldBefore(_)));
+        assert!(matches!(
+            hold.admit(|| "GET /version".to_owned()),
+            Gate::HoldBefore(_)
+        ));
         let hold = std::sync::Arc::new(hold);
         let inner = hold.clone();
         let answer = tokio::spawn(async move { inner.wait(first, true).await });
@@ -264,13 +273,26 @@ mod tests {
             ..HoldRequest::default()
         });
         let upload = "POST /nodes/pve1/storage/local/upload";
-        assert_eq!(hold.admit("GET /nodes/pve1/qemu/100/config"), Gate::Pass);
-        assert_eq!(hold.admit(upload), Gate::Pass, "the first upload passes");
-        assert_eq!(hold.admit("GET /cluster/resources?type=vm"), Gate::Pass);
-        assert!(matches!(hold.admit(upload), Gate::HoldBefore(_)));
+        assert_eq!(
+            hold.admit(|| "GET /nodes/pve1/qemu/100/config".to_owned()),
+            Gate::Pass
+        );
+        assert_eq!(
+            hold.admit(|| upload.to_owned()),
+            Gate::Pass,
+            "the first upload passes"
+        );
+        assert_eq!(
+            hold.admit(|| "GET /cluster/resources?type=vm".to_owned()),
+            Gate::Pass
+        );
+        assert!(matches!(
+            hold.admit(|| upload.to_owned()),
+            Gate::HoldBefore(_)
+        ));
         let config = "GET /nodes/pve1/qemu/100/config";
         assert!(
-            matches!(hold.admit(config), Gate::HoldBefore(_)),
+            matches!(hold.admit(|| config.to_owned()), Gate::HoldBefore(_)),
             "every request after it waits, counted or not"
         );
         let status = hold.status();
@@ -285,7 +307,7 @@ mod tests {
             request: 1,
             ..HoldRequest::default()
         });
-        let Gate::HoldBefore(first) = hold.admit("GET /version") else {
+        let Gate::HoldBefore(first) = hold.admit(|| "GET /version".to_owned()) else {
             panic!("held")
         };
         let inner = hold.clone();
@@ -302,9 +324,9 @@ mod tests {
             (0, 0),
             "the new hold starts afresh"
         );
-        assert_eq!(hold.admit("GET /version"), Gate::Pass);
+        assert_eq!(hold.admit(|| "GET /version".to_owned()), Gate::Pass);
         assert!(matches!(
-            hold.admit("GET /nodes/pve1/qemu/100/pending"),
+            hold.admit(|| "GET /nodes/pve1/qemu/100/pending".to_owned()),
             Gate::HoldBefore(_)
         ));
     }

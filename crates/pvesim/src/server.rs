@@ -250,7 +250,7 @@ async fn handle_received(
 
     let gate = shared
         .hold
-        .admit(&request_line(&method, &api_path, req.uri().query()));
+        .admit(|| request_line(&method, &api_path, req.uri().query()));
     if let crate::hold::Gate::HoldBefore(waiter) = gate {
         shared.hold.wait(waiter, false).await;
         return Err(DropConnection);
