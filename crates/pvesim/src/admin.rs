@@ -123,6 +123,10 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
             shared.hold.release();
             json_response(200, None, &json!(shared.hold.status()))
         }
+        ("POST", "hold/resume") => {
+            shared.hold.resume();
+            json_response(200, None, &json!(shared.hold.status()))
+        }
         ("GET", "timings") => json_response(200, None, &json!(shared.lock().timings)),
         ("PUT", "timings") => {
             let body = match read_body(req).await {

@@ -9,6 +9,10 @@
 //! count: a test stops the world at a request of its choice (the first upload, say) and sees
 //! in `held_requests` what the client sent beside it, however loaded the machine is.
 //!
+//! A test may instead resume the held requests: they are handled (or answered) as if they
+//! had just arrived, so it can change the world at a chosen point of a client's run (a node
+//! reboots just before the client's last read) and see what the client makes of it.
+//!
 //! Not PVE behaviour: a test facility, like the faults. PVE's own workers (tasks) go on
 //! while requests are held, as they go on when a real client dies.
 
@@ -69,6 +73,15 @@ pub enum Gate {
     HoldAfter(Waiter),
 }
 
+/// How a held request's hold ended.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Released {
+    /// Dropped unanswered, as if its client never sent it.
+    Dropped,
+    /// It goes on.
+    Resumed,
+}
+
 /// A held request's ticket: ends once its hold is released.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Waiter(u64);
@@ -80,6 +93,8 @@ pub struct RequestHold {
     next_generation: Mutex<u64>,
     /// The newest generation released.
     released: watch::Sender<u64>,
+    /// The generations released by [`RequestHold::resume`]: their held requests go on.
+    resumed: Mutex<Vec<u64>>,
 }
 
 impl Default for RequestHold {
@@ -88,6 +103,7 @@ impl Default for RequestHold {
             armed: Mutex::new(None),
             next_generation: Mutex::new(0),
             released: watch::Sender::new(0),
+            resumed: Mutex::new(Vec::new()),
         }
     }
 }
@@ -117,6 +133,17 @@ impl RequestHold {
     pub fn release(&self) {
         if let Some(armed) = lock(&self.armed).take() {
             self.released.send_replace(armed.generation);
+        }
+    }
+
+    /// Clears the hold and lets every held request go on: handled as if it arrived now (or,
+    /// held after handling, answered).
+    pub fn resume(&self) {
+        let mut armed = lock(&self.armed);
+        if let Some(taken) = armed.take() {
+            // Recorded before the waiters wake, so each sees its generation resumed.
+            lock(&self.resumed).push(taken.generation);
+            self.released.send_replace(taken.generation);
         }
     }
 
@@ -170,21 +197,30 @@ impl RequestHold {
         Gate::HoldBefore(waiter)
     }
 
-    /// Waits until `waiter`'s hold is released. A request handled before it waits
-    /// (`after_handling`) counts as held from here.
-    pub async fn wait(&self, waiter: Waiter, handled_first: bool) {
+    /// Waits until `waiter`'s hold is released, and says whether it was resumed (the
+    /// request goes on) rather than released (it is dropped). A request handled before it
+    /// waits (`after_handling`) counts as held from here.
+    pub async fn wait(&self, waiter: Waiter, handled_first: bool) -> Released {
         let mut released = self.released.subscribe();
         if handled_first {
             match lock(&self.armed).as_mut() {
                 Some(armed) if armed.generation == waiter.0 => armed.held += 1,
                 // Released while it was handled.
-                _ => return,
+                _ => return self.how_released(&waiter),
             }
         }
         // An error means the sender is gone with the simulator: nothing is left to wait for.
         let _ = released
             .wait_for(|generation| *generation >= waiter.0)
             .await;
+        self.how_released(&waiter)
+    }
+
+    fn how_released(&self, waiter: &Waiter) -> Released {
+        match lock(&self.resumed).contains(&waiter.0) {
+            true => Released::Resumed,
+            false => Released::Dropped,
+        }
     }
 }
 
@@ -317,7 +353,11 @@ mod tests {
             counting: Some("/pending".to_owned()),
             ..HoldRequest::default()
         });
-        released.await.unwrap();
+        assert_eq!(
+            released.await.unwrap(),
+            Released::Dropped,
+            "the replaced hold's request is dropped"
+        );
         let status = hold.status();
         assert_eq!(
             (status.seen, status.held),
@@ -329,5 +369,50 @@ mod tests {
             hold.admit(|| "GET /nodes/pve1/qemu/100/pending".to_owned()),
             Gate::HoldBefore(_)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_resumed_hold_lets_its_held_requests_go_on_and_a_released_one_drops_them() {
+        let hold = std::sync::Arc::new(RequestHold::default());
+        hold.set(HoldRequest {
+            request: 1,
+            counting: Some("/pending".to_owned()),
+            ..HoldRequest::default()
+        });
+        let Gate::HoldBefore(pending) =
+            hold.admit(|| "GET /nodes/pve1/qemu/100/pending".to_owned())
+        else {
+            panic!("held")
+        };
+        let Gate::HoldBefore(beside) = hold.admit(|| "GET /version".to_owned()) else {
+            panic!("a later request is held too")
+        };
+        let inner = hold.clone();
+        let waiting = tokio::spawn(async move {
+            (
+                inner.wait(pending, false).await,
+                inner.wait(beside, false).await,
+            )
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "nothing is resumed yet");
+        hold.resume();
+        assert_eq!(
+            waiting.await.unwrap(),
+            (Released::Resumed, Released::Resumed)
+        );
+        assert_eq!(hold.status(), HoldStatus::default(), "the hold is cleared");
+        assert_eq!(hold.admit(|| "GET /version".to_owned()), Gate::Pass);
+
+        // A later hold released, not resumed, still drops what it held.
+        hold.set(HoldRequest {
+            request: 1,
+            ..HoldRequest::default()
+        });
+        let Gate::HoldBefore(dropped) = hold.admit(|| "GET /version".to_owned()) else {
+            panic!("held")
+        };
+        hold.release();
+        assert_eq!(hold.wait(dropped, false).await, Released::Dropped);
     }
 }

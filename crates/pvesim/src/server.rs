@@ -251,10 +251,17 @@ async fn handle_received(
     let gate = shared
         .hold
         .admit(|| request_line(&method, &api_path, req.uri().query()));
-    if let crate::hold::Gate::HoldBefore(waiter) = gate {
-        shared.hold.wait(waiter, false).await;
-        return Err(DropConnection);
-    }
+    let answer_held = match gate {
+        crate::hold::Gate::Pass => None,
+        crate::hold::Gate::HoldBefore(waiter) => {
+            match shared.hold.wait(waiter, false).await {
+                crate::hold::Released::Dropped => return Err(DropConnection),
+                // Resumed: handled as if it arrived now.
+                crate::hold::Released::Resumed => None,
+            }
+        }
+        crate::hold::Gate::HoldAfter(waiter) => Some(waiter),
+    };
     let (latency, fault) = {
         let mut world = shared.lock();
         (
@@ -308,8 +315,9 @@ async fn handle_received(
     let client_closes =
         header_str(&req, "connection").is_some_and(|c| c.to_ascii_lowercase().contains("close"));
     let mut response = handle_api(&shared, connection.as_ref(), req, &method, &api_path).await;
-    if let crate::hold::Gate::HoldAfter(waiter) = gate {
-        shared.hold.wait(waiter, true).await;
+    if let Some(waiter) = answer_held
+        && shared.hold.wait(waiter, true).await == crate::hold::Released::Dropped
+    {
         return Err(DropConnection);
     }
     set_connection(&mut response, is_upload || client_closes || last_request);

@@ -191,6 +191,17 @@ impl Admin {
         self.put("hold", &ask).await
     }
 
+    /// `PUT /_sim/hold` counting only requests whose line contains `counting`: the
+    /// `request`th of them is handled and its answer held, and every later request waits.
+    pub async fn hold_answer_counting(&self, request: u64, counting: &str) -> HoldStatus {
+        let ask = HoldRequest {
+            request,
+            after_handling: true,
+            counting: Some(counting.to_owned()),
+        };
+        self.put("hold", &ask).await
+    }
+
     /// `GET /_sim/hold`: whether the world stands still at the held request.
     pub async fn hold_status(&self) -> HoldStatus {
         self.get("hold").await
@@ -200,6 +211,13 @@ impl Admin {
     pub async fn release_hold(&self) {
         let request = self.request(reqwest::Method::DELETE, "hold");
         let _: HoldStatus = answer("hold", request).await;
+    }
+
+    /// `POST /_sim/hold/resume`: the held requests go on, handled as if they arrived now,
+    /// and the hold is cleared.
+    pub async fn resume_hold(&self) {
+        let request = self.request(reqwest::Method::POST, "hold/resume");
+        let _: HoldStatus = answer("hold/resume", request).await;
     }
 
     /// Waits until the hold holds a request (`true`) or `gone` says the client it waits
