@@ -10,6 +10,7 @@ mod pve_sim_bin;
 mod support;
 
 mod acc_addresses;
+mod acc_changed_during_apply;
 mod acc_clone_window;
 mod acc_cluster_life;
 mod acc_cost;

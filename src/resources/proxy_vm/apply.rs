@@ -4,6 +4,7 @@
 use tfplugin::{ApplyRequest, ApplyResponse, Context, Diagnostic, Value, plan};
 
 use super::attr;
+use super::kept_plan;
 use super::lifecycle::{self, Expected, ExpectedToken, ProgressCell, StepError};
 use super::mark_restore::mark_to_restore;
 use super::model::{self, Desired, Private, fleet_of, vmid_of};
@@ -123,6 +124,10 @@ fn record_created(
         response
             .diagnostics
             .warning(format!("Proxy VM {}", desired.name), warning);
+    }
+    let vmid = created.observed.vmid;
+    if let Some(changed) = kept_plan::keep_plan(planned, &mut response.new_state, vmid) {
+        response.diagnostics.push(changed);
     }
     // A resumed create keeps the token of the run that made the VM.
     let used = created
@@ -583,6 +588,8 @@ fn record_updated(
         Ok(Some(observed)) => {
             response.new_state = observed.to_state(planned);
             keep_planned_addresses(planned, &mut response.new_state);
+            let kept = kept_plan::keep_plan(planned, &mut response.new_state, vm.vmid);
+            response.diagnostics.extend(kept);
             let mut private = vm.private.clone();
             private.note_pending(&observed);
             response.private = private.encode();

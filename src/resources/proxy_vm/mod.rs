@@ -7,6 +7,7 @@ mod generate;
 mod ha_plan;
 mod identity;
 mod import;
+mod kept_plan;
 mod lifecycle;
 mod list;
 mod mark_restore;

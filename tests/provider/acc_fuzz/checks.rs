@@ -10,7 +10,7 @@ use super::ledger::BootLedger;
 use super::model::{SLOTS, STATES, name};
 use super::ops::ImportHow;
 use super::world::{Cluster, SimVm, World};
-use crate::support::flat;
+use crate::support::{KEPT_PLAN, flat};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -75,7 +75,7 @@ impl Checker {
         self.ledger.ingest(&journal, faulted);
         let cluster = world.cluster().await;
         let mut found = Vec::new();
-        found.extend(self.protocol(out));
+        found.extend(self.protocol(out, world.cluster_acted));
         found.extend(self.expectation(out));
         // Names some state's configuration wants stopped: a stop of those is no harm.
         let stopped_by_config: Vec<String> = (0..SLOTS)
@@ -92,12 +92,19 @@ impl Checker {
         found
     }
 
-    /// I6: no inconsistent result, no unexpected new value.
-    fn protocol(&mut self, out: &Outcome) -> Vec<Violation> {
+    /// I6: no inconsistent result, no unexpected new value; and no plan's values kept over
+    /// what a VM showed at the end of an apply ([`KEPT_PLAN`]) unless the cluster acted by
+    /// itself in this sequence: the fuzzer's operator acts between commands, so before any
+    /// cluster act that is a value the provider itself got wrong.
+    fn protocol(&mut self, out: &Outcome, cluster_acted: bool) -> Vec<Violation> {
         self.checks += 1;
+        let broken = |text: &str| {
+            INCONSISTENT.iter().any(|t| text.contains(t))
+                || (!cluster_acted && text.contains(KEPT_PLAN))
+        };
         out.ran
             .iter()
-            .filter(|ran| INCONSISTENT.iter().any(|t| flat(&ran.text).contains(t)))
+            .filter(|ran| broken(&flat(&ran.text)))
             .map(|ran| violation("I6", format!("terraform {}:\n{}", ran.args, ran.text)))
             .collect()
     }
@@ -373,6 +380,7 @@ impl Checker {
         world.client.set_faults(serde_json::json!({})).await;
         undo_the_operator(world).await;
         let mut found = Vec::new();
+        let acted = world.cluster_acted;
         for state in 0..world.states.len() {
             if world.states[state].ws.is_none() {
                 continue;
@@ -383,7 +391,7 @@ impl Checker {
             // `fz-1` stayed behind `fz-0`'s refusal).
             for slot in 0..SLOTS {
                 let taken = exec::import(world, state, slot, ImportHow::Cli, Expect::MayFail);
-                found.extend(self.protocol(&taken.await));
+                found.extend(self.protocol(&taken.await, acted));
             }
             let mut out = Outcome::teardown(state);
             for args in [
@@ -407,7 +415,7 @@ impl Checker {
                     ));
                 }
             }
-            found.extend(self.protocol(&out));
+            found.extend(self.protocol(&out, acted));
         }
         found.extend(self.leftovers(world).await);
         found

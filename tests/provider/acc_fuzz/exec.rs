@@ -648,6 +648,7 @@ async fn cluster(world: &mut World, state: usize, slot: usize, act: ClusterAct) 
             world.call("POST", &path, &[]).await.map(drop)
         }
     };
+    world.cluster_acted = true;
     for state in &mut world.states {
         state.behind_back = true;
     }

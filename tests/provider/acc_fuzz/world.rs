@@ -101,6 +101,10 @@ pub struct World {
     pub edited_names: BTreeSet<String>,
     /// Families the simulator turned out not to support in this run.
     pub unsupported: BTreeSet<super::ops::Family>,
+    /// A cluster act (a migration, HA, a node's reboot, failure or recovery) ran in this
+    /// sequence: PVE may go on changing VMs by itself during later commands (a node's boot
+    /// starting its VMs, HA recovering or moving them).
+    pub cluster_acted: bool,
 }
 
 impl World {
@@ -133,6 +137,7 @@ impl World {
             forgotten: BTreeMap::new(),
             edited_names: BTreeSet::new(),
             unsupported: BTreeSet::new(),
+            cluster_acted: false,
         }
     }
 

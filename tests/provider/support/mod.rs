@@ -375,6 +375,9 @@ impl Running {
     }
 }
 
+/// The summary of the provider's warning that it kept the plan's values over a VM's.
+pub const KEPT_PLAN: &str = "VM changed in PVE while this apply ran";
+
 pub struct TfOutput {
     pub args: Vec<String>,
     pub output: Output,
@@ -399,6 +402,21 @@ impl TfOutput {
     }
     #[track_caller]
     pub fn success(self) -> Self {
+        let out = self.success_keeping_the_plan();
+        // The provider keeps the plan's values over what a VM showed at the end of an apply
+        // only when PVE changed it meanwhile; a test that does not change it must not see
+        // that, or a value the provider got wrong would pass as PVE's doing.
+        assert!(
+            !out.all_text().contains(KEPT_PLAN),
+            "terraform {} kept the plan over what PVE showed, and nothing changed the VM:\n{}",
+            out.args.join(" "),
+            out.all_text()
+        );
+        out
+    }
+    /// Success, where the test changes a VM in PVE while the apply runs.
+    #[track_caller]
+    pub fn success_keeping_the_plan(self) -> Self {
         assert!(
             self.output.status.success(),
             "terraform {} failed:\n{}",
@@ -571,6 +589,12 @@ impl SimClient {
         self.admin().hold_counting(request, counting).await;
     }
 
+    /// Like [`SimClient::hold_counting`], but the `request`th counted request is handled
+    /// and only its answer held.
+    pub async fn hold_answer_counting(&self, request: u64, counting: &str) {
+        self.admin().hold_answer_counting(request, counting).await;
+    }
+
     /// Waits until the world stands still at the held request (`true`), or `gone` says the
     /// client ended first (`false`).
     pub async fn until_held(&self, gone: impl FnMut() -> bool) -> bool {
@@ -591,6 +615,11 @@ impl SimClient {
     /// Drops the held requests unanswered and clears the hold.
     pub async fn release_hold(&self) {
         self.admin().release_hold().await;
+    }
+
+    /// Clears the hold and lets the held requests go on, handled as if they arrived now.
+    pub async fn resume_hold(&self) {
+        self.admin().resume_hold().await;
     }
 
     /// `PUT /_sim/faults`, written as JSON the way pve-sim's faults are documented.

@@ -1,0 +1,200 @@
+//! Acceptance: a VM that PVE changes while its apply runs. Terraform holds a provider to its
+//! plan: a value the plan knew that comes back otherwise is "Provider produced inconsistent
+//! result after apply", and a new VM so reported is tainted, so the next apply destroys a VM
+//! that was fine. The apply ends well instead, with a warning naming what changed; the state
+//! keeps the plan's values, and the next plan shows the change and puts it back.
+//!
+//! Shown with pve-sim's hold, not with timings: the world stands still once the request
+//! before the apply's last look (the final config and the power state, sent together) is
+//! handled, the VM's node reboots meanwhile, and the apply goes on once the node is back,
+//! however loaded the machine is. (Held at the look itself, whichever of its two reads came
+//! first would be held and the other might pass before the reboot.)
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support;
+
+use support::sim_state::until;
+use support::{SimClient, Workspace, acceptance_enabled, start_sim};
+
+/// One VM its node's boot leaves stopped (`start_on_boot = false`), so a reboot of the node
+/// stops it for good.
+fn one_vm() -> String {
+    format!(
+        r#"{}
+provider "proxmox" {{
+  seed_storage = "proxy-seeds"
+}}
+
+resource "proxmox_proxy_vm" "edge" {{
+  name          = "meanwhile-0"
+  template      = "debian-13-proxy"
+  node          = "pve1"
+  start_on_boot = false
+}}
+"#,
+        Workspace::preamble()
+    )
+}
+
+/// Waits until the hold holds a request (an answer), then reboots pve1, waits until it is
+/// back with the VM stopped, and lets the held requests go on.
+async fn reboot_at_the_hold(sim: &SimClient) {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while sim.hold_status().await.held == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the create never reached its last look"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sim.reboot_node("pve1").await;
+    until(sim, "pve1 is back, the VM stopped", |state| {
+        let online = state["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["online"] == true);
+        let stopped = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|vm| vm["name"] == "meanwhile-0" && vm["status"] == "stopped");
+        online && stopped
+    })
+    .await;
+    sim.resume_hold().await;
+}
+
+fn the_resource(state: &Value) -> Value {
+    state["values"]["root_module"]["resources"][0]["values"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_its_node_stopped_before_the_creates_last_look_is_kept_and_started_again() {
+    if !acceptance_enabled(
+        "a_vm_its_node_stopped_before_the_creates_last_look_is_kept_and_started_again",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&one_vm()).await;
+
+    // The seed's delete is the create's last request before its last look.
+    sim.hold_answer_counting(1, "DELETE /nodes/pve1/storage/proxy-seeds/content/")
+        .await;
+    let (out, ()) = tokio::join!(ws.apply(), reboot_at_the_hold(&sim));
+    let out = out.success_keeping_the_plan();
+    let text = out.all_text();
+
+    assert!(!text.contains("inconsistent result"), "{text}");
+    assert!(
+        text.contains(support::KEPT_PLAN) && text.contains("started"),
+        "the apply says what changed under it:\n{text}"
+    );
+    let vms = sim.our_vms().await;
+    assert_eq!(vms.len(), 1, "{vms:?}");
+    let vmid = vms[0]["vmid"].clone();
+    assert_eq!(vms[0]["status"], "stopped", "{vms:?}");
+    let state = the_resource(&ws.state().await);
+    assert_eq!(state["started"], true, "the state keeps the plan: {state}");
+
+    // The next plan sees the VM stopped and starts it, in place: nothing is replaced.
+    let plan = ws
+        .terraform(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
+        .await;
+    let text = plan.all_text();
+    assert_eq!(plan.code(), 2, "the plan shows the change:\n{text}");
+    assert!(
+        text.contains("~ started") && text.contains("false -> true"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("must be replaced") && !text.contains("tainted"),
+        "{text}"
+    );
+    ws.apply().await.success();
+    let vms = sim.our_vms().await;
+    assert_eq!(vms.len(), 1, "{vms:?}");
+    assert_eq!(vms[0]["vmid"], vmid, "the same VM: {vms:?}");
+    assert_eq!(vms[0]["status"], "running", "{vms:?}");
+    ws.assert_plans_empty().await;
+}
+
+/// The `/pending` reads among the requests answered since `since`.
+async fn pending_reads_since(sim: &SimClient, since: usize) -> u64 {
+    let journal = sim.journal().await;
+    journal[since..]
+        .iter()
+        .filter(|entry| {
+            entry["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("/pending"))
+        })
+        .count() as u64
+}
+
+/// The same for an update, held once the power state read before its last look is handled
+/// (counted in an update like it just before: the plan's refresh reads none, the apply's
+/// writes look at it, and its last look reads it last). An earlier reboot the update would
+/// see and mend: a VM meant to run that it finds stopped, it starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_its_node_stopped_before_an_updates_last_look_is_kept_and_started_again() {
+    if !acceptance_enabled(
+        "a_vm_its_node_stopped_before_an_updates_last_look_is_kept_and_started_again",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let with_tags = |tags: &str| {
+        one_vm().replace(
+            "  start_on_boot = false\n",
+            &format!("  start_on_boot = false\n  tags          = [{tags}]\n"),
+        )
+    };
+    ws.init_with(&with_tags("")).await;
+    ws.apply().await.success();
+
+    // An update of the tags alone, to count its looks at the final config.
+    let since = sim.journal_len().await;
+    ws.write_main_tf(&with_tags("\"edge\""));
+    ws.apply().await.success();
+    let looks = pending_reads_since(&sim, since).await;
+    assert!(
+        looks >= 2,
+        "an update reads the VM's config before its last look"
+    );
+
+    ws.write_main_tf(&with_tags("\"edge\", \"eu\""));
+    sim.hold_answer_counting(looks - 1, "/status/current").await;
+    let (out, ()) = tokio::join!(ws.apply(), reboot_at_the_hold(&sim));
+    let text = out.success_keeping_the_plan().all_text();
+    assert!(!text.contains("inconsistent result"), "{text}");
+    assert!(
+        text.contains(support::KEPT_PLAN) && text.contains("started"),
+        "the apply says what changed under it:\n{text}"
+    );
+    let vms = sim.our_vms().await;
+    assert_eq!(vms.len(), 1, "{vms:?}");
+    assert_eq!(vms[0]["status"], "stopped", "{vms:?}");
+
+    let plan = ws
+        .terraform(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
+        .await;
+    let text = plan.all_text();
+    assert_eq!(plan.code(), 2, "the plan shows the change:\n{text}");
+    assert!(
+        text.contains("~ started") && text.contains("false -> true"),
+        "{text}"
+    );
+    ws.apply().await.success();
+    let vms = sim.our_vms().await;
+    assert_eq!(vms[0]["status"], "running", "{vms:?}");
+    ws.assert_plans_empty().await;
+}
