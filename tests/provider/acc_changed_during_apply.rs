@@ -2,7 +2,8 @@
 //! plan: a value the plan knew that comes back otherwise is "Provider produced inconsistent
 //! result after apply", and a new VM so reported is tainted, so the next apply destroys a VM
 //! that was fine. The apply ends well instead, with a warning naming what changed; the state
-//! keeps the plan's values, and the next plan shows the change and puts it back.
+//! keeps the plan's values, and the next plan shows the change and puts it back. A VM that
+//! stops before cloud-init's verdict could be read ends the wait for it at once.
 //!
 //! Shown with pve-sim's hold, not with timings: the world stands still once the request
 //! before the apply's last look (the final config and the power state, sent together) is
@@ -197,4 +198,110 @@ async fn a_vm_its_node_stopped_before_an_updates_last_look_is_kept_and_started_a
     let vms = sim.our_vms().await;
     assert_eq!(vms[0]["status"], "running", "{vms:?}");
     ws.assert_plans_empty().await;
+}
+
+/// A VM stopped before cloud-init's verdict could be read (its node rebooted just before the
+/// create's first look at `status.json`) ends the wait at once: nothing answers until
+/// something starts the VM, so waiting `cloud_init_timeout` for it would be waiting for
+/// nothing. The create warns and keeps the seed with the verdict still to read; the next
+/// apply starts the VM, reads the verdict and detaches the seed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_its_node_stopped_before_cloud_inits_verdict_is_waited_for_by_the_next_apply() {
+    if !acceptance_enabled(
+        "a_vm_its_node_stopped_before_cloud_inits_verdict_is_waited_for_by_the_next_apply",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    // Long enough that a create waiting it out would not end before the test gives up.
+    let config = one_vm().replace(
+        "  start_on_boot = false\n",
+        "  start_on_boot = false\n  cloud_init_timeout = \"20m\"\n",
+    );
+    ws.init_with(&config).await;
+
+    sim.hold_counting(1, "file=/run/cloud-init/status.json")
+        .await;
+    let (out, ()) = tokio::join!(ws.apply(), reboot_at_the_hold(&sim));
+    let text = out.success_keeping_the_plan().all_text();
+    assert!(
+        text.contains("stopped before cloud-init's verdict could be read"),
+        "the create says why it read no verdict:\n{text}"
+    );
+    assert!(text.contains(support::KEPT_PLAN), "{text}");
+    assert_eq!(
+        sim.volumes_on("proxy-seeds").await.len(),
+        1,
+        "the seed stays until the verdict is read"
+    );
+
+    let plan = ws
+        .terraform(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
+        .await;
+    let text = plan.all_text();
+    assert_eq!(plan.code(), 2, "the plan shows the change:\n{text}");
+    assert!(
+        text.contains("~ started") && text.contains("false -> true"),
+        "{text}"
+    );
+    assert!(!text.contains("must be replaced"), "{text}");
+    ws.apply().await.success();
+    let vms = sim.our_vms().await;
+    assert_eq!(vms.len(), 1, "{vms:?}");
+    assert_eq!(vms[0]["status"], "running", "{vms:?}");
+    assert!(
+        sim.volumes_on("proxy-seeds").await.is_empty(),
+        "the verdict read, the seed is detached and deleted"
+    );
+    ws.assert_plans_empty().await;
+}
+
+/// Under `create_before_destroy`, a replacement whose VM stopped before its verdict could be
+/// read fails instead, so the VM it replaces is not destroyed; a destroy then leaves nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replacement_stopped_before_its_verdict_fails_and_the_vm_it_replaces_stays() {
+    if !acceptance_enabled(
+        "a_replacement_stopped_before_its_verdict_fails_and_the_vm_it_replaces_stays",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let config = |user_data: &str| {
+        one_vm().replace(
+            "  start_on_boot = false\n",
+            &format!(
+                "  start_on_boot = false\n  user_data = \"{user_data}\"\n  \
+                 lifecycle {{\n    create_before_destroy = true\n  }}\n"
+            ),
+        )
+    };
+    ws.init_with(&config("#cloud-config\\n")).await;
+    ws.apply().await.success();
+    let first = sim.our_vms().await[0]["vmid"].clone();
+
+    ws.write_main_tf(&config("#cloud-config\\nhostname: second\\n"));
+    sim.hold_counting(1, "file=/run/cloud-init/status.json")
+        .await;
+    let (out, ()) = tokio::join!(ws.apply(), reboot_at_the_hold(&sim));
+    let out = out.failure();
+    let text = support::flat(&out.all_text());
+    assert!(
+        text.contains("stopped before cloud-init's verdict could be read")
+            && text.contains("the VM it replaces stays"),
+        "{text}"
+    );
+    let vmids: Vec<Value> = sim
+        .our_vms()
+        .await
+        .iter()
+        .map(|vm| vm["vmid"].clone())
+        .collect();
+    assert!(vmids.contains(&first), "the old VM stays: {vmids:?}");
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
 }

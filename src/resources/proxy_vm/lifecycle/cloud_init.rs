@@ -47,6 +47,10 @@ pub enum Verdict {
     },
     /// Still running at its own deadline (`cloud_init_timeout`), no error so far.
     StillRunning,
+    /// The VM stopped before the verdict could be read (PVE: "VM N is not running"): its
+    /// node rebooted, someone stopped it, or its user-data powers it off. Nothing answers
+    /// until something starts it again, so the wait ends here.
+    Stopped,
 }
 
 /// How a guest file read ended, as the verdict needs it.
@@ -142,6 +146,11 @@ pub(super) async fn wait_for_cloud_init(
             return Ok(Verdict::StillRunning);
         }
         let answer = match read_guest_file(client, node, vmid, STATUS_JSON).await {
+            Err(StepError::Pve(e))
+                if e.agent_failure() == Some(pve::AgentFailure::VmNotRunning) =>
+            {
+                return Ok(Verdict::Stopped);
+            }
             // An agent restarting (cloud-init's package upgrades) answers nothing for a
             // moment: look again.
             Err(StepError::Pve(e)) if !e.kind_is_final() => None,

@@ -92,7 +92,15 @@ pub(super) async fn after_ready(
                 first_boot,
             )));
         }
-        Judged::StillRunning | Judged::Unknown => {}
+        Judged::Stopped if first_boot.replaces_beside => {
+            return Err(StepError::Unworkable(format!(
+                "VM {} stopped before cloud-init's verdict could be read. This create replaces \
+                 a VM under create_before_destroy, so it fails here and the VM it replaces \
+                 stays; the new VM is kept (tainted) and the next apply replaces it.",
+                vm.vmid()
+            )));
+        }
+        Judged::StillRunning | Judged::Stopped | Judged::Unknown => {}
     }
     Ok(outcome)
 }
@@ -141,6 +149,9 @@ pub enum Judged {
     Unknown,
     /// Still running at `deadline`: a warning, and a later apply waits again.
     StillRunning,
+    /// The VM stopped before the verdict could be read: a warning, and the apply that
+    /// starts it again waits for the verdict.
+    Stopped,
 }
 
 /// Waits until `deadline` for the first boot's cloud-init verdict, recording in `outcome`
@@ -181,6 +192,16 @@ async fn verdict(vm: &OwnedVm<'_>, deadline: Instant, outcome: &mut SeedOutcome)
             ));
             outcome.verdict_pending = true;
             Ok(Judged::StillRunning)
+        }
+        Verdict::Stopped => {
+            outcome.warnings.push(format!(
+                "VM {vmid} stopped before cloud-init's verdict could be read (its node \
+                 rebooted, someone stopped it, or its user-data powers it off): its seed stays, \
+                 and the apply that starts it again waits for the verdict and detaches the seed \
+                 once cloud-init finished."
+            ));
+            outcome.verdict_pending = true;
+            Ok(Judged::Stopped)
         }
         Verdict::Clean { recoverable } => {
             if !recoverable.is_empty() {
