@@ -21,8 +21,8 @@ use support::sim_state::until;
 use support::{SimClient, Workspace, acceptance_enabled, start_sim};
 
 /// One VM its node's boot leaves stopped (`start_on_boot = false`), so a reboot of the node
-/// stops it for good.
-fn one_vm() -> String {
+/// stops it for good; `extra` lines go into the resource.
+fn one_vm(extra: &str) -> String {
     format!(
         r#"{}
 provider "proxmox" {{
@@ -34,20 +34,29 @@ resource "proxmox_proxy_vm" "edge" {{
   template      = "debian-13-proxy"
   node          = "pve1"
   start_on_boot = false
-}}
+{extra}}}
 "#,
         Workspace::preamble()
     )
 }
 
-/// Waits until the hold holds a request (an answer), then reboots pve1, waits until it is
+/// A simulator, its client and a working directory initialised with `one_vm(extra)`.
+async fn world(extra: &str) -> (pvesim::Sim, SimClient, Workspace) {
+    let (sim_handle, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&one_vm(extra)).await;
+    (sim_handle, sim, ws)
+}
+
+/// Waits until the hold holds a request (or an answer), then reboots pve1, waits until it is
 /// back with the VM stopped, and lets the held requests go on.
 async fn reboot_at_the_hold(sim: &SimClient) {
     let deadline = Instant::now() + Duration::from_secs(600);
     while sim.hold_status().await.held == 0 {
         assert!(
             Instant::now() < deadline,
-            "the create never reached its last look"
+            "the apply never reached the hold"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -69,42 +78,23 @@ async fn reboot_at_the_hold(sim: &SimClient) {
     sim.resume_hold().await;
 }
 
-fn the_resource(state: &Value) -> Value {
-    state["values"]["root_module"]["resources"][0]["values"].clone()
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_vm_its_node_stopped_before_the_creates_last_look_is_kept_and_started_again() {
-    if !acceptance_enabled(
-        "a_vm_its_node_stopped_before_the_creates_last_look_is_kept_and_started_again",
-    ) {
-        return;
-    }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
-    ws.init_with(&one_vm()).await;
-
-    // The seed's delete is the create's last request before its last look.
-    sim.hold_answer_counting(1, "DELETE /nodes/pve1/storage/proxy-seeds/content/")
-        .await;
-    let (out, ()) = tokio::join!(ws.apply(), reboot_at_the_hold(&sim));
-    let out = out.success_keeping_the_plan();
-    let text = out.all_text();
-
+/// The apply ended well and said what changed under it (`also`: its other words).
+fn says_what_changed(out: support::TfOutput, also: &str) {
+    let text = out.success_keeping_the_plan().all_text();
     assert!(!text.contains("inconsistent result"), "{text}");
     assert!(
-        text.contains(support::KEPT_PLAN) && text.contains("started"),
+        text.contains(support::KEPT_PLAN) && text.contains("started") && text.contains(also),
         "the apply says what changed under it:\n{text}"
     );
+}
+
+/// The VM stopped, the next plan shows it and starts it in place (the same VM, nothing
+/// replaced), and the plans after are empty.
+async fn the_next_apply_starts_it(sim: &SimClient, ws: &Workspace) {
     let vms = sim.our_vms().await;
     assert_eq!(vms.len(), 1, "{vms:?}");
-    let vmid = vms[0]["vmid"].clone();
     assert_eq!(vms[0]["status"], "stopped", "{vms:?}");
-    let state = the_resource(&ws.state().await);
-    assert_eq!(state["started"], true, "the state keeps the plan: {state}");
-
-    // The next plan sees the VM stopped and starts it, in place: nothing is replaced.
+    let vmid = vms[0]["vmid"].clone();
     let plan = ws
         .terraform(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
         .await;
@@ -126,15 +116,34 @@ async fn a_vm_its_node_stopped_before_the_creates_last_look_is_kept_and_started_
     ws.assert_plans_empty().await;
 }
 
-/// The `/pending` reads among the requests answered since `since`.
-async fn pending_reads_since(sim: &SimClient, since: usize) -> u64 {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_its_node_stopped_before_the_creates_last_look_is_kept_and_started_again() {
+    if !acceptance_enabled(
+        "a_vm_its_node_stopped_before_the_creates_last_look_is_kept_and_started_again",
+    ) {
+        return;
+    }
+    let (_sim, sim, ws) = world("").await;
+    // The seed's delete is the create's last request before its last look.
+    sim.hold_answer_counting(1, "DELETE /nodes/pve1/storage/proxy-seeds/content/")
+        .await;
+    let (out, ()) = tokio::join!(ws.apply(), reboot_at_the_hold(&sim));
+    says_what_changed(out, "status");
+    let state = ws.state().await;
+    let state = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(state["started"], true, "the state keeps the plan: {state}");
+    the_next_apply_starts_it(&sim, &ws).await;
+}
+
+/// The power state reads among the requests answered since `since`.
+async fn power_reads_since(sim: &SimClient, since: usize) -> u64 {
     let journal = sim.journal().await;
     journal[since..]
         .iter()
         .filter(|entry| {
             entry["path"]
                 .as_str()
-                .is_some_and(|p| p.ends_with("/pending"))
+                .is_some_and(|p| p.ends_with("/status/current"))
         })
         .count() as u64
 }
@@ -150,54 +159,25 @@ async fn a_vm_its_node_stopped_before_an_updates_last_look_is_kept_and_started_a
     ) {
         return;
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
-    let with_tags = |tags: &str| {
-        one_vm().replace(
-            "  start_on_boot = false\n",
-            &format!("  start_on_boot = false\n  tags          = [{tags}]\n"),
-        )
-    };
-    ws.init_with(&with_tags("")).await;
+    let tags = |tags: &str| format!("  tags = [{tags}]\n");
+    let (_sim, sim, ws) = world(&tags("")).await;
     ws.apply().await.success();
 
-    // An update of the tags alone, to count its looks at the final config.
+    // An update of the tags alone, to count its looks at the power state.
     let since = sim.journal_len().await;
-    ws.write_main_tf(&with_tags("\"edge\""));
+    ws.write_main_tf(&one_vm(&tags("\"edge\"")));
     ws.apply().await.success();
-    let looks = pending_reads_since(&sim, since).await;
+    let looks = power_reads_since(&sim, since).await;
     assert!(
         looks >= 2,
-        "an update reads the VM's config before its last look"
+        "an update reads the VM's power state before its last look"
     );
 
-    ws.write_main_tf(&with_tags("\"edge\", \"eu\""));
+    ws.write_main_tf(&one_vm(&tags("\"edge\", \"eu\"")));
     sim.hold_answer_counting(looks - 1, "/status/current").await;
     let (out, ()) = tokio::join!(ws.apply(), reboot_at_the_hold(&sim));
-    let text = out.success_keeping_the_plan().all_text();
-    assert!(!text.contains("inconsistent result"), "{text}");
-    assert!(
-        text.contains(support::KEPT_PLAN) && text.contains("started"),
-        "the apply says what changed under it:\n{text}"
-    );
-    let vms = sim.our_vms().await;
-    assert_eq!(vms.len(), 1, "{vms:?}");
-    assert_eq!(vms[0]["status"], "stopped", "{vms:?}");
-
-    let plan = ws
-        .terraform(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
-        .await;
-    let text = plan.all_text();
-    assert_eq!(plan.code(), 2, "the plan shows the change:\n{text}");
-    assert!(
-        text.contains("~ started") && text.contains("false -> true"),
-        "{text}"
-    );
-    ws.apply().await.success();
-    let vms = sim.our_vms().await;
-    assert_eq!(vms[0]["status"], "running", "{vms:?}");
-    ws.assert_plans_empty().await;
+    says_what_changed(out, "status");
+    the_next_apply_starts_it(&sim, &ws).await;
 }
 
 /// A VM stopped before cloud-init's verdict could be read (its node rebooted just before the
@@ -212,50 +192,22 @@ async fn a_vm_its_node_stopped_before_cloud_inits_verdict_is_waited_for_by_the_n
     ) {
         return;
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
     // Long enough that a create waiting it out would not end before the test gives up.
-    let config = one_vm().replace(
-        "  start_on_boot = false\n",
-        "  start_on_boot = false\n  cloud_init_timeout = \"20m\"\n",
-    );
-    ws.init_with(&config).await;
-
+    let (_sim, sim, ws) = world("  cloud_init_timeout = \"20m\"\n").await;
     sim.hold_counting(1, "file=/run/cloud-init/status.json")
         .await;
     let (out, ()) = tokio::join!(ws.apply(), reboot_at_the_hold(&sim));
-    let text = out.success_keeping_the_plan().all_text();
-    assert!(
-        text.contains("stopped before cloud-init's verdict could be read"),
-        "the create says why it read no verdict:\n{text}"
-    );
-    assert!(text.contains(support::KEPT_PLAN), "{text}");
+    says_what_changed(out, "stopped before cloud-init's verdict could be read");
     assert_eq!(
         sim.volumes_on("proxy-seeds").await.len(),
         1,
         "the seed stays until the verdict is read"
     );
-
-    let plan = ws
-        .terraform(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
-        .await;
-    let text = plan.all_text();
-    assert_eq!(plan.code(), 2, "the plan shows the change:\n{text}");
-    assert!(
-        text.contains("~ started") && text.contains("false -> true"),
-        "{text}"
-    );
-    assert!(!text.contains("must be replaced"), "{text}");
-    ws.apply().await.success();
-    let vms = sim.our_vms().await;
-    assert_eq!(vms.len(), 1, "{vms:?}");
-    assert_eq!(vms[0]["status"], "running", "{vms:?}");
+    the_next_apply_starts_it(&sim, &ws).await;
     assert!(
         sim.volumes_on("proxy-seeds").await.is_empty(),
         "the verdict read, the seed is detached and deleted"
     );
-    ws.assert_plans_empty().await;
 }
 
 /// Under `create_before_destroy`, a replacement whose VM stopped before its verdict could be
@@ -267,23 +219,16 @@ async fn a_replacement_stopped_before_its_verdict_fails_and_the_vm_it_replaces_s
     ) {
         return;
     }
-    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
-    let config = |user_data: &str| {
-        one_vm().replace(
-            "  start_on_boot = false\n",
-            &format!(
-                "  start_on_boot = false\n  user_data = \"{user_data}\"\n  \
-                 lifecycle {{\n    create_before_destroy = true\n  }}\n"
-            ),
+    let extra = |user_data: &str| {
+        format!(
+            "  user_data = \"{user_data}\"\n  lifecycle {{\n    create_before_destroy = true\n  }}\n"
         )
     };
-    ws.init_with(&config("#cloud-config\\n")).await;
+    let (_sim, sim, ws) = world(&extra("#cloud-config\\n")).await;
     ws.apply().await.success();
     let first = sim.our_vms().await[0]["vmid"].clone();
 
-    ws.write_main_tf(&config("#cloud-config\\nhostname: second\\n"));
+    ws.write_main_tf(&one_vm(&extra("#cloud-config\\nhostname: second\\n")));
     sim.hold_counting(1, "file=/run/cloud-init/status.json")
         .await;
     let (out, ()) = tokio::join!(ws.apply(), reboot_at_the_hold(&sim));
