@@ -221,7 +221,8 @@ async fn a_replacement_stopped_before_its_verdict_fails_and_the_vm_it_replaces_s
     }
     let extra = |user_data: &str| {
         format!(
-            "  user_data = \"{user_data}\"\n  lifecycle {{\n    create_before_destroy = true\n  }}\n"
+            "  user_data = \"{user_data}\"\n  \
+             lifecycle {{\n    create_before_destroy = true\n  }}\n"
         )
     };
     let (_sim, sim, ws) = world(&extra("#cloud-config\\n")).await;
