@@ -17,7 +17,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::serve::{MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE};
 
-/// A running provider process; killed when dropped.
+/// A running provider process; stopped when dropped.
 #[derive(Debug)]
 pub struct PluginProcess {
     child: Child,
@@ -26,10 +26,41 @@ pub struct PluginProcess {
     _socket_dir: tempfile::TempDir,
 }
 
+/// How long a dropped provider gets to exit on SIGTERM before it is killed.
+const GRACEFUL_STOP: Duration = Duration::from_secs(5);
+
 impl Drop for PluginProcess {
+    /// SIGTERM first, as a host stopping a provider would: a process that exits by itself runs
+    /// its exit handlers (an instrumented build writes its coverage profile there); SIGKILL
+    /// only if it has not exited within [`GRACEFUL_STOP`].
     fn drop(&mut self) {
+        if stop_gracefully(&mut self.child, GRACEFUL_STOP) {
+            return;
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Sends SIGTERM and waits up to `bound` for the exit; true when the process has exited.
+fn stop_gracefully(child: &mut Child, bound: Duration) -> bool {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !sent.is_ok_and(|status| status.success()) {
+        return matches!(child.try_wait(), Ok(Some(_)));
+    }
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return true,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            _ => return false,
+        }
     }
 }
 
@@ -123,5 +154,45 @@ impl Service<Uri> for Connector {
             };
             Ok(TokioIo::new(stream))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_that_exits_on_sigterm_is_stopped_gracefully() {
+        let mut child = Command::new("sleep").arg("600").spawn().unwrap();
+        // The bound only caps a failure; `sleep` exits on SIGTERM at once.
+        assert!(stop_gracefully(&mut child, Duration::from_secs(600)));
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(15)
+        );
+    }
+
+    #[test]
+    fn a_process_that_ignores_sigterm_is_left_for_the_kill() {
+        let mut child = Command::new("sh")
+            .args(["-c", "trap '' TERM; echo ready; while :; do sleep 1; done"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The signal goes only once the shell ignores it.
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n");
+        assert!(!stop_gracefully(&mut child, Duration::from_millis(200)));
+        assert_eq!(
+            child.try_wait().unwrap(),
+            None,
+            "still running after SIGTERM"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }
