@@ -254,6 +254,42 @@ async fn the_apply_that_starts_a_stopped_vm_detaches_its_seed() {
     ws.destroy().await.success();
 }
 
+/// A VM created stopped whose first boot, in the apply that starts it, fails in cloud-init:
+/// that apply fails quoting cloud-init's words, as the create would have, and the seed stays
+/// for debugging. The VM runs and is not replaced (a started VM cannot be tainted): the plans
+/// after it are empty, and the seed stays after a later, clean boot too.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_apply_that_starts_a_stopped_vm_whose_first_boot_fails_keeps_its_seed() {
+    let test = "the_apply_that_starts_a_stopped_vm_whose_first_boot_fails_keeps_its_seed";
+    if !simulator_only(test, "the simulator's faults") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet(1, "  started = false\n")).await;
+    ws.apply().await.success();
+    let error = "('scripts_user', RuntimeError('Runparts: 1 failures (runcmd)'))";
+    sim.set_faults(serde_json::json!({
+        "cloud_init_errors": [{"vm_name_regex": "^seed-life-", "errors": [error]}]
+    }))
+    .await;
+    ws.write_main_tf(&fleet(1, "  started = true\n"));
+    let out = ws.apply().await.failure();
+    let text = flat(&out.all_text());
+    assert!(text.contains("finished with errors"), "{text}");
+    assert!(text.contains("Runparts: 1 failures"), "{text}");
+    sim.set_faults(serde_json::json!({})).await;
+    let vmid = sim.our_vms().await[0]["vmid"].as_u64().unwrap();
+    assert!(ide2_of(&sim, vmid).await.starts_with("proxy-seeds:iso/"));
+    ws.assert_plans_empty().await;
+    assert_eq!(sim.our_vms().await.len(), 1);
+    assert!(ide2_of(&sim, vmid).await.starts_with("proxy-seeds:iso/"));
+    assert_eq!(sim.volumes_on("proxy-seeds").await.len(), 1);
+    ws.destroy().await.success();
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+}
+
 /// A token without `VM.GuestAgent.FileRead` (nor `…Unrestricted`, which covers it): the
 /// create warns naming the privilege and the `pveum` line, counts the VM ready at its
 /// address, and keeps the seed; the plans after it stay empty.

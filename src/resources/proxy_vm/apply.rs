@@ -330,13 +330,23 @@ pub(super) async fn update(
     }
     let mut private = private.clone();
     let verdict = first_boot_verdict(ctx, configured, vm, &desired, planned).await;
-    let Some(cloud_init_clean) = record_verdict(verdict, &desired, &mut private, &mut response)
-    else {
-        return response;
-    };
+    let verdict = record_verdict(verdict, &desired, &mut private, &mut response);
     let vm = UpdatedVm {
         private: &private,
         ..vm
+    };
+    let Some(cloud_init_clean) = verdict else {
+        // The update started the VM before its first boot failed: the state says it runs.
+        let observed = lifecycle::observe_with(
+            &configured.client,
+            vm.node,
+            vmid,
+            desired.pool.clone(),
+            None,
+        )
+        .await;
+        record_failed_update(observed, vm, planned, &mut response);
+        return response;
     };
     if let Some(kept) =
         detach_after_boot(ctx, configured, vm, &desired, planned, cloud_init_clean).await
@@ -602,6 +612,23 @@ fn record_updated(
         Err(error) => response
             .diagnostics
             .push(step_diagnostic("update", &desired.name, &error)),
+    }
+}
+
+/// The state and private data of a VM an update changed before it failed: what PVE shows,
+/// nothing of the plan kept (Terraform holds a failed apply's state to no plan). The prior
+/// state stays when the VM cannot be read.
+fn record_failed_update(
+    observed: Result<Option<model::Observed>, StepError>,
+    vm: UpdatedVm<'_>,
+    planned: &Value,
+    response: &mut ApplyResponse,
+) {
+    if let Ok(Some(observed)) = observed {
+        response.new_state = observed.to_state(planned);
+        let mut private = vm.private.clone();
+        private.note_pending(&observed);
+        response.private = private.encode();
     }
 }
 
