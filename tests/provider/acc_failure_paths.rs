@@ -686,3 +686,76 @@ async fn a_reboot_whose_answer_was_lost_is_sent_once() {
     assert_eq!(reboots, 1, "the VM was rebooted {reboots} times");
     ws.assert_plans_empty().await;
 }
+
+/// A destroy whose answer was lost while PVE's destroy task runs on: the provider finds the
+/// VM going (its config locked `destroyed`), sends no second destroy, and waits until PVE no
+/// longer knows the VM; then the seed goes too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_destroy_whose_answer_was_lost_is_sent_once_and_waited_for() {
+    if !simulator_only(
+        "a_destroy_whose_answer_was_lost_is_sent_once_and_waited_for",
+        "a lost answer injected on the destroy",
+    ) {
+        return;
+    }
+    let mut config = pvesim::SimConfig::default();
+    config.timings.task_ms.insert("qmdestroy".into(), 1500);
+    let (_sim, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    // The seed stays with the VM, so its delete after the VM's shows the wait.
+    ws.init_with(&one_vm_tf("  seed_lifetime = \"vm\"\n")).await;
+    ws.apply().await.success();
+    set_faults(
+        &sim,
+        json!({"http": [{
+            "method": "DELETE",
+            "path_regex": "/qemu/[0-9]+$",
+            "reset": true,
+            "after_handling": true,
+            "count": 1,
+        }]}),
+    )
+    .await;
+    let since = sim.journal().await.len();
+    ws.destroy().await.success();
+    set_faults(&sim, json!({})).await;
+    let journal = sim.journal().await;
+    let destroys = journal[since..]
+        .iter()
+        .filter(|e| {
+            e["method"] == "DELETE" && e["path"].as_str().is_some_and(|p| p.contains("/qemu/"))
+        })
+        .count();
+    let seen: Vec<String> = journal[since..]
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {} {}",
+                e["received_ms"], e["method"], e["path"], e["status"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        destroys, 1,
+        "the VM's destroy was sent {destroys} times: {seen:#?}"
+    );
+    let tasks = sim.tasks().await;
+    let destroyed = tasks
+        .iter()
+        .find(|t| t.task_type == "qmdestroy")
+        .and_then(|t| t.ended_ms)
+        .expect("the destroy task ended");
+    let seed_deleted = journal[since..]
+        .iter()
+        .find(|e| {
+            e["method"] == "DELETE" && e["path"].as_str().is_some_and(|p| p.contains("/storage/"))
+        })
+        .and_then(|e| e["received_ms"].as_u64())
+        .expect("the seed was deleted");
+    assert!(
+        seed_deleted >= destroyed,
+        "the seed's delete ({seed_deleted} ms) waited for the VM's ({destroyed} ms)"
+    );
+    assert_eq!(leftovers(&sim).await, (0, 0));
+}

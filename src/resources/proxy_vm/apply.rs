@@ -275,17 +275,14 @@ pub(super) async fn update(
         private: request.planned_private.clone(),
         ..Default::default()
     };
-    let Ok(private) = Private::decode(&request.planned_private) else {
-        response
-            .diagnostics
-            .error("Unable to update proxy VM", model::UNREADABLE);
-        return response;
-    };
-    let Some(vmid) = vmid_of(prior) else {
-        response
-            .diagnostics
-            .error("Unable to update proxy VM", "the state has no VMID");
-        return response;
+    let (private, vmid) = match update_inputs(request) {
+        Ok(inputs) => inputs,
+        Err(detail) => {
+            response
+                .diagnostics
+                .error("Unable to update proxy VM", detail);
+            return response;
+        }
     };
     let node = match node_now(configured, prior, vmid).await {
         Ok(node) => node,
@@ -335,21 +332,8 @@ pub(super) async fn update(
         private: &private,
         ..vm
     };
-    let Some(cloud_init_clean) = verdict else {
-        // The update started the VM before its first boot failed: the state says it runs.
-        let observed = lifecycle::observe_with(
-            &configured.client,
-            vm.node,
-            vmid,
-            desired.pool.clone(),
-            None,
-        )
-        .await;
-        record_failed_update(observed, vm, planned, &mut response);
-        return response;
-    };
-    if let Some(kept) =
-        detach_after_boot(ctx, configured, vm, &desired, planned, cloud_init_clean).await
+    if let Some(clean) = verdict
+        && let Some(kept) = detach_after_boot(ctx, configured, vm, &desired, planned, clean).await
     {
         response.diagnostics.push(kept);
     }
@@ -361,8 +345,19 @@ pub(super) async fn update(
         interfaces,
     )
     .await;
-    record_updated(observed, vm, &desired, planned, &mut response);
+    match verdict {
+        Some(_) => record_updated(observed, vm, &desired, planned, &mut response),
+        // The update started the VM before its first boot failed: the state says it runs.
+        None => record_failed_update(observed, vm, planned, &mut response),
+    }
     response
+}
+
+/// The private data and the VMID an update starts from, or why it cannot start.
+fn update_inputs(request: &ApplyRequest) -> Result<(Private, u32), &'static str> {
+    let private = Private::decode(&request.planned_private).map_err(|_| model::UNREADABLE)?;
+    let vmid = vmid_of(&request.prior_state).ok_or("the state has no VMID")?;
+    Ok((private, vmid))
 }
 
 /// Where the state's VM is now: moved since the state was read (`-refresh=false`, a

@@ -552,6 +552,11 @@ impl SimClient {
             .collect()
     }
 
+    /// `GET /_sim/tasks`: every task, oldest first.
+    pub async fn tasks(&self) -> Vec<pvesim::inspect::TaskTiming> {
+        self.admin().tasks().await
+    }
+
     /// `GET /_sim/journal`: every request, oldest first.
     pub async fn journal(&self) -> Vec<serde_json::Value> {
         let entries = self.admin().journal().await;

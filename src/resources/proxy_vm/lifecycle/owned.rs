@@ -18,6 +18,7 @@
 use std::future::Future;
 
 use pve::qemu::{ConfigUpdate, DestroyOptions, VmConfig};
+use pve::task_board::TaskState;
 use pve::wire::ByteSize;
 use pve::{Client, ErrorKind, wait_out_locks};
 use tokio::time::Instant;
@@ -387,6 +388,17 @@ impl<'a> OwnedVm<'a> {
         Ok(sent)
     }
 
+    /// The destroy task of this VM running on its node, if any: a VMID has one VM at a time,
+    /// so it is this VM's.
+    async fn running_destroy(&self) -> pve::Result<Option<pve::Upid>> {
+        let node = self.client().node(self.node());
+        let tasks = node.tasks_of_vm(self.vmid(), "qmdestroy").await?;
+        Ok(tasks
+            .into_iter()
+            .filter(|t| TaskState::from_listing(t.status.as_deref()) == TaskState::Running)
+            .find_map(|t| t.upid.parse().ok()))
+    }
+
     /// Whether PVE no longer knows the VM on its node.
     async fn is_gone(&self) -> Step<bool> {
         match self.op.retry(|| self.qemu().status()).await {
@@ -425,7 +437,9 @@ impl<'a> OwnedVm<'a> {
                         Ok(config) if config.lock().as_deref() == Some("destroyed") => {
                             Ok(Some(None))
                         }
-                        Ok(_) => Ok(None),
+                        // PVE's worker frees the disks before it locks the config `destroyed`
+                        // (qemu-server `destroy_vm`): meanwhile only its task shows it going.
+                        Ok(_) => Ok(self.running_destroy().await?.map(Some)),
                         Err(e) if e.kind() == ErrorKind::NotFound => Ok(Some(None)),
                         Err(e) => Err(e),
                     }
