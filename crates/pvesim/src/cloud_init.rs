@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use crate::agent;
 use crate::config::CloudInitErrors;
 use crate::guest::{CloudInitRun, Guest, LeftOnDisk, NOCLOUD_CDROM};
+use crate::guest_power::PowerState;
 use crate::guest_profile::{AgentSource, GuestProfile};
 use crate::inspect::{GuestState, SeedBoot};
 use crate::world::{AgentState, Drive, Vm, World, agent_enabled, is_drive_key};
@@ -90,10 +91,18 @@ pub fn boot(world: &mut World, vmid: u32, now: Instant) {
     guest.run = cloud_init_run(guest, &vm.node, inputs, now);
     let configured = vm.config.get("agent").is_some_and(|a| agent_enabled(a));
     let runs = guest.agent_installed && guest.profile.agent_source() != AgentSource::Never;
+    let power_at = guest
+        .run
+        .as_ref()
+        .and_then(|run| run.power)
+        .map(|(at, _)| at);
     vm.agent = (configured && runs).then(|| AgentState {
         ready_at: agent_at,
         hostname: guest.hostname.clone().unwrap_or_else(|| "localhost".into()),
     });
+    if let Some(at) = power_at {
+        world.guest_power.schedule(at);
+    }
 }
 
 /// This boot's cloud-init, if it runs. `tools/ds-identify` `_main`: the disable marker
@@ -112,12 +121,11 @@ fn cloud_init_run(
     }
     let trusted = guest.manual_cache_clean && guest.instance_id.is_some();
     let seed_found = inputs.seed.is_some();
-    let new_instance = match inputs.seed {
+    let (new_instance, power_state) = match inputs.seed {
         Some(seed) if !trusted && guest.instance_id.as_deref() != Some(&seed.instance_id) => {
-            first_boot_of_instance(guest, node, seed);
-            true
+            (true, first_boot_of_instance(guest, node, seed))
         }
-        _ => false,
+        _ => (false, None),
     };
     if !trusted && !seed_found {
         return None;
@@ -134,15 +142,18 @@ fn cloud_init_run(
     } else {
         inputs.final_stage
     };
+    let final_at = agent_at + final_stage;
     Some(CloudInitRun {
         release: guest.profile.cloud_init(),
         booted_at: now,
         booted_unix: unix_now_f64(),
         agent_at,
-        final_at: agent_at + final_stage,
+        final_at,
         datasource: guest.datasource.clone().unwrap_or_default(),
         errors,
         recoverable_errors,
+        // After `modules-final` exited: `result.json` is written first.
+        power: power_state.map(|p| (final_at + p.delay, p.mode)),
     })
 }
 
@@ -191,7 +202,9 @@ pub fn halt(vm: &mut Vm, now: Instant) {
     vm.guest.halt(left);
 }
 
-fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) {
+/// The first boot of the seed's instance: what its per-instance modules leave on the disk,
+/// and the `power_state` its final stage ends with.
+fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) -> Option<PowerState> {
     let installs = [Some(&seed.user_data), seed.vendor_data.as_ref()]
         .into_iter()
         .flatten()
@@ -217,6 +230,7 @@ fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) {
         instance_id: seed.instance_id,
         sha256: seed.sha256,
     });
+    crate::guest_power::from_user_data(&seed.user_data)
 }
 
 /// The first cdrom (ide2 first) holding an ISO labelled `cidata` with `user-data` and

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
+use crate::guest_power::PowerMode;
 use crate::guest_profile::{
     AgentSource, CloudInitRelease, DIRTY_HOSTNAME, DIRTY_INSTANCE_ID, GuestProfile,
 };
@@ -83,6 +84,8 @@ pub struct CloudInitRun {
     pub errors: Vec<String>,
     /// `modules-final` recoverable errors at level WARNING (status.json only).
     pub recoverable_errors: Vec<String>,
+    /// The instance's `power_state`, at its first boot: when the guest acts on it, and how.
+    pub power: Option<(Instant, PowerMode)>,
 }
 
 impl CloudInitRun {

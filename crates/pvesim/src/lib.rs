@@ -20,6 +20,8 @@ pub mod config;
 mod cost;
 mod guest;
 mod guest_files;
+mod guest_power;
+mod guest_power_due;
 mod guest_profile;
 mod guest_volumes;
 mod ha_admin;

@@ -806,6 +806,7 @@ async fn run_handler(shared: &Arc<Shared>, call: &Call<'_>) -> Result<Reply, Api
                 now: Instant::now(),
                 ..*call
             };
+            crate::guest_power_due::settle(&mut world, call.now);
             routes::dispatch(shared, &mut world, &call)
         };
         match result {

@@ -182,6 +182,8 @@ pub struct World {
     pub flocks: HashMap<u32, (u32, bool)>,
     /// The HA stack's configuration and the CRM's view.
     pub ha: crate::ha_state::HaState,
+    /// When guests power off, halt or reboot by themselves (cloud-init `power_state`).
+    pub guest_power: crate::guest_power::GuestPowerClock,
     /// When the simulator started: the zero of the journal's and the tasks' times.
     pub epoch: Instant,
 }
@@ -252,6 +254,7 @@ impl World {
             boot_time: unix_now(),
             flocks: HashMap::new(),
             ha: crate::ha_state::HaState::default(),
+            guest_power: crate::guest_power::GuestPowerClock::default(),
             epoch: now,
         };
         world.set_faults(config.faults.clone());

@@ -535,3 +535,88 @@ async fn a_clone_boots_from_a_copy_of_its_sources_disk() {
     assert!(guest.agent_installed);
     h.sim.shutdown().await;
 }
+
+/// `GOOD_USER_DATA` with cloud-init's `power_state` in `mode`.
+fn powering(mode: &str) -> String {
+    format!("{GOOD_USER_DATA}power_state:\n  mode: {mode}\n  delay: now\n")
+}
+
+async fn vm_status(h: &Harness, vmid: u32) -> Value {
+    h.get(&format!("/nodes/pve1/qemu/{vmid}/status/current"))
+        .await
+        .data()
+}
+
+/// canonical/cloud-init `config/cc_power_state_change.py`: the last module of
+/// `cloud_final_modules` (`config/cloud.cfg.tmpl`), `PER_INSTANCE`. Its child waits until
+/// the `modules-final` process has gone (`run_after_pid_gone`), so `result.json` is
+/// written, then runs `shutdown -P now` (`Distro.shutdown_options_map`): QEMU exits and
+/// PVE shows the VM stopped. A later boot of the same instance runs no per-instance
+/// module, so it stays up.
+#[tokio::test]
+async fn power_state_poweroff_stops_the_vm_after_its_first_final_stage() {
+    let h = start_with_profiles(fast_config()).await;
+    boot(&h, 212, "debian-13-off", &powering("poweroff")).await;
+    let path = "/nodes/pve1/qemu/212/status/current";
+    h.poll_until(path, |a| a.data()["status"] == "stopped")
+        .await;
+    let guest = h.admin.guest(212).await.unwrap();
+    assert_eq!(guest.cloud_init, None, "the run ended with the guest");
+    power(&h, 212, "start").await;
+    wait_agent(&h, 212).await;
+    let _ = final_status(&h, 212).await;
+    // The first boot finished its final stage before it powered off, the second too.
+    let log = read_when_there(&h, 212, OUTPUT_LOG).await;
+    assert_eq!(log.matches("finished at").count(), 2, "{log}");
+    let guest = h.admin.guest(212).await.unwrap();
+    assert_eq!(guest.seed_boots.len(), 1);
+    assert_eq!(guest.cloud_init.as_deref(), Some("done"));
+    assert_eq!(vm_status(&h, 212).await["status"], "running");
+    h.sim.shutdown().await;
+}
+
+/// `mode: reboot` runs `shutdown -r now` in the guest: QEMU keeps running (the same
+/// process, so PVE's status stays `running` and no pending change is applied), the agent
+/// goes with the old boot and answers again in the new one, whose cloud-init runs its
+/// per-boot stages for the same instance (a second "running 'init-local'" in the log).
+#[tokio::test]
+async fn power_state_reboot_reboots_the_guest_in_place() {
+    let h = start_with_profiles(fast_config()).await;
+    boot(&h, 213, "debian-13-reboot", &powering("reboot")).await;
+    let pid = vm_status(&h, 213).await["pid"].clone();
+    let path = format!(
+        "/nodes/pve1/qemu/213/agent/file-read?file={}",
+        encode(OUTPUT_LOG)
+    );
+    let twice = |a: &Answer| {
+        a.status == StatusCode::OK
+            && a.data()["content"]
+                .as_str()
+                .is_some_and(|log| log.matches("running 'init-local'").count() == 2)
+    };
+    h.poll_until(&path, twice).await;
+    let status = vm_status(&h, 213).await;
+    assert_eq!(status["status"], "running");
+    assert_eq!(status["pid"], pid, "the same QEMU process");
+    let _ = final_status(&h, 213).await;
+    let guest = h.admin.guest(213).await.unwrap();
+    assert_eq!(guest.seed_boots.len(), 1);
+    assert_eq!(vm_status(&h, 213).await["status"], "running");
+    h.sim.shutdown().await;
+}
+
+/// `mode: halt` (`shutdown -H now`) stops the OS without powering off: QEMU runs on, so
+/// PVE shows the VM `running`, but no agent answers any more.
+#[tokio::test]
+async fn power_state_halt_leaves_a_running_vm_without_an_agent() {
+    let h = start_with_profiles(fast_config()).await;
+    boot(&h, 214, "debian-13-halt", &powering("halt")).await;
+    wait_agent(&h, 214).await;
+    let path = "/nodes/pve1/qemu/214/agent/get-host-name";
+    let gone = |a: &Answer| a.message().contains("QEMU guest agent is not running");
+    h.poll_until(path, gone).await;
+    assert_eq!(vm_status(&h, 214).await["status"], "running");
+    let guest = h.admin.guest(214).await.unwrap();
+    assert_eq!(guest.cloud_init, None);
+    h.sim.shutdown().await;
+}
