@@ -479,10 +479,12 @@ async fn dirty_templates_fail_the_create_and_hardened_images_reboot_without_a_ve
 /// a guest that powers itself off do the same) ends the wait at once: PVE answers the agent
 /// call "VM N is not running", which no waiting changes. Before, the create asked the
 /// stopped VM's agent until its timeout (the hour-long fuzz run of 2026-12-03 met one that
-/// waited 15 minutes).
+/// waited 15 minutes). The create then succeeds with a warning and keeps the VM untainted,
+/// as for a stop before cloud-init's verdict: the next plan starts it in place. It failed,
+/// tainting the VM, before 2026-12-07.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_vm_stopped_while_the_create_waits_for_its_address_fails_the_wait_at_once() {
-    let test = "a_vm_stopped_while_the_create_waits_for_its_address_fails_the_wait_at_once";
+async fn a_vm_stopped_while_the_create_waits_for_its_address_ends_the_wait_at_once() {
+    let test = "a_vm_stopped_while_the_create_waits_for_its_address_ends_the_wait_at_once";
     if !simulator_only(test, "an operator's stop at the first look of the agent") {
         return;
     }
@@ -519,10 +521,118 @@ async fn a_vm_stopped_while_the_create_waits_for_its_address_fails_the_wait_at_o
         sim.wait_task(&upid).await;
     };
     let (out, ()) = tokio::join!(ws.apply(), operator);
-    let text = flat(&out.failure().all_text());
+    let text = flat(&out.success_keeping_the_plan().all_text());
     assert!(
-        text.contains("is not running, so its guest agent cannot report an address"),
+        text.contains("stopped before its guest agent reported an address"),
         "{text}"
     );
     assert!(!text.contains("within the create timeout"), "{text}");
+    let state = ws.state().await.to_string();
+    assert!(!state.contains("tainted"), "{state}");
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    let text = flat(&plan.stdout());
+    assert!(text.contains("~ started = false -> true"), "{text}");
+    assert!(
+        text.contains("0 to add, 1 to change, 0 to destroy"),
+        "{text}"
+    );
+}
+
+/// A user-data whose cloud-init ends by rebooting the guest (`power_state: {mode: reboot}`,
+/// cloud-init's `cc_power_state_change`, run after `result.json` is written): the create
+/// reads the verdict, detaches the seed and succeeds with the plan kept, and the plans
+/// after it are empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_data_that_reboots_the_guest_at_its_end_is_a_clean_create() {
+    let test = "a_user_data_that_reboots_the_guest_at_its_end_is_a_clean_create";
+    if !simulator_only(test, "the simulator's guest") {
+        return;
+    }
+    let (_sim, target, sim) = world("debian-13").await;
+    let ws = Workspace::new(target);
+    let user_data = "  user_data = \"#cloud-config\\npower_state:\\n  mode: reboot\\n\"\n";
+    ws.init_with(&one_vm("guest-reboots", user_data)).await;
+    ws.apply().await.success();
+    let vm = vm_named(&sim, "guest-reboots").await;
+    assert_eq!(vm["status"], "running");
+    assert!(ide2(&vm).starts_with("none"), "the seed left: {vm}");
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
+
+/// A user-data whose cloud-init ends by powering the guest off (`power_state: {mode:
+/// poweroff}`, run once per instance after `result.json` is written). Whether the stop
+/// comes before the create saw the address or before it read the verdict is timing, and
+/// both end alike: the create succeeds with a warning, the VM stays untainted with its seed
+/// (it was tainted, and replaced by every apply, when the stop came first). The next plan
+/// starts it in place; that apply waits for the verdict and detaches the seed, and the guest
+/// stays up (`power_state` is per instance). Under `create_before_destroy` the replacement,
+/// which powers off too, fails and the VM it replaces stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_data_that_powers_the_guest_off_at_its_end_keeps_the_vm() {
+    let test = "a_user_data_that_powers_the_guest_off_at_its_end_keeps_the_vm";
+    if !simulator_only(test, "the simulator's guest") {
+        return;
+    }
+    let (_sim, target, sim) = world("debian-13").await;
+    let ws = Workspace::new(target);
+    let config = |hostname: &str| {
+        let user_data = format!(
+            "  user_data = \"#cloud-config\\nhostname: {hostname}\\npower_state:\\n  mode: \
+             poweroff\\n\"\n  lifecycle {{\n    create_before_destroy = true\n  }}\n"
+        );
+        one_vm("guest-powers-off", &user_data)
+    };
+    ws.init_with(&config("first")).await;
+    let out = ws.apply().await.success_keeping_the_plan();
+    let text = flat(&out.all_text());
+    assert!(text.contains("stopped before"), "{text}");
+    assert!(text.contains("powers it off"), "{text}");
+    let state = ws.state().await.to_string();
+    assert!(!state.contains("tainted"), "{state}");
+    let first = vm_named(&sim, "guest-powers-off").await;
+    assert_eq!(first["status"], "stopped");
+    assert!(ide2(&first).starts_with("proxy-seeds:iso/"), "{first}");
+
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    let text = flat(&plan.stdout());
+    assert!(text.contains("~ started = false -> true"), "{text}");
+    assert!(
+        text.contains("0 to add, 1 to change, 0 to destroy"),
+        "{text}"
+    );
+    ws.apply().await.success();
+    let vm = vm_named(&sim, "guest-powers-off").await;
+    assert_eq!(vm["status"], "running");
+    assert!(ide2(&vm).starts_with("none"), "the seed left: {vm}");
+    ws.assert_plans_empty().await;
+
+    // A replacement that powers off too never shows itself running: it fails.
+    ws.write_main_tf(&config("second"));
+    let out = ws.apply().await.failure();
+    assert!(
+        flat(&out.all_text()).contains("stopped before"),
+        "{}",
+        out.all_text()
+    );
+    let vmids: Vec<u64> = sim
+        .our_vms()
+        .await
+        .iter()
+        .map(|vm| vm["vmid"].as_u64().unwrap())
+        .collect();
+    assert!(
+        vmids.contains(&first["vmid"].as_u64().unwrap()),
+        "the old VM stays: {vmids:?}"
+    );
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
 }

@@ -53,6 +53,14 @@ pub enum StepError {
         node: String,
         name: String,
     },
+    /// The VM stopped while the provider waited for its guest agent's address (an operator,
+    /// HA, its node, or a guest that powers itself off): no waiting brings the address.
+    #[error(
+        "VM {vmid} on {node} is not running, so its guest agent cannot report an address: it \
+         was stopped while the provider waited (by an operator, HA, its node, or the guest \
+         powering itself off). Start it, or let the next apply replace it."
+    )]
+    StoppedWaiting { vmid: u32, node: String },
     /// cloud-init's first boot of the VM failed (its errors and log quoted): the VM is kept
     /// with its seed for debugging, and the seed stays with it.
     #[error("{0}")]

@@ -6,7 +6,7 @@ use pve::qemu::GuestInterface;
 use pve::{Client, ErrorKind};
 use tokio::time::Instant;
 
-use super::error::{Step, unworkable};
+use super::error::{Step, StepError, unworkable};
 
 /// How long one wait on a node looks for its guest's first address while the others on that
 /// node wait their turn: two or three looks at an agent not up yet, 3 s each on PVE.
@@ -92,12 +92,10 @@ pub(super) async fn wait_for_address(
             // operator, HA, its node, or a guest that powered itself off). Waiting for its
             // address would wait out the whole timeout for nothing.
             Err(e) if e.agent_failure() == Some(pve::AgentFailure::VmNotRunning) => {
-                return unworkable(format!(
-                    "VM {vmid} on {node} is not running, so its guest agent cannot report an \
-                     address: it was stopped while the provider waited (by an operator, HA, its \
-                     node, or the guest powering itself off). Start it, or let the next apply \
-                     replace it."
-                ));
+                return Err(StepError::StoppedWaiting {
+                    vmid,
+                    node: node.to_owned(),
+                });
             }
             // A token without the privilege, a VM deleted underneath, a request PVE finds
             // invalid: waiting longer changes nothing.

@@ -105,6 +105,39 @@ pub(super) async fn after_ready(
     Ok(outcome)
 }
 
+/// A create whose VM stopped while it waited for the guest agent's address: a warning, as
+/// for a stop before cloud-init's verdict, and the apply that starts the VM again waits for
+/// both. A `create_before_destroy` replacement fails instead, so the VM it replaces stays.
+pub(super) fn stopped_before_address(
+    vmid: u32,
+    desired: &Desired,
+    first_boot: FirstBoot<'_>,
+) -> Step<SeedOutcome> {
+    if first_boot.replaces_beside {
+        return Err(StepError::Unworkable(format!(
+            "VM {vmid} stopped before its guest agent reported an address. This create replaces \
+             a VM under create_before_destroy, so it fails here and the VM it replaces stays; \
+             the new VM is kept (tainted) and the next apply replaces it."
+        )));
+    }
+    let awaits_verdict = desired.wait_for == WaitFor::CloudInit;
+    let then = if awaits_verdict {
+        "its address and cloud-init's verdict, and detaches the seed once cloud-init finished"
+    } else {
+        "its address"
+    };
+    Ok(SeedOutcome {
+        warnings: vec![format!(
+            "VM {vmid} stopped before its guest agent reported an address (its node rebooted, \
+             someone stopped it, or its user-data powers it off): the VM stays, untainted, with \
+             its seed, and the apply that starts it again waits for {then}. For a guest that \
+             powers itself off by design, set started = false once it has."
+        )],
+        verdict_pending: awaits_verdict,
+        ..SeedOutcome::default()
+    })
+}
+
 fn still_running_text(vmid: u32, first_boot: FirstBoot<'_>) -> String {
     format!(
         "cloud-init in VM {vmid} was still running after cloud_init_timeout ({} s), with no \

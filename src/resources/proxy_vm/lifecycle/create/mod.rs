@@ -23,7 +23,7 @@ use super::observe::observe_with;
 use super::power::{ensure_power, start_own_clone};
 use super::prechecks::check_disk_size;
 use super::ready::wait_for_address;
-use super::seed_life::{FirstBoot, SeedOutcome, after_ready};
+use super::seed_life::{FirstBoot, SeedOutcome, after_ready, stopped_before_address};
 use super::slot::{Chosen, Slot};
 use crate::context::Configured;
 use hold::{Claimed, Hold};
@@ -205,9 +205,19 @@ async fn provision(
         (false, _) => ensure_power(vm, desired.started).await.map(|()| None),
     };
     let started = hold.unless_taken_over(started)?;
+    let mut stopped_waiting = false;
     let reported = if desired.started && desired.wait_for.waits_for_address() {
         let at = (vm.node(), vm.vmid());
-        Some(wait_for_address(vm.client(), at, &desired.template, vm.deadline()).await?)
+        match wait_for_address(vm.client(), at, &desired.template, vm.deadline()).await {
+            Ok(interfaces) => Some(interfaces),
+            // Made, then stopped: whether that came before or after the address was seen
+            // is timing, so it ends as a stop before the verdict does (`stopped_before_address`).
+            Err(StepError::StoppedWaiting { .. }) => {
+                stopped_waiting = true;
+                None
+            }
+            Err(e) => return Err(e),
+        }
     } else {
         None
     };
@@ -232,6 +242,12 @@ async fn provision(
         instance_id: &built.instance_id,
         replaces_beside: beside_predecessor,
     };
+    if stopped_waiting {
+        return Ok((
+            None,
+            stopped_before_address(vm.vmid(), desired, first_boot)?,
+        ));
+    }
     let seed = (vm.node(), seed_volume);
     let seed = after_ready(vm, desired, seed, reported.is_some(), first_boot).await?;
     Ok((reported, seed))
