@@ -475,6 +475,43 @@ async fn dirty_templates_fail_the_create_and_hardened_images_reboot_without_a_ve
     ws.destroy().await.success();
 }
 
+/// An operator's stop of the VM the provider first asks for its agent's address after
+/// journal index `since`.
+async fn stop_at_first_agent_look(sim: &SimClient, since: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let looked = |journal: &[Value]| {
+        journal.iter().find_map(|e| {
+            let path = e["path"].as_str()?;
+            path.ends_with("/agent/network-get-interfaces").then(|| {
+                path.trim_end_matches("/agent/network-get-interfaces")
+                    .to_owned()
+            })
+        })
+    };
+    let vm = loop {
+        if let Some(vm) = looked(&sim.journal_since(since).await) {
+            break vm;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the provider never asked the agent"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let upid = sim.api("POST", &format!("{vm}/status/stop"), &[]).await;
+    sim.wait_task(&upid).await;
+}
+
+/// A world whose agents never come up: a wait for the address goes on until something
+/// ends it.
+async fn world_without_agents() -> (pvesim::Sim, SimClient, Workspace) {
+    let mut config = pvesim::SimConfig::default();
+    config.timings.agent_boot_ms = 3_600_000;
+    let (sim, target) = start_sim(config).await;
+    let client = SimClient::new(&target);
+    (sim, client, Workspace::new(target))
+}
+
 /// A VM stopped while the create waits for its address (by an operator here; HA, its node or
 /// a guest that powers itself off do the same) ends the wait at once: PVE answers the agent
 /// call "VM N is not running", which no waiting changes. Before, the create asked the
@@ -488,39 +525,10 @@ async fn a_vm_stopped_while_the_create_waits_for_its_address_ends_the_wait_at_on
     if !simulator_only(test, "an operator's stop at the first look of the agent") {
         return;
     }
-    let mut config = pvesim::SimConfig::default();
-    // An agent that never comes up: the create keeps looking until something ends it.
-    config.timings.agent_boot_ms = 3_600_000;
-    let (_sim, target) = start_sim(config).await;
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
+    let (_sim, sim, ws) = world_without_agents().await;
     ws.init_with(&one_vm("stopped-0", "  timeouts = { create = \"3m\" }\n"))
         .await;
-    let operator = async {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let looked = |journal: &[Value]| {
-            journal.iter().find_map(|e| {
-                let path = e["path"].as_str()?;
-                path.ends_with("/agent/network-get-interfaces").then(|| {
-                    path.trim_end_matches("/agent/network-get-interfaces")
-                        .to_owned()
-                })
-            })
-        };
-        let vm = loop {
-            if let Some(vm) = looked(&sim.journal().await) {
-                break vm;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the create never asked the agent"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        let upid = sim.api("POST", &format!("{vm}/status/stop"), &[]).await;
-        sim.wait_task(&upid).await;
-    };
-    let (out, ()) = tokio::join!(ws.apply(), operator);
+    let (out, ()) = tokio::join!(ws.apply(), stop_at_first_agent_look(&sim, 0));
     let text = flat(&out.success_keeping_the_plan().all_text());
     assert!(
         text.contains("stopped before its guest agent reported an address"),
@@ -529,6 +537,44 @@ async fn a_vm_stopped_while_the_create_waits_for_its_address_ends_the_wait_at_on
     assert!(!text.contains("within the create timeout"), "{text}");
     let state = ws.state().await.to_string();
     assert!(!state.contains("tainted"), "{state}");
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    let text = flat(&plan.stdout());
+    assert!(text.contains("~ started = false -> true"), "{text}");
+    assert!(
+        text.contains("0 to add, 1 to change, 0 to destroy"),
+        "{text}"
+    );
+}
+
+/// An update that starts a VM (`started = false -> true`) whose VM is stopped again while
+/// it waits for the address fails at once, saying the next apply starts it again; the state
+/// still says stopped, so the next plan shows the start again (an update taints nothing).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_stopped_while_an_update_waits_for_its_address_fails_the_update_at_once() {
+    let test = "a_vm_stopped_while_an_update_waits_for_its_address_fails_the_update_at_once";
+    if !simulator_only(test, "an operator's stop at the first look of the agent") {
+        return;
+    }
+    let (_sim, sim, ws) = world_without_agents().await;
+    let config = |started: bool| {
+        let extra = format!("  started = {started}\n  timeouts = {{ update = \"3m\" }}\n");
+        one_vm("stopped-1", &extra)
+    };
+    ws.init_with(&config(false)).await;
+    ws.apply().await.success();
+    ws.write_main_tf(&config(true));
+    let since = sim.journal_len().await;
+    let (out, ()) = tokio::join!(ws.apply(), stop_at_first_agent_look(&sim, since));
+    let text = flat(&out.failure().all_text());
+    assert!(
+        text.contains("is not running, so its guest agent cannot report an address"),
+        "{text}"
+    );
+    assert!(text.contains("The next apply starts it again"), "{text}");
+    assert!(!text.contains("within the"), "{text}");
     let plan = ws
         .terraform(&["plan", "-no-color", "-input=false"])
         .await

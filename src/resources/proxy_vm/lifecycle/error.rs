@@ -58,7 +58,7 @@ pub enum StepError {
     #[error(
         "VM {vmid} on {node} is not running, so its guest agent cannot report an address: it \
          was stopped while the provider waited (by an operator, HA, its node, or the guest \
-         powering itself off). Start it, or let the next apply replace it."
+         powering itself off). The next apply starts it again, as `started = true` says."
     )]
     StoppedWaiting { vmid: u32, node: String },
     /// cloud-init's first boot of the VM failed (its errors and log quoted): the VM is kept
