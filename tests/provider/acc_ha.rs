@@ -677,3 +677,78 @@ async fn a_vm_moved_during_the_refresh_is_followed_not_lost() {
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
 }
+
+/// A VM that moves again before the read that followed it looks (pve1 to pve2 to pve3, HA
+/// relocating it twice within one refresh) is followed again: a listing made after each
+/// miss says where it is, and only one that no longer lists it makes it gone. Following a
+/// single move called it gone, and Terraform dropped a running VM from the state.
+/// Deterministic: pve-sim holds each config read until the rebalancer has moved the VM on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_moved_twice_during_the_refresh_is_followed_not_lost() {
+    let test = "a_vm_moved_twice_during_the_refresh_is_followed_not_lost";
+    if !simulator_only(test, "pve-sim's request hold and rebalancer") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(shared_world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let with_ha = "  ha = {\n    max_restart = 2\n  }\n";
+    ws.init_with(&shared_fleet("twice", 1, with_ha)).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, "twice-0").await);
+    let sid = format!("vm:{id}");
+    until_crm_state(&sim, &sid, "started").await;
+    let config_read = |node: &str| format!("GET /nodes/{node}/qemu/{id}/pending");
+    let refresh = [
+        "apply",
+        "-refresh-only",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+    ];
+    let move_to = |node: &'static str| {
+        let (admin, sim, sid) = (&admin, &sim, &sid);
+        async move {
+            admin.ha_rebalance(sid, node).await.expect("a rebalance");
+            until(sim, "the rebalancer moved the VM", |state| {
+                let vm = vms_named(state, "twice-0")[0];
+                vm["node"] == node && vm["status"] == "running"
+            })
+            .await;
+        }
+    };
+
+    sim.hold_counting(1, &config_read("pve1")).await;
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let refreshed = async {
+        let out = ws.terraform(&refresh).await;
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let move_twice = async {
+        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            sim.until_held(gone).await,
+            "the refresh read the VM on pve1"
+        );
+        move_to("pve2").await;
+        // Replacing the hold drops the held read: the provider asks pve1 again, misses,
+        // lists, and its read on pve2 is held in turn.
+        sim.hold_counting(1, &config_read("pve2")).await;
+        assert!(
+            sim.until_held(gone).await,
+            "the refresh followed the VM to pve2"
+        );
+        move_to("pve3").await;
+        sim.resume_hold().await;
+    };
+    let (out, ()) = tokio::join!(refreshed, move_twice);
+    let out = out.success();
+    let state = ws.state().await;
+    let vm = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(vm["current_node"], "pve3", "{}\n{}", vm, out.all_text());
+    assert_eq!(vm["vmid"], id, "{vm}");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}

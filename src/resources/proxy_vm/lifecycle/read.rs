@@ -4,12 +4,17 @@
 use std::time::Instant;
 
 use super::super::model::Observed;
-use super::error::Step;
+use super::error::{Step, unworkable};
 use super::expected::Expected;
 use super::observe::observe_known;
 use crate::context::Configured;
 use crate::ownership::Mark;
 use crate::runtime::GONE_LISTING_AGE;
+
+/// How many moves a read follows: a VM missed where each fresh listing put it this often is
+/// still moving (or the listing and the node disagree), and the read fails rather than
+/// call a listed VM gone.
+const MOVES_FOLLOWED: usize = 3;
 
 /// What a read finds at a VMID.
 #[derive(Debug)]
@@ -48,22 +53,31 @@ pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) ->
     let Some(mut entry) = listing.vm(vmid).cloned() else {
         return Ok(Found::Gone);
     };
-    let mut moved = false;
+    let mut follows = 0;
     let (entry, mut observed) = loop {
         let looked = Instant::now();
         match observe_listed(configured, &entry).await? {
             Listed::Cloning => return Ok(Found::Cloning),
             Listed::Observed(observed) => break (entry, observed),
-            // Looked for where a listing made after this look says it is, once.
-            Listed::NotThere if !moved => {
-                moved = true;
+            // Looked for where a listing made after this look says it is: gone only when
+            // that listing no longer has it (HA may move a VM twice within one refresh).
+            Listed::NotThere => {
                 let again = runtime.listing_since(client, looked).await?;
-                match again.vm(vmid) {
-                    Some(now) if now.node != entry.node => entry = now.clone(),
-                    _ => return Ok(Found::Gone),
+                let Some(now) = again.vm(vmid) else {
+                    return Ok(Found::Gone);
+                };
+                if follows == MOVES_FOLLOWED {
+                    return unworkable(format!(
+                        "VM {vmid} moved between nodes {follows} times while this refresh \
+                         read it, and was never where the cluster listed it. It is still \
+                         listed (on {}), so it stays in the state; run the command again once \
+                         it settles.",
+                        now.node
+                    ));
                 }
+                follows += 1;
+                entry = now.clone();
             }
-            Listed::NotThere => return Ok(Found::Gone),
         }
     };
     observed.ha_listed = entry.hastate.is_some();
