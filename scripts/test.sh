@@ -52,8 +52,10 @@ stage() { printf '\n==> [%s] %s\n' "$1" "$2"; }
 stage 1/4 "cargo fmt --check"
 cargo fmt --all -- --check || failed_stages+=("fmt")
 
-stage 2/4 "cargo clippy -D warnings"
+stage 2/4 "cargo clippy and cargo doc, -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings || failed_stages+=("clippy")
+# A broken intra-doc link or a malformed doc comment is a warning of rustdoc alone.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked || failed_stages+=("doc")
 
 stage 3/4 "cargo test --workspace (TF_ACC=$TF_ACC)"
 # --no-fail-fast: one run reports every failing test binary, not just the first. tee keeps
