@@ -228,6 +228,33 @@ async fn a_guest_refusing_reads_in_any_wording_is_ready_at_its_address() {
     }
 }
 
+/// Applies `config`, a `create_before_destroy` replacement whose create must fail saying
+/// `says`: the VM `first` it replaces stays. Then a destroy leaves no VM and no seed.
+async fn a_failed_replacement_keeps_the_vm(
+    ws: &Workspace,
+    sim: &SimClient,
+    first: &Value,
+    config: &str,
+    says: &str,
+) {
+    ws.write_main_tf(config);
+    let out = ws.apply().await.failure();
+    assert!(flat(&out.all_text()).contains(says), "{}", out.all_text());
+    let vmids: Vec<u64> = sim
+        .our_vms()
+        .await
+        .iter()
+        .map(|vm| vm["vmid"].as_u64().unwrap())
+        .collect();
+    assert!(
+        vmids.contains(&first["vmid"].as_u64().unwrap()),
+        "the old VM stays: {vmids:?}"
+    );
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+}
+
 /// #39 case 2: a cloud-init that outlasts its bound (`cloud_init_timeout`) warns and keeps
 /// the VM, untainted, with its seed; once cloud-init finished, the next apply waits for its
 /// verdict and detaches the seed. Under create_before_destroy the new VM's create fails
@@ -278,26 +305,8 @@ async fn a_cloud_init_longer_than_its_bound_keeps_a_healthy_vm() {
 
     // The replacement's cloud-init outlasts its bound too: its create fails, the old VM
     // stays.
-    ws.write_main_tf(&config("#cloud-config\\nhostname: second\\n"));
-    let out = ws.apply().await.failure();
-    assert!(
-        flat(&out.all_text()).contains("still running"),
-        "{}",
-        out.all_text()
-    );
-    let vmids: Vec<u64> = sim
-        .our_vms()
-        .await
-        .iter()
-        .map(|vm| vm["vmid"].as_u64().unwrap())
-        .collect();
-    assert!(
-        vmids.contains(&first["vmid"].as_u64().unwrap()),
-        "the old VM stays: {vmids:?}"
-    );
-    ws.destroy().await.success();
-    assert!(sim.our_vms().await.is_empty());
-    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    let second = config("#cloud-config\\nhostname: second\\n");
+    a_failed_replacement_keeps_the_vm(&ws, &sim, &first, &second, "still running").await;
 }
 
 /// #39 case 3: a seed that can never leave is recorded once: later refreshes ask the guest
@@ -661,24 +670,5 @@ async fn a_user_data_that_powers_the_guest_off_at_its_end_keeps_the_vm() {
     ws.assert_plans_empty().await;
 
     // A replacement that powers off too never shows itself running: it fails.
-    ws.write_main_tf(&config("second"));
-    let out = ws.apply().await.failure();
-    assert!(
-        flat(&out.all_text()).contains("stopped before"),
-        "{}",
-        out.all_text()
-    );
-    let vmids: Vec<u64> = sim
-        .our_vms()
-        .await
-        .iter()
-        .map(|vm| vm["vmid"].as_u64().unwrap())
-        .collect();
-    assert!(
-        vmids.contains(&first["vmid"].as_u64().unwrap()),
-        "the old VM stays: {vmids:?}"
-    );
-    ws.destroy().await.success();
-    assert!(sim.our_vms().await.is_empty());
-    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    a_failed_replacement_keeps_the_vm(&ws, &sim, &first, &config("second"), "stopped before").await;
 }

@@ -237,6 +237,32 @@ fn shared_fleet(base: &str, count: usize, extra: &str) -> String {
     )
 }
 
+/// One VM named `{base}-0` under HA (`with_ha`), on a world with a shared seed storage:
+/// applied, and started by the CRM. The simulator handle, its admin, a client, the
+/// working directory, the VMID and the HA sid.
+async fn one_ha_vm(
+    base: &str,
+    with_ha: &str,
+) -> (
+    pvesim::Sim,
+    pvesim::testing::Admin,
+    SimClient,
+    Workspace,
+    u64,
+    String,
+) {
+    let (sim_handle, target) = start_sim(shared_world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&shared_fleet(base, 1, with_ha)).await;
+    ws.apply().await.success();
+    let id = vmid(&the_vm(&sim, &format!("{base}-0")).await);
+    let sid = format!("vm:{id}");
+    until_crm_state(&sim, &sid, "started").await;
+    (sim_handle, admin, sim, ws, id, sid)
+}
+
 async fn set_ha_state(sim: &SimClient, sid: &str, state: &str) {
     let path = format!("/cluster/ha/resources/{sid}");
     sim.api("PUT", &path, &[("state", state)]).await;
@@ -537,16 +563,8 @@ async fn ha_drift_is_planned_and_the_rebalancer_s_move_is_not() {
     if !simulator_only(test, "pve-sim's HA manager and rebalancer") {
         return;
     }
-    let (sim_handle, target) = start_sim(shared_world()).await;
-    let admin = pvesim::testing::Admin::new(&sim_handle);
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
     let with_ha = "  ha = {\n    max_restart = 2\n    comment     = \"edge\"\n  }\n";
-    ws.init_with(&shared_fleet("drift", 1, with_ha)).await;
-    ws.apply().await.success();
-    let id = vmid(&the_vm(&sim, "drift-0").await);
-    let sid = format!("vm:{id}");
-    until_crm_state(&sim, &sid, "started").await;
+    let (_sim_handle, admin, sim, ws, id, sid) = one_ha_vm("drift", with_ha).await;
     ws.assert_plans_empty().await;
 
     // The rebalancer moves it: followed, nothing planned.
@@ -600,16 +618,8 @@ async fn a_vm_moved_during_the_refresh_is_followed_not_lost() {
     if !simulator_only(test, "pve-sim's request hold and rebalancer") {
         return;
     }
-    let (sim_handle, target) = start_sim(shared_world()).await;
-    let admin = pvesim::testing::Admin::new(&sim_handle);
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
     let with_ha = "  ha = {\n    max_restart = 2\n  }\n";
-    ws.init_with(&shared_fleet("moved", 1, with_ha)).await;
-    ws.apply().await.success();
-    let id = vmid(&the_vm(&sim, "moved-0").await);
-    let sid = format!("vm:{id}");
-    until_crm_state(&sim, &sid, "started").await;
+    let (_sim_handle, admin, sim, ws, id, sid) = one_ha_vm("moved", with_ha).await;
     let refresh = [
         "apply",
         "-refresh-only",
@@ -689,16 +699,8 @@ async fn a_vm_moved_twice_during_the_refresh_is_followed_not_lost() {
     if !simulator_only(test, "pve-sim's request hold and rebalancer") {
         return;
     }
-    let (sim_handle, target) = start_sim(shared_world()).await;
-    let admin = pvesim::testing::Admin::new(&sim_handle);
-    let sim = SimClient::new(&target);
-    let ws = Workspace::new(target);
     let with_ha = "  ha = {\n    max_restart = 2\n  }\n";
-    ws.init_with(&shared_fleet("twice", 1, with_ha)).await;
-    ws.apply().await.success();
-    let id = vmid(&the_vm(&sim, "twice-0").await);
-    let sid = format!("vm:{id}");
-    until_crm_state(&sim, &sid, "started").await;
+    let (_sim_handle, admin, sim, ws, id, sid) = one_ha_vm("twice", with_ha).await;
     let config_read = |node: &str| format!("GET /nodes/{node}/qemu/{id}/pending");
     let refresh = [
         "apply",

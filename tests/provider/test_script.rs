@@ -20,10 +20,10 @@ struct Run {
 
 /// Runs a copy of scripts/test.sh in a scratch tree, with a stand-in
 /// `scripts/install-test-deps.sh` that exits with `deps`, a `cargo` that exits with `fmt`,
-/// `clippy` (for `clippy` and `doc`) and `test` as given and prints `test_output` for the workspace tests and
-/// `live_output` for each of the live stage's runs (recording its `SKIPPED` lines in the skip
-/// log, as the test harness does), a `target/debug/pve-sim` that writes its files and waits
-/// like the real one, and a sweeper that exits with `sweeper`.
+/// `clippy` (for `clippy` and `doc`) and `test` as given and prints `test_output` for the
+/// workspace tests and `live_output` for each of the live stage's runs (recording its
+/// `SKIPPED` lines in the skip log, as the test harness does), a `target/debug/pve-sim` that
+/// writes its files and waits like the real one, and a sweeper that exits with `sweeper`.
 fn run_test_sh(
     deps: i32,
     fmt: i32,
