@@ -619,6 +619,49 @@ async fn a_user_data_that_reboots_the_guest_at_its_end_is_a_clean_create() {
     ws.destroy().await.success();
 }
 
+/// A user-data that upgrades the image's packages with `package_reboot_if_required: true`
+/// (cloud-init's `cc_package_update_upgrade_install`): the first boot reboots in the middle
+/// of its final stage, before `result.json`, and the next boot finishes the instance. The
+/// create waits through the reboot (the agent gone, the VM running), reads the second
+/// boot's verdict, detaches the seed and succeeds; the plans after it are empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upgrade_that_reboots_mid_cloud_init_is_a_clean_create() {
+    let test = "an_upgrade_that_reboots_mid_cloud_init_is_a_clean_create";
+    if !simulator_only(test, "the simulator's guest") {
+        return;
+    }
+    let (_sim, target, sim) = world("ubuntu-24.04").await;
+    let ws = Workspace::new(target);
+    let user_data = "  user_data = \"#cloud-config\\npackage_upgrade: true\\n\
+                     package_reboot_if_required: true\\n\"\n";
+    ws.init_with(&one_vm("guest-upgrades", user_data)).await;
+    ws.apply().await.success();
+    let vm = vm_named(&sim, "guest-upgrades").await;
+    assert_eq!(vm["status"], "running");
+    assert!(ide2(&vm).starts_with("none"), "the seed left: {vm}");
+    let boots = sim.state().await["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|vm| vm["name"] == "guest-upgrades")
+        .map(|vm| vm["guest"]["seed_boots"].as_array().unwrap().len());
+    assert_eq!(boots, Some(1), "one instance");
+    let log_path = format!(
+        "/nodes/pve1/qemu/{}/agent/file-read?file=%2Fvar%2Flog%2Fcloud-init-output.log",
+        vm["vmid"]
+    );
+    let log = sim.api("GET", &log_path, &[]).await;
+    let log = log["content"].as_str().unwrap_or_default();
+    assert_eq!(
+        log.matches("running 'init-local'").count(),
+        2,
+        "booted twice: {log}"
+    );
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
+
 /// A user-data whose cloud-init ends by powering the guest off (`power_state: {mode:
 /// poweroff}`, run once per instance after `result.json` is written). Whether the stop
 /// comes before the create saw the address or before it read the verdict is timing, and

@@ -26,8 +26,8 @@ use tokio::time::Instant;
 
 use crate::agent;
 use crate::config::CloudInitErrors;
-use crate::guest::{CloudInitRun, Guest, LeftOnDisk, NOCLOUD_CDROM};
-use crate::guest_power::PowerState;
+use crate::guest::{CloudInitRun, Guest, LeftOnDisk, NOCLOUD_CDROM, UnfinishedInstance};
+use crate::guest_power::{PowerMode, PowerState};
 use crate::guest_profile::{AgentSource, GuestProfile};
 use crate::inspect::{GuestState, SeedBoot};
 use crate::world::{AgentState, Drive, Vm, World, agent_enabled, is_drive_key};
@@ -121,20 +121,29 @@ fn cloud_init_run(
     }
     let trusted = guest.manual_cache_clean && guest.instance_id.is_some();
     let seed_found = inputs.seed.is_some();
-    let (new_instance, power_state) = match inputs.seed {
+    let (new_instance, modules) = match inputs.seed {
         Some(seed) if !trusted && guest.instance_id.as_deref() != Some(&seed.instance_id) => {
             (true, first_boot_of_instance(guest, node, seed))
         }
-        _ => (false, None),
+        _ => (false, InstanceModules::default()),
     };
     if !trusted && !seed_found {
         return None;
     }
-    // Per-instance modules fail or warn only at an instance's first boot.
-    let (errors, recoverable_errors) = match (inputs.errors_fault, new_instance) {
-        (Some(f), true) => (f.errors, f.recoverable_errors),
-        (None, true) => (Vec::new(), guest.profile.recoverable_errors()),
-        _ => (Vec::new(), Vec::new()),
+    // Per-instance modules fail or warn only at an instance's first boot, or at the boot
+    // that runs what a reboot kept the first from reaching.
+    let unfinished = match (inputs.errors_fault, new_instance) {
+        (Some(f), true) => UnfinishedInstance {
+            errors: f.errors,
+            recoverable_errors: f.recoverable_errors,
+            power_state: modules.power_state,
+        },
+        (None, true) => UnfinishedInstance {
+            recoverable_errors: guest.profile.recoverable_errors(),
+            power_state: modules.power_state,
+            ..UnfinishedInstance::default()
+        },
+        _ => guest.unfinished.take().unwrap_or_default(),
     };
     let agent_at = now + inputs.agent_boot;
     let final_stage = if guest.profile.slow_final_stage() {
@@ -143,6 +152,25 @@ fn cloud_init_run(
         inputs.final_stage
     };
     let final_at = agent_at + final_stage;
+    let (unfinished, power) = if new_instance && modules.reboots_after_upgrade {
+        // `package_update_upgrade_install` is the first final module: the reboot comes
+        // mid-stage, before anything else of the instance ran or result.json was written.
+        let reboot_at = agent_at + final_stage / 2;
+        guest.unfinished = Some(unfinished);
+        (
+            UnfinishedInstance::default(),
+            Some((reboot_at, PowerMode::Reboot)),
+        )
+    } else {
+        // After `modules-final` exited: `result.json` is written first.
+        let power = unfinished.power_state.map(|p| (final_at + p.delay, p.mode));
+        (unfinished, power)
+    };
+    let UnfinishedInstance {
+        errors,
+        recoverable_errors,
+        ..
+    } = unfinished;
     Some(CloudInitRun {
         release: guest.profile.cloud_init(),
         booted_at: now,
@@ -152,8 +180,7 @@ fn cloud_init_run(
         datasource: guest.datasource.clone().unwrap_or_default(),
         errors,
         recoverable_errors,
-        // After `modules-final` exited: `result.json` is written first.
-        power: power_state.map(|p| (final_at + p.delay, p.mode)),
+        power,
     })
 }
 
@@ -202,9 +229,18 @@ pub fn halt(vm: &mut Vm, now: Instant) {
     vm.guest.halt(left);
 }
 
+/// What an instance's user-data makes its final stage do to the guest's power.
+#[derive(Debug, Default)]
+struct InstanceModules {
+    /// `power_state`, at the end of the final stage.
+    power_state: Option<PowerState>,
+    /// A reboot right after the package upgrade (see [`reboots_after_upgrade`]).
+    reboots_after_upgrade: bool,
+}
+
 /// The first boot of the seed's instance: what its per-instance modules leave on the disk,
-/// and the `power_state` its final stage ends with.
-fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) -> Option<PowerState> {
+/// and what its final stage does to the guest's power.
+fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) -> InstanceModules {
     let installs = [Some(&seed.user_data), seed.vendor_data.as_ref()]
         .into_iter()
         .flatten()
@@ -230,7 +266,24 @@ fn first_boot_of_instance(guest: &mut Guest, node: &str, seed: Seed) -> Option<P
         instance_id: seed.instance_id,
         sha256: seed.sha256,
     });
-    crate::guest_power::from_user_data(&seed.user_data)
+    InstanceModules {
+        power_state: crate::guest_power::from_user_data(&seed.user_data),
+        reboots_after_upgrade: reboots_after_upgrade(&seed.user_data),
+    }
+}
+
+/// `cc_package_update_upgrade_install.py` `handle`: after an upgrade (`package_upgrade`, or
+/// `apt_upgrade`) with `package_reboot_if_required` (or `apt_reboot_if_required`) set, a
+/// `/var/run/reboot-required` left by the upgrade makes it run `/sbin/reboot` at once. In
+/// pve-sim every upgrade leaves it: a cloud image is older than its archive's kernel.
+fn reboots_after_upgrade(user_data: &str) -> bool {
+    let set = |keys: [&str; 2]| {
+        keys.iter()
+            .find_map(|key| cloud_config_flag(user_data, key))
+            .unwrap_or(false)
+    };
+    set(["package_upgrade", "apt_upgrade"])
+        && set(["package_reboot_if_required", "apt_reboot_if_required"])
 }
 
 /// The first cdrom (ide2 first) holding an ISO labelled `cidata` with `user-data` and

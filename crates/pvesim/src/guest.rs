@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
-use crate::guest_power::PowerMode;
+use crate::guest_power::{PowerMode, PowerState};
 use crate::guest_profile::{
     AgentSource, CloudInitRelease, DIRTY_HOSTNAME, DIRTY_INSTANCE_ID, GuestProfile,
 };
@@ -50,6 +50,17 @@ pub struct Guest {
     /// the disk (the links in `/run/cloud-init/` went with the tmpfs).
     pub data_status: Option<String>,
     pub data_result: Option<String>,
+    /// The instance's final stage was cut short by a reboot (a package upgrade's): the next
+    /// boot runs the per-instance modules it did not reach, with these outcomes.
+    pub unfinished: Option<UnfinishedInstance>,
+}
+
+/// What an instance's first final stage had left to do when a reboot cut it short.
+#[derive(Debug, Clone, Default)]
+pub struct UnfinishedInstance {
+    pub errors: Vec<String>,
+    pub recoverable_errors: Vec<String>,
+    pub power_state: Option<PowerState>,
 }
 
 /// What a run leaves on the disk when the guest powers off.

@@ -620,3 +620,44 @@ async fn power_state_halt_leaves_a_running_vm_without_an_agent() {
     assert_eq!(guest.cloud_init, None);
     h.sim.shutdown().await;
 }
+
+/// canonical/cloud-init `config/cc_package_update_upgrade_install.py` `handle`: after an
+/// upgrade with `package_reboot_if_required`, a `/var/run/reboot-required` (pve-sim: every
+/// upgrade leaves one) makes it run `/sbin/reboot` at once. It is the first of
+/// `cloud_final_modules`, so the first boot ends mid-stage with no `result.json`; the next
+/// boot (the same instance: the cache is trusted) runs the per-instance modules the first
+/// did not reach, whose outcome its `result.json` reports. QEMU stays up throughout.
+#[tokio::test]
+async fn an_upgrade_that_needs_a_reboot_finishes_the_instance_in_the_next_boot() {
+    let h = start_with_profiles(fast_config()).await;
+    let mut faults = h.admin.faults().await;
+    let error = "('scripts_user', RuntimeError('Runparts: 1 failures (runcmd)'))";
+    faults.cloud_init_errors = vec![pvesim::CloudInitErrors {
+        vm_name_regex: "^debian-13-upgrade$".into(),
+        errors: vec![error.into()],
+        ..Default::default()
+    }];
+    h.admin.set_faults(&faults).await;
+    let user_data =
+        format!("{GOOD_USER_DATA}package_upgrade: true\npackage_reboot_if_required: true\n");
+    boot(&h, 215, "debian-13-upgrade", &user_data).await;
+    let pid = vm_status(&h, 215).await["pid"].clone();
+    let result: Value = serde_json::from_str(&read_when_there(&h, 215, RESULT).await).unwrap();
+    assert_eq!(result["v1"]["errors"], json!([error]), "{result}");
+    let log = read_when_there(&h, 215, OUTPUT_LOG).await;
+    assert_eq!(log.matches("running 'init-local'").count(), 2, "{log}");
+    assert_eq!(
+        log.matches("finished at").count(),
+        1,
+        "the first boot never finished: {log}"
+    );
+    let status = vm_status(&h, 215).await;
+    assert_eq!(
+        (status["status"].clone(), status["pid"].clone()),
+        (json!("running"), pid)
+    );
+    let guest = h.admin.guest(215).await.unwrap();
+    assert_eq!(guest.seed_boots.len(), 1);
+    assert_eq!(guest.cloud_init.as_deref(), Some("error"));
+    h.sim.shutdown().await;
+}
