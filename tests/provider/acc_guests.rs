@@ -484,6 +484,97 @@ async fn dirty_templates_fail_the_create_and_hardened_images_reboot_without_a_ve
     ws.destroy().await.success();
 }
 
+/// A template made from a hardened VM after its first boot keeps its disable marker
+/// (`/etc/cloud/cloud-init.disabled`) and its cache: its clones never run cloud-init, never
+/// read their seed, and none of the user-data runs. `cloud-init-generator` says so at once
+/// (`/run/cloud-init/disabled`), so the create fails without waiting out
+/// `cloud_init_timeout`, saying how to make the template. It waited the whole bound, then
+/// warned "still running" and kept the VM as if cloud-init might still finish.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_template_whose_cloud_init_is_disabled_fails_the_create_at_once() {
+    let test = "a_template_whose_cloud_init_is_disabled_fails_the_create_at_once";
+    if !simulator_only(test, "the simulator's guest profiles") {
+        return;
+    }
+    let (_sim, target, sim) = world("hardened").await;
+    // The template's build VM: a hardened guest after its first boot, stopped and made a
+    // template by hand, out of any state.
+    let build = Workspace::new(target.clone());
+    build.init_with(&one_vm("guest-build", "")).await;
+    build.apply().await.success();
+    build
+        .terraform(&["state", "rm", "proxmox_proxy_vm.vm"])
+        .await
+        .success();
+    let vmid = vm_named(&sim, "guest-build").await["vmid"]
+        .as_u64()
+        .unwrap();
+    let upid = sim
+        .api("POST", &format!("/nodes/pve1/qemu/{vmid}/status/stop"), &[])
+        .await;
+    sim.wait_task(&upid).await;
+    sim.api("POST", &format!("/nodes/pve1/qemu/{vmid}/template"), &[])
+        .await;
+
+    let ws = Workspace::new(target);
+    let config = one_vm("guest-clone", "  cloud_init_timeout = \"10m\"\n")
+        .replace("debian-13-proxy", "guest-build");
+    ws.init_with(&config).await;
+    let out = ws.apply().await.failure();
+    let text = flat(&out.all_text());
+    assert!(text.contains("did not boot its seed"), "{text}");
+    assert!(text.contains("cloud-init.disabled"), "{text}");
+    assert!(!text.contains("still running"), "{text}");
+    ws.destroy().await.success();
+}
+
+/// A hardened image whose first boot outlasted `cloud_init_timeout`, then rebooted (its
+/// node did) before the next apply: that boot runs no cloud-init, so no status will come.
+/// The apply judges what the first boot left on the disk
+/// (`/var/lib/cloud/data/status.json`, this instance's) and detaches the seed; it waited out
+/// `cloud_init_timeout` again, warned, and kept the verdict pending for ever.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hardened_guest_rebooted_before_its_verdict_is_judged_by_its_disk() {
+    let test = "a_hardened_guest_rebooted_before_its_verdict_is_judged_by_its_disk";
+    if !simulator_only(test, "the simulator's guest profiles") {
+        return;
+    }
+    let mut config = pvesim::SimConfig::default();
+    config.timings.cloud_init_ms = 4_000;
+    let (_sim, target) = start_sim(config).await;
+    let sim = SimClient::new(&target);
+    sim.set_faults(
+        json!({"guest_profiles": [{"vm_name_regex": "^guest-", "profile": "hardened"}]}),
+    )
+    .await;
+    let ws = Workspace::new(target);
+    ws.init_with(&one_vm("guest-pending", "  cloud_init_timeout = \"1s\"\n"))
+        .await;
+    let out = ws.apply().await.success();
+    assert!(
+        flat(&out.all_text()).contains("still running"),
+        "{}",
+        out.all_text()
+    );
+    until(&sim, "the first boot's final stage ended", |state| {
+        let vm = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|vm| vm["name"] == "guest-pending");
+        vm.is_some_and(|vm| vm["guest"]["cloud_init"] == "done")
+    })
+    .await;
+    reboot_pve1(&sim, "guest-pending", true).await;
+    let guest = &vm_named(&sim, "guest-pending").await["guest"];
+    assert_eq!(guest["cloud_init_disabled"], true, "{guest}");
+    ws.apply().await.success();
+    assert!(ide2(&vm_named(&sim, "guest-pending").await).starts_with("none"));
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
+
 /// An operator's stop of the VM the provider first asks for its agent's address after
 /// journal index `since`.
 async fn stop_at_first_agent_look(sim: &SimClient, since: usize) {

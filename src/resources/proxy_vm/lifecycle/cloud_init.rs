@@ -25,6 +25,12 @@ pub(super) const RESULT_JSON: &str = "/run/cloud-init/result.json";
 /// seed shows another instance-id than the seed's).
 pub(super) const INSTANCE_ID: &str = "/var/lib/cloud/data/instance-id";
 const STATUS_JSON: &str = "/run/cloud-init/status.json";
+/// `cloud-init-generator`'s mark of a boot whose cloud-init does not run (the image's
+/// `/etc/cloud/cloud-init.disabled`, or no datasource found by `ds-identify`).
+const DISABLED: &str = "/run/cloud-init/disabled";
+/// `status.json` as the last run left it on the disk (`status_wrapper` writes it there and
+/// links it from `/run/cloud-init/`).
+const RECORDED_STATUS_JSON: &str = "/var/lib/cloud/data/status.json";
 /// How to grant the privilege the verdict needs (to the setup guide's role).
 pub(crate) const GRANT_FILE_READ: &str = "Grant VM.GuestAgent.FileRead to the provider's role \
     (the setup guide's: `pveum role modify ProxyVMProvisioner --append 1 --privs \
@@ -51,6 +57,9 @@ pub enum Verdict {
     /// node rebooted, someone stopped it, or its user-data powers it off. Nothing answers
     /// until something starts it again, so the wait ends here.
     Stopped,
+    /// cloud-init does not run in this boot (`/run/cloud-init/disabled`): no verdict of this
+    /// boot will come. The caller asks the disk what the last run left ([`recorded_verdict`]).
+    Disabled,
 }
 
 /// How a guest file read ended, as the verdict needs it.
@@ -176,10 +185,46 @@ pub(super) async fn wait_for_cloud_init(
                 });
             }
             Some(GuestFile::Refused { why, stays }) => return Ok(Verdict::Unknown { why, stays }),
-            Some(GuestFile::Missing) | None => {}
+            // No status yet: a boot whose cloud-init will not run says so at once. Asked only
+            // then, so a guest whose status is there costs no second read.
+            Some(GuestFile::Missing) => {
+                if let Ok(GuestFile::Read(_)) = read_guest_file(client, node, vmid, DISABLED).await
+                {
+                    return Ok(Verdict::Disabled);
+                }
+            }
+            None => {}
         }
         pacer.still_running();
     }
+}
+
+/// The verdict the last cloud-init run left on the disk, for a boot in which cloud-init does
+/// not run: `None` when no finished run is recorded. Errors fail as a boot's own do.
+pub(super) async fn recorded_verdict(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+) -> Step<Option<Verdict>> {
+    let bytes = match read_guest_file(client, node, vmid, RECORDED_STATUS_JSON).await? {
+        GuestFile::Read(bytes) => bytes,
+        GuestFile::Missing => return Ok(None),
+        GuestFile::Refused { why, stays } => return Ok(Some(Verdict::Unknown { why, stays })),
+    };
+    let Some(status) = final_status(&bytes).map_err(StepError::Unworkable)? else {
+        return Ok(None);
+    };
+    if !status.errors.is_empty() {
+        let log = output_log_tail(client, node, vmid).await;
+        return Err(StepError::CloudInitFailed(failure_text(
+            vmid,
+            &status.errors,
+            log,
+        )));
+    }
+    Ok(Some(Verdict::Clean {
+        recoverable: status.recoverable,
+    }))
 }
 
 trait FinalKind {

@@ -8,7 +8,8 @@ use tokio::time::Instant;
 
 use super::super::model::{Desired, SeedLifetime, SeedStays, WaitFor};
 use super::cloud_init::{
-    GuestFile, INSTANCE_ID, RESULT_JSON, Verdict, read_guest_file, wait_for_cloud_init,
+    GuestFile, INSTANCE_ID, RESULT_JSON, Verdict, read_guest_file, recorded_verdict,
+    wait_for_cloud_init,
 };
 use super::detach::{self, detach_seed};
 use super::error::{Step, StepError};
@@ -74,7 +75,7 @@ pub(super) async fn after_ready(
     let deadline = Instant::now() + first_boot.timeout;
     let op = Operation::new(vm.client(), deadline + DETACH_ALLOWANCE);
     let vm = &vm.with_op(op);
-    match verdict(vm, deadline, &mut outcome).await? {
+    match verdict(vm, deadline, first_boot.instance_id, &mut outcome).await? {
         Judged::Clean if desired.seed_lifetime == SeedLifetime::UntilReady => {
             // The detach's reads go out beside the instance-id's, not one after another:
             // a VM that did not boot its seed stops the create before anything is written.
@@ -197,7 +198,7 @@ pub(super) async fn judge(
     instance_id: &str,
     outcome: &mut SeedOutcome,
 ) -> Step<Judged> {
-    let judged = verdict(vm, deadline, outcome).await?;
+    let judged = verdict(vm, deadline, instance_id, outcome).await?;
     if judged == Judged::Clean {
         booted_its_seed(vm, instance_id).await?;
     }
@@ -205,10 +206,35 @@ pub(super) async fn judge(
 }
 
 /// [`judge`] without the look at which seed the guest booted: the caller makes it (with
-/// other reads beside it) before it counts [`Judged::Clean`].
-async fn verdict(vm: &OwnedVm<'_>, deadline: Instant, outcome: &mut SeedOutcome) -> Step<Judged> {
+/// other reads beside it) before it counts [`Judged::Clean`]. A boot in which cloud-init does
+/// not run is the exception: a clone of a template that keeps it off never read its seed,
+/// which fails here; a later boot of this instance (a hardened image rebooted before the
+/// verdict was read) is judged by what its first boot left on the disk.
+async fn verdict(
+    vm: &OwnedVm<'_>,
+    deadline: Instant,
+    instance_id: &str,
+    outcome: &mut SeedOutcome,
+) -> Step<Judged> {
     let vmid = vm.vmid();
-    match wait_for_cloud_init(vm.client(), vm.node(), vmid, deadline).await? {
+    let found = match wait_for_cloud_init(vm.client(), vm.node(), vmid, deadline).await? {
+        Verdict::Disabled => {
+            booted_its_seed(vm, instance_id).await?;
+            recorded_verdict(vm.client(), vm.node(), vmid)
+                .await?
+                .unwrap_or(Verdict::Disabled)
+        }
+        found => found,
+    };
+    match found {
+        Verdict::Disabled => {
+            outcome.warnings.push(format!(
+                "cloud-init does not run in VM {vmid}'s guest in this boot \
+                 (/run/cloud-init/disabled), and its disk holds no finished run to judge. VM \
+                 {vmid} counts as ready at its address, and its seed stays attached."
+            ));
+            Ok(Judged::Unknown)
+        }
         Verdict::Unknown { why, stays } => {
             outcome.warnings.push(format!(
                 "{why} VM {vmid} counts as ready at its address, and its seed stays attached."
@@ -262,11 +288,14 @@ async fn booted_its_seed(vm: &OwnedVm<'_>, instance_id: &str) -> Step<()> {
         return Ok(());
     }
     Err(StepError::CloudInitFailed(format!(
-        "VM {} did not boot its seed: its cloud-init ran as instance `{found}`, not the seed's \
+        "VM {} did not boot its seed: its cloud-init holds instance `{found}`, not the seed's \
          `{instance_id}`, so none of this configuration's user-data ran (the VM reports \
-         success all the same). Its template carries an earlier VM's cloud-init cache: run \
-         `cloud-init clean --logs --seed` in the VM the template is made from, shut it down, \
-         and make the template again. The VM is kept (tainted) and the next apply replaces it.",
+         success all the same). Its template carries an earlier VM's cloud-init cache, which \
+         its cloud-init trusts or, with /etc/cloud/cloud-init.disabled on the disk (a \
+         hardened image after its first boot), never even runs past: in the VM the template \
+         is made from, remove that file if it is there, run `cloud-init clean --logs --seed`, \
+         shut it down, and make the template again. The VM is kept (tainted) and the next \
+         apply replaces it.",
         vm.vmid()
     )))
 }
