@@ -27,7 +27,8 @@ pub enum Edit {
     Started(usize, bool),
     /// An index into [`TEMPLATES`] (replaces the VM).
     Template(usize, u8),
-    /// A variant of the user-data (replaces the VM).
+    /// A variant of the user-data (replaces the VM); 3 and 4 reboot the guest in its first
+    /// boot.
     UserData(usize, u8),
     /// `disk_gib` (0 = unset: the VM keeps its size); never below the template's.
     Disk(usize, u8),
@@ -126,10 +127,17 @@ impl StateConfig {
             slot.started,
         );
         // Each state's user-data differs from the other's, so a VM that boots another state's
-        // seed is told apart by the seed's bytes as well as by its file name.
+        // seed is told apart by the seed's bytes as well as by its file name. Variants 3 and
+        // 4 reboot the guest during its first boot, as real user-data does: mid final stage
+        // (an upgrade with `package_reboot_if_required`) or at its end (`power_state`).
+        let reboots = match slot.user_data {
+            3 => "package_upgrade: true\\npackage_reboot_if_required: true\\n",
+            4 => "power_state:\\n  mode: reboot\\n",
+            _ => "",
+        };
         body.push_str(&format!(
             "  user_data = \"#cloud-config\\nwrite_files:\\n  - path: /etc/motd\\n    content: \
-             s{state}-v{}\\n\"\n",
+             s{state}-v{}\\n{reboots}\"\n",
             slot.user_data
         ));
         if slot.tags {

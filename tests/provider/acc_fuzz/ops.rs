@@ -372,7 +372,7 @@ impl Gen<'_> {
             },
             Family::Replacing => match rng.u8(0..3) {
                 0 => Edit::Template(slot, rng.u8(0..2)),
-                1 => Edit::UserData(slot, rng.u8(0..3)),
+                1 => Edit::UserData(slot, rng.u8(0..5)),
                 _ => Edit::Disk(slot, [5, 6, 8][rng.usize(0..3)]),
             },
             Family::CreateBeforeDestroy => Edit::Cbd(rng.bool()),
