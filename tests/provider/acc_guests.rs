@@ -575,6 +575,48 @@ async fn a_hardened_guest_rebooted_before_its_verdict_is_judged_by_its_disk() {
     ws.destroy().await.success();
 }
 
+/// The same guest under `wait_for = "address"`: the create does not wait for the verdict,
+/// and the node reboots before any refresh looked. That boot runs no cloud-init, so
+/// `/run/cloud-init/result.json` never comes back; the refresh reads what the first boot
+/// left on the disk and plans the seed's detach. It looked for the file at every refresh,
+/// and the seed (with the user-data) stayed on the storage for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hardened_guest_rebooted_before_any_refresh_still_sheds_its_seed() {
+    let test = "a_hardened_guest_rebooted_before_any_refresh_still_sheds_its_seed";
+    if !simulator_only(test, "the simulator's guest profiles") {
+        return;
+    }
+    let (_sim, target, sim) = world("hardened").await;
+    let ws = Workspace::new(target);
+    ws.init_with(&one_vm("guest-quick", "  wait_for = \"address\"\n"))
+        .await;
+    ws.apply().await.success();
+    until(&sim, "the first boot's final stage ended", |state| {
+        let vm = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|vm| vm["name"] == "guest-quick");
+        vm.is_some_and(|vm| vm["guest"]["cloud_init"] == "done")
+    })
+    .await;
+    reboot_pve1(&sim, "guest-quick", true).await;
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    assert!(
+        flat(&plan.stdout()).contains("seed_volume"),
+        "{}",
+        plan.stdout()
+    );
+    ws.apply().await.success();
+    assert!(ide2(&vm_named(&sim, "guest-quick").await).starts_with("none"));
+    assert!(sim.volumes_on("proxy-seeds").await.is_empty());
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}
+
 /// An operator's stop of the VM the provider first asks for its agent's address after
 /// journal index `since`.
 async fn stop_at_first_agent_look(sim: &SimClient, since: usize) {

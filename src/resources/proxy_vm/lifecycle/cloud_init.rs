@@ -19,7 +19,7 @@ use super::super::model::SeedStays;
 use super::error::{Step, StepError};
 use super::operation;
 
-pub(super) const RESULT_JSON: &str = "/run/cloud-init/result.json";
+const RESULT_JSON: &str = "/run/cloud-init/result.json";
 /// The instance the guest's cloud-init runs as (`stages.py` writes it at every boot from the
 /// datasource it used, or from its cache when it trusts it: a guest that never read its
 /// seed shows another instance-id than the seed's).
@@ -28,9 +28,10 @@ const STATUS_JSON: &str = "/run/cloud-init/status.json";
 /// `cloud-init-generator`'s mark of a boot whose cloud-init does not run (the image's
 /// `/etc/cloud/cloud-init.disabled`, or no datasource found by `ds-identify`).
 const DISABLED: &str = "/run/cloud-init/disabled";
-/// `status.json` as the last run left it on the disk (`status_wrapper` writes it there and
-/// links it from `/run/cloud-init/`).
+/// `status.json` and `result.json` as the last run left them on the disk (`status_wrapper`
+/// writes them there and links them from `/run/cloud-init/`).
 const RECORDED_STATUS_JSON: &str = "/var/lib/cloud/data/status.json";
+const RECORDED_RESULT_JSON: &str = "/var/lib/cloud/data/result.json";
 /// How to grant the privilege the verdict needs (to the setup guide's role).
 pub(crate) const GRANT_FILE_READ: &str = "Grant VM.GuestAgent.FileRead to the provider's role \
     (the setup guide's: `pveum role modify ProxyVMProvisioner --append 1 --privs \
@@ -225,6 +226,19 @@ pub(super) async fn recorded_verdict(
     Ok(Some(Verdict::Clean {
         recoverable: status.recoverable,
     }))
+}
+
+/// `result.json` as a look at `/run/cloud-init/result.json` should take it: there, or, in a
+/// boot whose cloud-init does not run (`/run/cloud-init/disabled`), the one the last run
+/// left on the disk. The disk is asked only when the file is missing from `/run`.
+pub(super) async fn result_json(client: &Client, node: &str, vmid: u32) -> Step<GuestFile> {
+    match read_guest_file(client, node, vmid, RESULT_JSON).await? {
+        GuestFile::Missing => match read_guest_file(client, node, vmid, DISABLED).await? {
+            GuestFile::Read(_) => read_guest_file(client, node, vmid, RECORDED_RESULT_JSON).await,
+            _ => Ok(GuestFile::Missing),
+        },
+        found => Ok(found),
+    }
 }
 
 trait FinalKind {

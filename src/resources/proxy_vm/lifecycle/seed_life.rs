@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::super::model::{Desired, SeedLifetime, SeedStays, WaitFor};
 use super::cloud_init::{
-    GuestFile, INSTANCE_ID, RESULT_JSON, Verdict, read_guest_file, recorded_verdict,
+    GuestFile, INSTANCE_ID, Verdict, read_guest_file, recorded_verdict, result_json,
     wait_for_cloud_init,
 };
 use super::detach::{self, detach_seed};
@@ -358,7 +358,8 @@ pub enum Readiness {
 
 /// A refresh's look at a VM whose seed is still attached and whose lifetime is
 /// `until_ready`: whether the apply may detach it now, i.e. cloud-init finished this boot
-/// without errors and the guest holds the `manual-clean` marker. At most two agent reads.
+/// (or, in a boot without cloud-init, its last run did) without errors and the guest holds
+/// the `manual-clean` marker. Two agent reads, four in a boot without cloud-init.
 /// What can never change (a failed run, a guest refusing reads, no marker, no agent after
 /// `silence` of uptime) is [`Readiness::Stays`]. `silence` is the VM's `cloud_init_timeout`:
 /// a first boot that has no agent answering by then has none (an image that ships none,
@@ -370,7 +371,7 @@ pub async fn seed_readiness(
     silence: Duration,
 ) -> Readiness {
     let client = &configured.client;
-    match read_guest_file(client, node, vmid, RESULT_JSON).await {
+    match result_json(client, node, vmid).await {
         Ok(GuestFile::Read(bytes)) => match run_errors(&bytes) {
             Some(0) => {}
             Some(_) => return Readiness::Stays(SeedStays::FirstBootFailed),
