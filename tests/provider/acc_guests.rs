@@ -63,6 +63,20 @@ async fn until(sim: &SimClient, what: &str, check: impl Fn(&Value) -> bool) {
     }
 }
 
+/// Waits until the first boot's cloud-init of `name` says `status` (`done`, `error`).
+async fn until_cloud_init(sim: &SimClient, name: &str, status: &str) {
+    let what = format!("cloud-init of {name} {status}");
+    until(sim, &what, |state| {
+        let vm = state["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|vm| vm["name"] == name);
+        vm.is_some_and(|vm| vm["guest"]["cloud_init"] == status)
+    })
+    .await;
+}
+
 /// Reboots pve1 and waits until `name` runs again with its agent (when it has one).
 async fn reboot_pve1(sim: &SimClient, name: &str, agent: bool) {
     sim.reboot_node("pve1").await;
@@ -287,15 +301,7 @@ async fn a_cloud_init_longer_than_its_bound_keeps_a_healthy_vm() {
         ide2(&first).starts_with("proxy-seeds:iso/"),
         "the seed stays meanwhile"
     );
-    until(&sim, "cloud-init finished in the guest", |state| {
-        let vm = state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|vm| vm["name"] == "guest-slow");
-        vm.is_some_and(|vm| vm["guest"]["cloud_init"] == "done")
-    })
-    .await;
+    until_cloud_init(&sim, "guest-slow", "done").await;
     ws.apply().await.success();
     assert!(
         ide2(&vm_named(&sim, "guest-slow").await).starts_with("none"),
@@ -369,15 +375,7 @@ async fn a_failed_first_boot_keeps_its_seed_after_a_reboot() {
     ws.init_with(&one_vm("guest-failed", "  wait_for = \"address\"\n"))
         .await;
     ws.apply().await.success();
-    until(&sim, "the first boot's cloud-init ended", |state| {
-        let vm = state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|vm| vm["name"] == "guest-failed");
-        vm.is_some_and(|vm| vm["guest"]["cloud_init"] == "error")
-    })
-    .await;
+    until_cloud_init(&sim, "guest-failed", "error").await;
     ws.terraform(&[
         "apply",
         "-refresh-only",
@@ -409,15 +407,7 @@ async fn a_transient_fault_on_the_detach_read_is_retried() {
     ws.init_with(&one_vm("guest-flaky", "  wait_for = \"address\"\n"))
         .await;
     ws.apply().await.success();
-    until(&sim, "cloud-init finished in the guest", |state| {
-        let vm = state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|vm| vm["name"] == "guest-flaky");
-        vm.is_some_and(|vm| vm["guest"]["cloud_init"] == "done")
-    })
-    .await;
+    until_cloud_init(&sim, "guest-flaky", "done").await;
     // The plan (refreshed, fault-free) shows the detach; the saved plan's apply does not
     // refresh, so its one guest read, the detach's, meets the fault.
     ws.terraform(&["plan", "-no-color", "-input=false", "-out=detach.tfplan"])
@@ -556,15 +546,7 @@ async fn a_hardened_guest_rebooted_before_its_verdict_is_judged_by_its_disk() {
         "{}",
         out.all_text()
     );
-    until(&sim, "the first boot's final stage ended", |state| {
-        let vm = state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|vm| vm["name"] == "guest-pending");
-        vm.is_some_and(|vm| vm["guest"]["cloud_init"] == "done")
-    })
-    .await;
+    until_cloud_init(&sim, "guest-pending", "done").await;
     reboot_pve1(&sim, "guest-pending", true).await;
     let guest = &vm_named(&sim, "guest-pending").await["guest"];
     assert_eq!(guest["cloud_init_disabled"], true, "{guest}");
@@ -591,15 +573,7 @@ async fn a_hardened_guest_rebooted_before_any_refresh_still_sheds_its_seed() {
     ws.init_with(&one_vm("guest-quick", "  wait_for = \"address\"\n"))
         .await;
     ws.apply().await.success();
-    until(&sim, "the first boot's final stage ended", |state| {
-        let vm = state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|vm| vm["name"] == "guest-quick");
-        vm.is_some_and(|vm| vm["guest"]["cloud_init"] == "done")
-    })
-    .await;
+    until_cloud_init(&sim, "guest-quick", "done").await;
     reboot_pve1(&sim, "guest-quick", true).await;
     let plan = ws
         .terraform(&["plan", "-no-color", "-input=false"])
@@ -615,6 +589,20 @@ async fn a_hardened_guest_rebooted_before_any_refresh_still_sheds_its_seed() {
     assert!(sim.volumes_on("proxy-seeds").await.is_empty());
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
+}
+
+/// The next plan starts the VM in place: no replacement of a VM that stopped.
+async fn next_plan_starts_it_in_place(ws: &Workspace) {
+    let plan = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    let text = flat(&plan.stdout());
+    assert!(text.contains("~ started = false -> true"), "{text}");
+    assert!(
+        text.contains("0 to add, 1 to change, 0 to destroy"),
+        "{text}"
+    );
 }
 
 /// An operator's stop of the VM the provider first asks for its agent's address after
@@ -679,16 +667,7 @@ async fn a_vm_stopped_while_the_create_waits_for_its_address_ends_the_wait_at_on
     assert!(!text.contains("within the create timeout"), "{text}");
     let state = ws.state().await.to_string();
     assert!(!state.contains("tainted"), "{state}");
-    let plan = ws
-        .terraform(&["plan", "-no-color", "-input=false"])
-        .await
-        .success();
-    let text = flat(&plan.stdout());
-    assert!(text.contains("~ started = false -> true"), "{text}");
-    assert!(
-        text.contains("0 to add, 1 to change, 0 to destroy"),
-        "{text}"
-    );
+    next_plan_starts_it_in_place(&ws).await;
 }
 
 /// An update that starts a VM (`started = false -> true`) whose VM is stopped again while
@@ -717,16 +696,7 @@ async fn a_vm_stopped_while_an_update_waits_for_its_address_fails_the_update_at_
     );
     assert!(text.contains("The next apply starts it again"), "{text}");
     assert!(!text.contains("within the"), "{text}");
-    let plan = ws
-        .terraform(&["plan", "-no-color", "-input=false"])
-        .await
-        .success();
-    let text = flat(&plan.stdout());
-    assert!(text.contains("~ started = false -> true"), "{text}");
-    assert!(
-        text.contains("0 to add, 1 to change, 0 to destroy"),
-        "{text}"
-    );
+    next_plan_starts_it_in_place(&ws).await;
 }
 
 /// A user-data whose cloud-init ends by rebooting the guest (`power_state: {mode: reboot}`,
@@ -829,16 +799,7 @@ async fn a_user_data_that_powers_the_guest_off_at_its_end_keeps_the_vm() {
     assert_eq!(first["status"], "stopped");
     assert!(ide2(&first).starts_with("proxy-seeds:iso/"), "{first}");
 
-    let plan = ws
-        .terraform(&["plan", "-no-color", "-input=false"])
-        .await
-        .success();
-    let text = flat(&plan.stdout());
-    assert!(text.contains("~ started = false -> true"), "{text}");
-    assert!(
-        text.contains("0 to add, 1 to change, 0 to destroy"),
-        "{text}"
-    );
+    next_plan_starts_it_in_place(&ws).await;
     ws.apply().await.success();
     let vm = vm_named(&sim, "guest-powers-off").await;
     assert_eq!(vm["status"], "running");

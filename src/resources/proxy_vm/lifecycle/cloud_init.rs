@@ -173,17 +173,7 @@ pub(super) async fn wait_for_cloud_init(
                     continue;
                 };
                 pacer.finished();
-                if !status.errors.is_empty() {
-                    let log = output_log_tail(client, node, vmid).await;
-                    return Err(StepError::CloudInitFailed(failure_text(
-                        vmid,
-                        &status.errors,
-                        log,
-                    )));
-                }
-                return Ok(Verdict::Clean {
-                    recoverable: status.recoverable,
-                });
+                return judged(client, node, vmid, status).await;
             }
             Some(GuestFile::Refused { why, stays }) => return Ok(Verdict::Unknown { why, stays }),
             // No status yet: a boot whose cloud-init will not run says so at once. Asked only
@@ -215,6 +205,11 @@ pub(super) async fn recorded_verdict(
     let Some(status) = final_status(&bytes).map_err(StepError::Unworkable)? else {
         return Ok(None);
     };
+    judged(client, node, vmid, status).await.map(Some)
+}
+
+/// A finished run's verdict: its errors fail, quoting the output log's last lines.
+async fn judged(client: &Client, node: &str, vmid: u32, status: FinalStatus) -> Step<Verdict> {
     if !status.errors.is_empty() {
         let log = output_log_tail(client, node, vmid).await;
         return Err(StepError::CloudInitFailed(failure_text(
@@ -223,9 +218,9 @@ pub(super) async fn recorded_verdict(
             log,
         )));
     }
-    Ok(Some(Verdict::Clean {
+    Ok(Verdict::Clean {
         recoverable: status.recoverable,
-    }))
+    })
 }
 
 /// `result.json` as a look at `/run/cloud-init/result.json` should take it: there, or, in a
