@@ -95,7 +95,9 @@ pub struct CloudInitRun {
     pub errors: Vec<String>,
     /// `modules-final` recoverable errors at level WARNING (status.json only).
     pub recoverable_errors: Vec<String>,
-    /// The instance's `power_state`, at its first boot: when the guest acts on it, and how.
+    /// The power change this boot's cloud-init makes, when and how: the instance's
+    /// `power_state` at the end of its final stage, or the reboot a package upgrade asks
+    /// for in the middle of it.
     pub power: Option<(Instant, PowerMode)>,
 }
 

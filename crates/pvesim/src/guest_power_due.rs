@@ -1,7 +1,8 @@
-//! A guest's own power change (cloud-init `power_state`, see `guest_power`) carried out on
-//! the world when it falls due. Done lazily, at the start of every request and admin call,
-//! as the rest of a guest's boot is read off the clock: every look from its moment on sees
-//! it, however late a timer would have run on a loaded machine.
+//! A guest's own power change (cloud-init's `power_state`, see `guest_power`, or the
+//! reboot a package upgrade asks for) carried out on the world when it falls due. Done
+//! lazily, at the start of every request and admin call, as the rest of a guest's boot is
+//! read off the clock: every look from its moment on sees it, however late a timer would
+//! have run on a loaded machine.
 
 use std::time::Duration;
 
