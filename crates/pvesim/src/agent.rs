@@ -226,6 +226,32 @@ fn single_part_installs_and_starts_agent(text: &str) -> bool {
     packages && started
 }
 
+/// The last top-level `key` of a cloud-config (or of the cloud-config parts of a MIME
+/// multipart message) that `pick` makes something of, the later part and the later key
+/// first, as cloud-init's merge lets a later value win. `pick` gets the key's lines.
+pub(crate) fn cloud_config_value<T>(
+    text: &str,
+    key: &str,
+    pick: impl Fn(Vec<String>) -> Option<T>,
+) -> Option<T> {
+    let parts: Vec<String> = match mime_parts(text) {
+        Some(parts) => parts
+            .into_iter()
+            .filter(|(kind, _)| kind == "text/cloud-config")
+            .map(|(_, body)| body)
+            .collect(),
+        None if text.starts_with("#cloud-config") => vec![text.to_string()],
+        None => Vec::new(),
+    };
+    parts.iter().rev().find_map(|part| {
+        top_level_sections(part)
+            .into_iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, body)| pick(body))
+    })
+}
+
 /// `key:` at column 0 and the lines belonging to it (including an inline value).
 pub(crate) fn top_level_sections(text: &str) -> Vec<(String, Vec<String>)> {
     let mut sections: Vec<(String, Vec<String>)> = Vec::new();

@@ -340,22 +340,7 @@ fn meta_value(meta_data: &str, key: &str) -> Option<String> {
 /// A boolean top-level key of a cloud-config (or of the cloud-config parts of a MIME
 /// multipart message); `None` when it is not set.
 fn cloud_config_flag(text: &str, key: &str) -> Option<bool> {
-    let parts: Vec<String> = match agent::mime_parts(text) {
-        Some(parts) => parts
-            .into_iter()
-            .filter(|(kind, _)| kind == "text/cloud-config")
-            .map(|(_, body)| body)
-            .collect(),
-        None if text.starts_with("#cloud-config") => vec![text.to_string()],
-        None => Vec::new(),
-    };
-    parts.iter().rev().find_map(|part| {
-        agent::top_level_sections(part)
-            .into_iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .and_then(|(_, body)| body.first().map(|v| yaml_true(v)))
-    })
+    agent::cloud_config_value(text, key, |body| body.first().map(|v| yaml_true(v)))
 }
 
 fn yaml_true(value: &str) -> bool {

@@ -62,22 +62,7 @@ pub fn from_user_data(user_data: &str) -> Option<PowerState> {
 /// The `key: value` lines of the last cloud-config part's `power_state`, block or flow
 /// style (`power_state: {mode: reboot}`), quotes removed.
 fn section_fields(user_data: &str) -> Option<Vec<(String, String)>> {
-    let parts: Vec<String> = match agent::mime_parts(user_data) {
-        Some(parts) => parts
-            .into_iter()
-            .filter(|(kind, _)| kind == "text/cloud-config")
-            .map(|(_, body)| body)
-            .collect(),
-        None if user_data.starts_with("#cloud-config") => vec![user_data.to_string()],
-        None => Vec::new(),
-    };
-    let body = parts.iter().rev().find_map(|part| {
-        agent::top_level_sections(part)
-            .into_iter()
-            .rev()
-            .find(|(k, _)| k == "power_state")
-            .map(|(_, body)| body)
-    })?;
+    let body = agent::cloud_config_value(user_data, "power_state", Some)?;
     let text = body.join("\n");
     let text = text.trim().trim_start_matches('{').trim_end_matches('}');
     Some(
