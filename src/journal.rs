@@ -100,6 +100,7 @@ enum Change {
     RecordVm,
     Confirm,
     RecordHeld,
+    RecordHandedOver,
     RecordReplacement,
     ForgetReplacement,
     MoveFirstLayout,
@@ -124,6 +125,11 @@ impl Change {
                 "A plan here that replaces this state's own VM of `{name}` without a refresh \
                  (a taint with -refresh=false) may refuse it as another state's; the apply \
                  decides again after the destroy."
+            ),
+            Change::RecordHandedOver => format!(
+                "The journal still counts this create of `{name}` as one killed before it \
+                 answered Terraform: if a `state rm` takes its VM out of the state before any \
+                 plan or refresh, the next full destroy here removes that VM."
             ),
             Change::RecordReplacement => format!(
                 "A `create_before_destroy` replacement of `{name}` will be refused as another \
@@ -156,6 +162,11 @@ struct Entry {
     /// The Terraform run whose plan wrote a replacement entry ([`Run::identity`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     planned_by: Option<String>,
+    /// Whether the create answered Terraform with its VM (then Terraform may have stored it,
+    /// and a `state rm` may have let it go since). `None` in entries written before this was
+    /// kept: unknown, so counted as answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    handed_over: Option<bool>,
 }
 
 impl Entry {
@@ -167,6 +178,7 @@ impl Entry {
             vmid: None,
             mark: None,
             planned_by: None,
+            handed_over: None,
         }
     }
 
@@ -180,6 +192,26 @@ impl Entry {
         let mut bytes = serde_json::to_vec(self).unwrap_or_default();
         bytes.push(b'\n');
         bytes
+    }
+}
+
+/// A create Terraform may not have stored, with the VM it recorded.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct UnstoredCreate {
+    pub fleet: String,
+    pub name: String,
+    pub token: String,
+    pub vmid: u32,
+    /// The create never answered Terraform with its VM (it was killed first), so no state
+    /// ever held it. Else Terraform may have stored it and a `state rm` let it go since.
+    pub never_answered: bool,
+}
+
+/// The entry in `path`, if there is a readable one.
+fn existing_entry(path: &Path) -> Option<Entry> {
+    match files::read(path) {
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes).ok(),
+        _ => None,
     }
 }
 
@@ -251,7 +283,11 @@ impl Journal {
             return;
         };
         let path = place.entry(token, Fact::Unconfirmed);
-        self.put(&path, &Entry::new(fleet, name, token), Change::RecordCreate);
+        let entry = Entry {
+            handed_over: Some(false),
+            ..Entry::new(fleet, name, token)
+        };
+        self.put(&path, &entry, Change::RecordCreate);
     }
 
     /// The create of `token` is about to clone onto (or claim) VM `vmid`: a later create of
@@ -291,7 +327,8 @@ impl Journal {
     }
 
     /// Writes where the create of `token` works (its VMID, and the mark's hash once known)
-    /// into its existing entry: a confirmed create never becomes resumable again.
+    /// into its existing entry, keeping whether it answered: a confirmed create never
+    /// becomes resumable again.
     fn record_where(
         &self,
         path: &Path,
@@ -307,9 +344,32 @@ impl Journal {
         let entry = Entry {
             vmid: Some(vmid),
             mark,
+            handed_over: existing_entry(path).and_then(|existing| existing.handed_over),
             ..Entry::new(fleet, name, token)
         };
         self.put(path, &entry, change);
+    }
+
+    /// The create of `token` is answering Terraform with its VM: from now on Terraform may
+    /// hold it, so a full destroy no longer takes it for a killed create's
+    /// ([`UnstoredCreate::never_answered`]). Nothing is recorded for a token no longer
+    /// unconfirmed.
+    pub fn record_handed_over(&self, fleet: &str, name: &str, token: &str) {
+        let Some(place) = self.place(fleet, name) else {
+            return;
+        };
+        let path = place.entry(token, Fact::Unconfirmed);
+        let Some(existing) = existing_entry(&path) else {
+            return;
+        };
+        if existing.handed_over == Some(true) {
+            return;
+        }
+        let entry = Entry {
+            handed_over: Some(true),
+            ..existing
+        };
+        self.put(&path, &entry, Change::RecordHandedOver);
     }
 
     /// The creates of `fleet` and `name` Terraform may not have stored that recorded the VM
@@ -330,8 +390,8 @@ impl Journal {
     }
 
     /// Every create of this workspace, of any name, Terraform may not have stored that
-    /// recorded the VM it works on, as (fleet, name, token, VMID).
-    pub fn unconfirmed_vms_of_every_name(&self) -> Vec<(String, String, String, u32)> {
+    /// recorded the VM it works on.
+    pub fn unconfirmed_vms_of_every_name(&self) -> Vec<UnstoredCreate> {
         let Some(workspace) = self.dir.as_ref() else {
             return Vec::new();
         };
@@ -346,7 +406,13 @@ impl Journal {
             }
             for entry in self.unconfirmed_in(&folder, "?") {
                 if let Some(vmid) = entry.vmid {
-                    found.push((entry.fleet, entry.name, entry.token, vmid));
+                    found.push(UnstoredCreate {
+                        never_answered: entry.handed_over == Some(false),
+                        fleet: entry.fleet,
+                        name: entry.name,
+                        token: entry.token,
+                        vmid,
+                    });
                 }
             }
         }

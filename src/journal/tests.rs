@@ -421,8 +421,13 @@ fn a_clone_records_where_its_create_works_until_the_finish_adds_the_mark() {
     // Every name's, for a destroy's look at killed creates: only entries with a VMID.
     journal.record_create("prod", "edge-2", "t4");
     journal.record_clone("prod", "edge-2", "t4", 109);
+    let listed: Vec<_> = journal
+        .unconfirmed_vms_of_every_name()
+        .into_iter()
+        .map(|c| (c.fleet, c.name, c.token, c.vmid))
+        .collect();
     assert_eq!(
-        journal.unconfirmed_vms_of_every_name(),
+        listed,
         [
             ("".to_owned(), "edge-1".to_owned(), "t3".to_owned(), 107),
             ("prod".to_owned(), "edge-2".to_owned(), "t4".to_owned(), 109),
@@ -458,4 +463,62 @@ fn a_token_the_state_held_is_kept_until_its_vm_is_forgotten() {
     again.forget("", "edge-0", "t1");
     assert!(!journal.is_held("", "edge-0", "t1"));
     assert!(journal.take_warnings().is_empty());
+}
+
+#[test]
+fn a_create_counts_as_never_answered_until_it_hands_its_vm_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_in(dir.path());
+    let never_answered = |journal: &Journal| -> Vec<(String, bool)> {
+        journal
+            .unconfirmed_vms_of_every_name()
+            .into_iter()
+            .map(|c| (c.token, c.never_answered))
+            .collect()
+    };
+    journal.record_create("", "edge-0", "t1");
+    journal.record_create("", "edge-1", "t2");
+    journal.record_clone("", "edge-0", "t1", 105);
+    journal.record_clone("", "edge-1", "t2", 106);
+    journal.record_vm("", "edge-0", "t1", 105, "mark-a");
+    assert_eq!(
+        never_answered(&journal),
+        [("t1".to_owned(), true), ("t2".to_owned(), true)]
+    );
+    // Answered: Terraform may hold it now. A later record of the create keeps that.
+    journal.record_handed_over("", "edge-0", "t1");
+    journal.record_vm("", "edge-0", "t1", 105, "mark-a");
+    journal.record_clone("", "edge-0", "t1", 105);
+    assert_eq!(
+        never_answered(&journal),
+        [("t1".to_owned(), false), ("t2".to_owned(), true)]
+    );
+    assert!(journal.is_unconfirmed_for("", "edge-0", "t1", 105, "mark-a"));
+    // Confirmed: a late answer brings nothing back.
+    journal.confirm("", "edge-1", "t2");
+    journal.record_handed_over("", "edge-1", "t2");
+    assert_eq!(never_answered(&journal), [("t1".to_owned(), false)]);
+    assert!(journal.take_warnings().is_empty());
+}
+
+#[test]
+fn an_entry_from_before_answers_were_kept_counts_as_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_in(dir.path());
+    journal.record_create("", "edge-0", "t1");
+    let place = dir.path().join(name_key("", "edge-0"));
+    let entry = fs::read_dir(&place)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let older = r#"{"token":"t1","fleet":"","name":"edge-0","vmid":105}"#;
+    fs::write(&entry, older).unwrap();
+    let listed = journal.unconfirmed_vms_of_every_name();
+    assert_eq!(listed.len(), 1);
+    assert!(!listed[0].never_answered, "unknown is not never");
+    // A resumed create's record keeps it unknown.
+    journal.record_clone("", "edge-0", "t1", 106);
+    assert!(!journal.unconfirmed_vms_of_every_name()[0].never_answered);
 }

@@ -557,6 +557,82 @@ async fn a_full_destroy_removes_a_killed_create_the_configuration_dropped() {
     assert_nothing_left(&sim).await;
 }
 
+/// A create killed after its VM was finished on PVE and before it answered Terraform, whose
+/// resource then leaves the configuration (fuzzer seed 8312): the next full destroy removes
+/// it and the seed it never deleted. A VM Terraform did store, which a `state rm` took out
+/// before any refresh, is just as unconfirmed in the journal, and that destroy leaves it: the
+/// user let it go.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_destroy_removes_a_finished_killed_create_but_not_a_vm_state_rm_let_go() {
+    if !acceptance_enabled(
+        "a_full_destroy_removes_a_finished_killed_create_but_not_a_vm_state_rm_let_go",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let kept = vm("kept", "wf-kept", "  node = \"pve1\"\n");
+    let let_go = vm("let_go", "wf-let-go", "  node = \"pve1\"\n");
+    // Waits for cloud-init, so the create's last request is its seed's delete.
+    let dropped = r#"
+resource "proxmox_proxy_vm" "dropped" {
+  name     = "wf-dropped"
+  template = "debian-13-proxy"
+  node     = "pve2"
+}
+"#;
+    ws.init_with(&config(&format!("{kept}{let_go}"))).await;
+    ws.apply().await.success();
+    let let_go_vmids = vmids_named(&sim, "wf-let-go").await;
+    ws.terraform(&["state", "rm", "proxmox_proxy_vm.let_go"])
+        .await
+        .success();
+    ws.write_main_tf(&config(&format!("{kept}{dropped}")));
+    sim.hold_counting(1, "/content/proxy-seeds:iso/seed-wf-dropped")
+        .await;
+    let mut apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
+    assert!(
+        sim.until_held(|| apply.exited()).await,
+        "the seed's delete never came"
+    );
+    apply.kill_group();
+    sim.release_hold().await;
+    let finished: Vec<Value> = sim
+        .our_vms()
+        .await
+        .into_iter()
+        .filter(|vm| vm["name"] == "wf-dropped")
+        .collect();
+    assert_eq!(finished.len(), 1, "{finished:?}");
+    let description = finished[0]["config"]["description"].as_str().unwrap_or("");
+    assert!(description.contains("proxyvm-phase: done"), "{description}");
+    let orphan = finished[0]["vmid"].as_u64().unwrap();
+    ws.write_main_tf(&config(&kept));
+    ws.apply().await.success();
+    assert_eq!(
+        vmids_named(&sim, "wf-dropped").await,
+        BTreeSet::from([orphan])
+    );
+    let out = ws.destroy().await.success();
+    let text = support::flat(&out.all_text());
+    assert!(
+        text.contains(&format!("VM {orphan} (`wf-dropped`)")),
+        "{text}"
+    );
+    assert!(!text.contains("wf-let-go"), "{text}");
+    assert!(vmids_named(&sim, "wf-dropped").await.is_empty());
+    assert_eq!(vmids_named(&sim, "wf-let-go").await, let_go_vmids);
+    // The VM let go is the user's to take back: imported, it is destroyed like any other.
+    let vmid = let_go_vmids.first().unwrap().to_string();
+    ws.write_main_tf(&config(&let_go));
+    ws.terraform(&["import", "-input=false", "proxmox_proxy_vm.let_go", &vmid])
+        .await
+        .success();
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
 /// The stranded-VM case the journal cannot cover (the killed run's working directory is
 /// gone, as on a fresh CI runner): the error carries a ready import block, and following it
 /// converges with an empty plan.

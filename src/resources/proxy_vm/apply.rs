@@ -144,8 +144,18 @@ fn record_created(
     }
     private.verdict_pending = created.verdict_pending;
     private.seed_stays = created.seed_stays;
+    hand_over(configured, desired, &private);
     response.private = private.encode();
     response
+}
+
+/// Just before the create answers Terraform with its VM: from here on Terraform may store
+/// it, so a full destroy no longer counts it as a killed create's (`remove_killed_creates`).
+fn hand_over(configured: &Configured, desired: &Desired, private: &Private) {
+    if let Some(token) = &private.create_token {
+        let journal = &configured.journal;
+        journal.record_handed_over(&desired.fleet, &desired.name, token);
+    }
 }
 
 /// A failed create: what it made stays in state (Terraform taints it), so the next apply
@@ -180,6 +190,7 @@ async fn record_failed(
     };
     let seed = made.seed_volume.as_deref();
     response.new_state = partial_state(configured, planned, vmid, &node, seed).await;
+    hand_over(configured, desired, &private);
     response.private = private.encode();
     response
 }

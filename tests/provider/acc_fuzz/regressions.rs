@@ -574,13 +574,11 @@ async fn fuzz_seed_38906_a_dropped_killed_creates_unattached_seed_is_left() {
 
 /// I7 (seed 8312, 2026-12-07): a first apply killed after `fz-0`'s create finished on PVE
 /// (phase `done`, seed detached) and before Terraform stored it, then an apply that drops
-/// `fz-0` from the configuration: no state holds the VM, and the full destroy removes only
-/// unfinished killed creates, so `fz-0` is left. Fails on 86a25a6 too. Removing finished
-/// ones as well would also destroy a VM `state rm` took out of its state before any
-/// refresh confirmed it (I7's own exemption): the journal cannot tell the two apart yet.
+/// `fz-0` from the configuration: no state holds the VM, and the full destroy removed only
+/// unfinished killed creates, so `fz-0` was left. The journal now records when a create
+/// answers Terraform, and the full destroy also removes a finished create that never did
+/// (a VM `state rm` let go was answered, and stays).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "waits for a fix: the journal cannot tell a finished create killed before \
-            Terraform stored it from a stored VM `state rm` took out before any refresh"]
 async fn fuzz_seed_8312_i7() {
     regression(
         "fuzz_seed_8312_i7",

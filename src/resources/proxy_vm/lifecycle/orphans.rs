@@ -1,11 +1,14 @@
 //! What this working directory's killed creates left that no state holds. A create killed
-//! (SIGKILL, a lost CI runner) after its clone leaves a VM marked `creating` whose token only
-//! the journal knows; the next create of the name resumes it, but once the configuration
-//! drops the resource no create ever will (fuzzer seed 12339). A full `terraform destroy`
-//! removes such VMs, with every seed each create uploaded: Terraform holds the state lock
-//! then, so no create of this working directory runs meanwhile. A finished VM is removed only
-//! for a create of its name that makes it again with other content; else only an
-//! unfinished create of a token the journal still holds, at the VMID it recorded.
+//! (SIGKILL, a lost CI runner) after its clone leaves a VM whose token only the journal
+//! knows: marked `creating`, or `done` when it was killed after the finish and before it
+//! answered Terraform. The next create of the name resumes it, but once the configuration
+//! drops the resource no create ever will (fuzzer seeds 12339, 8312). A full `terraform
+//! destroy` removes such VMs, with every seed each create uploaded: Terraform holds the
+//! state lock then, so no create of this working directory runs meanwhile. It removes only
+//! a create of a token the journal still holds, at the VMID it recorded; a finished one only
+//! if the create never answered Terraform (else Terraform stored it, and a `state rm` may
+//! have let it go since). A create of the name that makes the VM again with other content
+//! removes a finished one too.
 
 use tokio::time::Instant;
 
@@ -17,24 +20,26 @@ use super::owned::{OwnedVm, tolerate_gone};
 use crate::context::Configured;
 use crate::ownership::Phase;
 
-/// Removes every unfinished create of this working directory's journal that no state holds;
-/// returns a note for each VM removed. A failure is logged and left for the next destroy.
+/// Removes every create of this working directory's journal that was killed before it
+/// answered Terraform (or, answered, before it finished) and that no state holds; returns a
+/// note for each VM removed. A failure is logged and left for the next destroy.
 pub async fn remove_killed_creates(configured: &Configured, deadline: Instant) -> Vec<String> {
     let mut removed = Vec::new();
-    for (fleet, name, token, vmid) in configured.journal.unconfirmed_vms_of_every_name() {
+    for unstored in configured.journal.unconfirmed_vms_of_every_name() {
         let killed = KilledCreate {
-            fleet: &fleet,
-            name: &name,
-            token: &token,
-            vmid,
+            fleet: &unstored.fleet,
+            name: &unstored.name,
+            token: &unstored.token,
+            vmid: unstored.vmid,
             node: None,
-            finished_too: false,
+            finished_too: unstored.never_answered,
             for_create_of_name: false,
         };
         match killed.remove(configured, deadline).await {
             Ok(Some(note)) => removed.push(note),
             Ok(None) => {}
             Err(error) => {
+                let (vmid, name) = (unstored.vmid, &unstored.name);
                 tracing::warn!(vmid, %name, %error, "could not remove a killed create's VM");
             }
         }
@@ -52,7 +57,7 @@ pub struct KilledCreate<'a> {
     /// Where it was found, if known; else the cluster's listing says.
     node: Option<String>,
     /// A finished one is removed too: a create of its name with other content makes it
-    /// again (see `slot`).
+    /// again (see `slot`), or its create never answered Terraform.
     finished_too: bool,
     /// The caller is a create of the name and holds the name's lock.
     for_create_of_name: bool,
@@ -172,10 +177,15 @@ impl KilledCreate<'_> {
         // left the file unattached (fuzzer seed 38906): found by the token in its name.
         remove_seeds_of_token(configured, &node, self.token, deadline).await?;
         journal.forget(self.fleet, self.name, self.token);
+        let made = match seen.mark.phase {
+            Phase::Done => {
+                "was made by a create of this working directory that finished on PVE but was"
+            }
+            _ => "was an unfinished create of this working directory,",
+        };
         Ok(Some(format!(
-            "VM {} (`{}`) on {node} was an unfinished create of this working directory, killed \
-             before Terraform stored it, and no resource of the configuration resumed it: it \
-             was destroyed with the seeds it had uploaded.",
+            "VM {} (`{}`) on {node} {made} killed before Terraform stored it, and no resource \
+             of the configuration resumed it: it was destroyed with the seeds it had uploaded.",
             self.vmid, self.name
         )))
     }
