@@ -7,7 +7,8 @@
 #   scripts/fuzz.sh sweep
 #
 # `sweep` runs the long kill sweeps instead (acc_fuzz::kill_points, #38): the update with a
-# reboot, the detach, and the create_before_destroy rolls of one and three VMs, each killed
+# reboot, the detach, a create the configuration then drops (cleaned by the full destroy),
+# and the create_before_destroy rolls of one and three VMs, each killed
 # at every request index (before the request, and after it with its answer lost), then
 # applied and destroyed; each prints `sweep NAME: N kill points, R runs, D duplicates, L
 # leaks, ...`. SWEEP_PARALLEL (default 2) runs that many kill points at once.

@@ -100,6 +100,24 @@ async fn every_kill_point_of_a_single_vm_destroy_is_repaired() {
     .await;
 }
 
+/// The create of `fz-0` beside a VM the state keeps, killed at every point, then dropped
+/// from the configuration: no create resumes it, so the full destroy must remove what it
+/// left, finished on PVE or not (seed 8312), with every seed it uploaded.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a long sweep: scripts/fuzz.sh sweep"]
+async fn every_kill_point_of_a_create_the_configuration_then_drops_is_cleaned() {
+    sweep_clean(
+        "every_kill_point_of_a_create_the_configuration_then_drops_is_cleaned",
+        Sweep {
+            name: "create-dropped",
+            setup: vec![Apply(0, vec![Present(0, false)], Plain)],
+            kill: |at| Kill(0, vec![Present(0, true)], DuringApply, at),
+            repair: vec![Apply(0, vec![Present(0, false)], Plain), Destroy(0)],
+        },
+    )
+    .await;
+}
+
 /// An update that needs a reboot (`cores` on a running VM, `reboot_if_needed`).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a long sweep: scripts/fuzz.sh sweep"]

@@ -594,3 +594,21 @@ async fn fuzz_seed_8312_i7() {
     )
     .await;
 }
+
+/// I7 (the `create-dropped` kill sweep, 2026-12-07, kill point Request(38)): a create killed
+/// between the journal's record of the `done` mark it was about to write and that write,
+/// then dropped from the configuration. The VM still said `creating`, whose mark is not the
+/// one the journal bound, so the full destroy took it for another create's and left it.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_sweep_a_create_killed_before_its_finishing_write_then_dropped() {
+    regression(
+        "fuzz_sweep_a_create_killed_before_its_finishing_write_then_dropped",
+        vec![
+            Apply(0, vec![Present(0, false)], Plain),
+            Kill(0, vec![Present(0, true)], DuringApply, Request(38)),
+            Apply(0, vec![Present(0, false)], Plain),
+            Destroy(0),
+        ],
+    )
+    .await;
+}

@@ -134,21 +134,18 @@ impl KilledCreate<'_> {
             Err(error) => return Err(error),
         };
         let journal = &configured.journal;
-        let fingerprint = seen.mark.render();
         let removable = match seen.mark.phase {
             Phase::Creating => true,
             Phase::Done => self.finished_too,
             Phase::Deleting => false,
         };
-        if !removable
-            || !journal.is_unconfirmed_for(
-                self.fleet,
-                self.name,
-                self.token,
-                self.vmid,
-                &fingerprint,
-            )
-        {
+        // The journal binds the mark the create was about to write (`done`) before it wrote
+        // it: a create killed in between left its VM `creating` with that mark otherwise.
+        let finished_mark = seen.mark.clone().with_phase(Phase::Done).render();
+        let is_this_create = |fingerprint: &str| {
+            journal.is_unconfirmed_for(self.fleet, self.name, self.token, self.vmid, fingerprint)
+        };
+        if !removable || !(is_this_create(&seen.mark.render()) || is_this_create(&finished_mark)) {
             return Ok(None);
         }
         let attached = seen
