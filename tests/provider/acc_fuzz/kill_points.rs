@@ -118,6 +118,24 @@ async fn every_kill_point_of_a_create_the_configuration_then_drops_is_cleaned() 
     .await;
 }
 
+/// The create of one VM killed at every point, then applied with other `user_data`: a VM
+/// that booted the old seed must be made again, never resumed with the new one (I3, seed
+/// 38902), and an unfinished one is resumed with the new seed.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a long sweep: scripts/fuzz.sh sweep"]
+async fn every_kill_point_of_a_create_whose_user_data_then_changes_is_repaired() {
+    sweep_clean(
+        "every_kill_point_of_a_create_whose_user_data_then_changes_is_repaired",
+        Sweep {
+            name: "create-new-seed",
+            setup: one_vm(false, vec![]),
+            kill: |at| Kill(0, vec![Present(1, false)], DuringApply, at),
+            repair: vec![Apply(0, vec![UserData(0, 1)], Plain), Destroy(0)],
+        },
+    )
+    .await;
+}
+
 /// An update that needs a reboot (`cores` on a running VM, `reboot_if_needed`).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a long sweep: scripts/fuzz.sh sweep"]
