@@ -8,8 +8,9 @@
 #
 # `sweep` runs the long kill sweeps instead (acc_fuzz::kill_points, #38): the update with a
 # reboot, the detach, a create the configuration then drops (cleaned by the full destroy), a
-# create applied again with other user_data, and the create_before_destroy rolls of one and
-# three VMs, each killed at every request index (before the request, and after it with its
+# create applied again with other user_data, a destroy, an update with a reboot and a
+# replacement of an HA resource, and the create_before_destroy rolls of one and three VMs,
+# each killed at every request index (before the request, and after it with its
 # answer lost), then applied and destroyed; each prints `sweep NAME: N kill points, R runs, D duplicates, L
 # leaks, ...`. SWEEP_PARALLEL (default 2) runs that many kill points at once.
 #

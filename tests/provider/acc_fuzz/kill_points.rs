@@ -136,6 +136,63 @@ async fn every_kill_point_of_a_create_whose_user_data_then_changes_is_repaired()
     .await;
 }
 
+/// The destroy of one VM an operator made an HA resource (its stop is an HA request, its
+/// destroy purges the resource), killed at every point.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a long sweep: scripts/fuzz.sh sweep"]
+async fn every_kill_point_of_a_destroy_under_ha_is_repaired() {
+    let mut setup = one_vm(true, vec![]);
+    setup.push(Cluster(0, 0, HaAdd));
+    sweep_clean(
+        "every_kill_point_of_a_destroy_under_ha_is_repaired",
+        Sweep {
+            name: "destroy-ha-1vm",
+            setup,
+            kill: |at| Kill(0, vec![], DuringDestroy, at),
+            repair: apply_then_destroy(),
+        },
+    )
+    .await;
+}
+
+/// An update with a reboot of a VM an operator made an HA resource (its shutdown and start
+/// are HA requests), killed at every point.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a long sweep: scripts/fuzz.sh sweep"]
+async fn every_kill_point_of_an_update_with_a_reboot_under_ha_is_repaired() {
+    let mut setup = one_vm(true, vec![Reboot(0, true)]);
+    setup.push(Cluster(0, 0, HaAdd));
+    sweep_clean(
+        "every_kill_point_of_an_update_with_a_reboot_under_ha_is_repaired",
+        Sweep {
+            name: "update-reboot-ha-1vm",
+            setup,
+            kill: |at| Kill(0, vec![Cores(0, 2)], DuringApply, at),
+            repair: apply_then_destroy(),
+        },
+    )
+    .await;
+}
+
+/// A `user_data` replacement (destroy, then create) of a VM an operator made an HA
+/// resource, killed at every point.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a long sweep: scripts/fuzz.sh sweep"]
+async fn every_kill_point_of_a_replacement_under_ha_is_repaired() {
+    let mut setup = one_vm(true, vec![]);
+    setup.push(Cluster(0, 0, HaAdd));
+    sweep_clean(
+        "every_kill_point_of_a_replacement_under_ha_is_repaired",
+        Sweep {
+            name: "replace-ha-1vm",
+            setup,
+            kill: |at| Kill(0, vec![UserData(0, 1)], DuringApply, at),
+            repair: apply_then_destroy(),
+        },
+    )
+    .await;
+}
+
 /// An update that needs a reboot (`cores` on a running VM, `reboot_if_needed`).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a long sweep: scripts/fuzz.sh sweep"]
