@@ -10,9 +10,9 @@
 # reboot, the detach, a create the configuration then drops (cleaned by the full destroy), a
 # create applied again with other user_data, a destroy, an update with a reboot and a
 # replacement of an HA resource, and the create_before_destroy rolls of one and three VMs,
-# each killed at every request index (before the request, and after it with its
-# answer lost), then applied and destroyed; each prints `sweep NAME: N kill points, R runs, D duplicates, L
-# leaks, ...`. SWEEP_PARALLEL (default 2) runs that many kill points at once.
+# each killed at every request index (before the request, and after it with its answer
+# lost), then applied and destroyed; each prints `sweep NAME: N kill points, R runs, D
+# duplicates, L leaks, ...`. SWEEP_PARALLEL (default 2) runs that many kill points at once.
 #
 # SEED is the first sequence's seed (the next sequences take SEED+1, SEED+2, ...); STEPS is
 # the total number of steps, in sequences of FUZZ_SEQ_LEN (default 15) steps. Optional
