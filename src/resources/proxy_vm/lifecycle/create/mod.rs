@@ -21,7 +21,7 @@ use super::error::{Step, StepError};
 use super::ha::ensure as ensure_ha;
 use super::observe::observe_with;
 use super::power::{ensure_power, start_own_clone};
-use super::prechecks::check_disk_size;
+use super::prechecks::{Template, check_disk_size};
 use super::ready::wait_for_address;
 use super::seed_life::{FirstBoot, SeedOutcome, after_ready, stopped_before_address};
 use super::slot::{Chosen, Slot};
@@ -62,49 +62,15 @@ pub async fn create(
     let desired = &placed;
     let template = place::checked_template(configured, desired, &listing).await?;
     check_disk_size(&template, &desired.name, desired.disk_gib).map_err(StepError::Unworkable)?;
-    // A VM that may have booted another attempt's seed is discarded and cloned again, once.
-    let mut discarded = false;
-    let mut chosen = Some(chosen);
-    let (cloned, resumed, claimed) = loop {
-        // After a discard the slot is chosen again: the VM is gone.
-        let slot = match chosen.take() {
-            Some(slot) => slot,
-            None => clone::choose_slot(configured, desired, &listing, deadline).await?,
-        };
-        let cloned = clone::clone_into_slot(
-            configured, desired, &template, &listing, slot, progress, deadline,
-        )
-        .await?;
-        // Resuming this directory's own create: its token, so its mark and seed stay valid.
-        let resumed = match cloned.resumed_token.clone() {
-            Some(create_token) => Desired {
-                create_token,
-                ..desired.clone()
-            },
-            None => desired.clone(),
-        };
-        let hold = Hold::new(configured, &cloned.node, cloned.vmid, &resumed, deadline);
-        // The first config write makes the VM this attempt's (and tags it, so listings
-        // show it).
-        let (claimed, attached) = match cloned.made_here {
-            true => (hold.claim_own_clone(), None),
-            false => hold.claim().await?,
-        };
-        if !first_boot::booted_another_seed(&hold, cloned.made_here, attached.as_deref()).await? {
-            break (cloned, resumed, claimed);
-        }
-        if discarded {
-            return Err(StepError::Unworkable(format!(
-                "VM {} was started by another create of `{}` again after this one discarded it; \
-                 run apply again",
-                cloned.vmid, resumed.name
-            )));
-        }
-        first_boot::discard(&hold).await?;
-        progress.update(|p| p.vm = None);
-        runtime.forget_vm(cloned.vmid).await;
-        discarded = true;
-    };
+    let (cloned, resumed, claimed) = clone_and_claim(
+        configured,
+        desired,
+        (&template, &listing),
+        chosen,
+        progress,
+        deadline,
+    )
+    .await?;
     let (vmid, node) = (cloned.vmid, cloned.node.as_str());
     if let Some(index) = placement {
         runtime.placed_as(index, vmid);
@@ -140,6 +106,63 @@ pub async fn create(
         None => Err(StepError::Unworkable(format!(
             "VM {vmid} vanished right after it was created"
         ))),
+    }
+}
+
+/// Clones (or takes up) the slot and claims the VM; a VM that may have booted another
+/// attempt's seed is discarded and cloned again, once. Returns the clone, the create as it
+/// goes on (a resumed create under the token it resumed) and the claim.
+async fn clone_and_claim<'a>(
+    configured: &'a Configured,
+    desired: &Desired,
+    (template, listing): (&Template, &[pve::cluster::ClusterVm]),
+    chosen: Chosen<'a>,
+    progress: &ProgressCell,
+    deadline: Instant,
+) -> Step<(clone::Cloned<'a>, Desired, Claimed)> {
+    let runtime = &configured.runtime;
+    // A VM that may have booted another attempt's seed is discarded and cloned again, once.
+    let mut discarded = false;
+    let mut chosen = Some(chosen);
+    loop {
+        // After a discard the slot is chosen again: the VM is gone.
+        let slot = match chosen.take() {
+            Some(slot) => slot,
+            None => clone::choose_slot(configured, desired, listing, deadline).await?,
+        };
+        let cloned = clone::clone_into_slot(
+            configured, desired, template, listing, slot, progress, deadline,
+        )
+        .await?;
+        // Resuming this directory's own create: its token, so its mark and seed stay valid.
+        let resumed = match cloned.resumed_token.clone() {
+            Some(create_token) => Desired {
+                create_token,
+                ..desired.clone()
+            },
+            None => desired.clone(),
+        };
+        let hold = Hold::new(configured, &cloned.node, cloned.vmid, &resumed, deadline);
+        // The first config write makes the VM this attempt's (and tags it, so listings
+        // show it).
+        let (claimed, attached) = match cloned.made_here {
+            true => (hold.claim_own_clone(), None),
+            false => hold.claim().await?,
+        };
+        if !first_boot::booted_another_seed(&hold, cloned.made_here, attached.as_deref()).await? {
+            return Ok((cloned, resumed, claimed));
+        }
+        if discarded {
+            return Err(StepError::Unworkable(format!(
+                "VM {} was started by another create of `{}` again after this one discarded it; \
+                 run apply again",
+                cloned.vmid, resumed.name
+            )));
+        }
+        first_boot::discard(&hold).await?;
+        progress.update(|p| p.vm = None);
+        runtime.forget_vm(cloned.vmid).await;
+        discarded = true;
     }
 }
 
