@@ -458,6 +458,47 @@ async fn kill_apply_once_cloned(sim: &SimClient, ws: &Workspace, name: &str) -> 
     vmid
 }
 
+/// A killed create resumed by the next apply, whose resumed create then fails: the tainted
+/// VM the failed apply records is the resumed one, under the token its mark carries, so
+/// the refresh keeps it and the next apply replaces it (no VM dropped as another state's,
+/// none left).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumed_create_that_fails_is_kept_tainted_and_replaced() {
+    if !acceptance_enabled("a_resumed_create_that_fails_is_kept_tainted_and_replaced") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let name = "wf-resumed-fails";
+    ws.init_with(&config(&vm("v", name, ""))).await;
+    let killed = kill_apply_once_cloned(&sim, &ws, name).await;
+    sim.set_faults(serde_json::json!({
+        "task_failures": [{"task_type": "qmstart", "nth": 1, "exitstatus": "start failed: boom"}]
+    }))
+    .await;
+    let failed = ws.apply().await.failure();
+    assert!(failed.all_text().contains("boom"), "{}", failed.all_text());
+    sim.set_faults(serde_json::json!({})).await;
+    let state = ws.state().await;
+    assert_eq!(
+        resource_values(&state, "proxmox_proxy_vm.v")["vmid"],
+        killed
+    );
+    let refreshed = ws
+        .terraform(&["plan", "-no-color", "-input=false"])
+        .await
+        .success();
+    let text = support::flat(&refreshed.all_text());
+    assert!(text.contains("is tainted, so must be replaced"), "{text}");
+    assert!(!text.contains("Warning"), "{text}");
+    ws.apply().await.success();
+    assert_eq!(sim.our_vms().await.len(), 1, "{:?}", sim.our_vms().await);
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim).await;
+}
+
 /// A create killed after its clone, made at the name's second VMID because the first held a
 /// VM of another name then (the shape of fuzzer seed 11150): once the first VMID is free
 /// again, the next apply resumes the killed create where the journal says it cloned; it

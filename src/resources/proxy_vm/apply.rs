@@ -129,12 +129,27 @@ fn record_created(
     if let Some(changed) = kept_plan::keep_plan(planned, &mut response.new_state, vmid) {
         response.diagnostics.push(changed);
     }
-    // A resumed create keeps the token of the run that made the VM.
     let used = created
         .observed
         .mark
         .as_ref()
         .and_then(|m| m.create_token.clone());
+    keep_resumed_token(configured, desired, &mut private, used);
+    private.verdict_pending = created.verdict_pending;
+    private.seed_stays = created.seed_stays;
+    hand_over(configured, desired, &private);
+    response.private = private.encode();
+    response
+}
+
+/// A resumed create keeps the token of the run that made the VM (`used`, when it is another
+/// than this create's): the VM's mark carries it, and the state must name it.
+fn keep_resumed_token(
+    configured: &Configured,
+    desired: &Desired,
+    private: &mut Private,
+    used: Option<String>,
+) {
     if let Some(used) = used
         && used != desired.create_token
     {
@@ -142,11 +157,6 @@ fn record_created(
         journal.forget(&desired.fleet, &desired.name, &desired.create_token);
         private.create_token = Some(used);
     }
-    private.verdict_pending = created.verdict_pending;
-    private.seed_stays = created.seed_stays;
-    hand_over(configured, desired, &private);
-    response.private = private.encode();
-    response
 }
 
 /// Just before the create answers Terraform with its VM: from here on Terraform may store
@@ -188,6 +198,12 @@ async fn record_failed(
         journal.forget(&desired.fleet, &desired.name, &desired.create_token);
         return response;
     };
+    keep_resumed_token(
+        configured,
+        desired,
+        &mut private,
+        made.resumed_token.clone(),
+    );
     let seed = made.seed_volume.as_deref();
     response.new_state = partial_state(configured, planned, vmid, &node, seed).await;
     hand_over(configured, desired, &private);

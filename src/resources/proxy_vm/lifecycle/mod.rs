@@ -75,6 +75,9 @@ pub struct Progress {
     pub vm: Option<(u32, String)>,
     /// The seed volume, recorded before the upload is sent.
     pub seed_volume: Option<String>,
+    /// The token of this directory's killed create that this create resumed: the VM's mark
+    /// keeps it, so the state must too.
+    pub resumed_token: Option<String>,
 }
 
 /// Where a create records its [`Progress`].

@@ -142,6 +142,7 @@ async fn clone_and_claim<'a>(
             },
             None => desired.clone(),
         };
+        progress.update(|p| p.resumed_token = cloned.resumed_token.clone());
         let hold = Hold::new(configured, &cloned.node, cloned.vmid, &resumed, deadline);
         // The first config write makes the VM this attempt's (and tags it, so listings
         // show it).
@@ -160,7 +161,10 @@ async fn clone_and_claim<'a>(
             )));
         }
         first_boot::discard(&hold).await?;
-        progress.update(|p| p.vm = None);
+        progress.update(|p| {
+            p.vm = None;
+            p.resumed_token = None;
+        });
         runtime.forget_vm(cloned.vmid).await;
         discarded = true;
     }
