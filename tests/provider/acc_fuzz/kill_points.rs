@@ -64,6 +64,13 @@ fn one_vm(made: bool, edits: Vec<super::model::Edit>) -> Vec<super::ops::Op> {
     }
 }
 
+/// [`one_vm`], made, then made an HA resource by an operator.
+fn one_ha_vm(edits: Vec<super::model::Edit>) -> Vec<super::ops::Op> {
+    let mut setup = one_vm(true, edits);
+    setup.push(Cluster(0, 0, HaAdd));
+    setup
+}
+
 /// What a user does after a killed command: apply, then destroy.
 fn apply_then_destroy() -> Vec<super::ops::Op> {
     vec![Apply(0, vec![], Plain), Destroy(0)]
@@ -141,13 +148,11 @@ async fn every_kill_point_of_a_create_whose_user_data_then_changes_is_repaired()
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a long sweep: scripts/fuzz.sh sweep"]
 async fn every_kill_point_of_a_destroy_under_ha_is_repaired() {
-    let mut setup = one_vm(true, vec![]);
-    setup.push(Cluster(0, 0, HaAdd));
     sweep_clean(
         "every_kill_point_of_a_destroy_under_ha_is_repaired",
         Sweep {
             name: "destroy-ha-1vm",
-            setup,
+            setup: one_ha_vm(vec![]),
             kill: |at| Kill(0, vec![], DuringDestroy, at),
             repair: apply_then_destroy(),
         },
@@ -160,13 +165,11 @@ async fn every_kill_point_of_a_destroy_under_ha_is_repaired() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a long sweep: scripts/fuzz.sh sweep"]
 async fn every_kill_point_of_an_update_with_a_reboot_under_ha_is_repaired() {
-    let mut setup = one_vm(true, vec![Reboot(0, true)]);
-    setup.push(Cluster(0, 0, HaAdd));
     sweep_clean(
         "every_kill_point_of_an_update_with_a_reboot_under_ha_is_repaired",
         Sweep {
             name: "update-reboot-ha-1vm",
-            setup,
+            setup: one_ha_vm(vec![Reboot(0, true)]),
             kill: |at| Kill(0, vec![Cores(0, 2)], DuringApply, at),
             repair: apply_then_destroy(),
         },
@@ -179,13 +182,11 @@ async fn every_kill_point_of_an_update_with_a_reboot_under_ha_is_repaired() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a long sweep: scripts/fuzz.sh sweep"]
 async fn every_kill_point_of_a_replacement_under_ha_is_repaired() {
-    let mut setup = one_vm(true, vec![]);
-    setup.push(Cluster(0, 0, HaAdd));
     sweep_clean(
         "every_kill_point_of_a_replacement_under_ha_is_repaired",
         Sweep {
             name: "replace-ha-1vm",
-            setup,
+            setup: one_ha_vm(vec![]),
             kill: |at| Kill(0, vec![UserData(0, 1)], DuringApply, at),
             repair: apply_then_destroy(),
         },
