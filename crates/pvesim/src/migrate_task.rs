@@ -58,7 +58,7 @@ pub fn start(shared: &Arc<Shared>, world: &mut World, user: &str, plan: Plan) ->
         TaskLocks::exclusive(plan.vmid),
         (
             Duration::ZERO,
-            Box::new(move |world, log| {
+            Box::new(move |world, log, _injected| {
                 let volumes = prepare_and_phase1(world, log, &scan)
                     .map_err(|error| abort(log, started, &error))?;
                 let _ = tx.send(volumes);

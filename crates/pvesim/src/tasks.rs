@@ -16,8 +16,10 @@ pub type TaskBody =
 
 /// Work a task does as soon as it holds its locks (after a delay), before its run time: PVE
 /// workers act at once, e.g. the clone worker writes the new VM's temporary config. An
-/// error ends the task at that point; the body then never runs.
-pub type TaskPrologue = Box<dyn FnOnce(&mut World, &mut TaskLog) -> Result<(), String> + Send>;
+/// error ends the task at that point; the body then never runs. The last argument is the
+/// exit status a `task_failures` fault will give the task (at its end, in the body).
+pub type TaskPrologue =
+    Box<dyn FnOnce(&mut World, &mut TaskLog, Option<&str>) -> Result<(), String> + Send>;
 
 /// Work that takes its own time after the prologue (the cost profile's disk work of a
 /// clone), given the task's UPID; `Err(message)` ends the task there.
@@ -318,7 +320,9 @@ impl Worker {
             return;
         }
         if let Some((delay, prologue)) = steps.prologue
-            && !self.run_prologue(delay, prologue).await
+            && !self
+                .run_prologue(delay, prologue, injected.as_deref())
+                .await
         {
             return;
         }
@@ -381,7 +385,12 @@ impl Worker {
 
     /// Runs the prologue after its delay. Whether the task goes on: not when it was
     /// stopped meanwhile or the prologue failed (then its locks are released).
-    async fn run_prologue(&self, delay: Duration, prologue: TaskPrologue) -> bool {
+    async fn run_prologue(
+        &self,
+        delay: Duration,
+        prologue: TaskPrologue,
+        injected: Option<&str>,
+    ) -> bool {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
@@ -396,7 +405,7 @@ impl Worker {
             return false;
         }
         let mut log = TaskLog::default();
-        let outcome = prologue(&mut world, &mut log);
+        let outcome = prologue(&mut world, &mut log, injected);
         if let Some(task) = world.tasks.get_mut(&self.upid) {
             task.log.append(&mut log.lines);
         }

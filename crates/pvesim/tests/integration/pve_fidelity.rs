@@ -1053,3 +1053,54 @@ async fn task_listing_without_sys_audit_holds_only_the_callers_tasks() {
         h.sim.shutdown().await;
     }
 }
+
+/// qemu-server 9.2.6 `src/PVE/QemuServer.pm` `destroy_vm`: the VM's own disks are freed
+/// first, then the config is replaced by `{ lock => 'destroyed' }`; the API's `destroy_vm`
+/// handler (`src/PVE/API2/Qemu.pm`) then purges the VM from HA, replication and backup jobs
+/// and only at its end removes the config ("only now remove the zombie config, else we can
+/// have reuse race"). Meanwhile the VM is there, stopped, its config only that lock, and
+/// the `qmdestroy` task still runs.
+#[tokio::test]
+async fn a_destroy_frees_the_disks_then_leaves_a_destroyed_lock_until_its_end() {
+    let mut config = fast_config();
+    // The task's run time outlasts the test: the window is looked at, never raced.
+    config.timings.task_ms.insert("qmdestroy".into(), 600_000);
+    let h = start(config).await;
+    h.clone_template(191, "being-destroyed").await;
+    let disk = config_of(&h, 191).await["scsi0"]
+        .as_str()
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .to_owned();
+    let upid = h
+        .delete("/nodes/pve1/qemu/191?purge=1&destroy-unreferenced-disks=1")
+        .await
+        .data();
+    let locked = h
+        .poll_until("/nodes/pve1/qemu/191/config", |answer| {
+            answer.data()["lock"] == "destroyed"
+        })
+        .await
+        .data();
+    let keys: Vec<&String> = locked.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["digest", "lock"], "{locked}");
+    let status = h.get("/nodes/pve1/qemu/191/status/current").await.data();
+    assert_eq!(status["status"], "stopped", "{status}");
+    assert_eq!(status["lock"], "destroyed", "{status}");
+    let state = h.admin.state().await;
+    assert!(
+        !state.volumes.iter().any(|v| v.volid == disk),
+        "{disk} is freed before the lock: {state:?}"
+    );
+    let task = h
+        .get(&format!(
+            "/nodes/pve1/tasks/{}/status",
+            upid.as_str().unwrap()
+        ))
+        .await
+        .data();
+    assert_eq!(task["status"], "running", "{task}");
+    h.sim.shutdown().await;
+}
