@@ -1735,9 +1735,11 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
         )));
     }
     let unreferenced = call.bool("destroy-unreferenced-disks").unwrap_or(false);
-    // qemu-server `destroy_vm` frees the disks and leaves the config `lock: destroyed` at
-    // once; the handler's purge and the config's removal end the task (see
+    // qemu-server `destroy_vm` frees the disks (half the task's run time here: the config
+    // keeps its mark meanwhile), then leaves the config `lock: destroyed`; the handler's
+    // purge and the config's removal end the task a run time later (see
     // `free_and_lock_destroyed`).
+    let freeing = Duration::from_millis(world.timings.task("qmdestroy") / 2);
     let task_node = node.clone();
     let upid = start_task_with_prologue(
         shared,
@@ -1748,7 +1750,7 @@ pub fn destroy(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResul
         &call.token_user(),
         TaskLocks::exclusive(vmid),
         (
-            Duration::ZERO,
+            freeing,
             Box::new(move |world, log, injected| match injected {
                 // A failure the faults inject ends the task before it changes anything.
                 Some(_) => Ok(()),

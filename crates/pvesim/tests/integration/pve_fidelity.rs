@@ -1058,13 +1058,14 @@ async fn task_listing_without_sys_audit_holds_only_the_callers_tasks() {
 /// first, then the config is replaced by `{ lock => 'destroyed' }`; the API's `destroy_vm`
 /// handler (`src/PVE/API2/Qemu.pm`) then purges the VM from HA, replication and backup jobs
 /// and only at its end removes the config ("only now remove the zombie config, else we can
-/// have reuse race"). Meanwhile the VM is there, stopped, its config only that lock, and
-/// the `qmdestroy` task still runs.
+/// have reuse race"). While the disks are freed the config is as it was; then the VM is
+/// there, stopped, its config only that lock, and the `qmdestroy` task still runs.
 #[tokio::test]
 async fn a_destroy_frees_the_disks_then_leaves_a_destroyed_lock_until_its_end() {
     let mut config = fast_config();
-    // The task's run time outlasts the test: the window is looked at, never raced.
-    config.timings.task_ms.insert("qmdestroy".into(), 600_000);
+    // Half of it frees the disks, and the lock stays a whole run time: each phase is looked
+    // at well within its span.
+    config.timings.task_ms.insert("qmdestroy".into(), 20_000);
     let h = start(config).await;
     h.clone_template(191, "being-destroyed").await;
     let disk = config_of(&h, 191).await["scsi0"]
@@ -1078,12 +1079,18 @@ async fn a_destroy_frees_the_disks_then_leaves_a_destroyed_lock_until_its_end() 
         .delete("/nodes/pve1/qemu/191?purge=1&destroy-unreferenced-disks=1")
         .await
         .data();
-    let locked = h
-        .poll_until("/nodes/pve1/qemu/191/config", |answer| {
-            answer.data()["lock"] == "destroyed"
-        })
-        .await
-        .data();
+    let freeing = config_of(&h, 191).await;
+    assert_eq!(freeing["name"], "being-destroyed", "{freeing}");
+    let mut looks = 0;
+    let locked = loop {
+        let seen = config_of(&h, 191).await;
+        if seen["lock"] == "destroyed" {
+            break seen;
+        }
+        looks += 1;
+        assert!(looks < 3000, "the lock never came: {seen}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     let keys: Vec<&String> = locked.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["digest", "lock"], "{locked}");
     let status = h.get("/nodes/pve1/qemu/191/status/current").await.data();
