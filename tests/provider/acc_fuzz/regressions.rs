@@ -612,3 +612,21 @@ async fn fuzz_sweep_a_create_killed_before_its_finishing_write_then_dropped() {
     )
     .await;
 }
+
+/// Seed 9313 (I4, the fuzzer's own, 2026-12-07): a destroy killed after PVE took its
+/// DELETE, then `apply -refresh=false` with a tag change: the state still holds `fz-0`,
+/// which PVE's destroy task removed, so the update fails ("there is no VM at that VMID any
+/// more. Nothing was written to it"), as it must without a refresh. The oracle counted the
+/// failure unexplained; a NoRefresh apply of a state holding a VM that is gone may fail.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_9313_i4() {
+    regression(
+        "fuzz_seed_9313_i4",
+        vec![
+            Apply(0, vec![Tags(0, false)], Plain),
+            Kill(0, vec![], DuringDestroy, Request(24)),
+            Apply(0, vec![Tags(0, true)], NoRefresh),
+        ],
+    )
+    .await;
+}
