@@ -434,15 +434,18 @@ fn finish_task(world: &mut World, upid: &str, body: TaskBody, injected: Option<S
     let Some(task) = world.tasks.get_mut(upid) else {
         return;
     };
+    // PVE counts every `log_warn` of the worker: the prologue's too, already in the log.
+    let earlier = task.log.iter().filter(|l| l.starts_with("WARN: ")).count();
+    let warnings = log.warnings + u32::try_from(earlier).unwrap_or(u32::MAX);
     task.log.append(&mut log.lines);
     let exitstatus = match outcome {
-        Ok(()) if log.warnings == 0 => {
+        Ok(()) if warnings == 0 => {
             task.log.push("TASK OK".into());
             "OK".to_string()
         }
         Ok(()) => {
-            task.log.push(format!("TASK WARNINGS: {}", log.warnings));
-            format!("WARNINGS: {}", log.warnings)
+            task.log.push(format!("TASK WARNINGS: {warnings}"));
+            format!("WARNINGS: {warnings}")
         }
         Err(message) => {
             // PVE: trailing newline removed, inner newlines become spaces.
