@@ -140,12 +140,11 @@ impl KilledCreate<'_> {
             Phase::Deleting => false,
         };
         // The journal binds the mark the create was about to write (`done`) before it wrote
-        // it: a create killed in between left its VM `creating` with that mark otherwise.
-        let finished_mark = seen.mark.clone().with_phase(Phase::Done).render();
-        let is_this_create = |fingerprint: &str| {
-            journal.is_unconfirmed_for(self.fleet, self.name, self.token, self.vmid, fingerprint)
-        };
-        if !removable || !(is_this_create(&seen.mark.render()) || is_this_create(&finished_mark)) {
+        // it, so a VM is compared as finished: a create killed in between left it `creating`.
+        let bound = seen.mark.clone().with_phase(Phase::Done).render();
+        if !removable
+            || !journal.is_unconfirmed_for(self.fleet, self.name, self.token, self.vmid, &bound)
+        {
             return Ok(None);
         }
         let attached = seen
