@@ -3,7 +3,7 @@
 //! "I0": a command nothing in the world explains the failure of (no fault, no kill, no
 //! other state's VM of its names, no operator's hand on its VMs) succeeds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::exec::{self, Expect, Outcome};
 use super::ledger::BootLedger;
@@ -32,6 +32,56 @@ impl Violation {
     }
 }
 
+/// What a command's warnings were about, as Terraform prints them: a warning a resource's
+/// operation raised names it (`with <address>,`); one without an address (the provider's,
+/// or one standing for "N more similar warnings elsewhere") may concern any resource.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+enum Warned {
+    #[default]
+    Nothing,
+    About(BTreeSet<String>),
+    Anything,
+}
+
+impl Warned {
+    fn of(text: &str) -> Warned {
+        let mut warned = Warned::Nothing;
+        for block in text.split("Warning: ").skip(1) {
+            // A warning's block ends where the next diagnostic starts.
+            let block = block.split("Error: ").next().unwrap_or_default();
+            let address = block
+                .lines()
+                .map(|line| line.trim_start_matches(['│', ' ']))
+                .find_map(|line| line.strip_prefix("with ")?.strip_suffix(','))
+                // `proxmox_proxy_vm.s0 (deposed object 1a2b3c4d)` is about `s0`'s holding too.
+                .and_then(|address| address.split(' ').next());
+            match address {
+                Some(address) if !block.contains("more similar warning") => {
+                    warned.add(&Warned::About(BTreeSet::from([address.to_owned()])));
+                }
+                _ => return Warned::Anything,
+            }
+        }
+        warned
+    }
+
+    fn add(&mut self, other: &Warned) {
+        match (&mut *self, other) {
+            (Warned::Anything, _) | (_, Warned::Nothing) => {}
+            (Warned::About(mine), Warned::About(theirs)) => mine.extend(theirs.iter().cloned()),
+            (_, other) => *self = other.clone(),
+        }
+    }
+
+    fn covers(&self, address: &str) -> bool {
+        match self {
+            Warned::Nothing => false,
+            Warned::About(addresses) => addresses.contains(address),
+            Warned::Anything => true,
+        }
+    }
+}
+
 fn violation(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }
@@ -43,12 +93,13 @@ pub struct Checker {
     /// Invariant checks made, and I3 checks left out for want of certainty.
     pub checks: u64,
     pub undecided: u64,
-    /// Per state: its last command failed (or was killed) / warned.
+    /// Per state: its last command failed (or was killed) / what its warnings were about.
     last_failed: [bool; STATES],
-    last_warned: [bool; STATES],
-    /// Per state: the plan it saved (`plan -out`) warned. Applying a saved plan reads
-    /// nothing from PVE for what it leaves unchanged, so its plan's warnings stand for it.
-    saved_warned: [bool; STATES],
+    last_warned: [Warned; STATES],
+    /// Per state: what the plan it saved (`plan -out`) warned about. Applying a saved plan
+    /// reads nothing from PVE for what it leaves unchanged, so its plan's warnings stand
+    /// for it.
+    saved_warned: [Warned; STATES],
     /// Per state: a command failed and no apply succeeded since.
     needs_repair: [bool; STATES],
 }
@@ -193,22 +244,24 @@ impl Checker {
     fn remember(&mut self, out: &Outcome) {
         if let (Some(state), true) = (out.state, out.killed) {
             self.last_failed[state] = true;
-            self.last_warned[state] = false;
+            self.last_warned[state] = Warned::Nothing;
             self.needs_repair[state] = true;
         }
         for ran in &out.ran {
             let failed = ran.code != 0;
             // `taint` and `state rm` read nothing from PVE: they neither warn nor excuse.
             let reads_pve = !ran.args.starts_with("taint") && !ran.args.starts_with("state");
-            let warned = ran.text.contains("Warning:");
+            let mut warned = Warned::of(&ran.text);
             if ran.args.starts_with("plan") && ran.args.contains("-out=saved.tfplan") {
-                self.saved_warned[ran.state] = warned;
+                self.saved_warned[ran.state] = warned.clone();
             }
             let applies_saved = ran.args.starts_with("apply") && ran.args.contains("saved.tfplan");
+            if applies_saved {
+                warned.add(&self.saved_warned[ran.state]);
+            }
             if reads_pve || failed {
                 self.last_failed[ran.state] = failed;
-                self.last_warned[ran.state] =
-                    warned || (applies_saved && self.saved_warned[ran.state]);
+                self.last_warned[ran.state] = warned;
             }
             if failed {
                 self.needs_repair[ran.state] = true;
@@ -234,7 +287,7 @@ impl Checker {
                 }
                 let excused = world.states[state].behind_back
                     || self.last_failed[state]
-                    || self.last_warned[state];
+                    || self.last_warned[state].covers(&held.address);
                 if !holds && !excused {
                     let what = match vm {
                         None => "does not exist".to_owned(),
@@ -244,7 +297,7 @@ impl Checker {
                         "I1",
                         format!(
                             "state {state} holds {} at VM {} with token {:?}, but the VM {what}, \
-                             and its last command neither failed nor warned",
+                             and its last command neither failed nor warned of it",
                             held.address, held.vmid, held.token
                         ),
                     ));
@@ -493,4 +546,36 @@ fn failure_text(out: &Outcome) -> String {
         .map(|ran| format!("terraform {} (exit {}):\n{}", ran.args, ran.code, ran.text))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// I1's excuse reads Terraform's own diagnostic layout (`-no-color`): a warning names the
+/// resource it is about, a grouped one stands for others it does not name.
+#[test]
+fn a_warning_excuses_the_resource_it_names_only() {
+    let about_s1 = "Warning: Proxy VM gone; its seed is left\n\n  with proxmox_proxy_vm.s1,\n  \
+                    on main.tf line 9, in resource \"proxmox_proxy_vm\" \"s1\":\n   9: resource \
+                    \"proxmox_proxy_vm\" \"s1\" {\n\nThe VM is gone.\n";
+    let warned = Warned::of(about_s1);
+    assert!(warned.covers("proxmox_proxy_vm.s1"));
+    assert!(!warned.covers("proxmox_proxy_vm.s0"));
+
+    let deposed = "Warning: x\n\n  with proxmox_proxy_vm.s2 (deposed object 1a2b3c4d),\n";
+    assert!(Warned::of(deposed).covers("proxmox_proxy_vm.s2"));
+
+    let grouped = format!("{about_s1}\n(and one more similar warning elsewhere)\n");
+    assert!(Warned::of(&grouped).covers("proxmox_proxy_vm.s0"));
+    let unattributed = "Warning: Provider configured without a token\n\nSomething.\n";
+    assert!(Warned::of(unattributed).covers("proxmox_proxy_vm.s0"));
+
+    // An error's resource is not a warning's.
+    let error_after =
+        "Warning: w\n\n  with proxmox_proxy_vm.s1,\n\nError: e\n\n  with proxmox_proxy_vm.s0,\n";
+    assert!(!Warned::of(error_after).covers("proxmox_proxy_vm.s0"));
+    assert_eq!(Warned::of("Apply complete!"), Warned::Nothing);
+
+    let mut both = Warned::of(about_s1);
+    both.add(&Warned::of(deposed));
+    assert!(both.covers("proxmox_proxy_vm.s1") && both.covers("proxmox_proxy_vm.s2"));
+    both.add(&Warned::of(unattributed));
+    assert_eq!(both, Warned::Anything);
 }
