@@ -388,6 +388,10 @@ pub struct Faults {
     pub http: Vec<HttpFault>,
     pub task_failures: Vec<TaskFailure>,
     pub held_locks: Vec<HeldLock>,
+    /// Task types whose workers, once their run time is over, wait while this lists them,
+    /// before their effect and their end: a worker stuck on slow storage, caught between
+    /// its prologue (a destroy's freed disks and `lock: destroyed`) and its end.
+    pub stalled_tasks: Vec<String>,
     /// Every token request fails with 401 (the admin API keeps working).
     pub token_revoked: bool,
     /// Nodes that answer 595 (in addition to nodes configured `online: false`).

@@ -231,6 +231,7 @@ fn write_pools_token_and_faults(out: &mut String, world: &pvesim::SimConfig, w: 
         && faults.http.is_empty()
         && faults.task_failures.is_empty()
         && faults.held_locks.is_empty()
+        && faults.stalled_tasks.is_empty()
         && !faults.token_revoked
         && faults.offline_nodes.is_empty();
     let _ = writeln!(

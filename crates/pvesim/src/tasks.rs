@@ -335,6 +335,7 @@ impl Worker {
         if !run_time.is_zero() {
             tokio::time::sleep(run_time).await;
         }
+        self.wait_while_stalled().await;
         let mut world = self.shared.lock();
         finish_task(&mut world, &self.upid, body, injected);
         world.release_flocks(&self.locks.vms);
@@ -366,6 +367,23 @@ impl Worker {
                     None,
                 );
                 return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits while the faults stall this task's type (`stalled_tasks`).
+    async fn wait_while_stalled(&self) {
+        loop {
+            let stalled = {
+                let world = self.shared.lock();
+                world
+                    .tasks
+                    .get(&self.upid)
+                    .is_some_and(|task| world.faults.stalled_tasks.contains(&task.task_type))
+            };
+            if !stalled {
+                return;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

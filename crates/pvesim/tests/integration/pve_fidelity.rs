@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use crate::common::{self, GOOD_USER_DATA, Harness, seed, start};
 use pvesim::SimConfig;
-use pvesim::config::DEFAULT_PRIVILEGES;
+use pvesim::config::{DEFAULT_PRIVILEGES, Faults};
 use pvesim::testing::fast_config;
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The default token's privileges on `/` without `missing`, plus `extra` ACLs.
@@ -1109,5 +1109,48 @@ async fn a_destroy_frees_the_disks_then_leaves_a_destroyed_lock_until_its_end() 
         .await
         .data();
     assert_eq!(task["status"], "running", "{task}");
+    h.sim.shutdown().await;
+}
+
+/// The `stalled_tasks` fault (a test facility, not PVE's): a destroy's worker waits in its
+/// `lock: destroyed` phase, with its disks freed, until the fault no longer names
+/// `qmdestroy`; then it ends as a destroy does. Tests reach that phase by an event, not by
+/// a run time.
+#[tokio::test]
+async fn a_stalled_destroy_stays_locked_destroyed_until_the_fault_is_lifted() {
+    let h = start(fast_config()).await;
+    h.clone_template(192, "stalled").await;
+    let stalled: Faults = serde_json::from_value(json!({"stalled_tasks": ["qmdestroy"]})).unwrap();
+    h.admin.set_faults(&stalled).await;
+    let upid = h
+        .delete("/nodes/pve1/qemu/192?purge=1&destroy-unreferenced-disks=1")
+        .await
+        .data();
+    let upid = upid.as_str().unwrap();
+    let task_status = format!("/nodes/pve1/tasks/{upid}/status");
+    let mut looks = 0;
+    while config_of(&h, 192).await["lock"] != "destroyed" {
+        looks += 1;
+        assert!(looks < 3000, "the lock never came");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Well past its run time, it still stands.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(config_of(&h, 192).await["lock"], "destroyed");
+    assert_eq!(h.get(&task_status).await.data()["status"], "running");
+
+    h.admin.clear_faults().await;
+    let mut looks = 0;
+    let task = loop {
+        let task = h.get(&task_status).await.data();
+        if task["status"] == "stopped" {
+            break task;
+        }
+        looks += 1;
+        assert!(looks < 3000, "the destroy never ended: {task}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(task["exitstatus"], "OK", "{task}");
+    assert!(!h.admin.state().await.vms.iter().any(|vm| vm.vmid == 192));
     h.sim.shutdown().await;
 }
