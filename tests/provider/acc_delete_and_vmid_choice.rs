@@ -355,3 +355,76 @@ async fn a_create_meeting_its_names_vm_mid_destroy_refuses_and_writes_nothing() 
     owner.destroy().await.success();
     assert!(sim.our_vms().await.is_empty());
 }
+
+/// A refresh that meets the state's VM in the middle of a PVE destroy (an operator's here;
+/// also this state's own destroy killed after PVE took it): qemu-server's `destroy_vm` has
+/// freed its disks and left the config only `lock: destroyed` until its worker ends. That
+/// VM is as good as gone, and the refresh says so; it must not call it another's VM "left
+/// untouched". The `stalled_tasks` fault holds the worker in that phase, so the refresh
+/// meets it whatever the machine's load.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refresh_meeting_its_vm_mid_destroy_reads_it_as_gone() {
+    let test = "a_refresh_meeting_its_vm_mid_destroy_reads_it_as_gone";
+    if !simulator_only(
+        test,
+        "destroys a VM behind Terraform's back and stalls the task",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&config("", &vm("a", "going-0", ""))).await;
+    ws.apply().await.success();
+    let (vmid, seed) = tracked(&ws, "going-0").await;
+
+    sim.set_faults(serde_json::json!({"stalled_tasks": ["qmdestroy"]}))
+        .await;
+    let stop = sim
+        .api("POST", &format!("/nodes/pve1/qemu/{vmid}/status/stop"), &[])
+        .await;
+    sim.wait_task(&stop).await;
+    let destroy = sim
+        .api(
+            "DELETE",
+            &format!("/nodes/pve1/qemu/{vmid}"),
+            &[("purge", "1")],
+        )
+        .await;
+    let mut looks = 0;
+    loop {
+        let config = sim
+            .api("GET", &format!("/nodes/pve1/qemu/{vmid}/config"), &[])
+            .await;
+        if config["lock"] == "destroyed" {
+            break;
+        }
+        looks += 1;
+        assert!(looks < 3000, "the destroy never reached its lock: {config}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let out = ws
+        .terraform(&["plan", "-refresh-only", "-input=false", "-no-color"])
+        .await
+        .success();
+    let text = flat(&out.all_text());
+    assert!(!text.contains("not this state's VM"), "{text}");
+    assert!(
+        text.contains(&format!("VM {vmid} of `going-0` is gone from the cluster")),
+        "{text}"
+    );
+
+    // Once PVE's worker ends, the next apply makes the name again, deleting the old seed.
+    sim.set_faults(serde_json::json!({})).await;
+    sim.wait_task(&destroy).await;
+    ws.apply().await.success();
+    let (_, new_seed) = tracked(&ws, "going-0").await;
+    assert_eq!(
+        seeds(&sim.state().await),
+        [new_seed],
+        "the old seed {seed} stays"
+    );
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}

@@ -81,6 +81,11 @@ pub async fn read(configured: &Configured, vmid: u32, expected: Expected<'_>) ->
         }
     };
     observed.ha_listed = entry.hastate.is_some();
+    // qemu-server's `destroy_vm` freed the disks and left the config only `lock: destroyed`
+    // until its worker ends: whoever's VM it was, it is gone (its mark went with its config).
+    if observed.being_destroyed {
+        return Ok(Found::Gone);
+    }
     if observed.mark.is_none()
         && expected
             .name

@@ -44,6 +44,9 @@ pub struct Observed {
     pub ha_listed: bool,
     /// The further NICs, `net1` on.
     pub networks: Vec<SeenNic>,
+    /// The config is PVE's `lock: destroyed` placeholder: a destroy task freed the disks
+    /// and removes the VM when its worker ends.
+    pub being_destroyed: bool,
 }
 
 /// The in-place attributes as the running VM has them (pending changes not applied).
