@@ -13,7 +13,7 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{SimClient, Workspace, simulator_only, start_sim};
+use support::{SimClient, Workspace, flat, simulator_only, start_sim};
 
 const TEMPLATE_VMID: u32 = 9000;
 
@@ -468,6 +468,67 @@ async fn a_destroy_rerun_while_the_first_destroy_task_runs_succeeds() {
             out.all_text()
         );
         assert_eq!(leftovers(&sim).await, (0, 0), "round {round}");
+    }
+}
+
+/// As above, with the first destroy's worker held (the `stalled_tasks` fault) in qemu-server's
+/// `lock: destroyed` phase, its disks freed, when the rerun comes, with the seed gone after
+/// the first boot and with it kept for the VM's life: the rerun succeeds, whatever the
+/// machine's load, and nothing is left once PVE's worker ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_destroy_rerun_meeting_the_first_destroy_in_its_locked_phase_succeeds() {
+    if !simulator_only(
+        "a_destroy_rerun_meeting_the_first_destroy_in_its_locked_phase_succeeds",
+        "a stalled destroy task and the request journal",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    for extra in ["", "  seed_lifetime = \"vm\"\n"] {
+        ws.init_with(&one_vm_tf(extra)).await;
+        ws.apply().await.success();
+        let vmid = ws.state().await["values"]["root_module"]["resources"][0]["values"]["vmid"]
+            .as_u64()
+            .unwrap();
+        sim.set_faults(json!({"stalled_tasks": ["qmdestroy"]}))
+            .await;
+        let since = sim.journal().await.len();
+        let destroy = ws.spawn_terraform(&["destroy", "-auto-approve", "-input=false"]);
+        wait_for_request(&sim, "DELETE", &format!("/qemu/{vmid}"), since).await;
+        let config = format!("/nodes/pve1/qemu/{vmid}/config");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while sim
+            .try_api("GET", &config, &[])
+            .await
+            .map(|c| c["lock"].clone())
+            != Some(json!("destroyed"))
+        {
+            assert!(Instant::now() < deadline, "the destroy never locked the VM");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        destroy.kill_group();
+
+        let out = ws.destroy().await;
+        let text = flat(&out.all_text());
+        assert!(
+            out.output.status.success(),
+            "{extra}: the re-run failed:\n{text}"
+        );
+        sim.set_faults(json!({})).await;
+        let destroy_task = sim
+            .tasks()
+            .await
+            .into_iter()
+            .rfind(|t| t.task_type == "qmdestroy")
+            .expect("the first destroy's task");
+        sim.wait_task(&json!(destroy_task.upid)).await;
+        assert_eq!(leftovers(&sim).await, (0, 0), "{extra}");
+        assert!(
+            sim.try_api("GET", &config, &[]).await.is_none(),
+            "VM {vmid} is left"
+        );
     }
 }
 
