@@ -378,8 +378,10 @@ async fn a_refresh_meeting_its_vm_mid_destroy_reads_it_as_gone() {
     ws.apply().await.success();
     let (vmid, seed) = tracked(&ws, "going-0").await;
 
-    sim.set_faults(serde_json::json!({"stalled_tasks": ["qmdestroy"]}))
-        .await;
+    sim.set_faults(
+        serde_json::json!({"stalled_tasks": [{"task_type": "qmdestroy", "vmid": vmid}]}),
+    )
+    .await;
     let stop = sim
         .api("POST", &format!("/nodes/pve1/qemu/{vmid}/status/stop"), &[])
         .await;

@@ -492,7 +492,7 @@ async fn a_destroy_rerun_meeting_the_first_destroy_in_its_locked_phase_succeeds(
         let vmid = ws.state().await["values"]["root_module"]["resources"][0]["values"]["vmid"]
             .as_u64()
             .unwrap();
-        sim.set_faults(json!({"stalled_tasks": ["qmdestroy"]}))
+        sim.set_faults(json!({"stalled_tasks": [{"task_type": "qmdestroy"}]}))
             .await;
         let since = sim.journal().await.len();
         let destroy = ws.spawn_terraform(&["destroy", "-auto-approve", "-input=false"]);

@@ -388,10 +388,10 @@ pub struct Faults {
     pub http: Vec<HttpFault>,
     pub task_failures: Vec<TaskFailure>,
     pub held_locks: Vec<HeldLock>,
-    /// Task types whose workers, once their run time is over, wait while this lists them,
+    /// Tasks whose workers, once their run time is over, wait while this lists them,
     /// before their effect and their end: a worker stuck on slow storage, caught between
     /// its prologue (a destroy's freed disks and `lock: destroyed`) and its end.
-    pub stalled_tasks: Vec<String>,
+    pub stalled_tasks: Vec<StalledTask>,
     /// Every token request fails with 401 (the admin API keeps working).
     pub token_revoked: bool,
     /// Nodes that answer 595 (in addition to nodes configured `online: false`).
@@ -487,6 +487,14 @@ impl Default for TaskFailure {
             exitstatus: "injected failure".into(),
         }
     }
+}
+
+/// The tasks of `task_type` (of the one guest `vmid` when given) that stall.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StalledTask {
+    pub task_type: String,
+    pub vmid: Option<u32>,
 }
 
 /// Set the config `lock` of a VM for a while (as a backup job would).

@@ -377,10 +377,12 @@ impl Worker {
         loop {
             let stalled = {
                 let world = self.shared.lock();
-                world
-                    .tasks
-                    .get(&self.upid)
-                    .is_some_and(|task| world.faults.stalled_tasks.contains(&task.task_type))
+                world.tasks.get(&self.upid).is_some_and(|task| {
+                    world.faults.stalled_tasks.iter().any(|stalled| {
+                        stalled.task_type == task.task_type
+                            && stalled.vmid.is_none_or(|vmid| vmid.to_string() == task.id)
+                    })
+                })
             };
             if !stalled {
                 return;

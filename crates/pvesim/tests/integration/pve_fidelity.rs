@@ -1120,7 +1120,10 @@ async fn a_destroy_frees_the_disks_then_leaves_a_destroyed_lock_until_its_end() 
 async fn a_stalled_destroy_stays_locked_destroyed_until_the_fault_is_lifted() {
     let h = start(fast_config()).await;
     h.clone_template(192, "stalled").await;
-    let stalled: Faults = serde_json::from_value(json!({"stalled_tasks": ["qmdestroy"]})).unwrap();
+    h.clone_template(193, "not-stalled").await;
+    let stalled: Faults =
+        serde_json::from_value(json!({"stalled_tasks": [{"task_type": "qmdestroy", "vmid": 192}]}))
+            .unwrap();
     h.admin.set_faults(&stalled).await;
     let upid = h
         .delete("/nodes/pve1/qemu/192?purge=1&destroy-unreferenced-disks=1")
@@ -1134,8 +1137,15 @@ async fn a_stalled_destroy_stays_locked_destroyed_until_the_fault_is_lifted() {
         assert!(looks < 3000, "the lock never came");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    // Well past its run time, it still stands.
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Another VM's destroy is not held, and 192's still stands well past its run time.
+    let other = h.delete("/nodes/pve1/qemu/193?purge=1").await.data();
+    let other_status = format!("/nodes/pve1/tasks/{}/status", other.as_str().unwrap());
+    let mut looks = 0;
+    while h.get(&other_status).await.data()["status"] != "stopped" {
+        looks += 1;
+        assert!(looks < 3000, "VM 193's destroy never ended");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert_eq!(config_of(&h, 192).await["lock"], "destroyed");
     assert_eq!(h.get(&task_status).await.data()["status"], "running");
 
