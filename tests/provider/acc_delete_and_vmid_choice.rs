@@ -360,7 +360,8 @@ async fn a_create_meeting_its_names_vm_mid_destroy_refuses_and_writes_nothing() 
 /// also this state's own destroy killed after PVE took it): qemu-server's `destroy_vm` has
 /// freed its disks and left the config only `lock: destroyed` until its worker ends. That
 /// VM is as good as gone, and the refresh says so; it must not call it another's VM "left
-/// untouched". The `stalled_tasks` fault holds the worker in that phase, so the refresh
+/// untouched". An update without a refresh writes nothing to it and says why. The
+/// `stalled_tasks` fault holds the worker in that phase, so the refresh
 /// meets it whatever the machine's load.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refresh_meeting_its_vm_mid_destroy_reads_it_as_gone() {
@@ -405,6 +406,25 @@ async fn a_refresh_meeting_its_vm_mid_destroy_reads_it_as_gone() {
         assert!(looks < 3000, "the destroy never reached its lock: {config}");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+
+    // Without a refresh, an update meets it and writes nothing, saying why.
+    ws.write_main_tf(&config("", &vm("a", "going-0", "  cores = 2\n")));
+    let out = ws
+        .terraform(&[
+            "apply",
+            "-refresh=false",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+        ])
+        .await
+        .failure();
+    let text = flat(&out.all_text());
+    assert!(
+        text.contains("a PVE destroy task is removing it: its config is only `lock: destroyed`"),
+        "{text}"
+    );
+    ws.write_main_tf(&config("", &vm("a", "going-0", "")));
 
     let out = ws
         .terraform(&["plan", "-refresh-only", "-input=false", "-no-color"])

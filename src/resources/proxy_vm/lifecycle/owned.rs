@@ -192,6 +192,13 @@ impl<'a> OwnedVm<'a> {
             }
             Err(e) => return Err(e.into()),
         };
+        // qemu-server's `destroy_vm` freed the disks and left only this until its worker
+        // ends: whoever's VM it was, it is going.
+        if config.lock().as_deref() == Some("destroyed") {
+            return Err(self.not_ours(
+                "a PVE destroy task is removing it: its config is only `lock: destroyed`",
+            ));
+        }
         let mark = config.description().as_deref().and_then(Mark::parse);
         if let Some(why) = self.expected.mismatch(mark.as_ref()) {
             return Err(self.not_ours(&why));
