@@ -540,6 +540,40 @@ async fn fault(world: &mut World, kind: FaultKind) -> Outcome {
     Outcome::new(None, Expect::MayFail)
 }
 
+/// The operator's destroy of `vm`, its worker held once it freed the disks and left the
+/// config `lock: destroyed` (the runner lifts the stall after the next step).
+async fn delete_stalled(world: &mut World, vm: &SimVm, base: &str) -> Result<(), (u16, String)> {
+    let _ = world
+        .call_task("POST", &format!("{base}/status/stop"), &[])
+        .await;
+    world.settle_power(vm.vmid, false).await;
+    world
+        .client
+        .set_faults(json!({"stalled_tasks": [{"task_type": "qmdestroy", "vmid": vm.vmid}]}))
+        .await;
+    let purge = [("purge", "1"), ("destroy-unreferenced-disks", "1")];
+    if let Err(refused) = world.call("DELETE", base, &purge).await {
+        world.client.set_faults(json!({})).await;
+        return Err(refused);
+    }
+    world.marks.remove(&vm.vmid);
+    world.stalled = Some(vm.vmid);
+    let config = format!("{base}/config");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Ok(seen) = world.call("GET", &config, &[]).await
+            && seen["lock"] == "destroyed"
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    Err((
+        0,
+        format!("VM {}'s destroy never reached its lock", vm.vmid),
+    ))
+}
+
 /// The VM the state holds at `slot`, as the simulator has it now.
 async fn held_vm(world: &World, state: usize, slot: usize) -> Option<SimVm> {
     let cluster = world.cluster().await;
@@ -590,6 +624,7 @@ async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Out
             }
             deleted
         }
+        HandAct::DeleteVmStalled => delete_stalled(world, &vm, &base).await,
         HandAct::ProtectOn | HandAct::ProtectOff => {
             let on = if act == HandAct::ProtectOn { "1" } else { "0" };
             world

@@ -172,6 +172,9 @@ pub enum HandAct {
     StopVm,
     StartVm,
     DeleteVm,
+    /// As [`HandAct::DeleteVm`], its destroy task held (pve-sim's `stalled_tasks`) in
+    /// qemu-server's `lock: destroyed` phase, its disks freed, through the next step.
+    DeleteVmStalled,
     ProtectOn,
     ProtectOff,
     /// The description replaced by the operator's own notes (the mark gone).
@@ -249,7 +252,7 @@ impl Op {
             Op::Fault(_) => Family::Faults,
             Op::Hand(_, _, HandAct::ProtectOn | HandAct::ProtectOff) => Family::HandProtection,
             Op::Hand(_, _, HandAct::EditMark | HandAct::RestoreMark) => Family::HandMark,
-            Op::Hand(_, _, HandAct::DeleteVm) => Family::HandDelete,
+            Op::Hand(_, _, HandAct::DeleteVm | HandAct::DeleteVmStalled) => Family::HandDelete,
             Op::Hand(..) => Family::HandPower,
             Op::Cluster(..) => Family::Cluster,
         }
@@ -473,7 +476,12 @@ const TABLE: &[Row] = &[
         Op::Hand(g.state(), g.slot(), act)
     }),
     (Family::HandDelete, 2, |g| {
-        Op::Hand(g.state(), g.slot(), HandAct::DeleteVm)
+        let act = if g.rng.bool() {
+            HandAct::DeleteVm
+        } else {
+            HandAct::DeleteVmStalled
+        };
+        Op::Hand(g.state(), g.slot(), act)
     }),
     (Family::HandProtection, 4, |g| {
         let act = if g.rng.bool() {

@@ -630,3 +630,29 @@ async fn fuzz_seed_9313_i4() {
     )
     .await;
 }
+
+/// An operator's destroy whose worker stands in qemu-server's `lock: destroyed` phase (its
+/// disks freed, its mark gone with its config) while the state's next command runs: a
+/// refreshing apply makes the name again, `-refresh=false` may fail but writes nothing to
+/// it, a saved plan and a destroy end clean; every invariant holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_an_operators_destroy_mid_way_meets_the_next_command() {
+    for (test, next) in [
+        ("apply", Apply(0, vec![], Plain)),
+        ("no-refresh", Apply(0, vec![Cores(0, 2)], NoRefresh)),
+        ("save-plan", SavePlan(0)),
+        ("destroy", Destroy(0)),
+    ] {
+        let name = format!("fuzz_an_operators_destroy_mid_way_meets_the_next_command ({test})");
+        regression(
+            &name,
+            vec![
+                Apply(0, vec![], Plain),
+                Hand(0, 0, DeleteVmStalled),
+                next,
+                ApplySaved(0),
+            ],
+        )
+        .await;
+    }
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::checks::{Checker, Violation};
 use super::exec;
-use super::ops::{Family, FaultKind, Gen, Op};
+use super::ops::{Family, FaultKind, Gen, HandAct, Op};
 use super::world::World;
 
 /// What a run did, for the summary line.
@@ -42,6 +42,30 @@ pub fn generate(seed: u64, steps: usize, enabled: &dyn Fn(Family) -> bool) -> Ve
     (0..steps).map(|_| generator.op()).collect()
 }
 
+/// An operator's stalled destroy ([`HandAct::DeleteVmStalled`]) stands through the step
+/// after it: kept by its own step (put back if lifting that step's armed fault took it),
+/// lifted after the next, unless that one installed faults of its own, which replaced it.
+async fn end_or_keep_stall(world: &mut World, op: &Op, done: bool, was_armed: bool) {
+    let stalling = matches!(op, Op::Hand(_, _, HandAct::DeleteVmStalled));
+    match world.stalled {
+        Some(vmid) if stalling && done && was_armed => {
+            let stall = serde_json::json!({"stalled_tasks": [
+                {"task_type": "qmdestroy", "vmid": vmid}]});
+            world.client.set_faults(stall).await;
+        }
+        Some(_) if stalling && done => {}
+        Some(_) => {
+            // A fault step that ran installed faults of its own, which replaced the stall.
+            let replaced = matches!(op, Op::Fault(_)) && done;
+            if !replaced {
+                world.client.set_faults(serde_json::json!({})).await;
+            }
+            world.stalled = None;
+        }
+        None => {}
+    }
+}
+
 /// Runs a sequence from scratch; the first violation and the step it came after
 /// (`ops.len()` for the final teardown).
 pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Violation)> {
@@ -72,6 +96,7 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
                 None
             }
         };
+        end_or_keep_stall(&mut world, op, out.skipped.is_none(), was_armed).await;
         stats.steps += 1;
         if out.skipped.is_some() {
             stats.skipped_steps += 1;
@@ -91,6 +116,9 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
         }
     }
     if result.is_none() {
+        if world.stalled.take().is_some() {
+            world.client.set_faults(serde_json::json!({})).await;
+        }
         let found = checker.teardown(&mut world).await;
         result = found.into_iter().next().map(|v| (ops.len(), v));
     }

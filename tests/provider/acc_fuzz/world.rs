@@ -95,6 +95,8 @@ pub struct World {
     pub states: Vec<State>,
     /// Descriptions the operator replaced, by VMID, as they were.
     pub marks: BTreeMap<u64, String>,
+    /// The VM whose destroy by the operator stands stalled through the next step.
+    pub stalled: Option<u64>,
     /// VMs `state rm` took out of a state, by (state, slot); an import brings one back.
     pub forgotten: BTreeMap<(usize, usize), u64>,
     /// Names of VMs whose mark an operator edited in this sequence.
@@ -134,6 +136,7 @@ impl World {
             http,
             states,
             marks: BTreeMap::new(),
+            stalled: None,
             forgotten: BTreeMap::new(),
             edited_names: BTreeSet::new(),
             unsupported: BTreeSet::new(),
