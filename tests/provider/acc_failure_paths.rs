@@ -532,6 +532,41 @@ async fn a_destroy_rerun_meeting_the_first_destroy_in_its_locked_phase_succeeds(
     }
 }
 
+/// A clone task that fails leaves no VM (qemu-server's `clone_vm` frees the new disks and
+/// removes the config before its task dies), so the failed create keeps nothing in the
+/// state: no tainted instance of a VM that does not exist, which a plan would only drop
+/// (fuzzer seed 22036). The next apply makes the VM.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_clone_leaves_nothing_in_the_state() {
+    if !simulator_only(
+        "a_failed_clone_leaves_nothing_in_the_state",
+        "an injected clone failure",
+    ) {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&one_vm_tf("")).await;
+    sim.set_faults(json!({"task_failures": [{"task_type": "qmclone", "nth": 1,
+        "exitstatus": "clone failed: no space left on device"}]}))
+        .await;
+    let out = ws.apply().await.failure();
+    assert!(
+        out.all_text()
+            .contains("clone failed: no space left on device"),
+        "{}",
+        out.all_text()
+    );
+    assert!(ws.state().await["values"].is_null(), "the state holds a VM");
+    assert_eq!(leftovers(&sim).await, (0, 0));
+    sim.set_faults(json!({})).await;
+    ws.apply().await.success();
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_eq!(leftovers(&sim).await, (0, 0));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn inputs_that_could_only_end_inconsistent_are_refused_before_any_write() {
     if !simulator_only(

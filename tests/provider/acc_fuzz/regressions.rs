@@ -656,3 +656,22 @@ async fn fuzz_an_operators_destroy_mid_way_meets_the_next_command() {
         .await;
     }
 }
+
+/// Seed 22036 (I1; the plan printed no warning at all, so the earlier I1 would have caught
+/// it too, had a sequence of this shape come up): a create
+/// whose clone task failed kept a tainted instance of the VM PVE had already removed, and
+/// a `plan -out`, which stores no refresh, left it in the state without a word. A failed
+/// clone now leaves nothing in the state
+/// (`acc_failure_paths::a_failed_clone_leaves_nothing_in_the_state`).
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_22036_i1() {
+    regression(
+        "fuzz_seed_22036_i1",
+        vec![
+            Fault(TaskFail("qmclone")),
+            Apply(1, vec![Memory(1, 1024), Tags(1, false)], Plain),
+            SavePlan(1),
+        ],
+    )
+    .await;
+}

@@ -153,7 +153,12 @@ pub(super) async fn clone_into_slot<'a>(
                 let again = choose_slot(configured, desired, listing, deadline).await?;
                 (slot, reservation) = (again.slot, again.reservation);
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                if left_nothing(client, &error, vmid).await {
+                    progress.update(|p| p.vm = None);
+                }
+                return Err(error);
+            }
         }
     }
     let Slot::Adopt {
@@ -267,6 +272,21 @@ async fn clone_vm(
         }
         Err(error) => Err(error),
     }
+}
+
+/// Whether a clone task that failed left no VM: qemu-server's `clone_vm` frees the new
+/// disks and removes the new config as the last thing before its task dies ("clone
+/// failed: …", `src/PVE/API2/Qemu.pm`), so the failed create holds nothing. Asked of PVE
+/// for that one VMID; a VMID still taken (the clean-up failed, or another create took it
+/// since) or a failed look keeps the VM the create's, as before.
+async fn left_nothing(client: &Client, error: &StepError, vmid: u32) -> bool {
+    let StepError::Pve(error) = error else {
+        return false;
+    };
+    if error.task_failure().is_none() {
+        return false;
+    }
+    client.cluster().next_id(Some(vmid)).await.is_ok()
 }
 
 /// Whether a clone whose answer was lost started: `Some(None)` once the VMID is taken (asked
