@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::create::{new_vm, random_uuid};
 use super::{check_bridge_access, upid_reply};
-use crate::api::{check_lock, load_vm, require};
+use crate::api::{check_lock, check_quorum, load_vm, require};
 use crate::call::{ApiError, ApiResult, Call};
 use crate::cost::clone_disks::{CloneDisks, DiskWork};
 use crate::shared::Shared;
@@ -125,19 +125,6 @@ fn check_clone_destination(
         }
     }
     Ok((target, storage))
-}
-
-/// pmxcfs is writable only with quorum: more than half of the nodes online.
-fn check_quorum(world: &World) -> Result<(), ApiError> {
-    let online = world
-        .nodes
-        .iter()
-        .filter(|n| world.node_online(&n.name))
-        .count();
-    if online * 2 <= world.nodes.len() {
-        return Err(ApiError::die("cluster not ready - no quorum?"));
-    }
-    Ok(())
 }
 
 /// The disks to copy (cdroms are copied verbatim), each after `Datastore.AllocateSpace`
