@@ -372,7 +372,7 @@ impl Worker {
         }
     }
 
-    /// Waits while the faults stall this task's type (`stalled_tasks`).
+    /// Waits while the faults stall this task (`stalled_tasks`: its type, or its type and VM).
     async fn wait_while_stalled(&self) {
         loop {
             let stalled = {
