@@ -450,3 +450,52 @@ async fn a_refresh_meeting_its_vm_mid_destroy_reads_it_as_gone() {
     ws.destroy().await.success();
     assert!(sim.our_vms().await.is_empty());
 }
+
+/// A running VM that an interrupted destroy left marked `deleting`, then applied with
+/// `started = false` and another change: the refresh reads it as not started (so the apply
+/// marks it finished again), and the plan must still show that the apply stops it, not keep
+/// `status = "running"` for a VM the apply shuts down (fuzz seed 24034, I6: Terraform kept a
+/// status PVE did not show).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_an_interrupted_destroy_marked_is_kept_stopped_as_configured() {
+    let test = "a_vm_an_interrupted_destroy_marked_is_kept_stopped_as_configured";
+    if !simulator_only(test, "edits a VM's mark behind Terraform's back") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    ws.init_with(&config("", &vm("a", "halted-0", ""))).await;
+    ws.apply().await.success();
+    let (vmid, _) = tracked(&ws, "halted-0").await;
+    // The destroy was killed after it marked the VM, before it stopped it.
+    let mark = description(&sim, vmid).await;
+    set_description(
+        &sim,
+        vmid,
+        &mark.replace("proxyvm-phase: done", "proxyvm-phase: deleting"),
+    )
+    .await;
+
+    ws.write_main_tf(&config(
+        "",
+        &vm("a", "halted-0", "  started = false\n  cores = 2\n"),
+    ));
+    let out = ws.apply().await.success();
+    assert!(
+        flat(&out.all_text()).contains("marked by an interrupted destroy"),
+        "{}",
+        out.all_text()
+    );
+    let state = ws.state().await;
+    let status = &state["values"]["root_module"]["resources"][0]["values"]["status"];
+    assert_eq!(status, "stopped", "{state}");
+    assert!(
+        description(&sim, vmid)
+            .await
+            .contains("proxyvm-phase: done")
+    );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}

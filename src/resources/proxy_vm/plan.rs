@@ -231,10 +231,23 @@ fn plan_seed_hash(planned: &mut Value, prior: &Value, config: &Value, private: &
 }
 
 /// The power state follows `started` when it changes; otherwise the VM keeps what it shows
-/// (a paused VM stays `paused`, and planning `running` would never come true).
+/// (a paused VM stays `paused`, and planning `running` would never come true). A prior whose
+/// `started` disagrees with its status (a VM an interrupted destroy marked, read as not
+/// started so that the apply marks it finished again, while it runs) follows `started`
+/// too: the apply brings the power state there (fuzz seed 24034).
 fn plan_power_state(planned: &mut Value, prior: &Value) {
     let started = planned.get_attr(attr::STARTED);
-    if prior.is_null() || !prior.get_attr(attr::STARTED).same_as(started) {
+    let prior_started = prior.get_attr(attr::STARTED);
+    let powered = match prior.get_attr(attr::STATUS).as_str() {
+        Some("stopped") => Some(false),
+        Some("running" | "paused") => Some(true),
+        _ => None,
+    };
+    let disagrees = prior_started
+        .as_bool()
+        .zip(powered)
+        .is_some_and(|(started, powered)| started != powered);
+    if prior.is_null() || !prior_started.same_as(started) || disagrees {
         planned.set_attr(attr::STATUS, status_when_started(started));
     }
 }
@@ -435,6 +448,51 @@ mod tests {
             ("disk_gib", Value::number(10)),
             ("user_data", Value::string("#cloud-config\n")),
         ])
+    }
+
+    /// The status follows `started` where the prior's `started` and status disagree (a VM
+    /// an interrupted destroy marked, read as not started while it runs), and where
+    /// `started` changes; it stays as shown otherwise (a paused VM stays `paused`).
+    #[test]
+    fn the_planned_status_follows_started_where_the_prior_disagrees() {
+        let prior = |started: bool, status: &str| {
+            Value::object([
+                ("started", Value::Bool(started)),
+                ("status", Value::string(status)),
+            ])
+        };
+        let planned_status = |prior: Value, started: bool| {
+            let mut planned = Value::object([("started", Value::Bool(started))]);
+            planned.set_attr("status", prior.get_attr("status").clone());
+            plan_power_state(&mut planned, &prior);
+            planned.get_attr("status").as_str().map(str::to_owned)
+        };
+        let status = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            planned_status(prior(false, "running"), false),
+            status("stopped")
+        );
+        assert_eq!(
+            planned_status(prior(false, "paused"), false),
+            status("stopped")
+        );
+        assert_eq!(
+            planned_status(prior(false, "stopped"), false),
+            status("stopped")
+        );
+        assert_eq!(
+            planned_status(prior(false, "stopped"), true),
+            status("running")
+        );
+        assert_eq!(
+            planned_status(prior(true, "paused"), true),
+            status("paused")
+        );
+        assert_eq!(
+            planned_status(prior(true, "running"), false),
+            status("stopped")
+        );
+        assert_eq!(planned_status(prior(false, "gone"), false), status("gone"));
     }
 
     #[test]
