@@ -273,6 +273,11 @@ impl VmConfig {
     pub fn lock(&self) -> Option<String> {
         self.get_str("lock")
     }
+    /// The config is qemu-server's `lock: destroyed` placeholder: a destroy task freed the
+    /// VM's disks and removes the config when its worker ends (`destroy_vm`).
+    pub fn is_being_destroyed(&self) -> bool {
+        self.lock().as_deref() == Some("destroyed")
+    }
     /// `digest`, for optimistic concurrency on writes.
     pub fn digest(&self) -> Option<String> {
         self.get_str("digest")
@@ -715,6 +720,16 @@ mod tests {
         assert_eq!(view.pending_keys, ["cores", "onboot", "tags"]);
     }
     use serde_json::json;
+
+    /// What qemu-server's `destroy_vm` leaves until its worker ends, and a VM only locked.
+    #[test]
+    fn a_destroyed_placeholder_is_told_from_other_locks() {
+        let config =
+            |value: serde_json::Value| -> VmConfig { serde_json::from_value(value).unwrap() };
+        assert!(config(json!({"lock": "destroyed", "digest": "ab"})).is_being_destroyed());
+        assert!(!config(json!({"lock": "backup", "name": "edge-0"})).is_being_destroyed());
+        assert!(!config(json!({"name": "edge-0"})).is_being_destroyed());
+    }
 
     #[test]
     fn config_accessors_on_real_shapes() {

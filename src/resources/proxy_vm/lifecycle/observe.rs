@@ -118,7 +118,7 @@ pub(super) async fn observe_known(
         pending_keys: view.pending_keys.clone(),
         running_with: RunningValues::of(&view.current),
         onboot: config.onboot(),
-        being_destroyed: config.lock().as_deref() == Some("destroyed"),
+        being_destroyed: config.is_being_destroyed(),
         startup: config.startup().and_then(Result::ok),
         ha_listed: false,
         networks: networks::seen(config),

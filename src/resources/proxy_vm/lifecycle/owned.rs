@@ -194,7 +194,7 @@ impl<'a> OwnedVm<'a> {
         };
         // qemu-server's `destroy_vm` freed the disks and left only this until its worker
         // ends: whoever's VM it was, it is going.
-        if config.lock().as_deref() == Some("destroyed") {
+        if config.is_being_destroyed() {
             return Err(self.not_ours(
                 "a PVE destroy task is removing it: its config is only `lock: destroyed`",
             ));
@@ -441,9 +441,7 @@ impl<'a> OwnedVm<'a> {
                 // another.
                 || async {
                     match qemu.config().await {
-                        Ok(config) if config.lock().as_deref() == Some("destroyed") => {
-                            Ok(Some(None))
-                        }
+                        Ok(config) if config.is_being_destroyed() => Ok(Some(None)),
                         // PVE's worker frees the disks before it locks the config `destroyed`
                         // (qemu-server `destroy_vm`): meanwhile only its task shows it going.
                         Ok(_) => Ok(self.running_destroy().await?.map(Some)),
