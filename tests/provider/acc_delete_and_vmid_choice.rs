@@ -394,18 +394,10 @@ async fn a_refresh_meeting_its_vm_mid_destroy_reads_it_as_gone() {
             &[("purge", "1")],
         )
         .await;
-    let mut looks = 0;
-    loop {
-        let config = sim
-            .api("GET", &format!("/nodes/pve1/qemu/{vmid}/config"), &[])
-            .await;
-        if config["lock"] == "destroyed" {
-            break;
-        }
-        looks += 1;
-        assert!(looks < 3000, "the destroy never reached its lock: {config}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    assert!(
+        sim.until_destroy_locked("pve1", vmid).await,
+        "the destroy never reached its lock"
+    );
 
     // Without a refresh, an update meets it and writes nothing, saying why.
     ws.write_main_tf(&config("", &vm("a", "going-0", "  cores = 2\n")));

@@ -498,16 +498,10 @@ async fn a_destroy_rerun_meeting_the_first_destroy_in_its_locked_phase_succeeds(
         let destroy = ws.spawn_terraform(&["destroy", "-auto-approve", "-input=false"]);
         wait_for_request(&sim, "DELETE", &format!("/qemu/{vmid}"), since).await;
         let config = format!("/nodes/pve1/qemu/{vmid}/config");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while sim
-            .try_api("GET", &config, &[])
-            .await
-            .map(|c| c["lock"].clone())
-            != Some(json!("destroyed"))
-        {
-            assert!(Instant::now() < deadline, "the destroy never locked the VM");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        assert!(
+            sim.until_destroy_locked("pve1", vmid).await,
+            "the destroy never locked the VM"
+        );
         destroy.kill_group();
 
         let out = ws.destroy().await;

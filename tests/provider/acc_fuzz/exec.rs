@@ -558,15 +558,8 @@ async fn delete_stalled(world: &mut World, vm: &SimVm, base: &str) -> Result<(),
     }
     world.marks.remove(&vm.vmid);
     world.stalled = Some(vm.vmid);
-    let config = format!("{base}/config");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
-        if let Ok(seen) = world.call("GET", &config, &[]).await
-            && seen["lock"] == "destroyed"
-        {
-            return Ok(());
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    if world.client.until_destroy_locked(&vm.node, vm.vmid).await {
+        return Ok(());
     }
     Err((
         0,

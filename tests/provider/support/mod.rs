@@ -670,6 +670,22 @@ impl SimClient {
         Some(body["data"].clone())
     }
 
+    /// Waits until VM `vmid`'s config on `node` is qemu-server's `lock: destroyed` placeholder
+    /// (a destroy task freed its disks; `stalled_tasks` can hold it there); false if it did
+    /// not come within a minute.
+    pub async fn until_destroy_locked(&self, node: &str, vmid: impl std::fmt::Display) -> bool {
+        let config = format!("/nodes/{node}/qemu/{vmid}/config");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let seen = self.try_api("GET", &config, &[]).await;
+            if seen.is_some_and(|config| config["lock"] == "destroyed") {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        false
+    }
+
     /// Waits for a task the test started itself.
     pub async fn wait_task(&self, upid: &serde_json::Value) {
         let upid = upid.as_str().unwrap();
