@@ -474,10 +474,12 @@ async fn a_vm_an_interrupted_destroy_marked_is_kept_stopped_as_configured() {
         &vm("a", "halted-0", "  started = false\n  cores = 2\n"),
     ));
     let out = ws.apply().await.success();
+    let text = flat(&out.all_text());
+    assert!(text.contains("marked by an interrupted destroy"), "{text}");
+    // The plan names the shutdown the apply makes.
     assert!(
-        flat(&out.all_text()).contains("marked by an interrupted destroy"),
-        "{}",
-        out.all_text()
+        text.contains(&format!("VM {vmid} (`halted-0`) will be stopped")),
+        "{text}"
     );
     let state = ws.state().await;
     let status = &state["values"]["root_module"]["resources"][0]["values"]["status"];
@@ -487,6 +489,51 @@ async fn a_vm_an_interrupted_destroy_marked_is_kept_stopped_as_configured() {
             .await
             .contains("proxyvm-phase: done")
     );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}
+
+/// A stopped VM that an interrupted destroy left marked `deleting`, configured
+/// `started = false` with no other change: the refresh's warning says an apply marks it
+/// finished again, so the plan must hold an update that does, not stay empty and leave the
+/// VM marked `deleting` for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_vm_an_interrupted_destroy_marked_is_marked_finished_by_the_next_apply() {
+    let test = "a_stopped_vm_an_interrupted_destroy_marked_is_marked_finished_by_the_next_apply";
+    if !simulator_only(test, "edits a VM's mark behind Terraform's back") {
+        return;
+    }
+    let (_sim, target) = start_sim(pvesim::SimConfig::default()).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target.clone());
+    let stopped = vm("a", "idle-0", "  started = false\n");
+    ws.init_with(&config("", &stopped)).await;
+    ws.apply().await.success();
+    let (vmid, _) = tracked(&ws, "idle-0").await;
+    // The destroy was killed after it marked the VM (a stopped VM has nothing to stop).
+    let mark = description(&sim, vmid).await;
+    set_description(
+        &sim,
+        vmid,
+        &mark.replace("proxyvm-phase: done", "proxyvm-phase: deleting"),
+    )
+    .await;
+
+    let out = ws.apply().await.success();
+    let text = flat(&out.all_text());
+    assert!(text.contains("marked by an interrupted destroy"), "{text}");
+    assert!(!text.contains("will be stopped"), "{text}");
+    assert!(
+        description(&sim, vmid)
+            .await
+            .contains("proxyvm-phase: done"),
+        "the apply left the VM marked deleting: {text}"
+    );
+    let state = ws.state().await;
+    let values = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(values["status"], "stopped", "{state}");
+    assert_eq!(values["started"], false, "{state}");
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
     assert!(sim.our_vms().await.is_empty());

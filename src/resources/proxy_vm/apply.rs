@@ -563,7 +563,8 @@ struct UpdatedVm<'a> {
     private: &'a Private,
 }
 
-/// Whether the update has work on the VM: an attribute written in place changed, or a change
+/// Whether the update has work on the VM: an attribute written in place or the power state
+/// changed, or a change
 /// PVE holds until the next boot is applied by the reboot this apply allows, even when no
 /// attribute changes with it (reboot_if_needed set after a pending change): the state then
 /// shows the running values, and without the reboot the result would differ from the plan
@@ -573,7 +574,12 @@ fn touches_vm(desired: &Desired, private: &Private, changed: &[String]) -> bool 
         && desired.started
         && (!private.pending.is_empty() || changed.iter().any(|c| c == attr::REBOOT_IF_NEEDED));
     let in_place = schema::written_in_place();
-    reboot_for_pending || changed.iter().any(|name| in_place.contains(&name.as_str()))
+    // A planned power state is written too: a VM an interrupted destroy marked reads in the
+    // power state it does not show, and its plan may change only `status`.
+    reboot_for_pending
+        || changed
+            .iter()
+            .any(|name| name == attr::STATUS || in_place.contains(&name.as_str()))
 }
 
 /// The lifecycle's update as this state's owner, bounded by the update timeout: the config

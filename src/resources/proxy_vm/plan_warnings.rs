@@ -222,11 +222,12 @@ fn reboot_warning(
     )
 }
 
-/// `started` turned from true to false: the apply shuts the running VM down.
+/// `started` planned false for a VM that runs: the apply shuts it down. Judged by the status,
+/// not the prior `started`: a VM an interrupted destroy marked reads in the power state it
+/// does not show.
 fn stop_warning(vm: &VmName, prior: &Value, planned: &Value) -> Option<Diagnostic> {
-    let was = prior.get_attr(attr::STARTED).as_bool() == Some(true);
     let stops = planned.get_attr(attr::STARTED).as_bool() == Some(false);
-    (was && stops).then(|| {
+    (is_running(prior) && stops).then(|| {
         Diagnostic::warning(
             format!("{} will be stopped", vm.0),
             format!(

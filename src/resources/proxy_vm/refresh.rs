@@ -161,17 +161,23 @@ async fn ours(
         .as_ref()
         .is_some_and(|m| m.phase == Phase::Deleting)
     {
-        // A destroy was interrupted after its first write: read as not started, so the next
-        // apply plans the update that marks it `done` again and starts it if it was stopped.
+        // A destroy was interrupted after its first write: read in the power state it does
+        // not show, so whatever `started` the configuration holds, the plan differs (in
+        // `started`, or in the status that follows it) and its update marks it `done` again.
+        // Read as stopped alone, a stopped VM configured stopped planned nothing.
+        let powered = matches!(
+            response.new_state.get_attr(attr::STATUS).as_str(),
+            Some("running" | "paused")
+        );
         response
             .new_state
-            .set_attr(attr::STARTED, Value::Bool(false));
+            .set_attr(attr::STARTED, Value::Bool(!powered));
         response.diagnostics.warning(
             "Proxy VM marked by an interrupted destroy",
             format!(
                 "VM {} on {} was being destroyed when that destroy stopped. Run destroy again to \
                  finish it, or apply to keep it: the apply marks it as this state's finished VM \
-                 again and starts it.",
+                 again, started or stopped as `started` says.",
                 observed.vmid, observed.node
             ),
         );
