@@ -474,6 +474,41 @@ async fn dirty_templates_fail_the_create_and_hardened_images_reboot_without_a_ve
     ws.destroy().await.success();
 }
 
+/// A clone of a dirty template created without waiting for cloud-init (`wait_for =
+/// "address"`): its cloud-init trusts the template's cache, never reads its seed, and reports
+/// success. The apply that would detach the seed once a refresh found cloud-init finished
+/// asks which instance ran first: it fails saying the VM did not boot its seed (not that it
+/// is tainted: an update taints nothing), keeps the seed, and records it so no later plan
+/// tries again. Before, the refresh's clean `result.json` alone let the seed go, and nothing
+/// ever said that none of the user-data ran.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dirty_template_is_caught_when_the_seed_would_leave() {
+    let test = "a_dirty_template_is_caught_when_the_seed_would_leave";
+    if !simulator_only(test, "the simulator's guest profiles") {
+        return;
+    }
+    let (_sim, target, sim) = world("dirty-template").await;
+    let ws = Workspace::new(target);
+    ws.init_with(&one_vm("guest-unseen", "  wait_for = \"address\"\n"))
+        .await;
+    ws.apply().await.success();
+    until_cloud_init(&sim, "guest-unseen", "done").await;
+    let seed = ide2(&vm_named(&sim, "guest-unseen").await);
+    assert!(seed.contains("proxy-seeds:iso/"), "{seed}");
+
+    let out = ws.apply().await.failure();
+    let text = flat(&out.all_text());
+    assert!(text.contains("did not boot its seed"), "{text}");
+    assert!(text.contains("cloud-init clean"), "{text}");
+    assert!(!text.contains("tainted"), "{text}");
+    assert!(text.contains("-replace"), "{text}");
+    assert_eq!(ide2(&vm_named(&sim, "guest-unseen").await), seed);
+    // Recorded: the next plans leave the seed where it is, and say nothing new.
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}
+
 /// A template made from a hardened VM after its first boot keeps its disable marker
 /// (`/etc/cloud/cloud-init.disabled`) and its cache: its clones never run cloud-init, never
 /// read their seed, and none of the user-data runs. `cloud-init-generator` says so at once
@@ -550,8 +585,17 @@ async fn a_hardened_guest_rebooted_before_its_verdict_is_judged_by_its_disk() {
     reboot_pve1(&sim, "guest-pending", true).await;
     let guest = &vm_named(&sim, "guest-pending").await["guest"];
     assert_eq!(guest["cloud_init_disabled"], true, "{guest}");
+    let before = sim.journal_len().await;
     ws.apply().await.success();
     assert!(ide2(&vm_named(&sim, "guest-pending").await).starts_with("none"));
+    // The guest is asked once which instance it booted (it was asked twice).
+    let instance_reads = sim
+        .journal_since(before)
+        .await
+        .iter()
+        .filter(|entry| entry["params"]["file"] == "/var/lib/cloud/data/instance-id")
+        .count();
+    assert_eq!(instance_reads, 1);
     assert!(sim.volumes_on("proxy-seeds").await.is_empty());
     ws.assert_plans_empty().await;
     ws.destroy().await.success();

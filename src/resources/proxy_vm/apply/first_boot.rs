@@ -10,8 +10,49 @@ use super::super::model::{self, Desired, Private};
 use super::{UpdatedVm, bounded, expected_of, step_diagnostic};
 use crate::context::Configured;
 
+/// The detach the plan shows, made before anything else in the update: `false` when it
+/// failed, and the update with it (`response` says why, and records a seed the guest never
+/// booted as a failed first boot).
+pub(super) async fn detach_shown(
+    ctx: &Context,
+    configured: &Configured,
+    vm: UpdatedVm<'_>,
+    desired: &Desired,
+    planned: &Value,
+    response: &mut ApplyResponse,
+) -> bool {
+    let Some(volume) = seed_to_detach(vm.prior, planned) else {
+        return true;
+    };
+    let instance_id = seed_instance_id(vm, desired);
+    match detach_planned(ctx, configured, vm, desired, volume, instance_id.as_deref()).await {
+        Ok(()) => true,
+        Err(Undetached::Later(refused)) => {
+            response.diagnostics.push(refused);
+            false
+        }
+        Err(Undetached::NotItsSeed(error)) => {
+            let mut private = vm.private.clone();
+            record_verdict(Err(error), desired, &mut private, response);
+            false
+        }
+    }
+}
+
+/// Why the detach the plan shows did not happen.
+#[derive(Debug)]
+enum Undetached {
+    /// The detach failed, or the guest keeps the seed: an error, and the next apply tries
+    /// again.
+    Later(Diagnostic),
+    /// The guest did not boot this seed (its template's cloud-init cache ran instead): a
+    /// failed first boot, recorded as one ([`record_verdict`]).
+    NotItsSeed(StepError),
+}
+
 /// After this apply's first boot of the VM (the plan left `seed_volume` unknown), the seed
-/// a clean cloud-init frees: a warning if it stays (the next plan shows its detach).
+/// a clean cloud-init frees: a warning if it stays (the next plan shows its detach). That
+/// verdict looked at the guest's instance already.
 pub(super) async fn detach_after_boot(
     ctx: &Context,
     configured: &Configured,
@@ -21,42 +62,62 @@ pub(super) async fn detach_after_boot(
     cloud_init_clean: bool,
 ) -> Option<Diagnostic> {
     let volume = seed_to_detach_after_boot(vm.prior, planned, cloud_init_clean)?;
-    let kept = detach_planned(ctx, configured, vm, desired, volume)
-        .await
-        .err()?;
-    Some(Diagnostic::warning(kept.summary, kept.detail))
+    match detach_planned(ctx, configured, vm, desired, volume, None).await {
+        Ok(()) => None,
+        Err(Undetached::Later(kept)) => Some(Diagnostic::warning(kept.summary, kept.detail)),
+        Err(Undetached::NotItsSeed(error)) => {
+            Some(step_diagnostic("update", &desired.name, &error))
+        }
+    }
 }
 
 /// The detach the plan shows (a refresh found cloud-init finished after a create that did
-/// not wait): done now, or an error that keeps the seed recorded for the next apply.
-pub(super) async fn detach_planned(
+/// not wait, or a detach an earlier apply left unfinished): done now, or why not. With
+/// `instance_id`, the guest must show that it booted that seed first.
+async fn detach_planned(
     ctx: &Context,
     configured: &Configured,
     vm: UpdatedVm<'_>,
     desired: &Desired,
     volume: &str,
-) -> Result<(), Diagnostic> {
+    instance_id: Option<&str>,
+) -> Result<(), Undetached> {
     let limit = desired.timeouts.update;
     let deadline = tokio::time::Instant::now() + limit;
     let seed_node = vm.prior.get_attr(attr::NODE).as_str().unwrap_or(vm.node);
     let work = lifecycle::detach(
         configured,
-        vm.node,
-        vm.vmid,
+        (vm.node, vm.vmid),
         expected_of(&vm),
-        seed_node,
-        volume,
+        (seed_node, volume),
+        instance_id,
         deadline,
     );
     let refused = match bounded(ctx, limit, "update", work).await {
         Ok(lifecycle::Detach::Done) => return Ok(()),
         Ok(lifecycle::Detach::Kept { why, .. }) => why,
+        Err(error @ StepError::CloudInitFailed(_)) => return Err(Undetached::NotItsSeed(error)),
         Err(error) => error.to_string(),
     };
-    Err(Diagnostic::error(
+    Err(Undetached::Later(Diagnostic::error(
         format!("Seed of proxy VM {} not detached", desired.name),
         format!("{refused} The seed stays recorded; the next apply tries again."),
-    ))
+    )))
+}
+
+/// The instance-id of the seed the create built for this VM, from the configuration's
+/// write-only inputs and the identity the create gave it (the node it was made on).
+/// `None` for an imported VM: its seed was written from inputs this configuration may not
+/// hold.
+fn seed_instance_id(vm: UpdatedVm<'_>, desired: &Desired) -> Option<String> {
+    (!vm.private.imported).then(|| built_instance_id(vm, desired))
+}
+
+/// The instance-id of the seed built from `desired` with the identity the create gave the
+/// VM (the node it was made on).
+fn built_instance_id(vm: UpdatedVm<'_>, desired: &Desired) -> String {
+    let seed_node = vm.prior.get_attr(attr::NODE).as_str().unwrap_or(vm.node);
+    desired.seed(seed_node, vm.vmid).files().1
 }
 
 /// What the first boot's verdict an update read means for the private data and the
@@ -83,6 +144,7 @@ pub(super) fn record_verdict(
         Err(error) => {
             if matches!(error, StepError::CloudInitFailed(_)) {
                 private.verdict_pending = false;
+                private.seed_ready = false;
                 private.seed_stays = Some(model::SeedStays::FirstBootFailed);
                 response.private = private.encode();
             }
@@ -109,9 +171,7 @@ pub(super) async fn first_boot_verdict(
     if !(vm.private.verdict_pending && open && desired.started) {
         return Ok(None);
     }
-    // The seed's instance-id, from the identity the create built it with.
-    let seed_node = vm.prior.get_attr(attr::NODE).as_str().unwrap_or(vm.node);
-    let (_, instance_id) = desired.seed(seed_node, vm.vmid).files();
+    let instance_id = built_instance_id(vm, desired);
     let first_boot = lifecycle::FirstBoot {
         timeout: desired.cloud_init_timeout,
         instance_id: &instance_id,
@@ -131,7 +191,7 @@ pub(super) async fn first_boot_verdict(
 }
 
 /// The seed the plan detaches: recorded before, dropped by the plan.
-pub(super) fn seed_to_detach<'a>(prior: &'a Value, planned: &Value) -> Option<&'a str> {
+fn seed_to_detach<'a>(prior: &'a Value, planned: &Value) -> Option<&'a str> {
     let recorded = prior
         .get_attr(attr::SEED_VOLUME)
         .as_str()

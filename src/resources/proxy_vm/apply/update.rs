@@ -8,9 +8,7 @@ use super::super::kept_plan;
 use super::super::lifecycle::{self, Expected, ExpectedToken, StepError};
 use super::super::model::{self, Desired, Private, fleet_of, vmid_of};
 use super::super::schema::{self, Planned};
-use super::first_boot::{
-    detach_after_boot, detach_planned, first_boot_verdict, record_verdict, seed_to_detach,
-};
+use super::first_boot::{detach_after_boot, detach_shown, first_boot_verdict, record_verdict};
 use super::{UpdatedVm, bounded, step_diagnostic};
 use crate::context::Configured;
 use crate::diagnostics;
@@ -62,10 +60,7 @@ pub(in super::super) async fn update(
     // The detach the plan shows goes first, while the VM is as the refresh saw it (running,
     // its guest able to show its marker): a stop in this same apply would hide the guest
     // (fuzzer seed 10066).
-    if let Some(volume) = seed_to_detach(prior, planned)
-        && let Err(refused) = detach_planned(ctx, configured, vm, &desired, volume).await
-    {
-        response.diagnostics.push(refused);
+    if !detach_shown(ctx, configured, vm, &desired, planned, &mut response).await {
         return response;
     }
     let changed = plan::changed_attributes(prior, planned);

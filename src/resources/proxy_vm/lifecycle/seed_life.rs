@@ -75,18 +75,23 @@ pub(super) async fn after_ready(
     let deadline = Instant::now() + first_boot.timeout;
     let op = Operation::new(vm.client(), deadline + DETACH_ALLOWANCE);
     let vm = &vm.with_op(op);
-    match verdict(vm, deadline, first_boot.instance_id, &mut outcome).await? {
+    let (judged, seed_asked) = verdict(vm, deadline, first_boot.instance_id, &mut outcome).await?;
+    // Which instance the guest booted, unless the verdict asked already.
+    let booted = async {
+        if seed_asked {
+            return Ok(());
+        }
+        booted_its_seed(vm, first_boot.instance_id).await
+    };
+    match judged {
         Judged::Clean if desired.seed_lifetime == SeedLifetime::UntilReady => {
             // The detach's reads go out beside the instance-id's, not one after another:
             // a VM that did not boot its seed stops the create before anything is written.
-            let (booted, looked) = tokio::join!(
-                booted_its_seed(vm, first_boot.instance_id),
-                detach::look(vm)
-            );
+            let (booted, looked) = tokio::join!(booted, detach::look(vm));
             booted?;
             detach_after_verdict(vm, seed, Some(looked), &mut outcome).await?;
         }
-        Judged::Clean => booted_its_seed(vm, first_boot.instance_id).await?,
+        Judged::Clean => booted.await?,
         Judged::StillRunning if first_boot.replaces_beside => {
             return Err(StepError::Unworkable(still_running_text(
                 vm.vmid(),
@@ -198,34 +203,41 @@ pub(super) async fn judge(
     instance_id: &str,
     outcome: &mut SeedOutcome,
 ) -> Step<Judged> {
-    let judged = verdict(vm, deadline, instance_id, outcome).await?;
-    if judged == Judged::Clean {
+    let (judged, seed_asked) = verdict(vm, deadline, instance_id, outcome).await?;
+    if judged == Judged::Clean && !seed_asked {
         booted_its_seed(vm, instance_id).await?;
     }
     Ok(judged)
 }
 
 /// [`judge`] without the look at which seed the guest booted: the caller makes it (with
-/// other reads beside it) before it counts [`Judged::Clean`]. A boot in which cloud-init does
-/// not run is the exception: a clone of a template that keeps it off never read its seed,
-/// which fails here; a later boot of this instance (a hardened image rebooted before the
-/// verdict was read) is judged by what its first boot left on the disk.
+/// other reads beside it) before it counts [`Judged::Clean`], unless it was made here (the
+/// `bool`). A boot in which cloud-init does not run is that case: a clone of a template that
+/// keeps it off never read its seed, which fails here; a later boot of this instance (a
+/// hardened image rebooted before the verdict was read) is judged by what its first boot
+/// left on the disk.
 async fn verdict(
     vm: &OwnedVm<'_>,
     deadline: Instant,
     instance_id: &str,
     outcome: &mut SeedOutcome,
-) -> Step<Judged> {
+) -> Step<(Judged, bool)> {
     let vmid = vm.vmid();
-    let found = match wait_for_cloud_init(vm.client(), vm.node(), vmid, deadline).await? {
-        Verdict::Disabled => {
-            booted_its_seed(vm, instance_id).await?;
-            recorded_verdict(vm.client(), vm.node(), vmid)
-                .await?
-                .unwrap_or(Verdict::Disabled)
-        }
-        found => found,
-    };
+    let (found, seed_asked) =
+        match wait_for_cloud_init(vm.client(), vm.node(), vmid, deadline).await? {
+            Verdict::Disabled => {
+                booted_its_seed(vm, instance_id).await?;
+                let recorded = recorded_verdict(vm.client(), vm.node(), vmid).await?;
+                (recorded.unwrap_or(Verdict::Disabled), true)
+            }
+            found => (found, false),
+        };
+    let judged = judged_verdict(vmid, found, outcome);
+    Ok((judged, seed_asked))
+}
+
+/// What a verdict means for the seed, its warnings recorded in `outcome`.
+fn judged_verdict(vmid: u32, found: Verdict, outcome: &mut SeedOutcome) -> Judged {
     match found {
         Verdict::Disabled => {
             outcome.warnings.push(format!(
@@ -233,14 +245,14 @@ async fn verdict(
                  (/run/cloud-init/disabled), and its disk holds no finished run to judge. VM \
                  {vmid} counts as ready at its address, and its seed stays attached."
             ));
-            Ok(Judged::Unknown)
+            Judged::Unknown
         }
         Verdict::Unknown { why, stays } => {
             outcome.warnings.push(format!(
                 "{why} VM {vmid} counts as ready at its address, and its seed stays attached."
             ));
             outcome.stays = stays;
-            Ok(Judged::Unknown)
+            Judged::Unknown
         }
         Verdict::StillRunning => {
             outcome.warnings.push(format!(
@@ -250,7 +262,7 @@ async fn verdict(
                  cloud_init_timeout for a first boot this long."
             ));
             outcome.verdict_pending = true;
-            Ok(Judged::StillRunning)
+            Judged::StillRunning
         }
         Verdict::Stopped => {
             outcome.warnings.push(format!(
@@ -260,7 +272,7 @@ async fn verdict(
                  once cloud-init finished."
             ));
             outcome.verdict_pending = true;
-            Ok(Judged::Stopped)
+            Judged::Stopped
         }
         Verdict::Clean { recoverable } => {
             if !recoverable.is_empty() {
@@ -269,7 +281,7 @@ async fn verdict(
                     recoverable.join("\n  ")
                 ));
             }
-            Ok(Judged::Clean)
+            Judged::Clean
         }
     }
 }
@@ -294,8 +306,7 @@ async fn booted_its_seed(vm: &OwnedVm<'_>, instance_id: &str) -> Step<()> {
          its cloud-init trusts or, with /etc/cloud/cloud-init.disabled on the disk (a \
          hardened image after its first boot), never even runs past: in the VM the template \
          is made from, remove that file if it is there, run `cloud-init clean --logs --seed`, \
-         shut it down, and make the template again. The VM is kept (tainted) and the next \
-         apply replaces it.",
+         shut it down, and make the template again. The VM is kept with its seed.",
         vm.vmid()
     )))
 }
@@ -323,15 +334,18 @@ pub async fn first_verdict(
 }
 
 /// The detach an update applies when the plan dropped `seed_volume` (a refresh found
-/// cloud-init finished, or a detach that an earlier apply left unfinished).
+/// cloud-init finished, or a detach that an earlier apply left unfinished). With the seed's
+/// `instance_id`, the guest is first asked whether it booted that seed, beside the detach's
+/// own reads: a refresh judges cloud-init's `result.json` alone (it cannot know the
+/// instance-id without the write-only inputs), so a VM whose template carries an earlier
+/// VM's cache fails here, keeping its seed, instead of losing it unnoticed.
 #[allow(clippy::too_many_arguments)]
 pub async fn detach(
     configured: &Configured,
-    node: &str,
-    vmid: u32,
+    (node, vmid): (&str, u32),
     expected: Expected<'_>,
-    seed_node: &str,
-    seed_volume: &str,
+    (seed_node, seed_volume): (&str, &str),
+    instance_id: Option<&str>,
     deadline: Instant,
 ) -> Step<Detach> {
     let vm = OwnedVm::new(
@@ -340,7 +354,16 @@ pub async fn detach(
         vmid,
         expected,
     );
-    detach_seed(&vm, seed_node, seed_volume, None).await
+    let looked = match instance_id {
+        Some(instance_id) => {
+            let (booted, looked) =
+                tokio::join!(booted_its_seed(&vm, instance_id), detach::look(&vm));
+            booted?;
+            Some(looked)
+        }
+        None => None,
+    };
+    detach_seed(&vm, seed_node, seed_volume, looked).await
 }
 
 /// What a refresh's look found of a seed still attached (`until_ready`).
