@@ -6,12 +6,13 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::{start_vm_task, upid_reply};
+use crate::agent::blocked_command;
 use crate::api::{check_lock, require, subdirs, vm_on_node};
 use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::ha_request::{Request, intercept};
 use crate::shared::Shared;
 use crate::tasks::TaskLog;
-use crate::world::{Drive, World, is_drive_key, vm_status_json};
+use crate::world::{Drive, World, agent_enabled, is_drive_key, vm_status_json};
 
 pub fn status_index(world: &World, call: &Call) -> ApiResult {
     vm_on_node(world, call.node(), call.vmid())?;
@@ -208,22 +209,54 @@ pub fn shutdown(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResu
         return upid_reply(upid);
     }
     check_running_for(world, call, "shutdown")?;
-    power_task(shared, world, call, "qmshutdown", |world, _log, vmid| {
+    let force = call.bool("forceStop").unwrap_or(false);
+    power_task(
+        shared,
+        world,
+        call,
+        "qmshutdown",
+        move |world, log, vmid| {
+            check_lock(&world.vms[&vmid])?;
+            power_down(world, log, vmid, force)
+        },
+    )
+}
+
+/// qemu-server `vm_reboot` (`src/PVE/QemuServer.pm`, 9.2.6): `_do_vm_stop` with
+/// `$shutdown` and no `$force`, so a guest that refuses the shutdown fails the task and runs
+/// on (qmeventd starts only a VM that stopped).
+pub fn reboot(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
+    power_prechecks(world, call)?;
+    check_running_for(world, call, "reboot")?;
+    power_task(shared, world, call, "qmreboot", |world, log, vmid| {
         check_lock(&world.vms[&vmid])?;
-        halt(world, vmid);
+        power_down(world, log, vmid, false)?;
+        boot(world, vmid);
         Ok(())
     })
 }
 
-pub fn reboot(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
-    power_prechecks(world, call)?;
-    check_running_for(world, call, "reboot")?;
-    power_task(shared, world, call, "qmreboot", |world, _log, vmid| {
-        check_lock(&world.vms[&vmid])?;
-        halt(world, vmid);
-        boot(world, vmid);
-        Ok(())
-    })
+/// qemu-server `_do_vm_stop` with `$shutdown` (`src/PVE/QemuServer.pm`, 9.2.6): QGA
+/// `guest-shutdown` when the config enables the agent and `qga_check_running`'s ping
+/// answers, else ACPI `system_powerdown`, which every pve-sim guest heeds. A guest agent
+/// that refuses `guest-shutdown` (its block-list, or the `agent_blocked_commands` fault)
+/// makes the command fail: without `$force` the task dies "VM quit/powerdown failed" and the
+/// VM runs on; with it, QEMU is terminated (SIGTERM) after a warning.
+fn power_down(world: &mut World, log: &mut TaskLog, vmid: u32, force: bool) -> Result<(), String> {
+    let vm = &world.vms[&vmid];
+    let agent_on = vm.config.get("agent").is_some_and(|v| agent_enabled(v));
+    let now = Instant::now();
+    let pings = !vm.paused
+        && vm.agent.as_ref().is_some_and(|agent| now >= agent.ready_at)
+        && blocked_command(world, vm, "guest-ping").is_none();
+    if agent_on && pings && blocked_command(world, vm, "guest-shutdown").is_some() {
+        if !force {
+            return Err("VM quit/powerdown failed".into());
+        }
+        log.warn("VM quit/powerdown failed - terminating now with SIGTERM");
+    }
+    halt(world, vmid);
+    Ok(())
 }
 
 pub fn reset(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {

@@ -661,3 +661,75 @@ async fn an_upgrade_that_needs_a_reboot_finishes_the_instance_in_the_next_boot()
     assert_eq!(guest.cloud_init.as_deref(), Some("error"));
     h.sim.shutdown().await;
 }
+
+/// Runs a power command on VM `vmid` and returns the task's exit status and log lines.
+async fn power_task(
+    h: &Harness,
+    vmid: u32,
+    action: &str,
+    form: &[(&str, &str)],
+) -> (String, Vec<String>) {
+    let path = format!("/nodes/pve1/qemu/{vmid}/status/{action}");
+    let upid = h.post(&path, form).await.data();
+    let upid = upid.as_str().unwrap();
+    let exit = h.wait_task(upid).await;
+    let log = h
+        .get(&format!(
+            "/nodes/pve1/tasks/{}/log?limit=1000",
+            encode(upid)
+        ))
+        .await
+        .data();
+    let lines = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|line| line["t"].as_str().unwrap().to_owned())
+        .collect();
+    (exit, lines)
+}
+
+/// qemu-server `_do_vm_stop` with `$shutdown` (`src/PVE/QemuServer.pm`, 9.2.6) asks the guest
+/// agent (`guest-shutdown`) when the config enables it and `qga_check_running` answers, and
+/// ACPI (`system_powerdown`) otherwise. A qemu-ga that refuses `guest-shutdown` fails the
+/// command: `vm_reboot` passes no `$force`, so the reboot dies "VM quit/powerdown failed"
+/// and the VM runs on, as a shutdown without `forceStop` does; with `forceStop` QEMU is
+/// terminated after the warning "VM quit/powerdown failed - terminating now with SIGTERM".
+/// With the agent off in the config, the same guest is asked by ACPI and heeds it.
+#[tokio::test]
+async fn a_guest_agent_refusing_guest_shutdown_fails_reboots_and_forced_shutdowns_terminate() {
+    let h = start_with_profiles(fast_config()).await;
+    let mut faults = h.admin.faults().await;
+    faults.agent_blocked_commands = vec![pvesim::AgentBlockedCommands {
+        vm_name_regex: "^debian-13-".into(),
+        commands: vec!["guest-shutdown".into()],
+    }];
+    h.admin.set_faults(&faults).await;
+    boot(&h, 216, "debian-13-halt", GOOD_USER_DATA).await;
+    wait_agent(&h, 216).await;
+
+    let refused = "VM quit/powerdown failed".to_string();
+    assert_eq!(power_task(&h, 216, "reboot", &[]).await.0, refused);
+    assert_eq!(vm_status(&h, 216).await["status"], "running");
+    assert_eq!(power_task(&h, 216, "shutdown", &[]).await.0, refused);
+    assert_eq!(vm_status(&h, 216).await["status"], "running");
+    let (exit, log) = power_task(&h, 216, "shutdown", &[("forceStop", "1")]).await;
+    assert_eq!(exit, "WARNINGS: 1");
+    assert!(
+        log.iter()
+            .any(|l| l == "WARN: VM quit/powerdown failed - terminating now with SIGTERM"),
+        "{log:?}"
+    );
+    assert_eq!(vm_status(&h, 216).await["status"], "stopped");
+
+    // The agent off in the config: ACPI, which the guest heeds.
+    h.put("/nodes/pve1/qemu/216/config", &[("agent", "0")])
+        .await
+        .data();
+    power(&h, 216, "start").await;
+    power(&h, 216, "reboot").await;
+    assert_eq!(vm_status(&h, 216).await["status"], "running");
+    power(&h, 216, "shutdown").await;
+    assert_eq!(vm_status(&h, 216).await["status"], "stopped");
+    h.sim.shutdown().await;
+}
