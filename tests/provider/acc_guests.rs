@@ -509,6 +509,66 @@ async fn a_dirty_template_is_caught_when_the_seed_would_leave() {
     assert!(sim.our_vms().await.is_empty());
 }
 
+/// A guest whose qemu-ga refuses `guest-shutdown` (its block-list): PVE's reboot asks
+/// through the agent and, refused, fails "VM quit/powerdown failed" without `forceStop`
+/// (qemu-server `vm_reboot`, `_do_vm_stop`). The apply that reboots for a pending change
+/// fails saying what the guest refused and what to do, and harms nothing: the VM runs on,
+/// its change pending, and the next apply, once the guest allows it, reboots and converges.
+/// The provider's own shutdown (`started = false`) forces the stop, so it still stops.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_refusing_its_shutdown_fails_the_reboot_clearly_and_harms_nothing() {
+    let test = "a_guest_refusing_its_shutdown_fails_the_reboot_clearly_and_harms_nothing";
+    if !simulator_only(test, "the simulator's guest agent faults") {
+        return;
+    }
+    let (_sim, target, sim) = world("debian-13").await;
+    let refusing = json!({
+        "guest_profiles": [{"vm_name_regex": "^guest-", "profile": "debian-13"}],
+        "agent_blocked_commands": [{"vm_name_regex": "^guest-", "commands": ["guest-shutdown"]}],
+    });
+    sim.set_faults(refusing.clone()).await;
+    let ws = Workspace::new(target);
+    let rebooting = "  reboot_if_needed = true\n";
+    ws.init_with(&one_vm("guest-stubborn", rebooting)).await;
+    ws.apply().await.success();
+    let vmid = vm_named(&sim, "guest-stubborn").await["vmid"]
+        .as_u64()
+        .unwrap();
+
+    let more = format!("{rebooting}  cores = 2\n");
+    ws.write_main_tf(&one_vm("guest-stubborn", &more));
+    let out = ws.apply().await.failure();
+    let text = flat(&out.all_text());
+    assert!(text.contains("VM quit/powerdown failed"), "{text}");
+    assert!(text.contains("guest-shutdown"), "{text}");
+    assert!(text.contains("changes stay pending"), "{text}");
+    let vm = vm_named(&sim, "guest-stubborn").await;
+    assert_eq!(vm["status"], "running", "{vm}");
+    assert_eq!(vm["pending"]["cores"], "2", "{vm}");
+
+    // The guest allows it again: the next apply reboots, and the change is made.
+    sim.set_faults(
+        json!({"guest_profiles": [{"vm_name_regex": "^guest-", "profile": "debian-13"}]}),
+    )
+    .await;
+    ws.apply().await.success();
+    let vm = vm_named(&sim, "guest-stubborn").await;
+    assert_eq!(vm["config"]["cores"], "2", "{vm}");
+    ws.assert_plans_empty().await;
+
+    // Refusing again: a stop the provider asks for is forced after the refusal.
+    sim.set_faults(refusing).await;
+    ws.write_main_tf(&one_vm(
+        "guest-stubborn",
+        &format!("{more}  started = false\n"),
+    ));
+    ws.apply().await.success();
+    assert_eq!(vm_named(&sim, "guest-stubborn").await["status"], "stopped");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty(), "VM {vmid} left");
+}
+
 /// A template made from a hardened VM after its first boot keeps its disable marker
 /// (`/etc/cloud/cloud-init.disabled`) and its cache: its clones never run cloud-init, never
 /// read their seed, and none of the user-data runs. `cloud-init-generator` says so at once

@@ -4,7 +4,7 @@
 
 use pve::{MaybeLocked, wait_out_locks};
 
-use super::error::Step;
+use super::error::{Step, StepError};
 use super::ha_power::settle;
 use super::owned::{OwnedVm, Seen};
 
@@ -121,10 +121,64 @@ pub(super) async fn reboot(vm: &OwnedVm<'_>) -> Step<()> {
             )
             .await?;
         let Some(upid) = upid else { return Ok(()) };
-        op.wait(&upid).await?;
+        if let Err(error) = op.wait(&upid).await {
+            return Err(match powerdown_failure(&error) {
+                Some(exit) => StepError::Unworkable(refused_reboot_text(vm.vmid(), exit)),
+                None => error,
+            });
+        }
         // qemu-server's reboot ends once the VM stopped; qmeventd (or, for an HA-managed
         // VM, the HA manager) starts it again, so its power state is what counts.
         settle(vm, true).await
     })
     .await
+}
+
+/// The exit status of a reboot the guest did not shut down for: qemu-server `_do_vm_stop`
+/// (`src/PVE/QemuServer.pm`, 9.2.6), which `vm_reboot` runs without `$force`, dies "VM
+/// quit/powerdown failed" when the agent's `guest-shutdown` failed, and "… - got timeout"
+/// when the guest was still running at the timeout (an ACPI request it ignored).
+fn powerdown_failure(error: &StepError) -> Option<&str> {
+    let StepError::Pve(error) = error else {
+        return None;
+    };
+    let exit = error.task_failure()?.exitstatus.as_str();
+    exit.starts_with("VM quit/powerdown failed").then_some(exit)
+}
+
+fn refused_reboot_text(vmid: u32, exit: &str) -> String {
+    let how = if exit.ends_with("got timeout") {
+        "ignored it until the timeout (an ACPI power-button event, sent when no guest agent \
+         answers: the guest needs systemd-logind or acpid to act on it)"
+    } else {
+        "refused it (PVE asks through the guest agent when one answers, and this guest's \
+         qemu-ga refuses `guest-shutdown`: allow it in its `block-rpcs`/`allow-rpcs`)"
+    };
+    format!(
+        "VM {vmid}'s guest did not shut down for the reboot that applies its pending changes \
+         (PVE: \"{exit}\"): it {how}. Nothing else was done: the VM runs on as it was, its \
+         changes stay pending, and the next apply tries the reboot again. To apply them now, \
+         stop and start the VM in PVE (a stop does not ask the guest)."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_reboot_names_what_the_guest_did_with_the_request() {
+        let refused = refused_reboot_text(100, "VM quit/powerdown failed");
+        assert!(
+            refused.contains("qemu-ga refuses `guest-shutdown`"),
+            "{refused}"
+        );
+        assert!(!refused.contains("ACPI"), "{refused}");
+        let ignored = refused_reboot_text(100, "VM quit/powerdown failed - got timeout");
+        assert!(ignored.contains("ACPI power-button event"), "{ignored}");
+        assert!(!ignored.contains("qemu-ga refuses"), "{ignored}");
+        for text in [refused, ignored] {
+            assert!(text.contains("its changes stay pending"), "{text}");
+        }
+    }
 }
