@@ -332,6 +332,9 @@ pub struct Timings {
     /// How long one second of a `startup` `up=` delay (and startall's default 3 s between
     /// two VMs) lasts.
     pub startup_second_ms: u64,
+    /// How long one second of a shutdown's or reboot's `timeout` lasts: PVE waits that long
+    /// for a guest that ignores the ACPI request (`acpi_ignored`) before it gives up.
+    pub shutdown_second_ms: u64,
 }
 
 impl Timings {
@@ -375,6 +378,7 @@ impl Default for Timings {
             ha_delay_ms: 200,
             node_reboot_ms: 500,
             startup_second_ms: 100,
+            shutdown_second_ms: 10,
         }
     }
 }
@@ -402,6 +406,10 @@ pub struct Faults {
     /// qemu-ga commands disabled in the guests of the VMs whose name matches (its
     /// `block-rpcs` / `allow-rpcs` configuration, as some distributions ship it).
     pub agent_blocked_commands: Vec<AgentBlockedCommands>,
+    /// Regexes (unanchored) of VM names whose guests ignore ACPI power-button events (no
+    /// systemd-logind or acpid): a shutdown or reboot PVE asks by ACPI (no agent answering)
+    /// runs out its `timeout`.
+    pub acpi_ignored: Vec<String>,
     /// The image of the VMs whose name matches, decided at a VM's first boot (README
     /// "Guest profiles").
     pub guest_profiles: Vec<GuestProfileChoice>,

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -11,7 +12,7 @@ use crate::api::{check_lock, require, subdirs, vm_on_node};
 use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::ha_request::{Request, intercept};
 use crate::shared::Shared;
-use crate::tasks::TaskLog;
+use crate::tasks::{TaskLocks, TaskLog, start_task_with_prologue};
 use crate::world::{Drive, World, agent_enabled, is_drive_key, vm_status_json};
 
 pub fn status_index(world: &World, call: &Call) -> ApiResult {
@@ -46,6 +47,42 @@ fn power_task(
         }
         body(world, log, vmid)
     });
+    upid_reply(upid)
+}
+
+/// As [`power_task`], the worker waiting `wait` (for a guest that ignores it) before its
+/// run time and its end.
+fn power_task_after(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    call: &Call,
+    task_type: &str,
+    wait: Option<Duration>,
+    body: impl FnOnce(&mut World, &mut TaskLog, u32) -> Result<(), String> + Send + 'static,
+) -> ApiResult {
+    let Some(wait) = wait else {
+        return power_task(shared, world, call, task_type, body);
+    };
+    let vmid = call.vmid();
+    let upid = start_task_with_prologue(
+        shared,
+        world,
+        call.node(),
+        task_type,
+        &vmid.to_string(),
+        &call.token_user(),
+        TaskLocks::exclusive(vmid),
+        (wait, Box::new(|_, _, _| Ok(()))),
+        Box::new(move |world, log, injected| {
+            if let Some(failure) = injected {
+                return Err(failure);
+            }
+            if !world.vms.contains_key(&vmid) {
+                return Err(format!("VM {vmid} does not exist"));
+            }
+            body(world, log, vmid)
+        }),
+    );
     upid_reply(upid)
 }
 
@@ -210,14 +247,17 @@ pub fn shutdown(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResu
     }
     check_running_for(world, call, "shutdown")?;
     let force = call.bool("forceStop").unwrap_or(false);
-    power_task(
+    let asked = Asked::of(world, call.vmid());
+    let wait = asked.wait(world, timeout);
+    power_task_after(
         shared,
         world,
         call,
         "qmshutdown",
+        wait,
         move |world, log, vmid| {
             check_lock(&world.vms[&vmid])?;
-            power_down(world, log, vmid, force)
+            power_down(world, log, vmid, asked, force)
         },
     )
 }
@@ -228,32 +268,102 @@ pub fn shutdown(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResu
 pub fn reboot(shared: &Arc<Shared>, world: &mut World, call: &Call) -> ApiResult {
     power_prechecks(world, call)?;
     check_running_for(world, call, "reboot")?;
-    power_task(shared, world, call, "qmreboot", |world, log, vmid| {
-        check_lock(&world.vms[&vmid])?;
-        power_down(world, log, vmid, false)?;
-        boot(world, vmid);
-        Ok(())
-    })
+    let asked = Asked::of(world, call.vmid());
+    let wait = asked.wait(world, call.int("timeout").unwrap_or(60));
+    power_task_after(
+        shared,
+        world,
+        call,
+        "qmreboot",
+        wait,
+        move |world, log, vmid| {
+            check_lock(&world.vms[&vmid])?;
+            power_down(world, log, vmid, asked, false)?;
+            boot(world, vmid);
+            Ok(())
+        },
+    )
 }
 
-/// qemu-server `_do_vm_stop` with `$shutdown` (`src/PVE/QemuServer.pm`, 9.2.6): QGA
-/// `guest-shutdown` when the config enables the agent and `qga_check_running`'s ping
-/// answers, else ACPI `system_powerdown`, which every pve-sim guest heeds. A guest agent
-/// that refuses `guest-shutdown` (its block-list, or the `agent_blocked_commands` fault)
-/// makes the command fail: without `$force` the task dies "VM quit/powerdown failed" and the
-/// VM runs on; with it, QEMU is terminated (SIGTERM) after a warning.
-fn power_down(world: &mut World, log: &mut TaskLog, vmid: u32, force: bool) -> Result<(), String> {
-    let vm = &world.vms[&vmid];
-    let agent_on = vm.config.get("agent").is_some_and(|v| agent_enabled(v));
-    let now = Instant::now();
-    let pings = !vm.paused
-        && vm.agent.as_ref().is_some_and(|agent| now >= agent.ready_at)
-        && blocked_command(world, vm, "guest-ping").is_none();
-    if agent_on && pings && blocked_command(world, vm, "guest-shutdown").is_some() {
-        if !force {
-            return Err("VM quit/powerdown failed".into());
+/// How qemu-server's `_do_vm_stop` with `$shutdown` (`src/PVE/QemuServer.pm`, 9.2.6) asks
+/// the guest, decided when its worker starts: QGA `guest-shutdown` when the config enables
+/// the agent and `qga_check_running`'s ping answers, else ACPI `system_powerdown`; a paused
+/// VM is not asked (the API turns a forced shutdown into a stop).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Asked {
+    /// The guest shuts down.
+    Heeded,
+    /// The agent's `guest-shutdown` failed (blocked in qemu-ga): the command fails at once.
+    AgentRefused,
+    /// The ACPI event is ignored (`acpi_ignored`): PVE waits out `timeout` seconds.
+    AcpiIgnored,
+}
+
+impl Asked {
+    fn of(world: &World, vmid: u32) -> Asked {
+        let Some(vm) = world.vms.get(&vmid) else {
+            return Asked::Heeded;
+        };
+        if vm.paused {
+            return Asked::Heeded;
         }
-        log.warn("VM quit/powerdown failed - terminating now with SIGTERM");
+        let agent_on = vm.config.get("agent").is_some_and(|v| agent_enabled(v));
+        let pings = vm
+            .agent
+            .as_ref()
+            .is_some_and(|agent| Instant::now() >= agent.ready_at)
+            && blocked_command(world, vm, "guest-ping").is_none();
+        if agent_on && pings {
+            return match blocked_command(world, vm, "guest-shutdown") {
+                Some(_) => Asked::AgentRefused,
+                None => Asked::Heeded,
+            };
+        }
+        let name = vm
+            .config
+            .get("name")
+            .map(String::as_str)
+            .unwrap_or_default();
+        let ignores = world
+            .faults
+            .acpi_ignored
+            .iter()
+            .any(|re| regex::Regex::new(re).is_ok_and(|re| re.is_match(name)));
+        match ignores {
+            true => Asked::AcpiIgnored,
+            false => Asked::Heeded,
+        }
+    }
+
+    /// How long the worker waits for the guest before its end: `timeout` seconds for an
+    /// ignored request.
+    fn wait(self, world: &World, timeout: i64) -> Option<Duration> {
+        let seconds = u64::try_from(timeout).unwrap_or(0);
+        (self == Asked::AcpiIgnored)
+            .then(|| Duration::from_millis(seconds * world.timings.shutdown_second_ms))
+    }
+}
+
+/// `_do_vm_stop`'s end for a guest asked as `asked`: a refused command fails the task ("VM
+/// quit/powerdown failed"), a timeout too ("… - got timeout"), and the VM runs on; with
+/// `force` (`forceStop`) QEMU is terminated after the warning instead.
+fn power_down(
+    world: &mut World,
+    log: &mut TaskLog,
+    vmid: u32,
+    asked: Asked,
+    force: bool,
+) -> Result<(), String> {
+    match (asked, force) {
+        (Asked::Heeded, _) => {}
+        (Asked::AgentRefused, false) => return Err("VM quit/powerdown failed".into()),
+        (Asked::AgentRefused, true) => {
+            log.warn("VM quit/powerdown failed - terminating now with SIGTERM");
+        }
+        (Asked::AcpiIgnored, false) => {
+            return Err("VM quit/powerdown failed - got timeout".into());
+        }
+        (Asked::AcpiIgnored, true) => log.warn("VM still running - terminating now with SIGTERM"),
     }
     halt(world, vmid);
     Ok(())

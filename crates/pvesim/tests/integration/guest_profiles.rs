@@ -695,9 +695,12 @@ async fn power_task(
 /// command: `vm_reboot` passes no `$force`, so the reboot dies "VM quit/powerdown failed"
 /// and the VM runs on, as a shutdown without `forceStop` does; with `forceStop` QEMU is
 /// terminated after the warning "VM quit/powerdown failed - terminating now with SIGTERM".
-/// With the agent off in the config, the same guest is asked by ACPI and heeds it.
+/// With the agent off in the config, the same guest is asked by ACPI and heeds it; one that
+/// ignores ACPI is waited for `timeout` seconds, then the reboot dies "VM quit/powerdown
+/// failed - got timeout", and a forced shutdown warns "VM still running - terminating now
+/// with SIGTERM" and stops it.
 #[tokio::test]
-async fn a_guest_agent_refusing_guest_shutdown_fails_reboots_and_forced_shutdowns_terminate() {
+async fn a_guest_refusing_or_ignoring_its_shutdown_fails_reboots_and_forced_shutdowns_terminate() {
     let h = start_with_profiles(fast_config()).await;
     let mut faults = h.admin.faults().await;
     faults.agent_blocked_commands = vec![pvesim::AgentBlockedCommands {
@@ -730,6 +733,26 @@ async fn a_guest_agent_refusing_guest_shutdown_fails_reboots_and_forced_shutdown
     power(&h, 216, "reboot").await;
     assert_eq!(vm_status(&h, 216).await["status"], "running");
     power(&h, 216, "shutdown").await;
+    assert_eq!(vm_status(&h, 216).await["status"], "stopped");
+
+    // A guest that ignores ACPI (no logind, no acpid): the reboot waits out its timeout and
+    // fails; a forced shutdown terminates QEMU once the timeout has passed.
+    power(&h, 216, "start").await;
+    let mut faults = h.admin.faults().await;
+    faults.acpi_ignored = vec!["^debian-13-halt$".into()];
+    h.admin.set_faults(&faults).await;
+    let timeout = [("timeout", "2")];
+    let (exit, _) = power_task(&h, 216, "reboot", &timeout).await;
+    assert_eq!(exit, "VM quit/powerdown failed - got timeout");
+    assert_eq!(vm_status(&h, 216).await["status"], "running");
+    let forced = [("timeout", "2"), ("forceStop", "1")];
+    let (exit, log) = power_task(&h, 216, "shutdown", &forced).await;
+    assert_eq!(exit, "WARNINGS: 1");
+    assert!(
+        log.iter()
+            .any(|l| l == "WARN: VM still running - terminating now with SIGTERM"),
+        "{log:?}"
+    );
     assert_eq!(vm_status(&h, 216).await["status"], "stopped");
     h.sim.shutdown().await;
 }
