@@ -569,6 +569,48 @@ async fn a_guest_refusing_its_shutdown_fails_the_reboot_clearly_and_harms_nothin
     assert!(sim.our_vms().await.is_empty(), "VM {vmid} left");
 }
 
+/// A guest with no agent that also ignores ACPI (no systemd-logind, no acpid): PVE's reboot
+/// asks by ACPI, waits out its timeout and fails "VM quit/powerdown failed - got timeout".
+/// The apply says the guest ignored the request and how to let it act on one, and harms
+/// nothing; a stop the provider asks for is forced once the timeout passed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_ignoring_acpi_fails_the_reboot_clearly_and_still_stops() {
+    let test = "a_guest_ignoring_acpi_fails_the_reboot_clearly_and_still_stops";
+    if !simulator_only(test, "the simulator's guest faults") {
+        return;
+    }
+    let (_sim, target, sim) = world("no-agent").await;
+    sim.set_faults(json!({
+        "guest_profiles": [{"vm_name_regex": "^guest-", "profile": "no-agent"}],
+        "acpi_ignored": ["^guest-deaf$"],
+    }))
+    .await;
+    let ws = Workspace::new(target);
+    let base = "  wait_for = \"none\"\n  reboot_if_needed = true\n";
+    ws.init_with(&one_vm("guest-deaf", base)).await;
+    ws.apply().await.success();
+
+    let more = format!("{base}  cores = 2\n");
+    ws.write_main_tf(&one_vm("guest-deaf", &more));
+    let text = flat(&ws.apply().await.failure().all_text());
+    assert!(
+        text.contains("VM quit/powerdown failed - got timeout"),
+        "{text}"
+    );
+    assert!(text.contains("ACPI power-button event"), "{text}");
+    let vm = vm_named(&sim, "guest-deaf").await;
+    assert_eq!(vm["status"], "running", "{vm}");
+    assert_eq!(vm["pending"]["cores"], "2", "{vm}");
+
+    ws.write_main_tf(&one_vm("guest-deaf", &format!("{more}  started = false\n")));
+    ws.apply().await.success();
+    let vm = vm_named(&sim, "guest-deaf").await;
+    assert_eq!(vm["status"], "stopped", "{vm}");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert!(sim.our_vms().await.is_empty());
+}
+
 /// A template made from a hardened VM after its first boot keeps its disable marker
 /// (`/etc/cloud/cloud-init.disabled`) and its cache: its clones never run cloud-init, never
 /// read their seed, and none of the user-data runs. `cloud-init-generator` says so at once
