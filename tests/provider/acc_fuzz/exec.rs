@@ -535,6 +535,10 @@ async fn fault(world: &mut World, kind: FaultKind) -> Outcome {
                 "seconds": f64::from(tenths) / 10.0}]})
         }
         FaultKind::TaskFail(task) => json!({"task_failures": [{"task_type": task, "nth": 1}]}),
+        FaultKind::DeafGuests => json!({
+            "agent_blocked_commands": [{"vm_name_regex": ".", "commands": ["guest-shutdown"]}],
+            "acpi_ignored": ["."],
+        }),
     };
     world.client.set_faults(faults).await;
     Outcome::new(None, Expect::MayFail)

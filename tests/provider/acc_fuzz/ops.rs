@@ -164,6 +164,9 @@ pub enum FaultKind {
     HeldLock(usize, usize, u8),
     /// The first `qmstart` or `qmclone` task fails.
     TaskFail(&'static str),
+    /// Every guest refuses a clean shutdown: its qemu-ga blocks `guest-shutdown`, and
+    /// without an agent answering it ignores ACPI (a reboot fails, a forced stop stops).
+    DeafGuests,
 }
 
 /// What an operator does by hand through the PVE API.
@@ -525,11 +528,12 @@ fn fault(g: &mut Gen) -> FaultKind {
     ];
     let endpoint = endpoints[g.rng.usize(0..endpoints.len())];
     let count = g.rng.u8(1..4);
-    match g.rng.u8(0..5) {
+    match g.rng.u8(0..6) {
         0 => FaultKind::Http5xx(endpoint, [500, 503][g.rng.usize(0..2)], count),
         1 => FaultKind::Reset(endpoint, count),
         2 => FaultKind::LostAnswer(endpoint, count),
         3 => FaultKind::HeldLock(g.state(), g.slot(), g.rng.u8(5..30)),
+        4 => FaultKind::DeafGuests,
         _ => FaultKind::TaskFail(["qmstart", "qmclone"][g.rng.usize(0..2)]),
     }
 }

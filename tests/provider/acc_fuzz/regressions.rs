@@ -675,3 +675,21 @@ async fn fuzz_seed_22036_i1() {
     )
     .await;
 }
+
+/// Guests that refuse a clean shutdown for one step (qemu-ga blocking `guest-shutdown`,
+/// ACPI ignored): the apply that reboots for a pending change fails and harms nothing, a
+/// stop the provider asks for still stops, and the next steps converge once the guests
+/// shut down again.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_guests_refusing_their_shutdown() {
+    regression(
+        "fuzz_guests_refusing_their_shutdown",
+        vec![
+            Apply(0, vec![Reboot(0, true), Reboot(1, true)], Plain),
+            Fault(DeafGuests),
+            Apply(0, vec![Cores(0, 2), Started(1, false)], Plain),
+            Apply(0, vec![Started(1, true)], Plain),
+        ],
+    )
+    .await;
+}
