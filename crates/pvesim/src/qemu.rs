@@ -21,13 +21,16 @@ pub use resize::resize;
 pub use template::template;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::api::{load_vm, require, subdirs};
 use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::shared::Shared;
-use crate::tasks::{TaskLocks, TaskLog, start_locked_task};
+use crate::tasks::{
+    TaskBody, TaskLocks, TaskLog, TaskPrologue, start_locked_task, start_task_with_prologue,
+};
 use crate::world::{Net, World, vm_status_json};
 
 fn upid_reply(upid: String) -> ApiResult {
@@ -43,20 +46,35 @@ fn start_vm_task(
     task_type: &str,
     body: impl FnOnce(&mut World, &mut TaskLog) -> Result<(), String> + Send + 'static,
 ) -> String {
+    start_vm_task_after(shared, world, call, task_type, None, body)
+}
+
+/// As [`start_vm_task`], the worker first waiting `wait` once it holds the lock (PVE's wait
+/// for a guest that ignores a shutdown), before its run time and its end.
+fn start_vm_task_after(
+    shared: &Arc<Shared>,
+    world: &mut World,
+    call: &Call,
+    task_type: &str,
+    wait: Option<Duration>,
+    body: impl FnOnce(&mut World, &mut TaskLog) -> Result<(), String> + Send + 'static,
+) -> String {
     let vmid = call.vmid();
-    start_locked_task(
-        shared,
-        world,
-        call.node(),
-        task_type,
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        Box::new(move |world, log, injected| match injected {
-            Some(failure) => Err(failure),
-            None => body(world, log),
-        }),
-    )
+    let (node, id, user) = (call.node(), vmid.to_string(), call.token_user());
+    let locks = TaskLocks::exclusive(vmid);
+    let body: TaskBody = Box::new(move |world, log, injected| match injected {
+        Some(failure) => Err(failure),
+        None => body(world, log),
+    });
+    match wait {
+        None => start_locked_task(shared, world, node, task_type, &id, &user, locks, body),
+        Some(wait) => {
+            let waiting: (Duration, TaskPrologue) = (wait, Box::new(|_, _, _| Ok(())));
+            start_task_with_prologue(
+                shared, world, node, task_type, &id, &user, locks, waiting, body,
+            )
+        }
+    }
 }
 
 pub fn list(world: &World, call: &Call) -> ApiResult {

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{start_vm_task, upid_reply};
+use super::{start_vm_task_after, upid_reply};
 use crate::agent::blocked_command;
 use crate::api::{check_lock, require, subdirs, vm_on_node};
 use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::ha_request::{Request, intercept};
 use crate::shared::Shared;
-use crate::tasks::{TaskLocks, TaskLog, start_task_with_prologue};
+use crate::tasks::TaskLog;
 use crate::world::{Drive, World, agent_enabled, is_drive_key, vm_status_json};
 
 pub fn status_index(world: &World, call: &Call) -> ApiResult {
@@ -40,14 +40,7 @@ fn power_task(
     task_type: &str,
     body: impl FnOnce(&mut World, &mut TaskLog, u32) -> Result<(), String> + Send + 'static,
 ) -> ApiResult {
-    let vmid = call.vmid();
-    let upid = start_vm_task(shared, world, call, task_type, move |world, log| {
-        if !world.vms.contains_key(&vmid) {
-            return Err(format!("VM {vmid} does not exist"));
-        }
-        body(world, log, vmid)
-    });
-    upid_reply(upid)
+    power_task_after(shared, world, call, task_type, None, body)
 }
 
 /// As [`power_task`], the worker waiting `wait` (for a guest that ignores it) before its
@@ -60,29 +53,13 @@ fn power_task_after(
     wait: Option<Duration>,
     body: impl FnOnce(&mut World, &mut TaskLog, u32) -> Result<(), String> + Send + 'static,
 ) -> ApiResult {
-    let Some(wait) = wait else {
-        return power_task(shared, world, call, task_type, body);
-    };
     let vmid = call.vmid();
-    let upid = start_task_with_prologue(
-        shared,
-        world,
-        call.node(),
-        task_type,
-        &vmid.to_string(),
-        &call.token_user(),
-        TaskLocks::exclusive(vmid),
-        (wait, Box::new(|_, _, _| Ok(()))),
-        Box::new(move |world, log, injected| {
-            if let Some(failure) = injected {
-                return Err(failure);
-            }
-            if !world.vms.contains_key(&vmid) {
-                return Err(format!("VM {vmid} does not exist"));
-            }
-            body(world, log, vmid)
-        }),
-    );
+    let upid = start_vm_task_after(shared, world, call, task_type, wait, move |world, log| {
+        if !world.vms.contains_key(&vmid) {
+            return Err(format!("VM {vmid} does not exist"));
+        }
+        body(world, log, vmid)
+    });
     upid_reply(upid)
 }
 
