@@ -6,7 +6,6 @@ use tfplugin::{ApplyResponse, Context, Diagnostic, Value};
 use super::super::attr;
 use super::super::lifecycle::{self, StepError};
 use super::super::model::{self, Desired, Private};
-
 use super::{UpdatedVm, bounded, expected_of, step_diagnostic};
 use crate::context::Configured;
 

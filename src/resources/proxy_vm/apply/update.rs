@@ -128,11 +128,10 @@ async fn node_now(configured: &Configured, prior: &Value, vmid: u32) -> Result<S
 }
 
 /// Whether the update has work on the VM: an attribute written in place or the power state
-/// changed, or a change
-/// PVE holds until the next boot is applied by the reboot this apply allows, even when no
-/// attribute changes with it (reboot_if_needed set after a pending change): the state then
-/// shows the running values, and without the reboot the result would differ from the plan
-/// (#26).
+/// changed, or a change PVE holds until the next boot is applied by the reboot this apply
+/// allows, even when no attribute changes with it (reboot_if_needed set after a pending
+/// change): the state then shows the running values, and without the reboot the result
+/// would differ from the plan (#26).
 fn touches_vm(desired: &Desired, private: &Private, changed: &[String]) -> bool {
     let reboot_for_pending = desired.reboot_if_needed
         && desired.started

@@ -146,6 +146,8 @@ fn powerdown_failure(error: &StepError) -> Option<&str> {
     exit.starts_with("VM quit/powerdown failed").then_some(exit)
 }
 
+/// What a reboot the guest did not shut down for means, by what the guest did with the
+/// request, and what the user can do.
 fn refused_reboot_text(vmid: u32, exit: &str) -> String {
     let how = if exit.ends_with("got timeout") {
         "ignored it until the timeout (an ACPI power-button event, sent when no guest agent \

@@ -339,7 +339,6 @@ pub async fn first_verdict(
 /// own reads: a refresh judges cloud-init's `result.json` alone (it cannot know the
 /// instance-id without the write-only inputs), so a VM whose template carries an earlier
 /// VM's cache fails here, keeping its seed, instead of losing it unnoticed.
-#[allow(clippy::too_many_arguments)]
 pub async fn detach(
     configured: &Configured,
     (node, vmid): (&str, u32),
