@@ -461,13 +461,7 @@ async fn a_vm_an_interrupted_destroy_marked_is_kept_stopped_as_configured() {
     ws.apply().await.success();
     let (vmid, _) = tracked(&ws, "halted-0").await;
     // The destroy was killed after it marked the VM, before it stopped it.
-    let mark = description(&sim, vmid).await;
-    set_description(
-        &sim,
-        vmid,
-        &mark.replace("proxyvm-phase: done", "proxyvm-phase: deleting"),
-    )
-    .await;
+    mark_deleting(&sim, vmid).await;
 
     ws.write_main_tf(&config(
         "",
@@ -512,13 +506,7 @@ async fn a_stopped_vm_an_interrupted_destroy_marked_is_marked_finished_by_the_ne
     ws.apply().await.success();
     let (vmid, _) = tracked(&ws, "idle-0").await;
     // The destroy was killed after it marked the VM (a stopped VM has nothing to stop).
-    let mark = description(&sim, vmid).await;
-    set_description(
-        &sim,
-        vmid,
-        &mark.replace("proxyvm-phase: done", "proxyvm-phase: deleting"),
-    )
-    .await;
+    mark_deleting(&sim, vmid).await;
 
     let out = ws.apply().await.success();
     let text = flat(&out.all_text());
@@ -537,4 +525,11 @@ async fn a_stopped_vm_an_interrupted_destroy_marked_is_marked_finished_by_the_ne
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
     assert!(sim.our_vms().await.is_empty());
+}
+
+/// The mark a destroy writes first (`deleting`), as a destroy killed right after it leaves.
+async fn mark_deleting(sim: &SimClient, vmid: u32) {
+    let mark = description(sim, vmid).await;
+    let deleting = mark.replace("proxyvm-phase: done", "proxyvm-phase: deleting");
+    set_description(sim, vmid, &deleting).await;
 }
