@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use crate::api::{load_vm, require, subdirs};
 use crate::call::{ApiError, ApiResult, Call, Reply};
@@ -38,11 +39,7 @@ pub fn assert_agent_available(world: &World, vm: &Vm, call: &Call) -> Result<(),
     if !vm.running {
         return Err(ApiError::die(format!("VM {} is not running", vm.vmid)));
     }
-    // `qga_check_running` pings: a blocked `guest-ping` fails it like a silent agent.
-    let answers_at = match !vm.paused && blocked_command(world, vm, "guest-ping").is_none() {
-        true => vm.agent.as_ref().map(|a| a.ready_at),
-        false => None,
-    };
+    let answers_at = pings_from(world, vm);
     if answers_at.is_some_and(|at| call.now >= at) {
         return Ok(());
     }
@@ -55,6 +52,16 @@ pub fn assert_agent_available(world: &World, vm: &Vm, call: &Call) -> Result<(),
         Some(at) => Err(silent.pending_until(at)),
         None => Err(silent),
     }
+}
+
+/// From when the guest's agent answers `qga_check_running`'s ping: `None` for a paused VM,
+/// a guest without an agent, or one whose qemu-ga blocks `guest-ping` (failing the ping like
+/// a silent agent).
+pub fn pings_from(world: &World, vm: &Vm) -> Option<Instant> {
+    if vm.paused || blocked_command(world, vm, "guest-ping").is_some() {
+        return None;
+    }
+    vm.agent.as_ref().map(|agent| agent.ready_at)
 }
 
 /// qemu-ga's answer to a command its allow/block list disabled (`qapi/qmp-dispatch.c`

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{start_vm_task_after, upid_reply};
-use crate::agent::blocked_command;
+use crate::agent::{blocked_command, pings_from};
 use crate::api::{check_lock, require, subdirs, vm_on_node};
 use crate::call::{ApiError, ApiResult, Call, Reply};
 use crate::ha_request::{Request, intercept};
@@ -285,11 +285,7 @@ impl Asked {
             return Asked::Heeded;
         }
         let agent_on = vm.config.get("agent").is_some_and(|v| agent_enabled(v));
-        let pings = vm
-            .agent
-            .as_ref()
-            .is_some_and(|agent| Instant::now() >= agent.ready_at)
-            && blocked_command(world, vm, "guest-ping").is_none();
+        let pings = pings_from(world, vm).is_some_and(|at| Instant::now() >= at);
         if agent_on && pings {
             return match blocked_command(world, vm, "guest-shutdown") {
                 Some(_) => Asked::AgentRefused,
