@@ -754,3 +754,137 @@ async fn a_vm_moved_twice_during_the_refresh_is_followed_not_lost() {
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
 }
+
+/// A create killed after it made its VM an HA resource, whose resource then leaves the
+/// configuration: the next full destroy removes that VM even when HA moves it after the
+/// destroy listed the cluster. The sweep found the VM through the process's listing and
+/// read it on the listed node; a VM no longer there was skipped as "not ours", and the
+/// destroy left it running. Deterministic: pve-sim holds the sweep's first read of the VM
+/// while the rebalancer moves it, then lets the read go on to the old node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_create_moved_by_ha_during_the_destroy_is_still_removed() {
+    let test = "a_killed_create_moved_by_ha_during_the_destroy_is_still_removed";
+    if !simulator_only(test, "pve-sim's request hold and rebalancer") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(shared_world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let kept = "resource \"proxmox_proxy_vm\" \"kept\" {\n  name     = \"swept-kept\"\n  \
+        template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  wait_for = \"none\"\n}\n";
+    let dropped = "resource \"proxmox_proxy_vm\" \"dropped\" {\n  name     = \"swept-ha\"\n  \
+        template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  wait_for = \"none\"\n  \
+        ha = {\n    max_restart = 2\n  }\n}\n";
+    let config = |body: &str| {
+        format!(
+            "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}{body}",
+            Workspace::preamble()
+        )
+    };
+    ws.init_with(&config(kept)).await;
+    ws.apply().await.success();
+
+    // Killed once its VM is an HA resource, before the create finished.
+    ws.write_main_tf(&config(&format!("{kept}{dropped}")));
+    sim.hold_answer_counting(1, "POST /cluster/ha/resources")
+        .await;
+    let mut apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
+    assert!(
+        sim.until_held(|| apply.exited()).await,
+        "the create made its VM an HA resource"
+    );
+    apply.kill_group();
+    sim.release_hold().await;
+    let orphan = vmid(&the_vm(&sim, "swept-ha").await);
+    let sid = format!("vm:{orphan}");
+    until_crm_state(&sim, &sid, "started").await;
+    let description = the_vm(&sim, "swept-ha").await["config"]["description"].clone();
+    assert!(
+        description
+            .as_str()
+            .is_some_and(|d| d.contains("proxyvm-phase: creating")),
+        "{description}"
+    );
+
+    // The destroy's sweep reads the VM where its listing put it; HA moves it first.
+    ws.write_main_tf(&config(kept));
+    sim.hold_counting(1, &format!("GET /nodes/pve1/qemu/{orphan}/config"))
+        .await;
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let destroyed = async {
+        let out = ws.destroy().await;
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let move_it = async {
+        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(sim.until_held(gone).await, "the sweep read the VM on pve1");
+        admin.ha_rebalance(&sid, "pve2").await.expect("a rebalance");
+        until(&sim, "the rebalancer moved the VM", |state| {
+            let vm = vms_named(state, "swept-ha")[0];
+            vm["node"] == "pve2" && vm["status"] == "running"
+        })
+        .await;
+        sim.resume_hold().await;
+    };
+    let (out, ()) = tokio::join!(destroyed, move_it);
+    let text = flat(&out.success().all_text());
+    assert!(
+        text.contains(&format!("VM {orphan} (`swept-ha`) on pve2")),
+        "{text}"
+    );
+    assert_nothing_left(&sim, "swept-").await;
+}
+
+/// An update follows a VM that HA moved after the apply listed the cluster: the apply keeps
+/// one listing for all its resources, so a VM may move after it (the rebalancer, an
+/// operator's migration during a long apply). The update read the VM on the listed node,
+/// missed it there, and failed saying the VM was "no longer this state's". Deterministic:
+/// pve-sim holds the update's first read of the VM while the rebalancer moves it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_follows_a_vm_moved_after_the_apply_listed_it() {
+    let test = "an_update_follows_a_vm_moved_after_the_apply_listed_it";
+    if !simulator_only(test, "pve-sim's request hold and rebalancer") {
+        return;
+    }
+    let with_ha = "  ha = {\n    max_restart = 2\n  }\n";
+    let (_sim_handle, admin, sim, ws, id, sid) = one_ha_vm("follow", with_ha).await;
+    // A change that takes a reboot: the steps after the move run where the VM went.
+    let change = format!("  cores = 2\n  reboot_if_needed = true\n{with_ha}");
+    ws.write_main_tf(&shared_fleet("follow", 1, &change));
+    ws.terraform(&["plan", "-input=false", "-out=tfplan"])
+        .await
+        .success();
+    sim.hold_counting(1, &format!("GET /nodes/pve1/qemu/{id}/config"))
+        .await;
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let applied = async {
+        let out = ws.terraform(&["apply", "-input=false", "tfplan"]).await;
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let move_it = async {
+        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(sim.until_held(gone).await, "the update read the VM on pve1");
+        admin.ha_rebalance(&sid, "pve2").await.expect("a rebalance");
+        until(&sim, "the rebalancer moved the VM", |state| {
+            let vm = vms_named(state, "follow-0")[0];
+            vm["node"] == "pve2" && vm["status"] == "running"
+        })
+        .await;
+        sim.resume_hold().await;
+    };
+    let (out, ()) = tokio::join!(applied, move_it);
+    let out = out.success();
+    let vm = the_vm(&sim, "follow-0").await;
+    assert_eq!(vm["node"], "pve2", "{vm}\n{}", out.all_text());
+    assert_eq!(vm["config"]["cores"], "2", "{vm}");
+    assert_eq!(vm["pending"], serde_json::json!({}), "{vm}");
+    let state = ws.state().await;
+    let values = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(values["current_node"], "pve2", "{values}");
+    assert_eq!(values["cores"], 2, "{values}");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+}

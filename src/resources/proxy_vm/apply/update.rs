@@ -65,6 +65,8 @@ pub(in super::super) async fn update(
     }
     let changed = plan::changed_attributes(prior, planned);
     let mut interfaces = None;
+    // Where the changes found the VM: it may have moved since the apply listed the cluster.
+    let mut node_now = None;
     if touches_vm(&desired, &private, &changed) {
         match write_changes(ctx, configured, vm, &desired, &changed).await {
             Ok(updated) => {
@@ -72,6 +74,7 @@ pub(in super::super) async fn update(
                     response.diagnostics.push(warning);
                 }
                 interfaces = updated.interfaces;
+                node_now = Some(updated.node);
             }
             Err(error) => {
                 response
@@ -84,7 +87,9 @@ pub(in super::super) async fn update(
     let mut private = private.clone();
     let verdict = first_boot_verdict(ctx, configured, vm, &desired, planned).await;
     let verdict = record_verdict(verdict, &desired, &mut private, &mut response);
+    let node = node_now.unwrap_or_else(|| node.clone());
     let vm = UpdatedVm {
+        node: &node,
         private: &private,
         ..vm
     };

@@ -13,10 +13,11 @@
 use tokio::time::Instant;
 
 use super::delete::{Doomed, RecordedSeed, delete, delete_holding_name};
-use super::error::{Step, StepError};
+use super::error::{Step, StepError, unworkable};
 use super::expected::{Expected, ExpectedToken};
 use super::operation::Operation;
-use super::owned::{OwnedVm, tolerate_gone};
+use super::owned::{OwnedVm, Seen, tolerate_gone};
+use super::whereabouts::{MOVES_FOLLOWED, moved_from};
 use crate::context::Configured;
 use crate::ownership::Phase;
 
@@ -102,37 +103,10 @@ impl KilledCreate<'_> {
     /// asked), with every seed its token uploaded on the VM's node; `None` when there is
     /// nothing of it to remove.
     pub async fn remove(&self, configured: &Configured, deadline: Instant) -> Step<Option<String>> {
-        let node = match &self.node {
-            Some(node) => node.clone(),
-            None => {
-                let listing = configured.runtime.vm_listing(&configured.client).await?;
-                let listed = listing.iter().find(|vm| vm.vmid == self.vmid);
-                match listed {
-                    Some(vm) => vm.node.clone(),
-                    None => return Ok(None),
-                }
-            }
+        let Some((node, seen)) = self.read_where_it_is(configured, deadline).await? else {
+            return Ok(None);
         };
-        let expected = Expected {
-            name: Some(self.name),
-            fleet: self.fleet,
-            token: ExpectedToken::Is {
-                token: self.token,
-                proof: None,
-            },
-        };
-        let vm = OwnedVm::new(
-            Operation::new(&configured.client, deadline),
-            &node,
-            self.vmid,
-            expected,
-        );
-        let seen = match vm.read().await {
-            Ok(seen) => seen,
-            // Another create claimed it, or it is gone: not this journal's to remove.
-            Err(StepError::NotOurs { .. }) => return Ok(None),
-            Err(error) => return Err(error),
-        };
+        let expected = self.expected();
         let journal = &configured.journal;
         let removable = match seen.mark.phase {
             Phase::Creating => true,
@@ -184,6 +158,58 @@ impl KilledCreate<'_> {
              of the configuration resumed it: it was destroyed with the seeds it had uploaded.",
             self.vmid, self.name
         )))
+    }
+
+    fn expected(&self) -> Expected<'_> {
+        Expected {
+            name: Some(self.name),
+            fleet: self.fleet,
+            token: ExpectedToken::Is {
+                token: self.token,
+                proof: None,
+            },
+        }
+    }
+
+    /// The VM read where it is now and found this create's; `None` when it is gone or
+    /// another's. The listing that placed it may be older than its last move (the HA
+    /// manager moves VMs on its own): a VM not found as this create's is looked for in a
+    /// listing made after that read, and read again where that listing puts it.
+    async fn read_where_it_is(
+        &self,
+        configured: &Configured,
+        deadline: Instant,
+    ) -> Step<Option<(String, Seen)>> {
+        let (runtime, client) = (&configured.runtime, &configured.client);
+        let mut node = match &self.node {
+            Some(node) => node.clone(),
+            None => match runtime.listing(client).await?.vm(self.vmid) {
+                Some(listed) => listed.node.clone(),
+                None => return Ok(None),
+            },
+        };
+        for _ in 0..=MOVES_FOLLOWED {
+            let looked = std::time::Instant::now();
+            let op = Operation::new(client, deadline);
+            match OwnedVm::new(op, &node, self.vmid, self.expected())
+                .read()
+                .await
+            {
+                Ok(seen) => return Ok(Some((node, seen))),
+                // Another create claimed it, it is gone, or it moved: a newer listing says.
+                Err(StepError::NotOurs { .. }) => {}
+                Err(error) => return Err(error),
+            }
+            match moved_from(configured, self.vmid, &node, looked).await? {
+                Some(now) => node = now,
+                None => return Ok(None),
+            }
+        }
+        unworkable(format!(
+            "VM {} (`{}`) moved between nodes {MOVES_FOLLOWED} times while this destroy looked \
+             for it, and was never where the cluster listed it; the next destroy removes it",
+            self.vmid, self.name
+        ))
     }
 }
 

@@ -7,14 +7,10 @@ use super::super::model::Observed;
 use super::error::{Step, unworkable};
 use super::expected::Expected;
 use super::observe::observe_known;
+use super::whereabouts::MOVES_FOLLOWED;
 use crate::context::Configured;
 use crate::ownership::Mark;
 use crate::runtime::GONE_LISTING_AGE;
-
-/// How many moves a read follows: a VM missed where each fresh listing put it this often is
-/// still moving (or the listing and the node disagree), and the read fails rather than
-/// call a listed VM gone.
-const MOVES_FOLLOWED: usize = 3;
 
 /// What a read finds at a VMID.
 #[derive(Debug)]

@@ -8,18 +8,21 @@ use tokio::time::Instant;
 use super::super::model::Desired;
 use super::configure::write_config;
 use super::disk::grow_disk;
-use super::error::Step;
+use super::error::{Step, StepError, unworkable};
 use super::expected::Expected;
 use super::ha::ensure as ensure_ha;
 use super::operation::Operation;
 use super::owned::OwnedVm;
 use super::power::{ensure_power, reboot};
 use super::ready::wait_for_address;
+use super::whereabouts::{MOVES_FOLLOWED, moved_from};
 use crate::context::Configured;
 
 /// What an update did that the caller reports.
 #[derive(Debug, Default)]
 pub struct Updated {
+    /// Where the VM is: the node the update was given, or where it followed the VM to.
+    pub node: String,
     /// Config keys PVE holds until the next boot (left pending: no reboot was allowed).
     pub pending: Vec<String>,
     /// The VM was (re)started and its agent already reported these interfaces.
@@ -29,7 +32,56 @@ pub struct Updated {
 /// In-place changes: config, disk growth, power, and the reboot that applies pending
 /// changes when the user allows it. A VM that had to be started or rebooted is waited on
 /// like a created one, so its address is known when the apply ends.
+///
+/// The node comes from a listing the whole apply shares, so the VM may have moved since (the
+/// HA manager's rebalancer, an operator's migration): a VM missed where it was looked for is
+/// followed to where a newer listing puts it, and the update decided again there. Every step
+/// decides from what it reads, so what the first attempt did is not done twice.
 pub async fn update(
+    configured: &Configured,
+    node: &str,
+    vmid: u32,
+    expected: Expected<'_>,
+    desired: &Desired,
+    disk_changed: bool,
+    deadline: Instant,
+) -> Step<Updated> {
+    let mut node = node.to_owned();
+    let mut moves = 0;
+    loop {
+        let attempt = update_on(
+            configured,
+            &node,
+            vmid,
+            expected,
+            desired,
+            disk_changed,
+            deadline,
+        );
+        match attempt.await {
+            Err(error @ StepError::NotOurs { .. }) => {
+                // The attempt ran long: only a listing made after its miss can say where to.
+                let missed = std::time::Instant::now();
+                let Some(now) = moved_from(configured, vmid, &node, missed).await? else {
+                    return Err(error);
+                };
+                if moves == MOVES_FOLLOWED {
+                    return unworkable(format!(
+                        "VM {vmid} moved between nodes {moves} times while this update worked \
+                         on it (it is now on {now}); run apply again once it settles"
+                    ));
+                }
+                moves += 1;
+                tracing::info!(vmid, from = %node, to = %now, "the VM moved: following it");
+                node = now;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// One attempt at the update, on the VM as found on `node`.
+async fn update_on(
     configured: &Configured,
     node: &str,
     vmid: u32,
@@ -54,7 +106,10 @@ pub async fn update(
     }
     // Before the power steps: a state the HA manager keeps must not undo them.
     ensure_ha(&vm, desired, false).await?;
-    let mut updated = Updated::default();
+    let mut updated = Updated {
+        node: node.to_owned(),
+        ..Updated::default()
+    };
     let qemu = vm.qemu();
     let was_running = vm.op().retry(|| qemu.status()).await?.is_running();
     let mut rebooted = false;

@@ -2,8 +2,14 @@
 //! drained for maintenance, the HA manager recovering it from a failed node): an update acts
 //! on the node the cluster lists it on, never on the state's last-known node.
 
+use std::time::Instant;
+
 use super::error::Step;
 use crate::context::Configured;
+
+/// How many moves between nodes one look for a VM follows: a VM still not where each newer
+/// listing put it keeps moving (or the listing and the node disagree), and the look stops.
+pub(super) const MOVES_FOLLOWED: usize = 3;
 
 /// The node the cluster listing (fetched once per provider process, as delete's) shows VM
 /// `vmid` on, else `last_known` (a VM not listed is looked for there, and its absence
@@ -21,4 +27,23 @@ pub async fn node_now(configured: &Configured, vmid: u32, last_known: &str) -> S
         }
         _ => last_known.to_owned(),
     })
+}
+
+/// Where VM `vmid` went, missed on `node` by a look made at `looked`: the node a listing made
+/// after that look puts it on, when that is another node; `None` when it is still listed
+/// there or not at all. Misses at one moment share one new listing.
+pub(super) async fn moved_from(
+    configured: &Configured,
+    vmid: u32,
+    node: &str,
+    looked: Instant,
+) -> Step<Option<String>> {
+    let listing = configured
+        .runtime
+        .listing_since(&configured.client, looked)
+        .await?;
+    Ok(listing
+        .vm(vmid)
+        .filter(|listed| listed.node != node)
+        .map(|listed| listed.node.clone()))
 }
