@@ -431,31 +431,33 @@ async fn a_create_killed_after_it_finished_is_resumed_without_import() {
     }
 }
 
-/// Runs `terraform apply` slowed down (every PVE request 300 ms late) and kills it once the
-/// clone of `name` has ended, long before its create does; returns the VMID, whose mark says
-/// the create is unfinished.
+/// Runs `terraform apply` and kills it at the first seed upload of the apply, which comes
+/// after the clone of `name` ended, long before its create does: pve-sim holds that request,
+/// so what the apply did is the same however loaded the machine is. Returns the VMID,
+/// whose mark says the create is unfinished.
 async fn kill_apply_once_cloned(sim: &SimClient, ws: &Workspace, name: &str) -> u64 {
-    sim.set_faults(serde_json::json!({"latency_ms": 300})).await;
-    let apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (vmid, phase) = loop {
-        let state = sim.state().await;
-        let cloned = state["vms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|vm| vm["config"]["name"] == name && vm["lock"].is_null());
-        if let Some(vm) = cloned {
-            let description = vm["config"]["description"].as_str().unwrap_or_default();
-            break (vm["vmid"].as_u64().unwrap(), description.to_owned());
-        }
-        assert!(Instant::now() < deadline, "the clone never ended");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    sim.hold_counting(1, "/upload").await;
+    let mut apply = ws.spawn_terraform(&["apply", "-auto-approve", "-input=false"]);
+    assert!(
+        sim.until_held(|| apply.exited()).await,
+        "the create of {name} reached its seed's upload"
+    );
     apply.kill_group();
-    sim.set_faults(serde_json::json!({})).await;
+    sim.release_hold().await;
+    let state = sim.state().await;
+    let cloned: Vec<&Value> = state["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|vm| vm["config"]["name"] == name)
+        .collect();
+    assert_eq!(cloned.len(), 1, "{state}");
+    assert!(cloned[0]["lock"].is_null(), "the clone ended: {state}");
+    let phase = cloned[0]["config"]["description"]
+        .as_str()
+        .unwrap_or_default();
     assert!(phase.contains("proxyvm-phase: creating"), "{phase}");
-    vmid
+    cloned[0]["vmid"].as_u64().unwrap()
 }
 
 /// A killed create resumed by the next apply, whose resumed create then fails: the tainted
