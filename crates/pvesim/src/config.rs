@@ -33,6 +33,9 @@ pub struct SimConfig {
     /// datacenter.cfg `next-id`: lower (inclusive) and upper (exclusive) bounds.
     pub next_id_lower: u32,
     pub next_id_upper: u32,
+    /// datacenter.cfg `crs: ha-rebalance-on-start=1`: the HA manager chooses the node a
+    /// service starts on whenever it goes from stopped to started (README "HA").
+    pub ha_rebalance_on_start: bool,
     /// What requests, locks and clones cost, as on a real node; `None` (the default) = every
     /// request is served at once.
     pub cost_profile: Option<CostProfile>,
@@ -59,6 +62,7 @@ struct SimConfigFile {
     mac_prefix: String,
     next_id_lower: u32,
     next_id_upper: u32,
+    ha_rebalance_on_start: bool,
     cost_profile: Option<CostProfile>,
 }
 
@@ -115,6 +119,7 @@ impl Default for SimConfigFile {
             mac_prefix: defaults.mac_prefix,
             next_id_lower: defaults.next_id_lower,
             next_id_upper: defaults.next_id_upper,
+            ha_rebalance_on_start: defaults.ha_rebalance_on_start,
             cost_profile: defaults.cost_profile,
         }
     }
@@ -147,6 +152,7 @@ impl From<SimConfigFile> for SimConfig {
             mac_prefix: file.mac_prefix,
             next_id_lower: file.next_id_lower,
             next_id_upper: file.next_id_upper,
+            ha_rebalance_on_start: file.ha_rebalance_on_start,
             guest_profiles,
             cost_profile: file.cost_profile,
         }
@@ -170,6 +176,7 @@ impl std::fmt::Debug for SimConfig {
             .field("privileges", &self.privileges)
             .field("timings", &self.timings)
             .field("faults", &self.faults)
+            .field("ha_rebalance_on_start", &self.ha_rebalance_on_start)
             .field("guest_profiles", &self.guest_profiles)
             .field("cost_profile", &self.cost_profile)
             .finish_non_exhaustive()
@@ -594,6 +601,7 @@ impl Default for SimConfig {
             mac_prefix: "BC:24:11".into(),
             next_id_lower: 100,
             next_id_upper: 1_000_000,
+            ha_rebalance_on_start: false,
             guest_profiles: BTreeMap::new(),
             cost_profile: None,
         }

@@ -232,7 +232,8 @@ fn step(shared: &Arc<Shared>, world: &mut World, compiled: &Compiled, sid: &str)
         node_down_step(world, compiled, sid, &service, &resource);
     } else {
         match service.state.as_str() {
-            "request_start" => set_state(world, sid, "started"),
+            "request_start" => request_start_step(world, compiled, sid, &service),
+            "request_start_balance" => balance_step(&lrm, world, sid, &service, &resource),
             "started" => started_step(&lrm, world, compiled, sid, &service, &resource),
             "request_stop" => stop_step(&lrm, world, sid, &service),
             "stopped" => stopped_step(&lrm, world, sid, &service, &resource),
@@ -484,6 +485,47 @@ fn stopped_step(lrm: &Lrm, world: &mut World, sid: &str, service: &Service, reso
         let upid = lrm_stop(lrm, world, None);
         watch(lrm.shared, world, sid, upid, Action::Enforce);
     }
+}
+
+/// `next_state_request_start`: with `ha-rebalance-on-start`, the start goes to the node
+/// `select_service_node` scores best (`best-score`, the rules applied); another node than
+/// the current one makes the service `request_start_balance` with that target.
+fn request_start_step(world: &mut World, compiled: &Compiled, sid: &str, service: &Service) {
+    if world.ha.rebalance_on_start {
+        let selected = select_node(world, compiled, sid, Preference::BestScore)
+            .unwrap_or_else(|| service.node.clone());
+        let which = if selected == service.node {
+            "current"
+        } else {
+            "new"
+        };
+        world.ha.log(format!(
+            "service {sid}: re-balance selected {which} node {selected} for startup"
+        ));
+        if selected != service.node {
+            set_moving(world, sid, "request_start_balance", &selected);
+            return;
+        }
+    }
+    set_state(world, sid, "started");
+}
+
+/// The LRM's `request_start_balance` (`LRM.pm` `exec_resource_agent`) and the CRM's reading
+/// of it (`next_state_request_start_balance`): a VM already running stays where it is
+/// (`IGNORED`); a stopped one is relocated to the target like `relocate`, and starts there,
+/// or where it is when the move fails.
+fn balance_step(lrm: &Lrm, world: &mut World, sid: &str, service: &Service, resource: &HaResource) {
+    if world.vms[&lrm.vmid].running {
+        world.ha.log(format!(
+            "ignoring rebalance-on-start for service {sid} - already running"
+        ));
+        world.ha.log(format!(
+            "service '{sid}' - rebalance-on-start request ignored - service already running"
+        ));
+        moved(world, sid, &service.node, resource);
+        return;
+    }
+    migrate_step(lrm, world, sid, service, resource);
 }
 
 fn migrate_step(lrm: &Lrm, world: &mut World, sid: &str, service: &Service, resource: &HaResource) {

@@ -125,6 +125,9 @@ pub struct HaState {
     pub last_round: u64,
     /// The CRM's log (`pve-ha-crm` syslog lines), newest last.
     pub log: Vec<String>,
+    /// datacenter.cfg `crs: ha-rebalance-on-start` (`Manager.pm`
+    /// `rebalance_on_request_start`).
+    pub rebalance_on_start: bool,
 }
 
 impl Default for HaState {
@@ -143,6 +146,7 @@ impl Default for HaState {
             wake: Arc::new(Notify::new()),
             last_round: 0,
             log: Vec::new(),
+            rebalance_on_start: false,
         }
     }
 }

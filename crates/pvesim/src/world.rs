@@ -253,7 +253,10 @@ impl World {
             next_pid: 0x1000,
             boot_time: unix_now(),
             flocks: HashMap::new(),
-            ha: crate::ha_state::HaState::default(),
+            ha: crate::ha_state::HaState {
+                rebalance_on_start: config.ha_rebalance_on_start,
+                ..crate::ha_state::HaState::default()
+            },
             guest_power: crate::guest_power::GuestPowerClock::default(),
             epoch: now,
         };

@@ -379,3 +379,67 @@ async fn a_migrating_service_takes_requests_and_refuses_destroy() {
     poll_service(&h, "vm:201", "started").await;
     h.sim.shutdown().await;
 }
+
+/// datacenter.cfg `crs: ha-rebalance-on-start=1`, as pve-ha-manager 5.2.0 runs it:
+/// `Manager.pm` `next_state_request_start` sends a service going from stopped to started
+/// to the node `select_service_node` scores best (`best-score`), as `request_start_balance`
+/// with that target; `LRM.pm` `exec_resource_agent` relocates a stopped VM there (offline
+/// `migrate_vm`) and answers `IGNORED` for one already running, which
+/// `next_state_request_start_balance` starts where it is; a relocation that fails leaves it
+/// to start where it is too. The package's own test `src/test/test-crs-static-rebalance2`
+/// shows the same: services added started 0 move, services added started 1 stay.
+#[tokio::test]
+async fn rebalance_on_start_sends_a_stopped_service_to_the_best_scored_node() {
+    let mut config = fast_config();
+    config.ha_rebalance_on_start = true;
+    let h = start(config).await;
+    // The world runs guest 100 on pve1 and 101 on pve2: pve3 is the basic scheduler's best.
+    h.clone_template(240, "balanced").await;
+    add_resource(&h, &[("sid", "vm:240")]).await;
+    poll_vm(&h, "pve3", 240, "running").await;
+    let row = poll_service(&h, "vm:240", "started").await;
+    assert_eq!(row["node"], "pve3");
+    let selected = "service vm:240: re-balance selected new node pve3 for startup";
+    assert!(log_has(&h, selected).await, "{:?}", h.admin.ha_log().await);
+    let moves = h
+        .get("/nodes/pve1/tasks?typefilter=qmigrate&source=all")
+        .await
+        .data();
+    assert_eq!(moves[0]["id"], "240", "{moves}");
+    assert_eq!(moves[0]["status"], "OK", "{moves}");
+
+    // pve1 runs two guests now (100 and 242): 241, already running there, is sent away
+    // and stays.
+    h.clone_template(241, "running").await;
+    h.clone_template(242, "busy").await;
+    for vmid in [241, 242] {
+        let path = format!("/nodes/pve1/qemu/{vmid}/status/start");
+        assert_eq!(run_task(&h, &path, &[]).await.1, "OK");
+    }
+    add_resource(&h, &[("sid", "vm:241")]).await;
+    let ignored = "service 'vm:241' - rebalance-on-start request ignored - service already running";
+    let row = poll_service(&h, "vm:241", "started").await;
+    assert_eq!(row["node"], "pve1");
+    let log = h.admin.ha_log().await;
+    assert!(
+        log.iter()
+            .any(|l| l == "ignoring rebalance-on-start for service vm:241 - already running"),
+        "{log:?}"
+    );
+    assert!(log.iter().any(|l| l == ignored), "{log:?}");
+
+    // A seed on node-local storage: PVE refuses the relocation, and it starts on pve1.
+    h.clone_template(243, "seeded").await;
+    let seed = crate::common::seed("seeded", "x");
+    let upload = h.upload("pve1", "proxy-seeds", "seed-243.iso", seed).await;
+    assert_eq!(h.wait_task(upload.data().as_str().unwrap()).await, "OK");
+    let cdrom = [("ide2", "proxy-seeds:iso/seed-243.iso,media=cdrom")];
+    h.put("/nodes/pve1/qemu/243/config", &cdrom).await.data();
+    add_resource(&h, &[("sid", "vm:243")]).await;
+    poll_vm(&h, "pve1", 243, "running").await;
+    let row = poll_service(&h, "vm:243", "started").await;
+    assert_eq!(row["node"], "pve1");
+    let failed = "service 'vm:243' - migration failed (exit code 1)";
+    assert!(log_has(&h, failed).await, "{:?}", h.admin.ha_log().await);
+    h.sim.shutdown().await;
+}
