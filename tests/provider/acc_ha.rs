@@ -888,3 +888,48 @@ async fn an_update_follows_a_vm_moved_after_the_apply_listed_it() {
     ws.assert_plans_empty().await;
     ws.destroy().await.success();
 }
+
+/// A cluster with `crs: ha-rebalance-on-start=1` starts a new HA service on the node its
+/// scheduler scores best, relocating the stopped VM there first (pve-ha-manager
+/// `next_state_request_start`): the create's VM, made HA before its start, starts on
+/// another node than the one it was cloned on. The create follows it there, waits for its
+/// first boot there, and the state records where it runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_follows_its_vm_when_ha_starts_it_on_another_node() {
+    let test = "a_create_follows_its_vm_when_ha_starts_it_on_another_node";
+    if !simulator_only(test, "pve-sim's HA manager with rebalance-on-start") {
+        return;
+    }
+    let mut world = shared_world();
+    world.ha_rebalance_on_start = true;
+    let (sim_handle, target) = start_sim(world).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    // Waits for cloud-init's verdict and detaches the seed, both through the guest.
+    let resource = "resource \"proxmox_proxy_vm\" \"edge\" {\n  name     = \"balanced\"\n  \
+        template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  ha = {\n    max_restart = 2\n  \
+        }\n}\n";
+    let config = format!(
+        "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}{resource}",
+        Workspace::preamble()
+    );
+    ws.init_with(&config).await;
+    let out = ws.apply().await.success();
+    let vm = the_vm(&sim, "balanced").await;
+    let id = vmid(&vm);
+    assert_eq!(vm["node"], "pve3", "{vm}\n{}", out.all_text());
+    assert_eq!(vm["status"], "running", "{vm}");
+    let log = admin.ha_log().await;
+    let selected = format!("service vm:{id}: re-balance selected new node pve3 for startup");
+    assert!(log.contains(&selected), "{log:?}");
+    let state = ws.state().await;
+    let values = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(values["node"], "pve1", "{values}");
+    assert_eq!(values["current_node"], "pve3", "{values}");
+    assert_eq!(values["status"], "running", "{values}");
+    assert_eq!(values["seed_volume"], "", "the seed was detached: {values}");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "balanced").await;
+}

@@ -16,7 +16,6 @@ use super::owned::OwnedVm;
 /// Polls the VM's status until it runs (`running`) or is stopped, within the operation's
 /// deadline.
 pub(super) async fn settle(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
-    let qemu = vm.qemu();
     // The HA manager acts in rounds of about ten seconds on PVE (sub-second in pve-sim).
     let mut polls = Backoff::new(
         Duration::from_millis(100),
@@ -24,7 +23,8 @@ pub(super) async fn settle(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
         vm.deadline(),
     );
     loop {
-        match vm.op().retry(|| qemu.status()).await {
+        let node = vm.node().to_owned();
+        match vm.op().retry(|| vm.qemu().status()).await {
             Ok(status) if status.is_running() == running => return Ok(()),
             Ok(status) => {
                 let ha = status.ha.filter(|ha| ha.managed);
@@ -40,6 +40,9 @@ pub(super) async fn settle(vm: &OwnedVm<'_>, running: bool) -> Step<()> {
                 }
             }
             Err(e) if e.kind() == ErrorKind::NotFound && !running => return Ok(()),
+            // Started on another node (`ha-rebalance-on-start` relocates a stopped VM
+            // first): followed there.
+            Err(e) if e.kind() == ErrorKind::NotFound && vm.followed(&node).await? => {}
             Err(e) => return Err(StepError::from(e)),
         }
     }

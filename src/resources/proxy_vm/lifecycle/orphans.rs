@@ -13,11 +13,10 @@
 use tokio::time::Instant;
 
 use super::delete::{Doomed, RecordedSeed, delete, delete_holding_name};
-use super::error::{Step, StepError, unworkable};
+use super::error::{Step, StepError};
 use super::expected::{Expected, ExpectedToken};
 use super::operation::Operation;
 use super::owned::{OwnedVm, Seen, tolerate_gone};
-use super::whereabouts::{MOVES_FOLLOWED, moved_from};
 use crate::context::Configured;
 use crate::ownership::Phase;
 
@@ -171,45 +170,33 @@ impl KilledCreate<'_> {
         }
     }
 
-    /// The VM read where it is now and found this create's; `None` when it is gone or
-    /// another's. The listing that placed it may be older than its last move (the HA
-    /// manager moves VMs on its own): a VM not found as this create's is looked for in a
-    /// listing made after that read, and read again where that listing puts it.
+    /// The VM read where it is now (the read follows a move since the listing that placed
+    /// it) and found this create's; `None` when it is gone or another's.
     async fn read_where_it_is(
         &self,
         configured: &Configured,
         deadline: Instant,
     ) -> Step<Option<(String, Seen)>> {
         let (runtime, client) = (&configured.runtime, &configured.client);
-        let mut node = match &self.node {
+        let node = match &self.node {
             Some(node) => node.clone(),
             None => match runtime.listing(client).await?.vm(self.vmid) {
                 Some(listed) => listed.node.clone(),
                 None => return Ok(None),
             },
         };
-        for _ in 0..=MOVES_FOLLOWED {
-            let looked = std::time::Instant::now();
-            let op = Operation::new(client, deadline);
-            match OwnedVm::new(op, &node, self.vmid, self.expected())
-                .read()
-                .await
-            {
-                Ok(seen) => return Ok(Some((node, seen))),
-                // Another create claimed it, it is gone, or it moved: a newer listing says.
-                Err(StepError::NotOurs { .. }) => {}
-                Err(error) => return Err(error),
-            }
-            match moved_from(configured, self.vmid, &node, looked).await? {
-                Some(now) => node = now,
-                None => return Ok(None),
-            }
+        let vm = OwnedVm::new(
+            Operation::new(client, deadline),
+            &node,
+            self.vmid,
+            self.expected(),
+        );
+        match vm.read().await {
+            Ok(seen) => Ok(Some((vm.node().to_owned(), seen))),
+            // Another create claimed it, or it is gone: not this journal's to remove.
+            Err(StepError::NotOurs { .. }) => Ok(None),
+            Err(error) => Err(error),
         }
-        unworkable(format!(
-            "VM {} (`{}`) moved between nodes {MOVES_FOLLOWED} times while this destroy looked \
-             for it, and was never where the cluster listed it; the next destroy removes it",
-            self.vmid, self.name
-        ))
     }
 }
 

@@ -13,9 +13,12 @@
 //! same VMID, its mark edited) stops the operation with [`StepError::NotOurs`] before
 //! anything is sent. Power tasks (start, shutdown, stop, reboot) take no digest in PVE: each
 //! needs a [`Proof`] that this operation just found the VM its own, from a read or a
-//! conditional write.
+//! conditional write. A VM that PVE no longer knows on the handle's node is looked for in
+//! the cluster's VM list and followed where it went, since HA and operators move VMs while
+//! an operation works on them ([`OwnedVm::followed`]).
 
 use std::future::Future;
+use std::sync::OnceLock;
 
 use pve::qemu::{ConfigUpdate, DestroyOptions, VmConfig};
 use pve::task_board::TaskState;
@@ -26,6 +29,7 @@ use tokio::time::Instant;
 use super::error::{Step, StepError};
 use super::expected::Expected;
 use super::operation::Operation;
+use super::whereabouts::MOVES_FOLLOWED;
 use crate::ownership::{Mark, Phase};
 
 /// How often a conditional write is re-decided after PVE refused its digest before the
@@ -100,6 +104,10 @@ pub(super) struct Proof(());
 pub(super) struct OwnedVm<'a> {
     op: Operation<'a>,
     node: String,
+    /// Where the VM went since, each move followed in the next slot: the HA manager moves a
+    /// VM on its own (at its start with `ha-rebalance-on-start`, by its rebalancer), and an
+    /// operator may migrate it while an operation works on it.
+    moves: [OnceLock<String>; MOVES_FOLLOWED],
     vmid: u32,
     expected: Expected<'a>,
 }
@@ -110,6 +118,7 @@ impl<'a> OwnedVm<'a> {
         Self {
             op,
             node: node.to_owned(),
+            moves: Default::default(),
             vmid,
             expected,
         }
@@ -119,6 +128,7 @@ impl<'a> OwnedVm<'a> {
     pub(super) fn on_node(self, node: &str) -> Self {
         Self {
             node: node.to_owned(),
+            moves: Default::default(),
             ..self
         }
     }
@@ -127,7 +137,8 @@ impl<'a> OwnedVm<'a> {
     pub(super) fn with_op(&self, op: Operation<'a>) -> Self {
         Self {
             op,
-            node: self.node.clone(),
+            node: self.node().to_owned(),
+            moves: Default::default(),
             ..*self
         }
     }
@@ -136,7 +147,8 @@ impl<'a> OwnedVm<'a> {
     pub(super) fn expecting(&self, expected: Expected<'a>) -> Self {
         Self {
             expected,
-            node: self.node.clone(),
+            node: self.node().to_owned(),
+            moves: Default::default(),
             ..*self
         }
     }
@@ -153,8 +165,39 @@ impl<'a> OwnedVm<'a> {
         self.op.deadline()
     }
 
+    /// Where the VM is: its node at the start, or where a read last followed it to.
     pub(super) fn node(&self) -> &str {
-        &self.node
+        let followed = self.moves.iter().filter_map(OnceLock::get).last();
+        followed.unwrap_or(&self.node)
+    }
+
+    /// Whether the VM, which PVE did not know on `missed_on`, is elsewhere now: then this
+    /// handle follows it there, so every later call goes where it is (one fresh look at the
+    /// cluster's VM list). False when the cluster lists it nowhere else.
+    pub(super) async fn followed(&self, missed_on: &str) -> Step<bool> {
+        if self.node() != missed_on {
+            // Another call of this operation followed it meanwhile.
+            return Ok(true);
+        }
+        let cluster = self.client().cluster();
+        let listed = self.op.retry(|| cluster.locate_vm(self.vmid)).await?;
+        let Some(now) = listed.map(|vm| vm.node).filter(|node| node != missed_on) else {
+            return Ok(false);
+        };
+        if self.node() != missed_on {
+            return Ok(true);
+        }
+        let Some(slot) = self.moves.iter().find(|slot| slot.get().is_none()) else {
+            return Err(StepError::Unworkable(format!(
+                "VM {} moved between nodes {MOVES_FOLLOWED} times while this operation worked \
+                 on it (it is now on {now}); run the command again once it settles",
+                self.vmid
+            )));
+        };
+        tracing::info!(vmid = self.vmid, from = missed_on, to = %now, "the VM moved: following it");
+        // A concurrent follow of the same move may have filled it first: the same node.
+        let _ = slot.set(now);
+        Ok(true)
     }
 
     pub(super) fn vmid(&self) -> u32 {
@@ -166,7 +209,7 @@ impl<'a> OwnedVm<'a> {
     }
 
     pub(super) fn qemu(&self) -> pve::qemu::Qemu<'_> {
-        self.op.client().node(&self.node).qemu(self.vmid)
+        self.op.client().node(self.node()).qemu(self.vmid)
     }
 
     fn name(&self) -> &str {
@@ -177,20 +220,26 @@ impl<'a> OwnedVm<'a> {
     pub(super) fn not_ours(&self, why: &str) -> StepError {
         StepError::NotOurs {
             vmid: self.vmid,
-            node: self.node.clone(),
+            node: self.node().to_owned(),
             name: self.name().to_owned(),
             why: why.to_owned(),
         }
     }
 
-    /// The config, read now; [`StepError::NotOurs`] unless the mark is this instance's.
+    /// The config, read now where the VM is (followed when it moved);
+    /// [`StepError::NotOurs`] unless the mark is this instance's.
     pub(super) async fn read(&self) -> Step<Seen> {
-        let config = match self.op.retry(|| self.qemu().config()).await {
-            Ok(config) => config,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(self.not_ours("there is no VM at that VMID any more"));
+        let config = loop {
+            let node = self.node().to_owned();
+            match self.op.retry(|| self.qemu().config()).await {
+                Ok(config) => break config,
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    if !self.followed(&node).await? {
+                        return Err(self.not_ours("there is no VM at that VMID any more"));
+                    }
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
         };
         // qemu-server's `destroy_vm` freed the disks and left only this until its worker
         // ends: whoever's VM it was, it is going.

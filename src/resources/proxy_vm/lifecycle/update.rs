@@ -8,14 +8,13 @@ use tokio::time::Instant;
 use super::super::model::Desired;
 use super::configure::write_config;
 use super::disk::grow_disk;
-use super::error::{Step, StepError, unworkable};
+use super::error::Step;
 use super::expected::Expected;
 use super::ha::ensure as ensure_ha;
 use super::operation::Operation;
 use super::owned::OwnedVm;
 use super::power::{ensure_power, reboot};
 use super::ready::wait_for_address;
-use super::whereabouts::{MOVES_FOLLOWED, moved_from};
 use crate::context::Configured;
 
 /// What an update did that the caller reports.
@@ -34,54 +33,9 @@ pub struct Updated {
 /// like a created one, so its address is known when the apply ends.
 ///
 /// The node comes from a listing the whole apply shares, so the VM may have moved since (the
-/// HA manager's rebalancer, an operator's migration): a VM missed where it was looked for is
-/// followed to where a newer listing puts it, and the update decided again there. Every step
-/// decides from what it reads, so what the first attempt did is not done twice.
+/// HA manager's rebalancer, an operator's migration): the handle follows it (see
+/// `OwnedVm::followed`), and the update says where it ended.
 pub async fn update(
-    configured: &Configured,
-    node: &str,
-    vmid: u32,
-    expected: Expected<'_>,
-    desired: &Desired,
-    disk_changed: bool,
-    deadline: Instant,
-) -> Step<Updated> {
-    let mut node = node.to_owned();
-    let mut moves = 0;
-    loop {
-        let attempt = update_on(
-            configured,
-            &node,
-            vmid,
-            expected,
-            desired,
-            disk_changed,
-            deadline,
-        );
-        match attempt.await {
-            Err(error @ StepError::NotOurs { .. }) => {
-                // The attempt ran long: only a listing made after its miss can say where to.
-                let missed = std::time::Instant::now();
-                let Some(now) = moved_from(configured, vmid, &node, missed).await? else {
-                    return Err(error);
-                };
-                if moves == MOVES_FOLLOWED {
-                    return unworkable(format!(
-                        "VM {vmid} moved between nodes {moves} times while this update worked \
-                         on it (it is now on {now}); run apply again once it settles"
-                    ));
-                }
-                moves += 1;
-                tracing::info!(vmid, from = %node, to = %now, "the VM moved: following it");
-                node = now;
-            }
-            done => return done,
-        }
-    }
-}
-
-/// One attempt at the update, on the VM as found on `node`.
-async fn update_on(
     configured: &Configured,
     node: &str,
     vmid: u32,
@@ -106,10 +60,7 @@ async fn update_on(
     }
     // Before the power steps: a state the HA manager keeps must not undo them.
     ensure_ha(&vm, desired, false).await?;
-    let mut updated = Updated {
-        node: node.to_owned(),
-        ..Updated::default()
-    };
+    let mut updated = Updated::default();
     let qemu = vm.qemu();
     let was_running = vm.op().retry(|| qemu.status()).await?.is_running();
     let mut rebooted = false;
@@ -131,12 +82,13 @@ async fn update_on(
         updated.interfaces = Some(
             wait_for_address(
                 &configured.client,
-                (node, vmid),
+                (vm.node(), vmid),
                 &desired.template,
                 deadline,
             )
             .await?,
         );
     }
+    updated.node = vm.node().to_owned();
     Ok(updated)
 }

@@ -2,8 +2,6 @@
 //! drained for maintenance, the HA manager recovering it from a failed node): an update acts
 //! on the node the cluster lists it on, never on the state's last-known node.
 
-use std::time::Instant;
-
 use super::error::Step;
 use crate::context::Configured;
 
@@ -27,23 +25,4 @@ pub async fn node_now(configured: &Configured, vmid: u32, last_known: &str) -> S
         }
         _ => last_known.to_owned(),
     })
-}
-
-/// Where VM `vmid` went, missed on `node` by a look made at `looked`: the node a listing made
-/// after that look puts it on, when that is another node; `None` when it is still listed
-/// there or not at all. Misses at one moment share one new listing.
-pub(super) async fn moved_from(
-    configured: &Configured,
-    vmid: u32,
-    node: &str,
-    looked: Instant,
-) -> Step<Option<String>> {
-    let listing = configured
-        .runtime
-        .listing_since(&configured.client, looked)
-        .await?;
-    Ok(listing
-        .vm(vmid)
-        .filter(|listed| listed.node != node)
-        .map(|listed| listed.node.clone()))
 }

@@ -95,6 +95,8 @@ pub async fn create(
         }
     };
     drop(cloned.reservation);
+    // Where the VM runs: HA may have started it on another node (`ha-rebalance-on-start`).
+    let node = hold.vm.node();
     match observe_with(client, node, vmid, desired.pool.clone(), reported).await? {
         Some(observed) => Ok(Created {
             observed,
