@@ -933,3 +933,56 @@ async fn a_create_follows_its_vm_when_ha_starts_it_on_another_node() {
     ws.destroy().await.success();
     assert_nothing_left(&sim, "balanced").await;
 }
+
+/// Under `ha-rebalance-on-start`, an HA VM made stopped starts where the HA manager's
+/// scheduler puts it when an update starts it: the update follows it there, its first boot
+/// is judged there and its seed detached, and the state records where it runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_that_starts_an_ha_vm_follows_it_to_where_ha_starts_it() {
+    let test = "an_update_that_starts_an_ha_vm_follows_it_to_where_ha_starts_it";
+    if !simulator_only(test, "pve-sim's HA manager with rebalance-on-start") {
+        return;
+    }
+    let mut world = shared_world();
+    world.ha_rebalance_on_start = true;
+    let (_sim_handle, target) = start_sim(world).await;
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let config = |started: bool| {
+        format!(
+            "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}\
+             resource \"proxmox_proxy_vm\" \"edge\" {{\n  name     = \"later\"\n  \
+             template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  started  = {started}\n  \
+             ha = {{\n    max_restart = 2\n  }}\n}}\n",
+            Workspace::preamble()
+        )
+    };
+    ws.init_with(&config(false)).await;
+    ws.apply().await.success();
+    let vm = the_vm(&sim, "later").await;
+    assert_eq!(
+        (&vm["node"], &vm["status"]),
+        (&"pve1".into(), &"stopped".into())
+    );
+    ws.write_main_tf(&config(true));
+    let out = ws.apply().await.success();
+    let vm = the_vm(&sim, "later").await;
+    assert_eq!(vm["node"], "pve3", "{vm}\n{}", out.all_text());
+    assert_eq!(vm["status"], "running", "{vm}");
+    let state = ws.state().await;
+    let values = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(values["current_node"], "pve3", "{values}");
+    assert_eq!(values["status"], "running", "{values}");
+    assert!(
+        values["ipv4_address"]
+            .as_str()
+            .is_some_and(|a| !a.is_empty()),
+        "{values}"
+    );
+    ws.assert_plans_empty().await;
+    let state = ws.state().await;
+    let values = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(values["seed_volume"], "", "the seed was detached: {values}");
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "later").await;
+}

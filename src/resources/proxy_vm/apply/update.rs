@@ -84,12 +84,12 @@ pub(in super::super) async fn update(
             }
         }
     }
+    let node = node_now.unwrap_or_else(|| node.clone());
+    let vm = UpdatedVm { node: &node, ..vm };
     let mut private = private.clone();
     let verdict = first_boot_verdict(ctx, configured, vm, &desired, planned).await;
     let verdict = record_verdict(verdict, &desired, &mut private, &mut response);
-    let node = node_now.unwrap_or_else(|| node.clone());
     let vm = UpdatedVm {
-        node: &node,
         private: &private,
         ..vm
     };

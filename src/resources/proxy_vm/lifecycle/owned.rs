@@ -18,7 +18,7 @@
 //! an operation works on them ([`OwnedVm::followed`]).
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use pve::qemu::{ConfigUpdate, DestroyOptions, VmConfig};
 use pve::task_board::TaskState;
@@ -106,8 +106,9 @@ pub(super) struct OwnedVm<'a> {
     node: String,
     /// Where the VM went since, each move followed in the next slot: the HA manager moves a
     /// VM on its own (at its start with `ha-rebalance-on-start`, by its rebalancer), and an
-    /// operator may migrate it while an operation works on it.
-    moves: [OnceLock<String>; MOVES_FOLLOWED],
+    /// operator may migrate it while an operation works on it. Shared with the copies made
+    /// for other bounds or expectations: one VM, one whereabouts.
+    moves: Arc<[OnceLock<String>; MOVES_FOLLOWED]>,
     vmid: u32,
     expected: Expected<'a>,
 }
@@ -137,8 +138,8 @@ impl<'a> OwnedVm<'a> {
     pub(super) fn with_op(&self, op: Operation<'a>) -> Self {
         Self {
             op,
-            node: self.node().to_owned(),
-            moves: Default::default(),
+            node: self.node.clone(),
+            moves: Arc::clone(&self.moves),
             ..*self
         }
     }
@@ -147,8 +148,8 @@ impl<'a> OwnedVm<'a> {
     pub(super) fn expecting(&self, expected: Expected<'a>) -> Self {
         Self {
             expected,
-            node: self.node().to_owned(),
-            moves: Default::default(),
+            node: self.node.clone(),
+            moves: Arc::clone(&self.moves),
             ..*self
         }
     }
