@@ -420,7 +420,7 @@ pub fn kill_group(child: &mut std::process::Child) {
     let _ = child.wait();
 }
 
-fn files_under(dir: PathBuf) -> Vec<PathBuf> {
+pub fn files_under(dir: PathBuf) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return out;
@@ -437,9 +437,13 @@ fn files_under(dir: PathBuf) -> Vec<PathBuf> {
 }
 
 /// Fast tasks (every step of a sequence is a terraform command, so the simulator should not
-/// be what it waits for) and a second template, a copy of the first, to replace VMs onto.
+/// be what it waits for), a second template, a copy of the first, to replace VMs onto, and
+/// HA's `ha-rebalance-on-start`: an HA VM the provider or an operator starts may start on
+/// another node (a stopped VM whose seed is detached or on shared storage is moved first),
+/// so the commands meet VMs that moved under them.
 fn sim_config() -> pvesim::SimConfig {
     let mut config = pvesim::testing::fast_config();
+    config.ha_rebalance_on_start = true;
     let first = config
         .vms
         .iter()
