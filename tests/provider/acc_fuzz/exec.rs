@@ -358,10 +358,39 @@ async fn fresh_directory(world: &mut World, state: usize) -> Outcome {
             world.forgotten.insert((state, slot), held.vmid);
         }
     }
+    for (slot, vmid) in stranded_creates(world, state).await {
+        world.forgotten.entry((state, slot)).or_insert(vmid);
+    }
     world.states[state].ws = None;
     world.states[state].saved = None;
     // Every VM of its names is another state's now: each is refused with the import hint.
     apply(world, state, &[], ApplyMode::Plain, Expect::MayFail).await
+}
+
+/// The finished VMs that `state`'s journal made and no state holds: creates killed after they
+/// finished on PVE and before Terraform stored them (seed 31013). Without the directory they
+/// are stranded like the VMs it held: refused with the import hint, and a user takes them
+/// back by importing them. By slot.
+async fn stranded_creates(world: &World, state: usize) -> Vec<(usize, u64)> {
+    let Some(ws) = world.states[state].ws.as_ref() else {
+        return Vec::new();
+    };
+    let journal: String = super::world::files_under(ws.work_dir().join(".terraform/proxyvm"))
+        .iter()
+        .filter_map(|file| std::fs::read_to_string(file).ok())
+        .collect();
+    let held: Vec<u64> = (0..world.states.len())
+        .flat_map(|s| world.held(s))
+        .map(|h| h.vmid)
+        .collect();
+    let cluster = world.cluster().await;
+    cluster
+        .vms
+        .values()
+        .filter(|vm| vm.finished() && !held.contains(&vm.vmid))
+        .filter(|vm| vm.token().is_some_and(|token| journal.contains(token)))
+        .filter_map(|vm| Some(((0..SLOTS).find(|slot| name(*slot) == vm.name)?, vm.vmid)))
+        .collect()
 }
 
 async fn destroy(world: &mut World, state: usize, expect: Expect) -> Outcome {

@@ -693,3 +693,22 @@ async fn fuzz_guests_refusing_their_shutdown() {
     )
     .await;
 }
+
+/// I7 in the fuzzer's model (seed 31013, 2026-12-07, also on the tree before that day's
+/// changes): state 1's apply killed at request 53, after both its creates finished on PVE
+/// and before Terraform stored them, then the directory lost (`FreshDirectory`). The fresh
+/// directory is refused for both names with the import hint, as it must be (no journal
+/// proves the VMs its own); the teardown imported only VMs a state had held, so the two
+/// VMs stayed. A user imports what the hint names: the teardown now does that for a lost
+/// directory's finished creates too.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_31013_i7() {
+    regression(
+        "fuzz_seed_31013_i7",
+        vec![
+            Kill(1, vec![Template(0, 1)], DuringApply, Request(53)),
+            FreshDirectory(1),
+        ],
+    )
+    .await;
+}
