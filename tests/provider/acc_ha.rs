@@ -755,6 +755,48 @@ async fn a_vm_moved_twice_during_the_refresh_is_followed_not_lost() {
     ws.destroy().await.success();
 }
 
+/// A move of the HA service `sid` (the VM named `name`) to node `to`, by the rebalancer.
+struct Move<'a> {
+    sid: &'a str,
+    name: &'a str,
+    to: &'a str,
+}
+
+/// Runs `command` while pve-sim holds its first request whose line contains `read`, moves
+/// the VM meanwhile and lets the request go on once the VM runs where it went: a move
+/// between what the command listed and its read, at a request, not at a time.
+async fn moved_at_read<T>(
+    sim: &SimClient,
+    admin: &pvesim::testing::Admin,
+    read: &str,
+    moved: Move<'_>,
+    command: impl std::future::Future<Output = T>,
+) -> T {
+    sim.hold_counting(1, read).await;
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let ran = async {
+        let out = command.await;
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let move_it = async {
+        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(sim.until_held(gone).await, "the command sent `{read}`");
+        admin
+            .ha_rebalance(moved.sid, moved.to)
+            .await
+            .expect("a rebalance");
+        until(sim, "the rebalancer moved the VM", |state| {
+            let vm = vms_named(state, moved.name)[0];
+            vm["node"] == moved.to && vm["status"] == "running"
+        })
+        .await;
+        sim.resume_hold().await;
+    };
+    let (out, ()) = tokio::join!(ran, move_it);
+    out
+}
+
 /// A create killed after it made its VM an HA resource, whose resource then leaves the
 /// configuration: the next full destroy removes that VM even when HA moves it after the
 /// destroy listed the cluster. The sweep found the VM through the process's listing and
@@ -809,26 +851,13 @@ async fn a_killed_create_moved_by_ha_during_the_destroy_is_still_removed() {
 
     // The destroy's sweep reads the VM where its listing put it; HA moves it first.
     ws.write_main_tf(&config(kept));
-    sim.hold_counting(1, &format!("GET /nodes/pve1/qemu/{orphan}/config"))
-        .await;
-    let ended = std::sync::atomic::AtomicBool::new(false);
-    let destroyed = async {
-        let out = ws.destroy().await;
-        ended.store(true, std::sync::atomic::Ordering::SeqCst);
-        out
+    let read = format!("GET /nodes/pve1/qemu/{orphan}/config");
+    let moved = Move {
+        sid: &sid,
+        name: "swept-ha",
+        to: "pve2",
     };
-    let move_it = async {
-        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
-        assert!(sim.until_held(gone).await, "the sweep read the VM on pve1");
-        admin.ha_rebalance(&sid, "pve2").await.expect("a rebalance");
-        until(&sim, "the rebalancer moved the VM", |state| {
-            let vm = vms_named(state, "swept-ha")[0];
-            vm["node"] == "pve2" && vm["status"] == "running"
-        })
-        .await;
-        sim.resume_hold().await;
-    };
-    let (out, ()) = tokio::join!(destroyed, move_it);
+    let out = moved_at_read(&sim, &admin, &read, moved, ws.destroy()).await;
     let text = flat(&out.success().all_text());
     assert!(
         text.contains(&format!("VM {orphan} (`swept-ha`) on pve2")),
@@ -856,26 +885,14 @@ async fn an_update_follows_a_vm_moved_after_the_apply_listed_it() {
     ws.terraform(&["plan", "-input=false", "-out=tfplan"])
         .await
         .success();
-    sim.hold_counting(1, &format!("GET /nodes/pve1/qemu/{id}/config"))
-        .await;
-    let ended = std::sync::atomic::AtomicBool::new(false);
-    let applied = async {
-        let out = ws.terraform(&["apply", "-input=false", "tfplan"]).await;
-        ended.store(true, std::sync::atomic::Ordering::SeqCst);
-        out
+    let read = format!("GET /nodes/pve1/qemu/{id}/config");
+    let moved = Move {
+        sid: &sid,
+        name: "follow-0",
+        to: "pve2",
     };
-    let move_it = async {
-        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
-        assert!(sim.until_held(gone).await, "the update read the VM on pve1");
-        admin.ha_rebalance(&sid, "pve2").await.expect("a rebalance");
-        until(&sim, "the rebalancer moved the VM", |state| {
-            let vm = vms_named(state, "follow-0")[0];
-            vm["node"] == "pve2" && vm["status"] == "running"
-        })
-        .await;
-        sim.resume_hold().await;
-    };
-    let (out, ()) = tokio::join!(applied, move_it);
+    let applied = ws.terraform(&["apply", "-input=false", "tfplan"]);
+    let out = moved_at_read(&sim, &admin, &read, moved, applied).await;
     let out = out.success();
     let vm = the_vm(&sim, "follow-0").await;
     assert_eq!(vm["node"], "pve2", "{vm}\n{}", out.all_text());
