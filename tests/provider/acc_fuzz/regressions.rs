@@ -712,3 +712,22 @@ async fn fuzz_seed_31013_i7() {
     )
     .await;
 }
+
+/// I5 in the fuzzer's model (seed 33023, 2026-12-07): a saved plan, then an operator's
+/// delete of a VM it holds, then the saved plan applied in a copy of the directory. The
+/// plan applies what it planned without a refresh, so the next plan makes the deleted VM
+/// again, as Terraform does; the model required it empty. It now does not count a saved
+/// plan's apply as settled when the operator acted since the state's last refresh.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_33023_a_saved_plan_applied_after_an_operator_s_delete() {
+    regression(
+        "fuzz_seed_33023_a_saved_plan_applied_after_an_operator_s_delete",
+        vec![
+            Apply(0, vec![Cbd(true)], Plain),
+            SavePlan(0),
+            Hand(0, 0, DeleteVmStalled),
+            ApplySavedElsewhere(0),
+        ],
+    )
+    .await;
+}
