@@ -755,9 +755,8 @@ async fn a_vm_moved_twice_during_the_refresh_is_followed_not_lost() {
     ws.destroy().await.success();
 }
 
-/// A move of the HA service `sid` (the VM named `name`) to node `to`, by the rebalancer.
+/// A move of the HA-managed VM named `name` to node `to`, by the rebalancer.
 struct Move<'a> {
-    sid: &'a str,
     name: &'a str,
     to: &'a str,
 }
@@ -782,8 +781,10 @@ async fn moved_at_read<T>(
     let move_it = async {
         let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
         assert!(sim.until_held(gone).await, "the command sent `{read}`");
+        // Known only now for a VM the command itself made.
+        let sid = format!("vm:{}", vmid(&the_vm(sim, moved.name).await));
         admin
-            .ha_rebalance(moved.sid, moved.to)
+            .ha_rebalance(&sid, moved.to)
             .await
             .expect("a rebalance");
         until(sim, "the rebalancer moved the VM", |state| {
@@ -853,7 +854,6 @@ async fn a_killed_create_moved_by_ha_during_the_destroy_is_still_removed() {
     ws.write_main_tf(&config(kept));
     let read = format!("GET /nodes/pve1/qemu/{orphan}/config");
     let moved = Move {
-        sid: &sid,
         name: "swept-ha",
         to: "pve2",
     };
@@ -878,7 +878,7 @@ async fn an_update_follows_a_vm_moved_after_the_apply_listed_it() {
         return;
     }
     let with_ha = "  ha = {\n    max_restart = 2\n  }\n";
-    let (_sim_handle, admin, sim, ws, id, sid) = one_ha_vm("follow", with_ha).await;
+    let (_sim_handle, admin, sim, ws, id, _sid) = one_ha_vm("follow", with_ha).await;
     // A change that takes a reboot: the steps after the move run where the VM went.
     let change = format!("  cores = 2\n  reboot_if_needed = true\n{with_ha}");
     ws.write_main_tf(&shared_fleet("follow", 1, &change));
@@ -887,7 +887,6 @@ async fn an_update_follows_a_vm_moved_after_the_apply_listed_it() {
         .success();
     let read = format!("GET /nodes/pve1/qemu/{id}/config");
     let moved = Move {
-        sid: &sid,
         name: "follow-0",
         to: "pve2",
     };
