@@ -1002,3 +1002,136 @@ async fn an_update_that_starts_an_ha_vm_follows_it_to_where_ha_starts_it() {
     ws.destroy().await.success();
     assert_nothing_left(&sim, "later").await;
 }
+
+/// A create whose VM HA moves while the create waits on its guest: the create follows it
+/// and waits there. A running VM moves under the rebalancer, a node-affinity rule or an
+/// operator's migration; the guest agent's calls went to the node the wait began on, where
+/// PVE no longer knows the VM, and the create failed with its VM running elsewhere.
+/// Deterministic: pve-sim holds the create's first guest request whose line contains
+/// `guest_read` while the rebalancer moves the VM, then lets it go on to the old node.
+async fn a_create_follows_its_vm_moved_while_it_waits_on(test: &str, guest_read: &str) {
+    if !simulator_only(test, "pve-sim's request hold and rebalancer") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(shared_world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    // Waits for the address and cloud-init's verdict, and detaches the seed, all through
+    // the guest agent.
+    let resource = "resource \"proxmox_proxy_vm\" \"edge\" {\n  name     = \"waited\"\n  \
+        template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  ha = {\n    max_restart = 2\n  \
+        }\n}\n";
+    let config = format!(
+        "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}{resource}",
+        Workspace::preamble()
+    );
+    ws.init_with(&config).await;
+    let moved = Move {
+        name: "waited",
+        to: "pve2",
+    };
+    let out = moved_at_read(&sim, &admin, guest_read, moved, ws.apply()).await;
+    let out = out.success();
+    let vm = the_vm(&sim, "waited").await;
+    assert_eq!(vm["node"], "pve2", "{vm}\n{}", out.all_text());
+    assert_eq!(vm["status"], "running", "{vm}");
+    let state = ws.state().await;
+    let values = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(values["node"], "pve1", "{values}");
+    assert_eq!(values["current_node"], "pve2", "{values}");
+    assert!(
+        values["ipv4_address"]
+            .as_str()
+            .is_some_and(|a| !a.is_empty()),
+        "{values}"
+    );
+    assert_eq!(values["seed_volume"], "", "the seed was detached: {values}");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "waited").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_follows_its_vm_moved_while_it_waits_for_the_address() {
+    a_create_follows_its_vm_moved_while_it_waits_on(
+        "a_create_follows_its_vm_moved_while_it_waits_for_the_address",
+        "/agent/network-get-interfaces",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_follows_its_vm_moved_while_it_waits_for_cloud_init() {
+    a_create_follows_its_vm_moved_while_it_waits_on(
+        "a_create_follows_its_vm_moved_while_it_waits_for_cloud_init",
+        "file=/run/cloud-init/status.json",
+    )
+    .await;
+}
+
+/// The seed's detach asks the guest for cloud-init's `manual-clean` marker beside its read
+/// of the config: both go where the VM went.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_follows_its_vm_moved_while_it_detaches_the_seed() {
+    a_create_follows_its_vm_moved_while_it_waits_on(
+        "a_create_follows_its_vm_moved_while_it_detaches_the_seed",
+        "file=/var/lib/cloud/instance/manual-clean",
+    )
+    .await;
+}
+
+/// The create's last look at its VM (config, power state) for the state it returns.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_follows_its_vm_moved_while_it_observes_it() {
+    a_create_follows_its_vm_moved_while_it_waits_on(
+        "a_create_follows_its_vm_moved_while_it_observes_it",
+        "/pending",
+    )
+    .await;
+}
+
+/// An update that starts an HA VM made stopped waits for its first boot's verdict, then
+/// detaches its seed: a VM the HA manager moves during that wait is followed, and the state
+/// records where it runs. Deterministic: pve-sim holds the verdict's first read while the
+/// rebalancer moves the VM.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_follows_its_vm_moved_while_it_waits_for_the_first_verdict() {
+    let test = "an_update_follows_its_vm_moved_while_it_waits_for_the_first_verdict";
+    if !simulator_only(test, "pve-sim's request hold and rebalancer") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(shared_world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let config = |started: bool| {
+        format!(
+            "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}\
+             resource \"proxmox_proxy_vm\" \"edge\" {{\n  name     = \"verdict\"\n  \
+             template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  started  = {started}\n  \
+             ha = {{\n    max_restart = 2\n  }}\n}}\n",
+            Workspace::preamble()
+        )
+    };
+    ws.init_with(&config(false)).await;
+    ws.apply().await.success();
+    ws.write_main_tf(&config(true));
+    let moved = Move {
+        name: "verdict",
+        to: "pve2",
+    };
+    let status_read = "file=/run/cloud-init/status.json";
+    let out = moved_at_read(&sim, &admin, status_read, moved, ws.apply()).await;
+    let out = out.success();
+    let vm = the_vm(&sim, "verdict").await;
+    assert_eq!(vm["node"], "pve2", "{vm}\n{}", out.all_text());
+    assert_eq!(vm["status"], "running", "{vm}");
+    let state = ws.state().await;
+    let values = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(values["current_node"], "pve2", "{values}");
+    assert_eq!(values["seed_volume"], "", "the seed was detached: {values}");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "verdict").await;
+}

@@ -98,7 +98,7 @@ pub(in super::super) async fn update(
     {
         response.diagnostics.push(kept);
     }
-    let observed = lifecycle::observe_with(
+    let observed = lifecycle::observe_where_it_is(
         &configured.client,
         vm.node,
         vmid,

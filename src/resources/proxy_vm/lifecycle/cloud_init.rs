@@ -12,11 +12,12 @@
 
 use std::time::Duration;
 
-use pve::{Client, ErrorKind};
+use pve::ErrorKind;
 use tokio::time::Instant;
 
 use super::super::model::SeedStays;
 use super::error::{Step, StepError};
+use super::guest::Guest;
 use super::operation;
 
 const RESULT_JSON: &str = "/run/cloud-init/result.json";
@@ -83,18 +84,17 @@ pub(super) enum GuestFile {
 /// (a command disabled in any qemu-ga release's words, SELinux's "Permission denied", one
 /// not known yet) means the guest cannot be asked, at once, never after the create's whole
 /// timeout (#39). A transient answer (a 5xx, a reset, a lost answer) is retried as every
-/// other read is, never taken for a refusal.
-pub(super) async fn read_guest_file(
-    client: &Client,
-    node: &str,
-    vmid: u32,
-    path: &str,
-) -> Step<GuestFile> {
-    let agent = client.node(node).qemu(vmid).agent();
-    let read = operation::read(|| agent.file_read(path)).await;
-    let error = match read {
-        Ok(content) => return Ok(GuestFile::Read(content.bytes)),
-        Err(error) => error,
+/// other read is, never taken for a refusal. A VM that moved is asked where it went.
+pub(super) async fn read_guest_file(guest: Guest<'_>, path: &str) -> Step<GuestFile> {
+    let vmid = guest.vmid();
+    let error = loop {
+        let asked = guest.node().to_owned();
+        let agent = guest.agent();
+        match operation::read(|| agent.file_read(path)).await {
+            Ok(content) => return Ok(GuestFile::Read(content.bytes)),
+            Err(error) if guest.moved(&asked, &error).await? => {}
+            Err(error) => break error,
+        }
     };
     match error.agent_failure() {
         Some(pve::AgentFailure::FileMissing) => Ok(GuestFile::Missing),
@@ -133,12 +133,8 @@ pub(super) async fn read_guest_file(
 /// `modules-final` finished, and judges it.
 /// Errors end the wait with [`StepError::Unworkable`] quoting them and the output log's
 /// last lines.
-pub(super) async fn wait_for_cloud_init(
-    client: &Client,
-    node: &str,
-    vmid: u32,
-    deadline: Instant,
-) -> Step<Verdict> {
+pub(super) async fn wait_for_cloud_init(guest: Guest<'_>, deadline: Instant) -> Step<Verdict> {
+    let client = guest.client();
     let pace = pve::TaskWait {
         first_poll: Duration::from_millis(200),
         backoff: 1.5,
@@ -155,7 +151,7 @@ pub(super) async fn wait_for_cloud_init(
             // Not a failure of the VM: a long first boot (#39). The caller says what follows.
             return Ok(Verdict::StillRunning);
         }
-        let answer = match read_guest_file(client, node, vmid, STATUS_JSON).await {
+        let answer = match read_guest_file(guest, STATUS_JSON).await {
             Err(StepError::Pve(e))
                 if e.agent_failure() == Some(pve::AgentFailure::VmNotRunning) =>
             {
@@ -173,14 +169,13 @@ pub(super) async fn wait_for_cloud_init(
                     continue;
                 };
                 pacer.finished();
-                return judged(client, node, vmid, status).await;
+                return judged(guest, status).await;
             }
             Some(GuestFile::Refused { why, stays }) => return Ok(Verdict::Unknown { why, stays }),
             // No status yet: a boot whose cloud-init will not run says so at once. Asked only
             // then, so a guest whose status is there costs no second read.
             Some(GuestFile::Missing) => {
-                if let Ok(GuestFile::Read(_)) = read_guest_file(client, node, vmid, DISABLED).await
-                {
+                if let Ok(GuestFile::Read(_)) = read_guest_file(guest, DISABLED).await {
                     return Ok(Verdict::Disabled);
                 }
             }
@@ -192,12 +187,8 @@ pub(super) async fn wait_for_cloud_init(
 
 /// The verdict the last cloud-init run left on the disk, for a boot in which cloud-init does
 /// not run: `None` when no finished run is recorded. Errors fail as a boot's own do.
-pub(super) async fn recorded_verdict(
-    client: &Client,
-    node: &str,
-    vmid: u32,
-) -> Step<Option<Verdict>> {
-    let bytes = match read_guest_file(client, node, vmid, RECORDED_STATUS_JSON).await? {
+pub(super) async fn recorded_verdict(guest: Guest<'_>) -> Step<Option<Verdict>> {
+    let bytes = match read_guest_file(guest, RECORDED_STATUS_JSON).await? {
         GuestFile::Read(bytes) => bytes,
         GuestFile::Missing => return Ok(None),
         GuestFile::Refused { why, stays } => return Ok(Some(Verdict::Unknown { why, stays })),
@@ -205,15 +196,15 @@ pub(super) async fn recorded_verdict(
     let Some(status) = final_status(&bytes).map_err(StepError::Unworkable)? else {
         return Ok(None);
     };
-    judged(client, node, vmid, status).await.map(Some)
+    judged(guest, status).await.map(Some)
 }
 
 /// A finished run's verdict: its errors fail, quoting the output log's last lines.
-async fn judged(client: &Client, node: &str, vmid: u32, status: FinalStatus) -> Step<Verdict> {
+async fn judged(guest: Guest<'_>, status: FinalStatus) -> Step<Verdict> {
     if !status.errors.is_empty() {
-        let log = output_log_tail(client, node, vmid).await;
+        let log = output_log_tail(guest).await;
         return Err(StepError::CloudInitFailed(failure_text(
-            vmid,
+            guest.vmid(),
             &status.errors,
             log,
         )));
@@ -226,10 +217,10 @@ async fn judged(client: &Client, node: &str, vmid: u32, status: FinalStatus) -> 
 /// `result.json` as a look at `/run/cloud-init/result.json` should take it: there, or, in a
 /// boot whose cloud-init does not run (`/run/cloud-init/disabled`), the one the last run
 /// left on the disk. The disk is asked only when the file is missing from `/run`.
-pub(super) async fn result_json(client: &Client, node: &str, vmid: u32) -> Step<GuestFile> {
-    match read_guest_file(client, node, vmid, RESULT_JSON).await? {
-        GuestFile::Missing => match read_guest_file(client, node, vmid, DISABLED).await? {
-            GuestFile::Read(_) => read_guest_file(client, node, vmid, RECORDED_RESULT_JSON).await,
+pub(super) async fn result_json(guest: Guest<'_>) -> Step<GuestFile> {
+    match read_guest_file(guest, RESULT_JSON).await? {
+        GuestFile::Missing => match read_guest_file(guest, DISABLED).await? {
+            GuestFile::Read(_) => read_guest_file(guest, RECORDED_RESULT_JSON).await,
             _ => Ok(GuestFile::Missing),
         },
         found => Ok(found),
@@ -307,9 +298,8 @@ fn as_text(value: &serde_json::Value) -> String {
 }
 
 /// The output log's last lines, when the agent can read them.
-async fn output_log_tail(client: &Client, node: &str, vmid: u32) -> Option<String> {
-    let agent = client.node(node).qemu(vmid).agent();
-    let log = agent.file_read(OUTPUT_LOG).await.ok()?;
+async fn output_log_tail(guest: Guest<'_>) -> Option<String> {
+    let log = guest.agent().file_read(OUTPUT_LOG).await.ok()?;
     let text = log.text_lossy();
     let lines: Vec<&str> = text.lines().collect();
     let start = lines.len().saturating_sub(LOG_LINES);

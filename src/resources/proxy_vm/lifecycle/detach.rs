@@ -19,6 +19,7 @@ use pve::wire::CdromDrive;
 use super::super::model::SeedStays;
 use super::cloud_init::{GuestFile, read_guest_file};
 use super::error::Step;
+use super::guest::Guest;
 use super::owned::{OwnedVm, Seen, tolerate_gone};
 
 /// How a detach ended.
@@ -116,24 +117,22 @@ pub(super) async fn detach_seed(
 /// cannot be asked; `None` when the marker is there.
 async fn marker_missing(vm: &OwnedVm<'_>) -> Step<Option<(String, SeedStays)>> {
     let marker = nocloud::render::MANUAL_CLEAN_MARKER;
-    Ok(
-        match read_guest_file(vm.client(), vm.node(), vm.vmid(), marker).await? {
-            GuestFile::Read(_) => None,
-            GuestFile::Missing => Some((
-                format!(
-                    "the guest of VM {} has no {marker} (its cloud-init does not honour \
+    Ok(match read_guest_file(Guest::Owned(vm), marker).await? {
+        GuestFile::Read(_) => None,
+        GuestFile::Missing => Some((
+            format!(
+                "the guest of VM {} has no {marker} (its cloud-init does not honour \
              `manual_cache_clean`, older than 20.x, or the user-data turned vendor-data off): \
              without its seed it would lose its datasource and network config at the next \
              boot, so the seed stays attached. Set seed_lifetime = \"vm\" to say so and \
              silence this.",
-                    vm.vmid()
-                ),
-                SeedStays::NoMarker,
-            )),
-            GuestFile::Refused { why, stays } => Some((
-                format!("{why} Its seed stays attached."),
-                stays.unwrap_or(SeedStays::GuestRefuses),
-            )),
-        },
-    )
+                vm.vmid()
+            ),
+            SeedStays::NoMarker,
+        )),
+        GuestFile::Refused { why, stays } => Some((
+            format!("{why} Its seed stays attached."),
+            stays.unwrap_or(SeedStays::GuestRefuses),
+        )),
+    })
 }

@@ -18,10 +18,11 @@
 //! (with `boot_order`: what the node does with the VM at its own boot), `disk`, `power`
 //! (with `ha_power`: waiting for the VM itself when HA turns a power call into a request),
 //! `ready`, and the seed's life after the address (`seed_life`: cloud-init's verdict in
-//! `cloud_init`, the detach in `detach`); `whereabouts` finds where a VM moved to. `error`
-//! and `tasks` hold what every phase uses: the error type, the retry policy and the task
-//! wait. Every wait for a lock runs on `pve`'s one loop, [`pve::wait_out_locks`], bounded
-//! by the operation's deadline.
+//! `cloud_init`, the detach in `detach`); `whereabouts` finds where a VM moved to, and
+//! `guest` sends the guest agent's calls where the VM is now. `error` and `tasks` hold what
+//! every phase uses: the error type, the retry policy and the task wait. Every wait for a
+//! lock runs on `pve`'s one loop, [`pve::wait_out_locks`], bounded by the operation's
+//! deadline.
 
 mod boot_order;
 mod cloud_init;
@@ -32,6 +33,7 @@ mod detach;
 mod disk;
 mod error;
 mod expected;
+mod guest;
 mod ha;
 mod ha_power;
 mod marks;
@@ -55,7 +57,7 @@ pub use delete::{Doomed, RecordedSeed, delete};
 pub use error::StepError;
 pub use expected::{Expected, ExpectedToken};
 pub use ha::observe_resource;
-pub use observe::{observe, observe_with};
+pub use observe::observe;
 pub use orphans::remove_killed_creates;
 pub use read::{Found, read};
 pub use seed_life::{
@@ -63,7 +65,7 @@ pub use seed_life::{
 };
 pub use slot::refusal_at_plan;
 pub use update::{Updated, update};
-pub use whereabouts::node_now;
+pub use whereabouts::{node_now, observe_where_it_is};
 
 /// How far a create got, kept outside it: when a create is cut short (timeout, Ctrl-C, a
 /// failed step), the state still names the VM and the seed it made, so a refresh recognises

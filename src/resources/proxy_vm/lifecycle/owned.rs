@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use super::error::{Step, StepError};
 use super::expected::Expected;
 use super::operation::Operation;
-use super::whereabouts::MOVES_FOLLOWED;
+use super::whereabouts::{MOVES_FOLLOWED, kept_moving};
 use crate::ownership::{Mark, Phase};
 
 /// How often a conditional write is re-decided after PVE refused its digest before the
@@ -189,11 +189,7 @@ impl<'a> OwnedVm<'a> {
             return Ok(true);
         }
         let Some(slot) = self.moves.iter().find(|slot| slot.get().is_none()) else {
-            return Err(StepError::Unworkable(format!(
-                "VM {} moved between nodes {MOVES_FOLLOWED} times while this operation worked \
-                 on it (it is now on {now}); run the command again once it settles",
-                self.vmid
-            )));
+            return Err(kept_moving(self.vmid, &now));
         };
         tracing::info!(vmid = self.vmid, from = missed_on, to = %now, "the VM moved: following it");
         // A concurrent follow of the same move may have filled it first: the same node.

@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
+use pve::ErrorKind;
 use pve::qemu::GuestInterface;
-use pve::{Client, ErrorKind};
 use tokio::time::Instant;
 
 use super::error::{Step, StepError, unworkable};
+use super::guest::Guest;
 
 /// How long one wait on a node looks for its guest's first address while the others on that
 /// node wait their turn: two or three looks at an agent not up yet, 3 s each on PVE.
@@ -18,14 +19,14 @@ const BLIND_TURN: Duration = Duration::from_secs(10);
 /// paced like task polls, near the boot time learned from this process's earlier boots of
 /// `template`: PVE holds each look at an agent that is not up yet for up to 3 s and answers
 /// it when the agent starts, so a look aims just before the middle of the recent boots, and
-/// another create's address does not bring it forward.
+/// another create's address does not bring it forward. A VM that moves meanwhile is asked
+/// where it went.
 pub(super) async fn wait_for_address(
-    client: &Client,
-    (node, vmid): (&str, u32),
+    guest: Guest<'_>,
     template: &str,
     deadline: Instant,
 ) -> Step<Vec<GuestInterface>> {
-    let agent = client.node(node).qemu(vmid).agent();
+    let (client, vmid) = (guest.client(), guest.vmid());
     // A guest boots for seconds, and each look at an agent that is not up yet holds a PVE
     // worker until the agent times out: a gentler ladder than a task's.
     let pace = pve::TaskWait {
@@ -38,7 +39,7 @@ pub(super) async fn wait_for_address(
     // looks would otherwise fill the node's pvedaemon and queue the other creates' requests
     // behind them (#42). A turn outlasts a few failed looks and bounds what a guest whose
     // agent never answers costs the others.
-    pacer.take_turns(node, BLIND_TURN);
+    pacer.take_turns(guest.node(), BLIND_TURN);
     // qemu-server `QemuServer/Agent.pm` `qga_check_running`: `guest-ping` with a 3 s timeout,
     // in the pvedaemon worker, which QEMU answers when qemu-ga opens its port.
     pacer.looks_are_held();
@@ -62,7 +63,8 @@ pub(super) async fn wait_for_address(
                 {last}). {hint}"
             ));
         }
-        match agent.network_get_interfaces().await {
+        let asked = guest.node().to_owned();
+        match guest.agent().network_get_interfaces().await {
             Ok(interfaces) => {
                 if interfaces
                     .iter()
@@ -92,11 +94,10 @@ pub(super) async fn wait_for_address(
             // operator, HA, its node, or a guest that powered itself off). Waiting for its
             // address would wait out the whole timeout for nothing.
             Err(e) if e.agent_failure() == Some(pve::AgentFailure::VmNotRunning) => {
-                return Err(StepError::StoppedWaiting {
-                    vmid,
-                    node: node.to_owned(),
-                });
+                return Err(StepError::StoppedWaiting { vmid, node: asked });
             }
+            // Not on the node asked: moved (asked again where it went), or gone (below).
+            Err(e) if guest.moved(&asked, &e).await? => continue,
             // A token without the privilege, a VM deleted underneath, a request PVE finds
             // invalid: waiting longer changes nothing.
             Err(e)

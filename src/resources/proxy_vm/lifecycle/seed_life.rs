@@ -14,6 +14,7 @@ use super::cloud_init::{
 use super::detach::{self, detach_seed};
 use super::error::{Step, StepError};
 use super::expected::Expected;
+use super::guest::Guest;
 use super::operation::Operation;
 use super::owned::OwnedVm;
 use super::ready::wait_for_address;
@@ -223,15 +224,14 @@ async fn verdict(
     outcome: &mut SeedOutcome,
 ) -> Step<(Judged, bool)> {
     let vmid = vm.vmid();
-    let (found, seed_asked) =
-        match wait_for_cloud_init(vm.client(), vm.node(), vmid, deadline).await? {
-            Verdict::Disabled => {
-                booted_its_seed(vm, instance_id).await?;
-                let recorded = recorded_verdict(vm.client(), vm.node(), vmid).await?;
-                (recorded.unwrap_or(Verdict::Disabled), true)
-            }
-            found => (found, false),
-        };
+    let (found, seed_asked) = match wait_for_cloud_init(Guest::Owned(vm), deadline).await? {
+        Verdict::Disabled => {
+            booted_its_seed(vm, instance_id).await?;
+            let recorded = recorded_verdict(Guest::Owned(vm)).await?;
+            (recorded.unwrap_or(Verdict::Disabled), true)
+        }
+        found => (found, false),
+    };
     let judged = judged_verdict(vmid, found, outcome);
     Ok((judged, seed_asked))
 }
@@ -291,7 +291,7 @@ fn judged_verdict(vmid: u32, found: Verdict, outcome: &mut SeedOutcome) -> Judge
 /// marker: cloud-init trusts the cache, never reads the seed, and reports success while
 /// none of the seed's user-data ran. A guest that cannot be asked is not judged here.
 async fn booted_its_seed(vm: &OwnedVm<'_>, instance_id: &str) -> Step<()> {
-    let file = read_guest_file(vm.client(), vm.node(), vm.vmid(), INSTANCE_ID).await?;
+    let file = read_guest_file(Guest::Owned(vm), INSTANCE_ID).await?;
     let GuestFile::Read(bytes) = file else {
         return Ok(());
     };
@@ -324,10 +324,11 @@ pub async fn first_verdict(
     deadline: Instant,
 ) -> Step<(Judged, SeedOutcome)> {
     let client = &configured.client;
-    wait_for_address(client, (node, vmid), template, deadline).await?;
+    let vm = OwnedVm::new(Operation::new(client, deadline), node, vmid, expected);
+    wait_for_address(Guest::Owned(&vm), template, deadline).await?;
     let verdict_deadline = Instant::now() + first_boot.timeout;
-    let op = Operation::new(client, verdict_deadline + DETACH_ALLOWANCE);
-    let vm = OwnedVm::new(op, node, vmid, expected);
+    // The same VM, followed where it moved during the wait.
+    let vm = vm.with_op(Operation::new(client, verdict_deadline + DETACH_ALLOWANCE));
     let mut outcome = SeedOutcome::default();
     let judged = judge(&vm, verdict_deadline, first_boot.instance_id, &mut outcome).await?;
     Ok((judged, outcome))
@@ -392,8 +393,12 @@ pub async fn seed_readiness(
     uptime: Option<u64>,
     silence: Duration,
 ) -> Readiness {
-    let client = &configured.client;
-    match result_json(client, node, vmid).await {
+    let guest = Guest::Listed {
+        client: &configured.client,
+        node,
+        vmid,
+    };
+    match result_json(guest).await {
         Ok(GuestFile::Read(bytes)) => match run_errors(&bytes) {
             Some(0) => {}
             Some(_) => return Readiness::Stays(SeedStays::FirstBootFailed),
@@ -411,7 +416,7 @@ pub async fn seed_readiness(
         Ok(GuestFile::Missing) | Err(_) => return Readiness::NotYet,
     }
     let marker = nocloud::render::MANUAL_CLEAN_MARKER;
-    match read_guest_file(client, node, vmid, marker).await {
+    match read_guest_file(guest, marker).await {
         Ok(GuestFile::Read(_)) => Readiness::Ready,
         Ok(GuestFile::Missing) => Readiness::Stays(SeedStays::NoMarker),
         Ok(GuestFile::Refused { stays, .. }) => stays.map_or(Readiness::NotYet, Readiness::Stays),

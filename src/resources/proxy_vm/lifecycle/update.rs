@@ -10,6 +10,7 @@ use super::configure::write_config;
 use super::disk::grow_disk;
 use super::error::Step;
 use super::expected::Expected;
+use super::guest::Guest;
 use super::ha::ensure as ensure_ha;
 use super::operation::Operation;
 use super::owned::OwnedVm;
@@ -79,15 +80,8 @@ pub async fn update(
     ensure_power(&vm, desired.started).await?;
     let booted = desired.started && (!was_running || rebooted);
     if booted && desired.wait_for.waits_for_address() {
-        updated.interfaces = Some(
-            wait_for_address(
-                &configured.client,
-                (vm.node(), vmid),
-                &desired.template,
-                deadline,
-            )
-            .await?,
-        );
+        updated.interfaces =
+            Some(wait_for_address(Guest::Owned(&vm), &desired.template, deadline).await?);
     }
     updated.node = vm.node().to_owned();
     Ok(updated)

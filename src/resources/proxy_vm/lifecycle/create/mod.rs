@@ -18,13 +18,14 @@ use super::ProgressCell;
 use super::configure::write_config_from;
 use super::disk::grow_disk;
 use super::error::{Step, StepError};
+use super::guest::Guest;
 use super::ha::ensure as ensure_ha;
-use super::observe::observe_with;
 use super::power::{ensure_power, start_own_clone};
 use super::prechecks::{Template, check_disk_size};
 use super::ready::wait_for_address;
 use super::seed_life::{FirstBoot, SeedOutcome, after_ready, stopped_before_address};
 use super::slot::{Chosen, Slot};
+use super::whereabouts::observe_where_it_is;
 use crate::context::Configured;
 use hold::{Claimed, Hold};
 
@@ -95,20 +96,22 @@ pub async fn create(
         }
     };
     drop(cloned.reservation);
-    // Where the VM runs: HA may have started it on another node (`ha-rebalance-on-start`).
+    // Where the VM runs: HA may have started it on another node (`ha-rebalance-on-start`),
+    // and may move it while it is observed.
     let node = hold.vm.node();
-    match observe_with(client, node, vmid, desired.pool.clone(), reported).await? {
-        Some(observed) => Ok(Created {
-            observed,
-            warnings: seed.warnings,
-            seed_deleted: seed.deleted,
-            verdict_pending: seed.verdict_pending,
-            seed_stays: seed.stays,
-        }),
-        None => Err(StepError::Unworkable(format!(
+    let pool = desired.pool.clone();
+    let Some(observed) = observe_where_it_is(client, node, vmid, pool, reported).await? else {
+        return Err(StepError::Unworkable(format!(
             "VM {vmid} vanished right after it was created"
-        ))),
-    }
+        )));
+    };
+    Ok(Created {
+        observed,
+        warnings: seed.warnings,
+        seed_deleted: seed.deleted,
+        verdict_pending: seed.verdict_pending,
+        seed_stays: seed.stays,
+    })
 }
 
 /// Clones (or takes up) the slot and claims the VM; a VM that may have booted another
@@ -236,8 +239,7 @@ async fn provision(
     let started = hold.unless_taken_over(started)?;
     let mut stopped_waiting = false;
     let reported = if desired.started && desired.wait_for.waits_for_address() {
-        let at = (vm.node(), vm.vmid());
-        match wait_for_address(vm.client(), at, &desired.template, vm.deadline()).await {
+        match wait_for_address(Guest::Owned(vm), &desired.template, vm.deadline()).await {
             Ok(interfaces) => Some(interfaces),
             // Made, then stopped: whether that came before or after the address was seen
             // is timing, so it ends as a stop before the verdict does (`stopped_before_address`).
