@@ -151,6 +151,13 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>, path: &str) ->
         ("GET", "costs") | ("POST", "costs/reset") => costs(shared, path == "costs/reset"),
         ("GET", p) if p.starts_with("volume/") => volume(shared, &p["volume/".len()..]),
         ("POST", p) if p.starts_with("nodes/") => crate::node_events::handle(shared, p),
+        ("POST", p) if p.starts_with("vms/") => {
+            let path = p.to_string();
+            match read_body(req).await {
+                Ok(body) => crate::operator_migrate::handle(shared, &path, &body).await,
+                Err(resp) => resp,
+            }
+        }
         (_, p) if p.starts_with("ha/") => {
             let path = p.to_string();
             match read_body(req).await {

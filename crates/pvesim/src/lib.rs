@@ -40,6 +40,7 @@ mod http;
 mod migrate;
 mod migrate_task;
 mod node_events;
+mod operator_migrate;
 mod qemu;
 mod server;
 mod shared;

@@ -338,6 +338,29 @@ impl Admin {
         Ok(serde_json::from_str(&text).expect("a rebalance answer"))
     }
 
+    /// `POST /_sim/vms/{vmid}/migrate`: an operator's `qm migrate` of VM `vmid` to `target`
+    /// (online when it runs), answered once its task ended: `{upid, exitstatus, node}` (the
+    /// node the VM is on then). `Err` with the refusal: an HA-managed VM, a task of the VM
+    /// running, or what PVE's `migrate_vm` refuses. Admin requests are never held, so a test
+    /// moves a VM while a client's requests are.
+    pub async fn migrate(&self, vmid: u32, target: &str) -> Result<serde_json::Value, String> {
+        let body = serde_json::json!({ "target": target });
+        let request = self
+            .request(reqwest::Method::POST, &format!("vms/{vmid}/migrate"))
+            .json(&body);
+        let response = request.send().await.expect("the admin API answers");
+        let status = response.status();
+        let text = response.text().await.expect("admin answer read");
+        if status.as_u16() == 409 {
+            return Err(text);
+        }
+        assert!(
+            status.is_success(),
+            "admin vms/{vmid}/migrate: {status} {text}"
+        );
+        Ok(serde_json::from_str(&text).expect("a migrate answer"))
+    }
+
     /// `PUT /_sim/ha/services/{sid}` with `{"state": "error"}`: the service is in `error`,
     /// as after a failure PVE cannot recover from (the VM is left as it is).
     pub async fn ha_service_error(&self, sid: &str) -> HaServiceState {

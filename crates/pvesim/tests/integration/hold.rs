@@ -103,3 +103,49 @@ async fn the_journal_is_read_from_an_index() {
     assert_eq!(tail, h.admin.journal().await[before..after]);
     assert!(h.admin.journal_since(after + 10).await.is_empty());
 }
+
+/// An operator's migration through the admin API (`POST /_sim/vms/{vmid}/migrate`) runs
+/// while a client's requests are held, and is answered once its task ended: the held read,
+/// resumed, meets the VM gone from the node it asked (PVE's "Configuration file … does not
+/// exist"), and the VM is on the target. An HA-managed VM is refused: the HA manager moves
+/// it.
+#[tokio::test]
+async fn an_operator_migrates_a_vm_while_a_client_s_requests_are_held() {
+    let h = start(SimConfig::default()).await;
+    h.clone_template(152, "moved-held").await;
+    h.admin.hold_request(1, false).await;
+    let (client, auth) = (h.client.clone(), h.auth());
+    let url = h.url("/nodes/pve1/qemu/152/config");
+    let read =
+        tokio::spawn(async move { client.get(url).header("Authorization", auth).send().await });
+    assert!(h.admin.until_held(|| read.is_finished()).await);
+    let moved = h
+        .admin
+        .migrate(152, "pve2")
+        .await
+        .expect("the migration runs");
+    assert_eq!(moved["exitstatus"], "OK", "{moved}");
+    assert_eq!(moved["node"], "pve2", "{moved}");
+    assert!(
+        moved["upid"]
+            .as_str()
+            .is_some_and(|u| u.contains(":qmigrate:152:")),
+        "{moved}"
+    );
+    h.admin.resume_hold().await;
+    let answer = read.await.unwrap().expect("the held read is answered");
+    assert_eq!(answer.status().as_u16(), 500);
+    let text = answer.text().await.unwrap();
+    assert!(
+        text.contains("Configuration file 'nodes/pve1/qemu-server/152.conf' does not exist"),
+        "{text}"
+    );
+    let config = h.get("/nodes/pve2/qemu/152/config").await.data();
+    assert_eq!(config["name"], "moved-held");
+
+    h.post("/cluster/ha/resources", &[("sid", "vm:152")])
+        .await
+        .data();
+    let refused = h.admin.migrate(152, "pve3").await.expect_err("refused");
+    assert!(refused.contains("HA-managed"), "{refused}");
+}
