@@ -37,6 +37,8 @@ pub struct Outcome {
     pub state: Option<usize>,
     pub ran: Vec<Ran>,
     pub killed: bool,
+    /// An operator moved a VM while the command ran ([`Op::MovedUnder`]).
+    pub moved: bool,
     pub skipped: Option<&'static str>,
     pub expect: Expect,
     /// A full, refreshing apply of the state's current configuration succeeded: the next
@@ -57,6 +59,7 @@ impl Outcome {
             state,
             ran: Vec::new(),
             killed: false,
+            moved: false,
             skipped: None,
             expect,
             settled: false,
@@ -127,6 +130,9 @@ pub async fn run(world: &mut World, op: &Op, armed: bool) -> Outcome {
         Op::Fault(kind) => fault(world, *kind).await,
         Op::Hand(state, slot, act) => hand(world, *state, *slot, *act).await,
         Op::Cluster(state, slot, act) => cluster(world, *state, *slot, *act).await,
+        Op::MovedUnder(state, slot, edits, at) => {
+            moved_under(world, *state, *slot, edits, *at, expect).await
+        }
     };
     out.writes = world.journal_writes().await - before;
     out
@@ -698,15 +704,73 @@ async fn hand(world: &mut World, state: usize, slot: usize, act: HandAct) -> Out
     }
 }
 
+/// An apply during which an operator migrates the VM of `slot`'s name: pve-sim holds the
+/// apply at its `at`th request while the VM moves (admin requests are never held), then lets
+/// it go on. It must end as the apply would without the move: a command follows a VM that
+/// moves under it (#40). A VM PVE will not move there and then (HA-managed, a task of it
+/// running, a local seed attached) stays, and the apply is a plain one.
+async fn moved_under(
+    world: &mut World,
+    state: usize,
+    slot: usize,
+    edits: &[Edit],
+    at: u16,
+    expect: Expect,
+) -> Outcome {
+    for edit in edits {
+        world.states[state].config.apply(*edit);
+    }
+    world.write_config(state, "").await;
+    world.client.hold_request(u64::from(at.max(1)), false).await;
+    let mut child = world.spawn(state, &APPLY).await;
+    let mut out = Outcome::new(Some(state), expect);
+    let held = world
+        .client
+        .until_held(|| child.try_wait().unwrap().is_some())
+        .await;
+    if held {
+        let cluster = world.cluster().await;
+        // A VM of the name (the highest VMID of several): the state's, or the one this apply
+        // is making.
+        let named = cluster.vms.values().rev().find(|vm| vm.name == name(slot));
+        if let Some(vm) = named.cloned() {
+            let moved = world.client.migrate_now(vm.vmid, next_node(&vm.node)).await;
+            if moved.is_ok_and(|answer| answer["node"] != vm.node.as_str()) {
+                world.cluster_acted = true;
+                out.moved = true;
+            }
+        }
+        world.client.resume_hold().await;
+    } else {
+        world.client.release_hold().await;
+    }
+    let status = child.wait().unwrap();
+    let text = world.spawned_output(state).await;
+    out.ran.push(Ran {
+        state,
+        args: APPLY.join(" "),
+        code: status.code().unwrap_or(-1),
+        text,
+    });
+    out.settled = status.success();
+    world.states[state].behind_back = false;
+    out
+}
+
+/// The node after `node`, round the cluster.
+fn next_node(node: &str) -> &'static str {
+    match node {
+        "pve1" => "pve2",
+        "pve2" => "pve3",
+        _ => "pve1",
+    }
+}
+
 async fn cluster(world: &mut World, state: usize, slot: usize, act: ClusterAct) -> Outcome {
     let Some(vm) = held_vm(world, state, slot).await else {
         return Outcome::skip("the state holds no VM there");
     };
-    let next = match vm.node.as_str() {
-        "pve1" => "pve2",
-        "pve2" => "pve3",
-        _ => "pve1",
-    };
+    let next = next_node(&vm.node);
     let sid = format!("vm:{}", vm.vmid);
     let online = if vm.running { "1" } else { "0" };
     let result = match act {

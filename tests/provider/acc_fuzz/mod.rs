@@ -61,12 +61,14 @@ fn switched_on(family: Family) -> bool {
 
 fn summary(stats: &Stats, failures: &[Failure], wall: Duration) -> String {
     let mut text = format!(
-        "fuzz summary: {} sequences, {} steps ({} skipped as not applicable, {} killed), {} \
-         invariant checks ({} I3 checks undecided), {} shrink runs, {} failures, {:.0} s",
+        "fuzz summary: {} sequences, {} steps ({} skipped as not applicable, {} killed, {} with \
+         a VM moved under them), {} invariant checks ({} I3 checks undecided), {} shrink runs, \
+         {} failures, {:.0} s",
         stats.sequences,
         stats.steps,
         stats.skipped_steps,
         stats.kills,
+        stats.moves,
         stats.checks,
         stats.undecided,
         stats.shrink_runs,

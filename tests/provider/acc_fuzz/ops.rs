@@ -60,10 +60,13 @@ pub enum Family {
     /// A plan saved in one directory, applied in a copy of it made as a CI job makes it (the
     /// configuration, the state and the plan file, then `terraform init`).
     SavedPlanElsewhere,
+    /// An operator migrates a VM while an apply works: at a request of the apply's, which
+    /// waits there until the VM moved.
+    MovedUnder,
 }
 
 impl Family {
-    pub const ALL: [Family; 24] = [
+    pub const ALL: [Family; 25] = [
         Family::Apply,
         Family::InPlace,
         Family::Replacing,
@@ -88,6 +91,7 @@ impl Family {
         Family::Cluster,
         Family::FreshDirectory,
         Family::SavedPlanElsewhere,
+        Family::MovedUnder,
     ];
 }
 
@@ -235,6 +239,10 @@ pub enum Op {
     Fault(FaultKind),
     Hand(usize, usize, HandAct),
     Cluster(usize, usize, ClusterAct),
+    /// The edits written, then `terraform apply` in the state; at the apply's `at`th
+    /// request (held there by pve-sim), an operator migrates the VM of the slot's name to
+    /// the next node (`qm migrate`, online when it runs), and the apply goes on.
+    MovedUnder(usize, usize, Vec<Edit>, u16),
 }
 
 impl Op {
@@ -258,6 +266,7 @@ impl Op {
             Op::Hand(_, _, HandAct::DeleteVm | HandAct::DeleteVmStalled) => Family::HandDelete,
             Op::Hand(..) => Family::HandPower,
             Op::Cluster(..) => Family::Cluster,
+            Op::MovedUnder(..) => Family::MovedUnder,
         }
     }
 
@@ -265,7 +274,9 @@ impl Op {
     /// there).
     pub fn families(&self) -> Vec<Family> {
         let mut out = vec![self.family()];
-        if let Op::Apply(_, edits, _) | Op::Kill(_, edits, ..) = self {
+        if let Op::Apply(_, edits, _) | Op::Kill(_, edits, ..) | Op::MovedUnder(_, _, edits, _) =
+            self
+        {
             for edit in edits {
                 out.push(edit_family(*edit));
             }
@@ -290,7 +301,8 @@ impl Op {
             | Op::Kill(s, ..)
             | Op::ApplySavedElsewhere(s)
             | Op::FreshDirectory(s)
-            | Op::StateRmThenApply(s, _) => Some(*s),
+            | Op::StateRmThenApply(s, _)
+            | Op::MovedUnder(s, ..) => Some(*s),
             Op::Race | Op::Fault(_) | Op::Hand(..) | Op::Cluster(..) => None,
         }
     }
@@ -512,6 +524,12 @@ const TABLE: &[Row] = &[
         ];
         let act = acts[g.rng.usize(0..acts.len())];
         Op::Cluster(g.state(), g.slot(), act)
+    }),
+    (Family::MovedUnder, 6, |g| {
+        let (state, slot) = (g.state(), g.slot());
+        let family = [Family::Apply, Family::InPlace, Family::Replacing][g.rng.usize(0..3)];
+        let edits = g.edits(family);
+        Op::MovedUnder(state, slot, edits, g.rng.u16(1..64))
     }),
 ];
 

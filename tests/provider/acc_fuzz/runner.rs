@@ -18,6 +18,8 @@ pub struct Stats {
     pub skipped_steps: u64,
     /// Commands killed (SIGKILL) before they ended.
     pub kills: u64,
+    /// VMs an operator moved while a command ran.
+    pub moves: u64,
     pub checks: u64,
     pub undecided: u64,
     pub shrink_runs: u64,
@@ -102,6 +104,7 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
             stats.skipped_steps += 1;
         }
         stats.kills += u64::from(out.killed);
+        stats.moves += u64::from(out.moved);
         let told = tell_step(&mut world, index, op, &out).await;
         if verbose {
             eprintln!("{told}");
@@ -143,8 +146,8 @@ pub async fn run_sequence(ops: &[Op], stats: &mut Stats) -> Option<(usize, Viola
 async fn tell_step(world: &mut World, index: usize, op: &Op, out: &exec::Outcome) -> String {
     let codes: Vec<i32> = out.ran.iter().map(|r| r.code).collect();
     let mut lines = vec![format!(
-        "fuzz step {index}: {op:?} -> exit {codes:?} killed {} skipped {:?}",
-        out.killed, out.skipped
+        "fuzz step {index}: {op:?} -> exit {codes:?} killed {} moved {} skipped {:?}",
+        out.killed, out.moved, out.skipped
     )];
     for ran in out.ran.iter().filter(|r| r.code != 0) {
         let text = crate::support::flat(&ran.text);

@@ -612,6 +612,13 @@ impl SimClient {
         self.admin().reboot_node(node).await;
     }
 
+    /// An operator's migration of VM `vmid` to `target`, run while requests are held
+    /// (`POST /_sim/vms/{vmid}/migrate`): its answer once the task ended, or the refusal.
+    pub async fn migrate_now(&self, vmid: u64, target: &str) -> Result<serde_json::Value, String> {
+        let vmid = u32::try_from(vmid).expect("a VMID");
+        self.admin().migrate(vmid, target).await
+    }
+
     /// The hold's status: `seen` counts the PVE API requests since it was set.
     pub async fn hold_status(&self) -> pvesim::hold::HoldStatus {
         self.admin().hold_status().await
