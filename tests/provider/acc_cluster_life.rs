@@ -641,3 +641,132 @@ async fn a_create_meeting_a_vm_on_a_failed_node_fails_at_once() {
     second.destroy().await.success();
     assert_nothing_left(&sim, "down-0", "proxy-seeds").await;
 }
+
+/// A VM an operator migrates after its create uploaded the seed to the node it was cloned
+/// on, and before the seed is attached (the VM is stopped and has no CD-ROM yet, so PVE
+/// moves it, disks and all): the create goes on where the VM is and the VM first boots
+/// its own seed there, with nothing of the seed left on the node it left. The seed storage
+/// is node-local (`proxy-seeds`), so the upload on the old node is no use on the new one.
+/// Deterministic: pve-sim holds the create's seed upload while the VM moves.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_moved_before_its_seed_is_attached_boots_its_own_seed() {
+    let test = "a_vm_moved_before_its_seed_is_attached_boots_its_own_seed";
+    if !simulator_only(test, "pve-sim's request hold and operator migration") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    ws.init_with(&fleet("early", 1, "pve1", "proxy-seeds", ""))
+        .await;
+    sim.hold_counting(1, "/upload").await;
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let applied = async {
+        let out = ws.apply().await;
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let move_it = async {
+        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(sim.until_held(gone).await, "the create uploads its seed");
+        let id = vmid(&the_vm(&sim, "early-0").await);
+        let moved = admin
+            .migrate(id as u32, "pve2")
+            .await
+            .expect("the VM moves");
+        assert_eq!(moved["node"], "pve2", "{moved}");
+        sim.resume_hold().await;
+    };
+    let (out, ()) = tokio::join!(applied, move_it);
+    let out = out.success();
+    let vm = the_vm(&sim, "early-0").await;
+    assert_eq!(vm["node"], "pve2", "{vm}\n{}", out.all_text());
+    assert_eq!(vm["status"], "running", "{vm}");
+    let state = ws.state().await;
+    let values = &state["values"]["root_module"]["resources"][0]["values"];
+    let seed = values["seed_volume"].as_str().unwrap().to_owned();
+    assert_eq!(
+        vm["guest"]["first_seed"]["volid"],
+        seed.as_str(),
+        "the VM first booted its own seed: {vm}"
+    );
+    let on = |node: &str| {
+        let seeds = sim.volumes_on("proxy-seeds");
+        let node = node.to_owned();
+        async move {
+            seeds
+                .await
+                .into_iter()
+                .filter(|v| v["node"] == node.as_str())
+                .count()
+        }
+    };
+    assert_eq!(on("pve1").await, 0, "nothing of the seed stays on pve1");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "early", "proxy-seeds").await;
+}
+
+/// As above, without waiting (`wait_for = "none"`) and with the seed detached once ready
+/// (`until_ready`): the apply after cloud-init finished detaches the seed and deletes the
+/// copy where the VM is, not only the node it was uploaded to first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_seed_that_followed_its_vm_is_deleted_where_it_is_when_detached() {
+    let test = "a_seed_that_followed_its_vm_is_deleted_where_it_is_when_detached";
+    if !simulator_only(test, "pve-sim's request hold and operator migration") {
+        return;
+    }
+    let (sim_handle, target) = start_sim(world()).await;
+    let admin = pvesim::testing::Admin::new(&sim_handle);
+    let sim = SimClient::new(&target);
+    let ws = Workspace::new(target);
+    let config = format!(
+        "{}\nprovider \"proxmox\" {{\n  seed_storage = \"proxy-seeds\"\n}}\n\
+         resource \"proxmox_proxy_vm\" \"edge\" {{\n  name     = \"later\"\n  \
+         template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  wait_for = \"none\"\n}}\n",
+        Workspace::preamble()
+    );
+    ws.init_with(&config).await;
+    sim.hold_counting(1, "/upload").await;
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let applied = async {
+        let out = ws.apply().await;
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let move_it = async {
+        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(sim.until_held(gone).await, "the create uploads its seed");
+        let id = vmid(&the_vm(&sim, "later").await);
+        let moved = admin
+            .migrate(id as u32, "pve2")
+            .await
+            .expect("the VM moves");
+        assert_eq!(moved["node"], "pve2", "{moved}");
+        sim.resume_hold().await;
+    };
+    let (out, ()) = tokio::join!(applied, move_it);
+    out.success();
+    until(&sim, "cloud-init finished in the guest", |state| {
+        vms_named(state, "later")[0]["guest"]["cloud_init"] == "done"
+    })
+    .await;
+    let out = ws.apply().await.success();
+    let vm = the_vm(&sim, "later").await;
+    assert_eq!(vm["node"], "pve2", "{vm}");
+    assert_eq!(
+        vm["config"]["ide2"],
+        "none,media=cdrom",
+        "detached: {vm}\n{}",
+        out.all_text()
+    );
+    let isos = sim.volumes_on("proxy-seeds").await;
+    assert!(
+        isos.is_empty(),
+        "the seed is gone from every node: {isos:?}"
+    );
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(&sim, "later", "proxy-seeds").await;
+}

@@ -102,12 +102,20 @@ pub(super) async fn detach_seed(
         return Ok(Detach::Kept { why, stays });
     }
     if let Some((storage, _)) = seed_volume.split_once(':') {
-        let store = vm.client().node(seed_node).storage(storage);
-        tolerate_gone(
-            vm.op()
-                .run_answered_task(|| store.delete_volume_answered(seed_volume))
-                .await,
-        )?;
+        // Where it was uploaded, and where the VM is when it moved before its seed was
+        // attached (the create uploaded it again there: `create/seed.rs` `follow_the_vm`).
+        let mut nodes = vec![seed_node];
+        if vm.node() != seed_node {
+            nodes.push(vm.node());
+        }
+        for node in nodes {
+            let store = vm.client().node(node).storage(storage);
+            tolerate_gone(
+                vm.op()
+                    .run_answered_task(|| store.delete_volume_answered(seed_volume))
+                    .await,
+            )?;
+        }
         tracing::info!(vmid = vm.vmid(), volume = %seed_volume, "deleted the detached seed");
     }
     Ok(Detach::Done)

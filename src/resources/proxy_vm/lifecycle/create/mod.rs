@@ -218,14 +218,21 @@ async fn provision(
 ) -> Step<(Option<Vec<GuestInterface>>, SeedOutcome)> {
     let (vm, desired) = (&hold.vm, hold.desired);
     let seed_volume = built.volume.as_str();
+    let made_on = built.made_on.as_str();
     let bytes = built.bytes.clone();
     // The config write's read goes out beside the upload: the write, conditional on its
     // digest, still comes after the seed is on the storage.
     let (uploaded, seen) = tokio::join!(
-        seed::upload_seed(vm.client(), vm.node(), seed_volume, bytes, vm.deadline()),
+        seed::upload_seed(vm.client(), made_on, seed_volume, bytes, vm.deadline()),
         vm.read()
     );
     uploaded?;
+    // The read followed a VM migrated meanwhile: its seed must be where it boots.
+    if vm.node() != made_on {
+        let nodes = (made_on, vm.node());
+        let bytes = built.bytes.clone();
+        seed::follow_the_vm(vm.client(), nodes, seed_volume, bytes, vm.deadline()).await?;
+    }
     let written = write_config_from(vm, Some(seen), desired, Some(seed_volume), true).await;
     hold.unless_taken_over(written)?;
     hold.unless_taken_over(grow_disk(vm, desired.disk_gib).await)?;
@@ -256,10 +263,11 @@ async fn provision(
     // Finished, so no other create can take the VM any more: a seed an earlier attempt
     // at this VM slot uploaded (an interrupted create this one resumed, a VM deleted by
     // hand and made again) is nobody's now.
+    // Named for the node the VM was made on, and uploaded there.
     seed::remove_earlier_seeds(
         &finished,
         vm.client(),
-        vm.node(),
+        made_on,
         vm.vmid(),
         desired,
         seed_volume,

@@ -20,6 +20,8 @@ pub(super) struct BuiltSeed {
     /// The instance-id its meta-data names: the guest's cloud-init runs as it when it read
     /// the seed.
     pub instance_id: String,
+    /// The node the VM was made on: part of the seed's identity, and where it is uploaded.
+    pub made_on: String,
 }
 
 /// The seed for this VM (pure: the same input gives the same bytes).
@@ -32,6 +34,7 @@ pub(super) fn build_seed(desired: &Desired, node: &str, vmid: u32) -> Step<Built
         volume: format!("{}:iso/{}", desired.seed_storage, seed.file_name_suggestion),
         bytes: bytes::Bytes::from(seed.bytes),
         instance_id: seed.instance_id,
+        made_on: node.to_owned(),
     })
 }
 
@@ -51,6 +54,38 @@ pub(super) async fn upload_seed(
     Operation::new(client, deadline)
         .run_task(|| storage.upload(Upload::iso(file, bytes.clone())))
         .await?;
+    Ok(())
+}
+
+/// Puts the seed where the VM went when it moved after the upload and before its seed was
+/// attached (an operator's migration of the stopped VM: PVE moves a VM with no CD-ROM on
+/// node-local storage): a seed on storage the new node reaches stays as it is; one on the
+/// old node's own storage is uploaded again where the VM is, and removed from the node it
+/// left, where no VM boots it.
+pub(super) async fn follow_the_vm(
+    client: &Client,
+    (from, to): (&str, &str),
+    volume: &str,
+    bytes: bytes::Bytes,
+    deadline: Instant,
+) -> Step<()> {
+    let Some((storage, _)) = volume.split_once(':') else {
+        return Err(StepError::Unworkable(format!(
+            "unexpected seed volume `{volume}`"
+        )));
+    };
+    let store = client.node(to).storage(storage);
+    // A listing, not the volume's own info: PVE words a missing file there as a failed size
+    // query ("volume_size_info on '…' failed - no format"), not as not found.
+    let listed = Operation::new(client, deadline)
+        .retry(|| store.content(Some("iso")))
+        .await?;
+    if listed.iter().any(|item| item.volid == volume) {
+        return Ok(());
+    }
+    tracing::info!(%volume, from, to, "the VM moved before its seed was attached: seed follows");
+    upload_seed(client, to, volume, bytes, deadline).await?;
+    remove_seed(client, from, volume, deadline).await;
     Ok(())
 }
 

@@ -49,7 +49,18 @@ pub(super) async fn delete_seed(
                 op.run_answered_task(|| store.delete_volume_answered(seed.volume))
                     .await?;
             }
-            (outcome, _) => tolerate_gone(outcome)?,
+            // A VM migrated before its seed was attached has its seed uploaded where it went
+            // (`create/seed.rs` `follow_the_vm`): on node-local storage, that copy is the one
+            // it booted. Deleting a missing ISO ends OK, so on shared storage this is no-op.
+            (outcome, Some(node)) => {
+                tolerate_gone(outcome)?;
+                let store = client.node(node).storage(storage);
+                tolerate_gone(
+                    op.run_answered_task(|| store.delete_volume_answered(seed.volume))
+                        .await,
+                )?;
+            }
+            (outcome, None) => tolerate_gone(outcome)?,
         }
     }
     Ok(true)
