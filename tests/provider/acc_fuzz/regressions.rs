@@ -731,3 +731,18 @@ async fn fuzz_seed_33023_a_saved_plan_applied_after_an_operator_s_delete() {
     )
     .await;
 }
+
+/// I0 (seed 38008, 2026-12-07, the first run of `MovedUnder`): the operator migrated the
+/// VM a create was making at the create's config write, after the write's read. The write
+/// went to the node the VM had left and failed with "Configuration file … does not
+/// exist". A conditional write that PVE answers so now follows the VM and is decided again
+/// from a read where it is, and the create attaches its seed there (uploading it again when
+/// the seed storage is the old node's own).
+#[tokio::test(flavor = "multi_thread")]
+async fn fuzz_seed_38008_a_vm_moved_at_its_config_write() {
+    regression(
+        "fuzz_seed_38008_a_vm_moved_at_its_config_write",
+        vec![MovedUnder(0, 0, vec![Disk(1, 6)], 36)],
+    )
+    .await;
+}

@@ -35,17 +35,27 @@ pub(super) async fn write_config_from(
     seed_volume: Option<&str>,
     creating: bool,
 ) -> Step<()> {
-    let attempt = |seen: Seen| async move {
-        let update = config_update(&seen.config, desired, seed_volume, creating)?;
-        if update.is_empty() {
-            return Ok(());
-        }
-        vm.write_task(&seen.change(update)).await.map(drop)
-    };
+    let attempt = |seen: Seen| write_decided(vm, seen, desired, seed_volume, creating);
     match seen.and_then(Result::ok) {
         Some(seen) => vm.conditional_from(seen, "write the config", attempt).await,
         None => vm.conditional("write the config", attempt).await,
     }
+}
+
+/// One attempt of [`write_config`]: what differs from `desired` in the config `seen` read,
+/// written conditional on that read's digest (nothing when nothing differs).
+pub(super) async fn write_decided(
+    vm: &OwnedVm<'_>,
+    seen: Seen,
+    desired: &Desired,
+    seed_volume: Option<&str>,
+    creating: bool,
+) -> Step<()> {
+    let update = config_update(&seen.config, desired, seed_volume, creating)?;
+    if update.is_empty() {
+        return Ok(());
+    }
+    vm.write_task(&seen.change(update)).await.map(drop)
 }
 
 /// The tags as PVE normalises them, as one string.

@@ -315,6 +315,7 @@ impl<'a> OwnedVm<'a> {
                         "the VM's config changed since it was read; reading it again"
                     );
                 }
+                Err(StepError::Pve(e)) if self.moved_before_write(&e).await? => {}
                 other => return other,
             }
         }
@@ -344,8 +345,23 @@ impl<'a> OwnedVm<'a> {
             {
                 self.conditional(what, attempt).await
             }
+            Err(StepError::Pve(e)) if self.moved_before_write(&e).await? => {
+                self.conditional(what, attempt).await
+            }
             other => other,
         }
+    }
+
+    /// Whether a write's `error` says PVE does not know the VM where the write went because
+    /// it moved between the read the write was decided from and the write: then this handle
+    /// follows it, and the write is decided again from a read where it is. (The read itself
+    /// follows a VM it misses; a write is never resent blind.)
+    async fn moved_before_write(&self, error: &pve::Error) -> Step<bool> {
+        if error.kind() != ErrorKind::NotFound {
+            return Ok(false);
+        }
+        let node = self.node().to_owned();
+        self.followed(&node).await
     }
 
     /// A destroy's first write: the mark says `deleting`, so no create adopts the VM while

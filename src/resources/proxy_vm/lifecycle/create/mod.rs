@@ -15,11 +15,12 @@ use tokio::time::Instant;
 
 use super::super::model::{Desired, Observed, SeedStays};
 use super::ProgressCell;
-use super::configure::write_config_from;
+use super::configure::write_decided;
 use super::disk::grow_disk;
 use super::error::{Step, StepError};
 use super::guest::Guest;
 use super::ha::ensure as ensure_ha;
+use super::owned::Seen;
 use super::power::{ensure_power, start_own_clone};
 use super::prechecks::{Template, check_disk_size};
 use super::ready::wait_for_address;
@@ -227,13 +228,24 @@ async fn provision(
         vm.read()
     );
     uploaded?;
-    // The read followed a VM migrated meanwhile: its seed must be where it boots.
-    if vm.node() != made_on {
-        let nodes = (made_on, vm.node());
-        let bytes = built.bytes.clone();
-        seed::follow_the_vm(vm.client(), nodes, seed_volume, bytes, vm.deadline()).await?;
-    }
-    let written = write_config_from(vm, Some(seen), desired, Some(seed_volume), true).await;
+    // Each attempt attaches the seed where the VM is: an operator may migrate the stopped VM
+    // until it is attached, and the write's read follows it.
+    let seed_on = std::sync::Mutex::new(made_on.to_owned());
+    let attempt = |seen: Seen| async {
+        let here = vm.node().to_owned();
+        let was = seed_on.lock().expect("not poisoned").clone();
+        if here != was {
+            let bytes = built.bytes.clone();
+            let nodes = (was.as_str(), here.as_str());
+            seed::follow_the_vm(vm.client(), nodes, seed_volume, bytes, vm.deadline()).await?;
+            *seed_on.lock().expect("not poisoned") = here;
+        }
+        write_decided(vm, seen, desired, Some(seed_volume), true).await
+    };
+    let written = match seen {
+        Ok(seen) => vm.conditional_from(seen, "write the config", attempt).await,
+        Err(_) => vm.conditional("write the config", attempt).await,
+    };
     hold.unless_taken_over(written)?;
     hold.unless_taken_over(grow_disk(vm, desired.disk_gib).await)?;
     // Under HA before the start, as PVE's create with `ha-managed` does.

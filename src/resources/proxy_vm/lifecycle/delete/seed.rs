@@ -51,7 +51,7 @@ pub(super) async fn delete_seed(
             }
             // A VM migrated before its seed was attached has its seed uploaded where it went
             // (`create/seed.rs` `follow_the_vm`): on node-local storage, that copy is the one
-            // it booted. Deleting a missing ISO ends OK, so on shared storage this is no-op.
+            // it booted. Deleting a missing ISO ends OK, so on shared storage this is a no-op.
             (outcome, Some(node)) => {
                 tolerate_gone(outcome)?;
                 let store = client.node(node).storage(storage);
