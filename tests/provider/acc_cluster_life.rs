@@ -642,6 +642,34 @@ async fn a_create_meeting_a_vm_on_a_failed_node_fails_at_once() {
     assert_nothing_left(&sim, "down-0", "proxy-seeds").await;
 }
 
+/// Runs `apply` while pve-sim holds its first seed upload, and meanwhile an operator
+/// migrates the VM named `name` (made by the apply, stopped, no CD-ROM yet) to pve2.
+async fn migrated_at_upload<T>(
+    sim: &SimClient,
+    admin: &pvesim::testing::Admin,
+    name: &str,
+    apply: impl std::future::Future<Output = T>,
+) -> T {
+    sim.hold_counting(1, "/upload").await;
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let applied = async {
+        let out = apply.await;
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let move_it = async {
+        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(sim.until_held(gone).await, "the create uploads its seed");
+        let id = vmid(&the_vm(sim, name).await);
+        let moved = admin.migrate(id as u32, "pve2").await;
+        let moved = moved.expect("the VM moves");
+        assert_eq!(moved["node"], "pve2", "{moved}");
+        sim.resume_hold().await;
+    };
+    let (out, ()) = tokio::join!(applied, move_it);
+    out
+}
+
 /// A VM an operator migrates after its create uploaded the seed to the node it was cloned
 /// on, and before the seed is attached (the VM is stopped and has no CD-ROM yet, so PVE
 /// moves it, disks and all): the create goes on where the VM is and the VM first boots
@@ -660,25 +688,7 @@ async fn a_vm_moved_before_its_seed_is_attached_boots_its_own_seed() {
     let ws = Workspace::new(target);
     ws.init_with(&fleet("early", 1, "pve1", "proxy-seeds", ""))
         .await;
-    sim.hold_counting(1, "/upload").await;
-    let ended = std::sync::atomic::AtomicBool::new(false);
-    let applied = async {
-        let out = ws.apply().await;
-        ended.store(true, std::sync::atomic::Ordering::SeqCst);
-        out
-    };
-    let move_it = async {
-        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
-        assert!(sim.until_held(gone).await, "the create uploads its seed");
-        let id = vmid(&the_vm(&sim, "early-0").await);
-        let moved = admin
-            .migrate(id as u32, "pve2")
-            .await
-            .expect("the VM moves");
-        assert_eq!(moved["node"], "pve2", "{moved}");
-        sim.resume_hold().await;
-    };
-    let (out, ()) = tokio::join!(applied, move_it);
+    let out = migrated_at_upload(&sim, &admin, "early-0", ws.apply()).await;
     let out = out.success();
     let vm = the_vm(&sim, "early-0").await;
     assert_eq!(vm["node"], "pve2", "{vm}\n{}", out.all_text());
@@ -728,25 +738,7 @@ async fn a_seed_that_followed_its_vm_is_deleted_where_it_is_when_detached() {
         Workspace::preamble()
     );
     ws.init_with(&config).await;
-    sim.hold_counting(1, "/upload").await;
-    let ended = std::sync::atomic::AtomicBool::new(false);
-    let applied = async {
-        let out = ws.apply().await;
-        ended.store(true, std::sync::atomic::Ordering::SeqCst);
-        out
-    };
-    let move_it = async {
-        let gone = || ended.load(std::sync::atomic::Ordering::SeqCst);
-        assert!(sim.until_held(gone).await, "the create uploads its seed");
-        let id = vmid(&the_vm(&sim, "later").await);
-        let moved = admin
-            .migrate(id as u32, "pve2")
-            .await
-            .expect("the VM moves");
-        assert_eq!(moved["node"], "pve2", "{moved}");
-        sim.resume_hold().await;
-    };
-    let (out, ()) = tokio::join!(applied, move_it);
+    let out = migrated_at_upload(&sim, &admin, "later", ws.apply()).await;
     out.success();
     until(&sim, "cloud-init finished in the guest", |state| {
         vms_named(state, "later")[0]["guest"]["cloud_init"] == "done"

@@ -755,6 +755,43 @@ async fn a_vm_moved_twice_during_the_refresh_is_followed_not_lost() {
     ws.destroy().await.success();
 }
 
+/// One HA-managed VM named `name` on pve1, seeds on the shared storage, with the default
+/// waits (the address, then cloud-init's verdict) and the seed's detach.
+fn one_waiting_ha_vm(name: &str) -> String {
+    one_ha_vm_config(name, true)
+}
+
+/// [`one_waiting_ha_vm`], running or not as `started` says.
+fn one_ha_vm_config(name: &str, started: bool) -> String {
+    format!(
+        "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}\
+         resource \"proxmox_proxy_vm\" \"edge\" {{\n  name     = \"{name}\"\n  \
+         template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  started  = {started}\n  \
+         ha = {{\n    max_restart = 2\n  }}\n}}\n",
+        Workspace::preamble()
+    )
+}
+
+/// After an apply whose output is `out`: the VM named `name`, made on pve1 and started
+/// where HA or an operator moved it, runs on `node`; the state says so, with its address
+/// and its seed detached; nothing is planned; the destroy leaves nothing.
+async fn ran_where_it_went(sim: &SimClient, ws: &Workspace, name: &str, node: &str, out: &str) {
+    let vm = the_vm(sim, name).await;
+    assert_eq!(vm["node"], node, "{vm}\n{out}");
+    assert_eq!(vm["status"], "running", "{vm}");
+    let state = ws.state().await;
+    let values = &state["values"]["root_module"]["resources"][0]["values"];
+    assert_eq!(values["node"], "pve1", "{values}");
+    assert_eq!(values["current_node"], node, "{values}");
+    assert_eq!(values["status"], "running", "{values}");
+    let address = values["ipv4_address"].as_str();
+    assert!(address.is_some_and(|a| !a.is_empty()), "{values}");
+    assert_eq!(values["seed_volume"], "", "the seed was detached: {values}");
+    ws.assert_plans_empty().await;
+    ws.destroy().await.success();
+    assert_nothing_left(sim, name).await;
+}
+
 /// A move of the HA-managed VM named `name` to node `to`, by the rebalancer.
 struct Move<'a> {
     name: &'a str,
@@ -923,14 +960,7 @@ async fn a_create_follows_its_vm_when_ha_starts_it_on_another_node() {
     let sim = SimClient::new(&target);
     let ws = Workspace::new(target);
     // Waits for cloud-init's verdict and detaches the seed, both through the guest.
-    let resource = "resource \"proxmox_proxy_vm\" \"edge\" {\n  name     = \"balanced\"\n  \
-        template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  ha = {\n    max_restart = 2\n  \
-        }\n}\n";
-    let config = format!(
-        "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}{resource}",
-        Workspace::preamble()
-    );
-    ws.init_with(&config).await;
+    ws.init_with(&one_waiting_ha_vm("balanced")).await;
     let out = ws.apply().await.success();
     let vm = the_vm(&sim, "balanced").await;
     let id = vmid(&vm);
@@ -939,15 +969,7 @@ async fn a_create_follows_its_vm_when_ha_starts_it_on_another_node() {
     let log = admin.ha_log().await;
     let selected = format!("service vm:{id}: re-balance selected new node pve3 for startup");
     assert!(log.contains(&selected), "{log:?}");
-    let state = ws.state().await;
-    let values = &state["values"]["root_module"]["resources"][0]["values"];
-    assert_eq!(values["node"], "pve1", "{values}");
-    assert_eq!(values["current_node"], "pve3", "{values}");
-    assert_eq!(values["status"], "running", "{values}");
-    assert_eq!(values["seed_volume"], "", "the seed was detached: {values}");
-    ws.assert_plans_empty().await;
-    ws.destroy().await.success();
-    assert_nothing_left(&sim, "balanced").await;
+    ran_where_it_went(&sim, &ws, "balanced", "pve3", &out.all_text()).await;
 }
 
 /// Under `ha-rebalance-on-start`, an HA VM made stopped starts where the HA manager's
@@ -964,15 +986,7 @@ async fn an_update_that_starts_an_ha_vm_follows_it_to_where_ha_starts_it() {
     let (_sim_handle, target) = start_sim(world).await;
     let sim = SimClient::new(&target);
     let ws = Workspace::new(target);
-    let config = |started: bool| {
-        format!(
-            "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}\
-             resource \"proxmox_proxy_vm\" \"edge\" {{\n  name     = \"later\"\n  \
-             template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  started  = {started}\n  \
-             ha = {{\n    max_restart = 2\n  }}\n}}\n",
-            Workspace::preamble()
-        )
-    };
+    let config = |started: bool| one_ha_vm_config("later", started);
     ws.init_with(&config(false)).await;
     ws.apply().await.success();
     let vm = the_vm(&sim, "later").await;
@@ -982,25 +996,7 @@ async fn an_update_that_starts_an_ha_vm_follows_it_to_where_ha_starts_it() {
     );
     ws.write_main_tf(&config(true));
     let out = ws.apply().await.success();
-    let vm = the_vm(&sim, "later").await;
-    assert_eq!(vm["node"], "pve3", "{vm}\n{}", out.all_text());
-    assert_eq!(vm["status"], "running", "{vm}");
-    let state = ws.state().await;
-    let values = &state["values"]["root_module"]["resources"][0]["values"];
-    assert_eq!(values["current_node"], "pve3", "{values}");
-    assert_eq!(values["status"], "running", "{values}");
-    assert!(
-        values["ipv4_address"]
-            .as_str()
-            .is_some_and(|a| !a.is_empty()),
-        "{values}"
-    );
-    ws.assert_plans_empty().await;
-    let state = ws.state().await;
-    let values = &state["values"]["root_module"]["resources"][0]["values"];
-    assert_eq!(values["seed_volume"], "", "the seed was detached: {values}");
-    ws.destroy().await.success();
-    assert_nothing_left(&sim, "later").await;
+    ran_where_it_went(&sim, &ws, "later", "pve3", &out.all_text()).await;
 }
 
 /// A create whose VM HA moves while the create waits on its guest: the create follows it
@@ -1019,37 +1015,14 @@ async fn a_create_follows_its_vm_moved_while_it_waits_on(test: &str, guest_read:
     let ws = Workspace::new(target);
     // Waits for the address and cloud-init's verdict, and detaches the seed, all through
     // the guest agent.
-    let resource = "resource \"proxmox_proxy_vm\" \"edge\" {\n  name     = \"waited\"\n  \
-        template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  ha = {\n    max_restart = 2\n  \
-        }\n}\n";
-    let config = format!(
-        "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}{resource}",
-        Workspace::preamble()
-    );
-    ws.init_with(&config).await;
+    ws.init_with(&one_waiting_ha_vm("waited")).await;
     let moved = Move {
         name: "waited",
         to: "pve2",
     };
     let out = moved_at_read(&sim, &admin, guest_read, moved, ws.apply()).await;
     let out = out.success();
-    let vm = the_vm(&sim, "waited").await;
-    assert_eq!(vm["node"], "pve2", "{vm}\n{}", out.all_text());
-    assert_eq!(vm["status"], "running", "{vm}");
-    let state = ws.state().await;
-    let values = &state["values"]["root_module"]["resources"][0]["values"];
-    assert_eq!(values["node"], "pve1", "{values}");
-    assert_eq!(values["current_node"], "pve2", "{values}");
-    assert!(
-        values["ipv4_address"]
-            .as_str()
-            .is_some_and(|a| !a.is_empty()),
-        "{values}"
-    );
-    assert_eq!(values["seed_volume"], "", "the seed was detached: {values}");
-    ws.assert_plans_empty().await;
-    ws.destroy().await.success();
-    assert_nothing_left(&sim, "waited").await;
+    ran_where_it_went(&sim, &ws, "waited", "pve2", &out.all_text()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1105,15 +1078,7 @@ async fn an_update_follows_its_vm_moved_while_it_waits_for_the_first_verdict() {
     let admin = pvesim::testing::Admin::new(&sim_handle);
     let sim = SimClient::new(&target);
     let ws = Workspace::new(target);
-    let config = |started: bool| {
-        format!(
-            "provider \"proxmox\" {{\n  seed_storage = \"shared-seeds\"\n}}\n{}\
-             resource \"proxmox_proxy_vm\" \"edge\" {{\n  name     = \"verdict\"\n  \
-             template = \"debian-13-proxy\"\n  node     = \"pve1\"\n  started  = {started}\n  \
-             ha = {{\n    max_restart = 2\n  }}\n}}\n",
-            Workspace::preamble()
-        )
-    };
+    let config = |started: bool| one_ha_vm_config("verdict", started);
     ws.init_with(&config(false)).await;
     ws.apply().await.success();
     ws.write_main_tf(&config(true));
@@ -1124,14 +1089,5 @@ async fn an_update_follows_its_vm_moved_while_it_waits_for_the_first_verdict() {
     let status_read = "file=/run/cloud-init/status.json";
     let out = moved_at_read(&sim, &admin, status_read, moved, ws.apply()).await;
     let out = out.success();
-    let vm = the_vm(&sim, "verdict").await;
-    assert_eq!(vm["node"], "pve2", "{vm}\n{}", out.all_text());
-    assert_eq!(vm["status"], "running", "{vm}");
-    let state = ws.state().await;
-    let values = &state["values"]["root_module"]["resources"][0]["values"];
-    assert_eq!(values["current_node"], "pve2", "{values}");
-    assert_eq!(values["seed_volume"], "", "the seed was detached: {values}");
-    ws.assert_plans_empty().await;
-    ws.destroy().await.success();
-    assert_nothing_left(&sim, "verdict").await;
+    ran_where_it_went(&sim, &ws, "verdict", "pve2", &out.all_text()).await;
 }

@@ -176,7 +176,26 @@ pub struct Call<'a> {
     pub upload: Option<&'a Bytes>,
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
+    /// A `POST` pve-sim makes itself ([`Call::is_internal`]): the HA stack's LRM, a booting
+    /// node's `startall`, an operator's command through the admin API.
+    pub fn internal(
+        template: &'a str,
+        path: &'a BTreeMap<String, String>,
+        params: &'a Map<String, Value>,
+    ) -> Self {
+        Call {
+            method: "POST",
+            template,
+            path,
+            params,
+            user: INTERNAL_USER,
+            token_name: "",
+            now: Instant::now(),
+            upload: None,
+        }
+    }
+
     pub fn path_str(&self, key: &str) -> &str {
         self.path.get(key).map(String::as_str).unwrap_or_default()
     }

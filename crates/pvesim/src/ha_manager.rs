@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::call::{Call, INTERNAL_USER};
+use crate::call::Call;
 use crate::ha_placement::{Preference, cluster_nodes, select_node};
 use crate::ha_rules::Compiled;
 use crate::ha_state::{HaResource, Service};
@@ -578,16 +578,7 @@ fn lrm_call(
         "/status/shutdown" => "/nodes/{node}/qemu/{vmid}/status/shutdown",
         _ => "/nodes/{node}/qemu/{vmid}/migrate",
     };
-    let call = Call {
-        method: "POST",
-        template,
-        path: &path,
-        params,
-        user: INTERNAL_USER,
-        token_name: "",
-        now: Instant::now(),
-        upload: None,
-    };
+    let call = Call::internal(template, &path, params);
     let shared = lrm.shared;
     let result = match leaf {
         "/status/start" => crate::qemu::start(shared, world, &call),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Map, json};
 use tokio::time::Instant;
 
-use crate::call::{Call, INTERNAL_USER};
+use crate::call::Call;
 use crate::ha_state::NodeDown;
 use crate::http::{HttpResponse, json_response, plain_error};
 use crate::shared::Shared;
@@ -174,16 +174,7 @@ fn start_vm(shared: &Arc<Shared>, world: &mut World, node: &str, vmid: u32) -> O
         ("vmid".to_string(), vmid.to_string()),
     ]);
     let params = Map::new();
-    let call = Call {
-        method: "POST",
-        template: "/nodes/{node}/qemu/{vmid}/status/start",
-        path: &path,
-        params: &params,
-        user: INTERNAL_USER,
-        token_name: "",
-        now: Instant::now(),
-        upload: None,
-    };
+    let call = Call::internal("/nodes/{node}/qemu/{vmid}/status/start", &path, &params);
     let reply = crate::qemu::start(shared, world, &call).ok()?;
     reply.data.as_str().map(str::to_string)
 }

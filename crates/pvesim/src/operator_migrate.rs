@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tokio::time::Instant;
 
-use crate::call::{Call, INTERNAL_USER};
+use crate::call::Call;
 use crate::http::{HttpResponse, json_response, plain_error};
 use crate::shared::Shared;
 
@@ -84,16 +83,7 @@ fn start(shared: &Arc<Shared>, vmid: u32, target: &str) -> Result<String, (u16, 
     let mut params = Map::new();
     params.insert("target".into(), Value::from(target));
     params.insert("online".into(), Value::from(vm.running));
-    let call = Call {
-        method: "POST",
-        template: "/nodes/{node}/qemu/{vmid}/migrate",
-        path: &path,
-        params: &params,
-        user: INTERNAL_USER,
-        token_name: "",
-        now: Instant::now(),
-        upload: None,
-    };
+    let call = Call::internal("/nodes/{node}/qemu/{vmid}/migrate", &path, &params);
     match crate::migrate::migrate_vm(shared, &mut world, &call) {
         Ok(reply) => Ok(reply.data.as_str().unwrap_or_default().to_owned()),
         Err(error) => Err((409, error.message.trim_end().to_owned())),

@@ -325,17 +325,7 @@ impl Admin {
     /// not started on one node, a target the rules rule out).
     pub async fn ha_rebalance(&self, sid: &str, target: &str) -> Result<HaRebalance, String> {
         let body = serde_json::json!({ "sid": sid, "target": target });
-        let request = self
-            .request(reqwest::Method::POST, "ha/rebalance")
-            .json(&body);
-        let response = request.send().await.expect("the admin API answers");
-        let status = response.status();
-        let text = response.text().await.expect("admin answer read");
-        if status.as_u16() == 409 {
-            return Err(text);
-        }
-        assert!(status.is_success(), "admin ha/rebalance: {status} {text}");
-        Ok(serde_json::from_str(&text).expect("a rebalance answer"))
+        self.post_refusable("ha/rebalance", &body).await
     }
 
     /// `POST /_sim/vms/{vmid}/migrate`: an operator's `qm migrate` of VM `vmid` to `target`
@@ -345,20 +335,26 @@ impl Admin {
     /// moves a VM while a client's requests are.
     pub async fn migrate(&self, vmid: u32, target: &str) -> Result<serde_json::Value, String> {
         let body = serde_json::json!({ "target": target });
-        let request = self
-            .request(reqwest::Method::POST, &format!("vms/{vmid}/migrate"))
-            .json(&body);
+        self.post_refusable(&format!("vms/{vmid}/migrate"), &body)
+            .await
+    }
+
+    /// `POST /_sim/{leaf}` with a JSON body: the answer, or `Err` with the reason of a
+    /// `409` (what the simulator would not do).
+    async fn post_refusable<T: DeserializeOwned>(
+        &self,
+        leaf: &str,
+        body: &serde_json::Value,
+    ) -> Result<T, String> {
+        let request = self.request(reqwest::Method::POST, leaf).json(body);
         let response = request.send().await.expect("the admin API answers");
         let status = response.status();
         let text = response.text().await.expect("admin answer read");
         if status.as_u16() == 409 {
             return Err(text);
         }
-        assert!(
-            status.is_success(),
-            "admin vms/{vmid}/migrate: {status} {text}"
-        );
-        Ok(serde_json::from_str(&text).expect("a migrate answer"))
+        assert!(status.is_success(), "admin {leaf}: {status} {text}");
+        Ok(serde_json::from_str(&text).expect("an admin answer"))
     }
 
     /// `PUT /_sim/ha/services/{sid}` with `{"state": "error"}`: the service is in `error`,
